@@ -1,0 +1,1 @@
+"""Plumbing every room uses: config, tasks and datasets, the training loop, artifacts, errors."""

@@ -1,0 +1,1 @@
+"""Measure every variant on the same rows: accuracy, latency, size; the report."""

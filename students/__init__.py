@@ -1,0 +1,1 @@
+"""Make students: shape from a target, init from the teacher, KD losses, distillation."""

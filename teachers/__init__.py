@@ -1,0 +1,1 @@
+"""Make a teacher: WordPiece tokenizer, MLM(+NSP) pretraining, task fine-tuning."""
