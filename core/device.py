@@ -1,0 +1,33 @@
+"""Threads and devices: state them explicitly, because latency on a shared CPU depends on them."""
+from __future__ import annotations
+
+import os
+
+
+def set_threads(num_threads: int | None = None) -> int:
+    """Pin torch's intra-op threads (default: all cores) and return the number used."""
+    import torch
+
+    num_threads = num_threads or os.cpu_count() or 1
+    torch.set_num_threads(num_threads)
+    return num_threads
+
+
+def cpu_flags() -> set[str]:
+    """The CPU's instruction-set flags (Linux), used to pick an int8 kernel set (avx512_vnni, avx2)."""
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def describe_machine() -> str:
+    import platform
+
+    flags = cpu_flags()
+    isa = "avx512_vnni" if "avx512_vnni" in flags else "avx2" if "avx2" in flags else platform.machine()
+    return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {isa}"

@@ -1,0 +1,73 @@
+"""Tiny, randomly initialised BERTs and tiny labelled data, for tests and smoke runs.
+
+Real enough to exercise every code path (WordPiece tokenizer, save_pretrained layout,
+shrinkbert.json), small enough that a whole stage runs in seconds on 2 cores.
+"""
+from __future__ import annotations
+
+import csv
+import random
+from pathlib import Path
+
+POSITIVE = "good great fine superb lovely moving funny brilliant charming warm clever".split()
+NEGATIVE = "bad awful dull boring poor weak tedious bland clumsy flat stupid".split()
+NEUTRAL = "the a movie film plot story actor scene it was is and but very quite this".split()
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def tiny_vocab() -> list[str]:
+    letters = list("abcdefghijklmnopqrstuvwxyz.,!?'")
+    pieces = ["##" + c for c in "abcdefghijklmnopqrstuvwxyz"]
+    return SPECIALS + sorted(set(POSITIVE + NEGATIVE + NEUTRAL)) + letters + pieces
+
+
+def make_tiny_bert(out_dir: str | Path, num_labels: int = 2, hidden: int = 32, layers: int = 2,
+                   heads: int = 4, intermediate: int = 64, seed: int = 0, with_manifest: bool = True,
+                   label_names: list[str] | None = None) -> Path:
+    """Write a random-init BertForSequenceClassification + fast tokenizer to out_dir."""
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    vocab_file = out_dir / "vocab.txt"
+    vocab_file.write_text("\n".join(tiny_vocab()) + "\n")
+    tokenizer = BertTokenizerFast(str(vocab_file), do_lower_case=True)
+    label_names = label_names or (["negative", "positive"] if num_labels == 2 else [f"class{i}" for i in range(num_labels)])
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=hidden, num_hidden_layers=layers,
+                        num_attention_heads=heads, intermediate_size=intermediate,
+                        max_position_embeddings=128, num_labels=num_labels,
+                        id2label=dict(enumerate(label_names)), label2id={n: i for i, n in enumerate(label_names)})
+    torch.manual_seed(seed)
+    model = BertForSequenceClassification(config)
+    model.save_pretrained(out_dir, safe_serialization=True)
+    tokenizer.save_pretrained(out_dir)
+    if with_manifest:
+        from core.artifacts import write_manifest
+        from core.models import count_parameters
+
+        write_manifest(out_dir, stage="tiny-init", config={"hidden": hidden, "layers": layers},
+                       seed=seed, num_parameters=count_parameters(model))
+    return out_dir
+
+
+def tiny_sentences(n: int, seed: int = 0) -> list[tuple[str, int]]:
+    """Sentences whose label (1 positive, 0 negative) is set by the sentiment word they hold."""
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(n):
+        label = rng.randint(0, 1)
+        words = rng.sample(NEUTRAL, 4) + [rng.choice(POSITIVE if label else NEGATIVE)]
+        rng.shuffle(words)
+        rows.append((" ".join(words), label))
+    return rows
+
+
+def write_tiny_csv(path: str | Path, n: int = 64, seed: int = 0) -> Path:
+    path = Path(path)
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["text", "label"])
+        for text, label in tiny_sentences(n, seed):
+            writer.writerow([text, "positive" if label else "negative"])
+    return path

@@ -1,0 +1,29 @@
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+# Tests share 2 cores; one thread each keeps them predictable. The hub is never reachable.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(tmp_path_factory) -> Path:
+    """A random-init 2-layer BERT classifier artifact (hidden 32, 4 heads) with its tokenizer."""
+    from core.testing import make_tiny_bert
+
+    return make_tiny_bert(tmp_path_factory.mktemp("tiny") / "model")
+
+
+@pytest.fixture(scope="session")
+def tiny_csv(tmp_path_factory) -> Path:
+    """A labelled CSV (text,label) of 64 sentences whose label is set by one sentiment word."""
+    from core.testing import write_tiny_csv
+
+    return write_tiny_csv(tmp_path_factory.mktemp("data") / "tiny.csv")
