@@ -18,7 +18,8 @@ SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 def tiny_vocab() -> list[str]:
     letters = list("abcdefghijklmnopqrstuvwxyz.,!?'")
     pieces = ["##" + c for c in "abcdefghijklmnopqrstuvwxyz"]
-    return SPECIALS + sorted(set(POSITIVE + NEGATIVE + NEUTRAL)) + letters + pieces
+    tokens = SPECIALS + sorted(set(POSITIVE + NEGATIVE + NEUTRAL)) + letters + pieces
+    return list(dict.fromkeys(tokens))  # a duplicate would leave a hole in the vocabulary
 
 
 def make_tiny_bert(out_dir: str | Path, num_labels: int = 2, hidden: int = 32, layers: int = 2,
