@@ -1,0 +1,375 @@
+"""The recipe runner: `shrinkbert run recipes/NAME.yaml` chains stages into one pipeline.
+
+A recipe names stages and what each uses; `${other}` in a stage's parameters is the output
+directory of stage `other`, which also makes it a dependency. Each stage runs in its own
+process (`python -m MODULE --config FILE`, or `accelerate launch` for training stages on
+several processes) and writes one artifact into OUTPUT_DIR/STAGE.
+
+A stage whose module, parameters and parent artifacts are unchanged is skipped and its
+artifact reused; a killed run, run again, skips what finished and the stage that was killed
+resumes from its own last checkpoint. `--from STAGE` re-runs that stage and all after it.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import importlib
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from core.artifacts import is_artifact, read_manifest, safe_output_path
+from core.config import build_config, read_yaml
+from core.errors import ShrinkbertError
+from shrinkbert.stages import STAGES, TRAINING_STAGES, module_for
+
+RECIPE_KEYS = {"name", "description", "output_dir", "seed", "launch", "stages", "quick"}
+STAGE_KEYS = {"uses", "with", "after", "launch"}
+LAUNCH_KEYS = {"processes", "config_file", "mixed_precision"}
+STAGE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_\-]*$")
+REFERENCE = re.compile(r"\$\{([^}]*)\}")
+STATE_FILE = ".recipe-state.json"
+# Keys the runner owns: a recipe may not point a stage's output anywhere else.
+RESERVED_PARAMS = {"output_dir"}
+
+
+@dataclass
+class Stage:
+    name: str
+    uses: str
+    params: dict[str, Any]
+    depends_on: list[str]
+    launch: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def module(self) -> str:
+        return module_for(self.uses)
+
+
+@dataclass
+class Recipe:
+    name: str
+    output_dir: Path
+    seed: int | None
+    stages: list[Stage]  # in dependency order
+
+    def stage(self, name: str) -> Stage:
+        for stage in self.stages:
+            if stage.name == name:
+                return stage
+        raise ShrinkbertError(f"recipe '{self.name}' has no stage '{name}' (stages: {', '.join(s.name for s in self.stages)})")
+
+    def out_dir(self, stage_name: str) -> Path:
+        return safe_output_path(self.output_dir, stage_name)
+
+
+def _references(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return REFERENCE.findall(value)
+    if isinstance(value, dict):
+        return [ref for v in value.values() for ref in _references(v)]
+    if isinstance(value, list):
+        return [ref for v in value for ref in _references(v)]
+    return []
+
+
+def _substitute(value: Any, outputs: dict[str, Path]) -> Any:
+    if isinstance(value, str):
+        return REFERENCE.sub(lambda m: str(outputs[m.group(1)]), value)
+    if isinstance(value, dict):
+        return {k: _substitute(v, outputs) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_substitute(v, outputs) for v in value]
+    return value
+
+
+def _check_keys(where: str, mapping: Any, allowed: set[str]) -> dict:
+    if not isinstance(mapping, dict):
+        raise ShrinkbertError(f"{where} must be a mapping, got {type(mapping).__name__}")
+    unknown = sorted(set(map(str, mapping)) - allowed)
+    if unknown:
+        raise ShrinkbertError(f"unknown key(s) in {where}: {', '.join(unknown)} (allowed: {', '.join(sorted(allowed))})")
+    return mapping
+
+
+def _check_launch(where: str, launch: Any) -> dict:
+    launch = dict(_check_keys(where, launch or {}, LAUNCH_KEYS))
+    if "processes" in launch and (not isinstance(launch["processes"], int) or isinstance(launch["processes"], bool)
+                                  or launch["processes"] < 1):
+        raise ShrinkbertError(f"{where}.processes must be a positive integer, got {launch['processes']!r}")
+    return launch
+
+
+def _order(stages: dict[str, Stage]) -> list[Stage]:
+    """Topological order (recipe order among equals); a cycle is an error that names it."""
+    ordered, state = [], {}
+
+    def visit(name: str, path: list[str]) -> None:
+        if state.get(name) == "done":
+            return
+        if state.get(name) == "visiting":
+            cycle = path[path.index(name):] + [name]
+            raise ShrinkbertError(f"recipe stages form a cycle: {' -> '.join(cycle)}")
+        state[name] = "visiting"
+        for dep in stages[name].depends_on:
+            visit(dep, path + [name])
+        state[name] = "done"
+        ordered.append(stages[name])
+
+    for name in stages:
+        visit(name, [])
+    return ordered
+
+
+def _apply_override(data: dict, assignment: str) -> None:
+    """`--set stage.key=value` (value parsed as YAML) into the raw recipe mapping."""
+    import yaml
+
+    if "=" not in assignment or "." not in assignment.split("=", 1)[0]:
+        raise ShrinkbertError(f"--set takes STAGE.KEY=VALUE, got {assignment!r}")
+    target, raw = assignment.split("=", 1)
+    stage_name, key = target.split(".", 1)
+    stages = data.get("stages") or {}
+    if stage_name not in stages:
+        raise ShrinkbertError(f"--set names stage '{stage_name}', which the recipe does not have")
+    stages[stage_name].setdefault("with", {})[key] = yaml.safe_load(raw)
+
+
+def parse_recipe(data: Any, *, output_dir: str | Path | None = None, quick: bool = False,
+                 overrides: list[str] = ()) -> Recipe:
+    """Validate a recipe mapping: keys, types, references and order; fail with one clear line."""
+    data = _check_keys("recipe", data, RECIPE_KEYS)
+    data = json.loads(json.dumps(data))  # a private deep copy we may edit
+    if quick and data.get("quick"):
+        for stage_name, extra in _check_keys("quick", data["quick"], set(data.get("stages") or {})).items():
+            data["stages"][stage_name].setdefault("with", {}).update(_check_keys(f"quick.{stage_name}", extra, set(map(str, extra))))
+    for assignment in overrides:
+        _apply_override(data, assignment)
+    raw_stages = data.get("stages")
+    if not raw_stages:
+        raise ShrinkbertError("recipe has no stages")
+    _check_keys("stages", raw_stages, set(map(str, raw_stages)))
+    recipe_launch = _check_launch("launch", data.get("launch"))
+    seed = data.get("seed")
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+        raise ShrinkbertError(f"recipe seed must be an integer, got {seed!r}")
+
+    stages: dict[str, Stage] = {}
+    for name, spec in raw_stages.items():
+        name = str(name)
+        if not STAGE_NAME.match(name):
+            raise ShrinkbertError(f"stage name {name!r} must be letters, digits, '-' or '_'")
+        spec = _check_keys(f"stage '{name}'", spec, STAGE_KEYS)
+        uses = spec.get("uses")
+        if not isinstance(uses, str) or not (uses in STAGES or re.match(r"^[A-Za-z_][\w.]*\.[A-Za-z_]\w*$", uses)):
+            raise ShrinkbertError(f"stage '{name}': 'uses' must be one of {', '.join(STAGES)} "
+                                  f"(or a dotted module path), got {uses!r}")
+        params = _check_keys(f"stage '{name}'.with", spec.get("with") or {}, set(map(str, spec.get("with") or {})))
+        reserved = RESERVED_PARAMS & set(params)
+        if reserved:
+            raise ShrinkbertError(f"stage '{name}': {', '.join(sorted(reserved))} is set by the runner "
+                                  f"(every stage writes into OUTPUT_DIR/{name})")
+        after = spec.get("after") or []
+        if isinstance(after, str):
+            after = [after]
+        if not isinstance(after, list) or not all(isinstance(a, str) for a in after):
+            raise ShrinkbertError(f"stage '{name}': 'after' must be a stage name or a list of them")
+        depends_on = list(dict.fromkeys(after + _references(params)))
+        launch = {**recipe_launch, **_check_launch(f"stage '{name}'.launch", spec.get("launch"))} \
+            if uses in TRAINING_STAGES or spec.get("launch") else {}
+        stages[name] = Stage(name, uses, dict(params), depends_on, launch)
+    for stage in stages.values():
+        for dep in stage.depends_on:
+            if dep not in stages:
+                raise ShrinkbertError(f"stage '{stage.name}' refers to '{dep}', which is not a stage of this recipe")
+    out = Path(output_dir or data.get("output_dir") or f"runs/{data.get('name', 'recipe')}").resolve()
+    return Recipe(str(data.get("name", "recipe")), out, seed, _order(stages))
+
+
+def load_recipe(path: str | Path, **kwargs) -> Recipe:
+    return parse_recipe(read_yaml(path), **kwargs)
+
+
+# ---- running --------------------------------------------------------------------------------
+
+def resolved_params(recipe: Recipe, stage: Stage) -> dict[str, Any]:
+    outputs = {s.name: recipe.out_dir(s.name) for s in recipe.stages}
+    params = _substitute(stage.params, outputs)
+    params["output_dir"] = str(recipe.out_dir(stage.name))
+    return params
+
+
+def validate_params(recipe: Recipe, stage: Stage, params: dict[str, Any]) -> dict[str, Any]:
+    """Check a stage's parameters against its Config dataclass before anything runs."""
+    try:
+        module = importlib.import_module(stage.module)
+    except ImportError as err:
+        raise ShrinkbertError(f"stage '{stage.name}': cannot import {stage.module}: {err}") from None
+    config_cls = getattr(module, "Config", None)
+    if config_cls is None:
+        return params
+    if recipe.seed is not None and "seed" not in params and "seed" in {f.name for f in dataclasses.fields(config_cls)}:
+        params["seed"] = recipe.seed
+    try:
+        build_config(config_cls, params)
+    except ShrinkbertError as err:
+        raise ShrinkbertError(f"stage '{stage.name}' ({stage.uses}): {err}") from None
+    return params
+
+
+def is_finished(out_dir: Path) -> bool:
+    return is_artifact(out_dir) or (out_dir / "report.json").is_file()
+
+
+def output_identity(out_dir: Path) -> str:
+    """What a downstream stage depends on: the artifact's content hash (or the report's bytes)."""
+    if is_artifact(out_dir):
+        return read_manifest(out_dir).get("hash", "")
+    report = out_dir / "report.json"
+    return hashlib.sha256(report.read_bytes()).hexdigest() if report.is_file() else ""
+
+
+def stage_key(recipe: Recipe, stage: Stage, params: dict[str, Any]) -> str:
+    parents = {dep: output_identity(recipe.out_dir(dep)) for dep in stage.depends_on}
+    blob = json.dumps({"module": stage.module, "params": params, "parents": parents, "launch": stage.launch},
+                      sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _read_state(recipe: Recipe) -> dict[str, str]:
+    path = recipe.output_dir / STATE_FILE
+    try:
+        return json.loads(path.read_text()) if path.is_file() else {}
+    except json.JSONDecodeError:
+        return {}  # a damaged state only costs re-running stages
+
+
+def _write_state(recipe: Recipe, state: dict[str, str]) -> None:
+    path = recipe.output_dir / STATE_FILE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, indent=2))
+    os.replace(tmp, path)
+
+
+def launch_command(stage: Stage, config_file: Path) -> tuple[list[str], dict[str, str]]:
+    """The command line for one stage: plain python, or accelerate launch on several processes."""
+    env = dict(os.environ)
+    processes = int(stage.launch.get("processes", 1))
+    if stage.launch.get("config_file"):
+        cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(stage.launch["config_file"])]
+    elif processes > 1:
+        import torch
+
+        cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_machines", "1",
+               "--num_processes", str(processes), "--dynamo_backend", "no",
+               "--mixed_precision", str(stage.launch.get("mixed_precision", "no"))]
+        if not torch.cuda.is_available():
+            # STACK.md: without this opt-in, CPU ranks train as unsynchronised copies, silently.
+            env["ACCELERATE_USE_CPU"] = "true"
+    else:
+        cmd = [sys.executable]
+    return cmd + ["-m", stage.module, "--config", str(config_file)], env
+
+
+def plan(recipe: Recipe, from_stage: str | None = None) -> list[tuple[Stage, dict[str, Any], str]]:
+    """Each stage with its parameters and what will happen: 'run', 'reuse' or 'forced'."""
+    forced: set[str] = set()
+    if from_stage:
+        recipe.stage(from_stage)
+        forced.add(from_stage)
+        for stage in recipe.stages:  # dependency order: downstream stages follow their parents
+            if forced & set(stage.depends_on):
+                forced.add(stage.name)
+    state = _read_state(recipe)
+    rows = []
+    for stage in recipe.stages:
+        params = validate_params(recipe, stage, resolved_params(recipe, stage))
+        out = recipe.out_dir(stage.name)
+        upstream_changes = any(r[2] != "reuse" for r in rows if r[0].name in stage.depends_on)
+        if stage.name in forced:
+            action = "forced"
+        elif not upstream_changes and is_finished(out) and state.get(stage.name) == stage_key(recipe, stage, params):
+            action = "reuse"
+        else:
+            action = "run"
+        rows.append((stage, params, action))
+    return rows
+
+
+def print_plan(recipe: Recipe, rows) -> None:
+    print(f"recipe '{recipe.name}' -> {recipe.output_dir}")
+    for i, (stage, params, action) in enumerate(rows, 1):
+        after = f" after {', '.join(stage.depends_on)}" if stage.depends_on else ""
+        procs = f" on {stage.launch['processes']} processes" if stage.launch.get("processes", 1) > 1 else ""
+        print(f"  [{i}/{len(rows)}] {stage.name:<14} {stage.uses:<10} {action:<6}{after}{procs}")
+        shown = {k: v for k, v in params.items() if k != "output_dir"}
+        print(f"        {json.dumps(shown, default=str)}")
+
+
+def run_recipe(recipe: Recipe, from_stage: str | None = None, dry_run: bool = False) -> int:
+    rows = plan(recipe, from_stage)
+    print_plan(recipe, rows)
+    if dry_run:
+        return 0
+    recipe.output_dir.mkdir(parents=True, exist_ok=True)
+    configs = recipe.output_dir / ".stages"
+    configs.mkdir(exist_ok=True)
+    state = _read_state(recipe)
+    started = time.time()
+    for i, (stage, params, action) in enumerate(rows, 1):
+        if action == "reuse":
+            print(f"\n=== [{i}/{len(rows)}] {stage.name}: up to date, reusing {recipe.out_dir(stage.name)}")
+            continue
+        import yaml
+
+        config_file = configs / f"{stage.name}.yaml"
+        config_file.write_text(yaml.safe_dump(params, sort_keys=False))
+        cmd, env = launch_command(stage, config_file)
+        print(f"\n=== [{i}/{len(rows)}] {stage.name} ({stage.uses}) :: {' '.join(cmd[1:])}", flush=True)
+        state.pop(stage.name, None)
+        _write_state(recipe, state)
+        stage_start = time.time()
+        code = subprocess.call(cmd, env=env)
+        if code != 0:
+            raise ShrinkbertError(f"stage '{stage.name}' failed (exit {code}); fix it and run again: "
+                                  f"finished stages are reused and '{stage.name}' resumes from its last checkpoint")
+        if not is_finished(recipe.out_dir(stage.name)):
+            raise ShrinkbertError(f"stage '{stage.name}' exited 0 but wrote no artifact into {recipe.out_dir(stage.name)}")
+        state[stage.name] = stage_key(recipe, stage, params)
+        _write_state(recipe, state)
+        print(f"=== {stage.name} done in {time.time() - stage_start:.0f} s", flush=True)
+    print(f"\nrecipe '{recipe.name}' finished in {time.time() - started:.0f} s; outputs in {recipe.output_dir}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="shrinkbert run", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("recipe", help="a recipe YAML file, e.g. recipes/demo.yaml")
+    parser.add_argument("--dry-run", action="store_true", help="print the plan (what runs, what is reused) and stop")
+    parser.add_argument("--from", dest="from_stage", metavar="STAGE", help="re-run this stage and every stage after it")
+    parser.add_argument("--quick", action="store_true", help="apply the recipe's `quick` overrides (a few-minute look)")
+    parser.add_argument("--output-dir", help="where stage outputs go (default: the recipe's output_dir)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="STAGE.KEY=VALUE",
+                        help="override one stage parameter; repeatable")
+    args = parser.parse_args(argv)
+    try:
+        output_dir = args.output_dir
+        if args.quick and not output_dir:
+            output_dir = str(Path(read_yaml(args.recipe).get("output_dir") or "runs/recipe")) + "-quick"
+        recipe = load_recipe(args.recipe, output_dir=output_dir, quick=args.quick, overrides=args.overrides)
+        return run_recipe(recipe, from_stage=args.from_stage, dry_run=args.dry_run)
+    except ShrinkbertError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

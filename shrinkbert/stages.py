@@ -1,0 +1,31 @@
+"""The stage catalogue: CLI/recipe names -> the module that runs each stage.
+
+Every stage module exposes `main(argv) -> int` and runs as `python -m MODULE --config FILE`,
+so the CLI, the recipe runner and `accelerate launch -m MODULE` all reach the same code.
+"""
+from __future__ import annotations
+
+STAGES: dict[str, tuple[str, str]] = {
+    # name: (module, one-line summary)
+    "tokenizer": ("teachers.tokenizer", "train a WordPiece tokenizer on text"),
+    "pretrain": ("teachers.pretrain", "MLM (+NSP) pretraining, from scratch or continued"),
+    "finetune": ("teachers.finetune", "fine-tune a teacher for classification"),
+    "distill": ("students.distill", "distil a teacher into a student of a target size"),
+    "prune": ("compress.prune", "structured pruning: remove heads and FFN neurons"),
+    "sparsify": ("compress.sparsify", "unstructured magnitude pruning, baked in"),
+    "trim-vocab": ("compress.trim_vocab", "keep only the tokens a corpus uses"),
+    "export": ("compress.export", "ONNX export through Optimum, with a parity check"),
+    "quantize": ("compress.quantize", "int8 through ONNX Runtime (dynamic, static, accuracy-aware)"),
+    "bundle": ("compress.bundle", "edge bundle: int8 ONNX + tokenizer + torch-free predictor"),
+    "eval": ("eval.harness", "measure variants: accuracy, latency, size; the report"),
+}
+
+# Stages that train, and so may run on several processes under `accelerate launch`.
+TRAINING_STAGES = {"pretrain", "finetune", "distill"}
+
+
+def module_for(name: str) -> str:
+    """A catalogue name, or a dotted module path (for user-defined stages)."""
+    if name in STAGES:
+        return STAGES[name][0]
+    return name

@@ -1,0 +1,153 @@
+"""The recipe runner: plan, skip-if-unchanged, --from, kill and resume, bad recipes."""
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from core.errors import ShrinkbertError
+from shrinkbert.recipe import load_recipe, main, parse_recipe, plan, run_recipe
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def chain(sleep_b: float = 0.0) -> dict:
+    return {
+        "name": "chain",
+        "stages": {
+            "a": {"uses": "tests.fake_stage", "with": {"value": 1}},
+            "b": {"uses": "tests.fake_stage", "with": {"parent": "${a}", "value": 10, "sleep": sleep_b}},
+            "c": {"uses": "tests.fake_stage", "with": {"parent": "${b}", "value": 100}},
+        },
+    }
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    monkeypatch.setenv("FAKE_STAGE_LOG", str(tmp_path / "log.txt"))
+    return tmp_path
+
+
+def runs(tmp_path) -> list[str]:
+    log = tmp_path / "log.txt"
+    return log.read_text().split() if log.exists() else []
+
+
+def total(out: Path, stage: str) -> int:
+    return int((out / stage / "total.txt").read_text())
+
+
+def test_runs_in_order_then_reuses_everything(env):
+    recipe = parse_recipe(chain(), output_dir=env / "out")
+    assert [s.name for s in recipe.stages] == ["a", "b", "c"]
+    run_recipe(recipe)
+    assert total(env / "out", "c") == 111
+    assert runs(env) == ["a", "b", "c"]
+    assert [action for _, _, action in plan(recipe)] == ["reuse"] * 3
+    run_recipe(recipe)
+    assert runs(env) == ["a", "b", "c"]
+
+
+def test_changed_parameter_reruns_that_stage_and_downstream_only(env):
+    run_recipe(parse_recipe(chain(), output_dir=env / "out"))
+    data = chain()
+    data["stages"]["b"]["with"]["value"] = 20
+    recipe = parse_recipe(data, output_dir=env / "out")
+    assert [action for _, _, action in plan(recipe)] == ["reuse", "run", "run"]
+    run_recipe(recipe)
+    assert total(env / "out", "c") == 121
+    assert runs(env) == ["a", "b", "c", "b", "c"]
+
+
+def test_from_stage_forces_it_and_what_follows(env):
+    recipe = parse_recipe(chain(), output_dir=env / "out")
+    run_recipe(recipe)
+    assert [action for _, _, action in plan(recipe, from_stage="b")] == ["reuse", "forced", "forced"]
+    with pytest.raises(ShrinkbertError, match="no stage 'zz'"):
+        plan(recipe, from_stage="zz")
+
+
+def test_dry_run_writes_nothing(env, capsys):
+    path = env / "r.yaml"
+    path.write_text(yaml.safe_dump(chain()))
+    assert main([str(path), "--dry-run", "--output-dir", str(env / "out")]) == 0
+    assert "[3/3] c" in capsys.readouterr().out
+    assert not (env / "out").exists()
+
+
+def test_killed_inside_a_stage_resumes_without_redoing_finished_ones(env):
+    path = env / "r.yaml"
+    path.write_text(yaml.safe_dump(chain(sleep_b=30)))
+    cmd = [sys.executable, "-m", "shrinkbert.cli", "run", str(path), "--output-dir", str(env / "out")]
+    proc = subprocess.Popen(cmd, cwd=ROOT, start_new_session=True)
+    deadline = time.time() + 120
+    while runs(env) != ["a", "b"] and time.time() < deadline:
+        time.sleep(0.2)
+    time.sleep(1.0)  # b is now inside its write
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (env / "out" / "b").exists(), "a killed stage must leave no artifact"
+    path.write_text(yaml.safe_dump(chain()))  # same stages, b no longer slow
+    assert subprocess.call(cmd, cwd=ROOT) == 0
+    assert runs(env) == ["a", "b", "b", "c"]
+    assert total(env / "out", "c") == 111
+    assert not list((env / "out").glob(".partial-*"))
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda d: d["stages"]["a"].update(colour="red"), "unknown key"),
+    (lambda d: d.update(stagez={}), "unknown key"),
+    (lambda d: d["stages"]["a"]["with"].update(value="many"), "must be int"),
+    (lambda d: d["stages"]["a"]["with"].update(nonsense=1), "unknown config key"),
+    (lambda d: d["stages"]["a"]["with"].update(parent="${c}"), "cycle"),
+    (lambda d: d["stages"]["a"]["with"].update(parent="${nowhere}"), "not a stage"),
+    (lambda d: d["stages"]["a"]["with"].update(output_dir="/etc"), "set by the runner"),
+    (lambda d: d["stages"].update({"../up": {"uses": "tests.fake_stage"}}), "stage name"),
+    (lambda d: d["stages"]["a"].update(uses="rm -rf"), "'uses' must be"),
+    (lambda d: d.update(seed="x"), "seed must be an integer"),
+    (lambda d: d.update(launch={"processes": 0}), "positive integer"),
+])
+def test_impossible_recipes_fail_with_one_line_before_running(env, mutate, message):
+    data = chain()
+    mutate(data)
+    with pytest.raises(ShrinkbertError, match=message) as err:
+        recipe = parse_recipe(data, output_dir=env / "out")
+        plan(recipe)
+    assert "\n" not in str(err.value)
+    assert runs(env) == []
+
+
+def test_cli_prints_one_error_line_and_exits_2(env, capsys):
+    path = env / "r.yaml"
+    path.write_text("stages: [unclosed")
+    assert main([str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and "\n" not in err
+
+
+def test_shipped_recipes_parse():
+    for path in sorted((ROOT / "recipes").glob("*.yaml")):
+        for quick in (False, True):
+            recipe = load_recipe(path, quick=quick)
+            assert recipe.stages, path
+
+
+values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                      lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+                      max_leaves=12)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=values)
+def test_fuzzed_recipes_parse_or_fail_cleanly(tmp_path, data):
+    try:
+        parse_recipe(data, output_dir=tmp_path)
+    except ShrinkbertError as err:
+        assert str(err)
