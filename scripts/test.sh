@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Set up (if needed) and run the test suite: tiny random BERTs and small slices of the real data.
+# The long end-to-end runs are marked `slow` and live in bench/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+exec .venv/bin/python -m pytest -q "$@"
