@@ -265,16 +265,17 @@ def launch_command(stage: Stage, config_file: Path) -> tuple[list[str], dict[str
     if stage.launch.get("config_file"):
         cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(stage.launch["config_file"])]
     elif processes > 1:
-        import torch
-
         cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_machines", "1",
                "--num_processes", str(processes), "--dynamo_backend", "no",
                "--mixed_precision", str(stage.launch.get("mixed_precision", "no"))]
-        if not torch.cuda.is_available():
-            # STACK.md: without this opt-in, CPU ranks train as unsynchronised copies, silently.
-            env["ACCELERATE_USE_CPU"] = "true"
     else:
-        cmd = [sys.executable]
+        return [sys.executable, "-m", stage.module, "--config", str(config_file)], env
+    import torch
+
+    if not torch.cuda.is_available():
+        # STACK.md: without this opt-in, CPU ranks train as unsynchronised copies, silently
+        # (and `--cpu`/MULTI_CPU configs run one process): gloo over --multi_gpu is what works.
+        env["ACCELERATE_USE_CPU"] = "true"
     return cmd + ["-m", stage.module, "--config", str(config_file)], env
 
 
