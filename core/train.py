@@ -1,0 +1,335 @@
+"""The one training loop every stage uses (teachers, students), built on HF Accelerate.
+
+    metrics = train(model, train_dataset, collate_fn, loss_fn, cfg, checkpoint_dir)
+
+`loss_fn(model, batch) -> (loss, logs)` holds everything stage-specific (MLM masking, KD losses);
+this loop holds what they share: AdamW with weight-decay groups, linear warmup then decay,
+gradient accumulation and clipping, mixed precision where the device has it, several processes
+(DDP on GPUs, gloo on CPU), a progress bar, tracker logging, and checkpoints that resume exactly.
+
+Exact resume: every `checkpoint_every` optimizer steps `accelerator.save_state` writes model,
+optimizer, scheduler, RNG states of every process and the data position (epoch, micro-batch) into
+a fresh directory, and a `latest` pointer is then replaced atomically. A rerun with the same
+config finds the pointer, restores all of it and skips the batches already seen
+(`skip_first_batches`), so a run killed at any moment ends with the same weights as one that
+never stopped. This holds because nothing outside the checkpoint feeds randomness: shuffling is
+seeded per epoch (seedable sampler), dataloaders use their own generator, `eval_fn` runs with the
+RNG state forked, and random batch transforms (dynamic masking) belong in `loss_fn`, which runs
+in the main process on the checkpointed global RNG, never in `collate_fn` workers.
+When a run completes, a final checkpoint marked `done` lets a rerun return at once.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+import torch
+
+from core.config import field
+from core.errors import ShrinkbertError
+
+LATEST = "latest"  # pointer file naming the newest complete checkpoint
+DONE = "done.json"
+# Config keys that do not change what a run computes; a resume may differ in them.
+RESUME_NEUTRAL = {"resume", "num_workers", "log_every", "log_with", "checkpoint_every", "project_dir"}
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    """Training knobs. Stage configs inherit these, so every stage has the same flat flags."""
+    learning_rate: float = field(5e-5, "peak learning rate (AdamW)")
+    weight_decay: float = field(0.01, "AdamW weight decay (not applied to biases and LayerNorm weights)")
+    warmup_ratio: float = field(0.1, "fraction of optimizer steps spent warming up linearly")
+    warmup_steps: int = field(0, "warmup steps; overrides warmup_ratio when > 0")
+    epochs: float = field(3, "passes over the training data")
+    max_steps: int = field(0, "optimizer steps to run; overrides epochs when > 0")
+    batch_size: int = field(32, "examples per batch per process")
+    grad_accum_steps: int = field(1, "micro-batches accumulated per optimizer step")
+    max_grad_norm: float = field(1.0, "clip the gradient norm to this (0: no clipping)")
+    mixed_precision: str = field("no", "no | bf16 | fp16; applied only on a GPU that supports it")
+    checkpoint_every: int = field(200, "save a resumable checkpoint every N optimizer steps (0: never)")
+    resume: bool = field(True, "resume from the checkpoint directory when it holds a checkpoint")
+    log_every: int = field(10, "log loss, learning rate and tokens/s every N optimizer steps")
+    log_with: str = field("", "Accelerate trackers, comma-separated (tensorboard, wandb, ...); empty: none")
+    seed: int = field(0, "seed for initialisation, shuffling, dropout and masking")
+    num_workers: int = field(0, "dataloader worker processes")
+
+
+def train_config(cfg: Any) -> TrainConfig:
+    """The TrainConfig part of a stage config (or of any object with the same attribute names)."""
+    return TrainConfig(**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(TrainConfig)
+                          if hasattr(cfg, f.name)})
+
+
+def resolve_mixed_precision(requested: str) -> str:
+    requested = (requested or "no").lower()
+    if requested not in ("no", "bf16", "fp16"):
+        raise ShrinkbertError(f"mixed_precision must be no, bf16 or fp16, got {requested!r}")
+    if requested == "no" or not torch.cuda.is_available():
+        return "no"
+    if requested == "bf16" and not torch.cuda.is_bf16_supported():
+        return "fp16"
+    return requested
+
+
+def param_groups(modules: Iterable[torch.nn.Module], weight_decay: float) -> list[dict]:
+    """AdamW groups: decay on weight matrices, none on biases and LayerNorm weights (1-D tensors)."""
+    decay, no_decay, seen = [], [], set()
+    for module in modules:
+        for name, param in module.named_parameters():
+            if not param.requires_grad or id(param) in seen:
+                continue
+            seen.add(id(param))
+            (no_decay if param.ndim < 2 or name.endswith(".bias") else decay).append(param)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+class _LossModule(torch.nn.Module):
+    """Model + extra trainable modules in one module whose forward is the loss, so DDP syncs them all."""
+
+    def __init__(self, model, extra_modules, loss_fn):
+        super().__init__()
+        self.model = model
+        self.extra = torch.nn.ModuleList(extra_modules)
+        self._loss_fn = loss_fn
+
+    def forward(self, batch):
+        return self._loss_fn(self.model, batch)
+
+
+class TrainState:
+    """The run's position and history, checkpointed alongside model and optimizer."""
+
+    def __init__(self):
+        self.step, self.epoch, self.batch, self.elapsed, self.tokens = 0, 0, 0, 0.0, 0
+        self.history: list[dict] = []
+
+    def state_dict(self):
+        return dict(vars(self))
+
+    def load_state_dict(self, state):
+        vars(self).update(state)
+
+
+def _latest(checkpoint_dir: Path) -> Path | None:
+    pointer = checkpoint_dir / LATEST
+    if not pointer.is_file():
+        return None
+    path = checkpoint_dir / pointer.read_text().strip()
+    return path if path.is_dir() else None
+
+
+def _check_same_run(checkpoint_dir: Path, config: dict) -> None:
+    saved_file = checkpoint_dir / "config.json"
+    if not saved_file.is_file():
+        return
+    saved = json.loads(saved_file.read_text())
+    changed = sorted(k for k in set(saved) | set(config)
+                     if k not in RESUME_NEUTRAL and saved.get(k) != config.get(k))
+    if changed:
+        raise ShrinkbertError(
+            f"checkpoint directory {checkpoint_dir} holds a run with other settings "
+            f"({', '.join(changed)}); delete it to start afresh or pass --no-resume")
+
+
+def _count_tokens(batch) -> int:
+    if isinstance(batch, Mapping):
+        if "attention_mask" in batch:
+            return int(batch["attention_mask"].sum())
+        if "input_ids" in batch:
+            return batch["input_ids"].numel()
+    return 0
+
+
+def train(model: torch.nn.Module, train_dataset, collate_fn: Callable, loss_fn: Callable,
+          cfg: TrainConfig, checkpoint_dir: str | Path, extra_modules: Iterable[torch.nn.Module] = (),
+          eval_fn: Callable[[torch.nn.Module], dict] | None = None, desc: str = "train",
+          frozen_modules: Iterable[torch.nn.Module] = ()) -> dict[str, Any]:
+    """Train `model` (and `extra_modules`) in place on `train_dataset`; return the final metrics.
+
+    loss_fn(model, batch) -> (loss tensor, logs dict of floats) is called on each micro-batch
+    (already on the device). eval_fn(model) -> dict runs at the end of every epoch and of the run.
+    frozen_modules (e.g. a teacher) are moved to the device and kept in eval mode, untrained.
+    On several processes only the main process should write artifacts afterwards
+    (`accelerate.PartialState().is_main_process`).
+    """
+    from accelerate import Accelerator
+    from accelerate.utils import DataLoaderConfiguration, DistributedDataParallelKwargs, set_seed
+    from torch.utils.data import DataLoader
+    from tqdm.auto import tqdm
+    from transformers import get_linear_schedule_with_warmup
+
+    from core.config import to_dict
+
+    checkpoint_dir = Path(checkpoint_dir)
+    run_config = to_dict(cfg) if dataclasses.is_dataclass(cfg) else dict(vars(cfg))
+    trackers = [t.strip() for t in (cfg.log_with or "").split(",") if t.strip()]
+    accelerator = Accelerator(
+        cpu=not torch.cuda.is_available(),  # on CPU, several processes must opt in to gloo DDP
+        gradient_accumulation_steps=cfg.grad_accum_steps,
+        mixed_precision=resolve_mixed_precision(cfg.mixed_precision),
+        log_with=trackers or None, project_dir=str(checkpoint_dir / "logs") if trackers else None,
+        dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True, data_seed=cfg.seed),
+        kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)])
+    set_seed(cfg.seed)
+    if trackers:
+        accelerator.init_trackers(desc.replace(" ", "-"), config={k: v for k, v in run_config.items()
+                                                                   if isinstance(v, (int, float, str, bool))})
+
+    extra_modules = list(extra_modules)
+    for frozen in frozen_modules:
+        frozen.to(accelerator.device).eval().requires_grad_(False)
+    wrapper = _LossModule(model, extra_modules, loss_fn)
+    optimizer = torch.optim.AdamW(param_groups([model, *extra_modules], cfg.weight_decay), lr=cfg.learning_rate)
+    loader = DataLoader(train_dataset, batch_size=cfg.batch_size, shuffle=True, collate_fn=collate_fn,
+                        num_workers=cfg.num_workers, generator=torch.Generator().manual_seed(cfg.seed))
+    wrapper, optimizer, loader = accelerator.prepare(wrapper, optimizer, loader)
+    if len(loader) == 0:
+        raise ShrinkbertError(f"{desc}: the training set is empty")
+
+    steps_per_epoch = math.ceil(len(loader) / cfg.grad_accum_steps)
+    total_steps = cfg.max_steps if cfg.max_steps > 0 else max(1, math.ceil(cfg.epochs * steps_per_epoch))
+    warmup = cfg.warmup_steps if cfg.warmup_steps > 0 else int(cfg.warmup_ratio * total_steps)
+    # The scheduler is stepped here once per optimizer step (not prepared: Accelerate would step it
+    # once per process), and checkpointed as a registered object.
+    scheduler = get_linear_schedule_with_warmup(optimizer, warmup, total_steps)
+    state = TrainState()
+    accelerator.register_for_checkpointing(scheduler, state)
+
+    checkpointing = cfg.checkpoint_every > 0
+    if checkpointing:
+        latest = _latest(checkpoint_dir) if cfg.resume else None
+        if latest is not None:
+            _check_same_run(checkpoint_dir, run_config)
+            accelerator.load_state(str(latest))
+            accelerator.print(f"{desc}: resumed from {latest} at step {state.step}")
+            if (latest / DONE).is_file():
+                return json.loads((latest / DONE).read_text())
+        elif accelerator.is_main_process:
+            shutil.rmtree(checkpoint_dir, ignore_errors=True)
+            checkpoint_dir.mkdir(parents=True)
+            (checkpoint_dir / "config.json").write_text(json.dumps(run_config, indent=1, default=str))
+        accelerator.wait_for_everyone()
+
+    def save_checkpoint(done_metrics: dict | None = None) -> None:
+        name = f"step-{state.step}"
+        tmp = checkpoint_dir / f".tmp-{name}"
+        if accelerator.is_main_process:
+            shutil.rmtree(tmp, ignore_errors=True)
+        accelerator.wait_for_everyone()
+        accelerator.save_state(str(tmp))
+        accelerator.wait_for_everyone()
+        if accelerator.is_main_process:
+            if done_metrics is not None:
+                (tmp / DONE).write_text(json.dumps(done_metrics, default=str))
+            shutil.rmtree(checkpoint_dir / name, ignore_errors=True)
+            os.replace(tmp, checkpoint_dir / name)
+            pointer = checkpoint_dir / f".{LATEST}.tmp"
+            pointer.write_text(name)
+            os.replace(pointer, checkpoint_dir / LATEST)  # the commit point
+            for old in checkpoint_dir.glob("*step-*"):
+                if old.name != name:
+                    shutil.rmtree(old, ignore_errors=True)
+        accelerator.wait_for_everyone()
+
+    def evaluate() -> dict:
+        rng = torch.get_rng_state(), torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
+        wrapper.eval()
+        with torch.no_grad():
+            result = eval_fn(accelerator.unwrap_model(wrapper).model) or {}
+        wrapper.train()
+        torch.set_rng_state(rng[0])
+        if rng[1] is not None:
+            torch.cuda.set_rng_state_all(rng[1])
+        state.history.append({"kind": "eval", "step": state.step, "epoch": state.epoch, **result})
+        accelerator.log(result, step=state.step)
+        return result
+
+    bar = tqdm(total=total_steps, initial=state.step, desc=desc, disable=not accelerator.is_local_main_process)
+    wrapper.train()
+    window_loss, window_n, window_tokens, window_start = 0.0, 0, 0, time.perf_counter()
+    run_start, elapsed_before = time.perf_counter(), state.elapsed
+    while state.step < total_steps:
+        loader.set_epoch(state.epoch)
+        epoch_loader = accelerate_skip(loader, state.batch) if state.batch else loader
+        for batch in epoch_loader:
+            with accelerator.accumulate(wrapper):
+                loss, logs = wrapper(batch)
+                accelerator.backward(loss)
+                if accelerator.sync_gradients and cfg.max_grad_norm > 0:
+                    accelerator.clip_grad_norm_(wrapper.parameters(), cfg.max_grad_norm)
+                optimizer.step()
+                if accelerator.sync_gradients and not accelerator.optimizer_step_was_skipped:
+                    scheduler.step()
+                optimizer.zero_grad(set_to_none=True)
+            state.batch += 1
+            tokens = _count_tokens(batch) * accelerator.num_processes
+            state.tokens += tokens
+            window_tokens += tokens
+            window_loss += float(loss.detach())
+            window_n += 1
+            if not accelerator.sync_gradients:
+                continue
+            state.step += 1
+            bar.update(1)
+            if state.step % max(cfg.log_every, 1) == 0 or state.step == total_steps:
+                now = time.perf_counter()
+                record = {"kind": "train", "step": state.step, "epoch": state.epoch, "loss": window_loss / max(window_n, 1),
+                          "lr": scheduler.get_last_lr()[0], "tokens_per_s": window_tokens / max(now - window_start, 1e-9),
+                          **{k: float(v) for k, v in (logs or {}).items()}}
+                state.history.append(record)
+                accelerator.log({k: v for k, v in record.items() if k not in ("kind", "step")}, step=state.step)
+                bar.set_postfix(loss=f"{record['loss']:.4f}")
+                window_loss, window_n, window_tokens, window_start = 0.0, 0, 0, now
+            if state.step >= total_steps:
+                break
+            if checkpointing and state.step % cfg.checkpoint_every == 0:
+                state.elapsed = elapsed_before + time.perf_counter() - run_start
+                save_checkpoint()
+        if state.batch >= len(loader):  # the epoch ran to its end
+            if eval_fn is not None:
+                evaluate()
+            state.epoch, state.batch = state.epoch + 1, 0
+    bar.close()
+
+    metrics: dict[str, Any] = {}
+    if eval_fn is not None:
+        evals = [h for h in state.history if h["kind"] == "eval"]
+        metrics.update(evaluate() if not evals or evals[-1]["step"] != state.step else
+                       {k: v for k, v in evals[-1].items() if k not in ("kind", "step", "epoch")})
+    state.elapsed = elapsed_before + time.perf_counter() - run_start
+    losses = [h["loss"] for h in state.history if h["kind"] == "train"]
+    metrics.update({"train_loss": losses[-1] if losses else float("nan"), "steps": state.step,
+                    "epochs": state.step / steps_per_epoch, "train_time_s": state.elapsed,
+                    "tokens_per_s": state.tokens / max(state.elapsed, 1e-9),
+                    "num_processes": accelerator.num_processes, "history": state.history})
+    if checkpointing:
+        save_checkpoint(done_metrics=metrics)
+    accelerator.end_training()
+    return metrics
+
+
+def accelerate_skip(loader, num_batches: int):
+    """`accelerator.skip_first_batches`, keeping the epoch so that the shuffle order is the same."""
+    from accelerate import skip_first_batches
+
+    skipped = skip_first_batches(loader, num_batches)
+    skipped.set_epoch(loader.iteration)
+    return skipped
+
+
+def remove_checkpoints(checkpoint_dir: str | Path) -> None:
+    """Delete a stage's checkpoint directory once its artifact has landed (main process only)."""
+    from accelerate import PartialState
+
+    state = PartialState()
+    state.wait_for_everyone()
+    if state.is_main_process:
+        shutil.rmtree(checkpoint_dir, ignore_errors=True)
+    state.wait_for_everyone()
