@@ -1,0 +1,176 @@
+"""Structured pruning: physically remove attention heads and FFN neurons, ranked by importance.
+
+Only removed structure makes a dense model faster, so nothing here is masked: heads go through
+`model.prune_heads` (recorded in config.pruned_heads, re-applied by from_pretrained) and FFN
+neurons through `prune_linear_layer` on intermediate.dense (rows) and output.dense (columns).
+
+FFN neurons are removed in the SAME number from every layer, so the pruned model keeps one
+`intermediate_size` and reloads with plain AutoModelForSequenceClassification and exports through
+Optimum; BertConfig has no per-layer size. Which neurons go is still chosen per layer by score.
+Heads may be ranked globally (per-layer L2-normalised scores, Michel et al.) or per layer; a layer
+always keeps at least `min_heads_per_layer` heads.
+
+Recovery (distillation from the unpruned model) is a separate stage: `students.distill`.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from compress.common import accuracy, align_labels, load_pt, load_rows, torch_logits
+from compress.importance import bert_layers, score
+from core.artifacts import atomic_artifact, write_manifest
+from core.config import field, stage_main, to_dict
+from core.errors import ShrinkbertError, require
+from core.models import count_parameters
+
+
+@dataclass
+class Config:
+    model: str = field("", "PyTorch model artifact to prune")
+    output_dir: str = field("", "where the pruned artifact is written")
+    data: str = field("", "task name or data file whose rows rank heads/neurons (core.data.load_task)")
+    head_fraction: float = field(0.4, "fraction of attention heads to remove (of the model's current heads)")
+    neuron_fraction: float = field(0.4, "fraction of FFN neurons to remove, the same count in every layer")
+    head_scope: str = field("global", "rank heads 'global'ly (Michel et al.) or 'per_layer' (same count per layer)")
+    min_heads_per_layer: int = field(1, "never leave a layer with fewer heads than this")
+    importance: str = field("taylor", "'taylor' (gradient x activation on task rows) or 'magnitude' (weights only, no data)")
+    importance_rows: int = field(256, "task rows (train split) used to score heads and neurons")
+    eval_rows: int = field(256, "validation rows to score accuracy before/after (0: skip)")
+    max_length: int = field(128, "tokens per row")
+    batch_size: int = field(16, "rows per scoring batch")
+    seed: int = field(0, "seed for the data split")
+
+
+def magnitude_scores(model) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Data-free fallback: L2 norm of each head's output-projection columns and each neuron's weights."""
+    heads, neurons = [], []
+    for layer in bert_layers(model):
+        att = layer.attention
+        n, size = att.self.num_attention_heads, att.self.attention_head_size
+        w = att.output.dense.weight.detach()  # [hidden, n*size]
+        heads.append(w.view(w.shape[0], n, size).norm(dim=(0, 2)))
+        neurons.append(layer.intermediate.dense.weight.detach().norm(dim=1) *
+                       layer.output.dense.weight.detach().norm(dim=0))
+    return heads, neurons
+
+
+def choose_heads(head_scores: list[torch.Tensor], fraction: float, scope: str, min_keep: int) -> dict[int, list[int]]:
+    """{layer: [positions among the layer's current heads to remove]}."""
+    total = sum(len(s) for s in head_scores)
+    n_remove = int(round(fraction * total))
+    if n_remove == 0:
+        return {}
+    if scope == "per_layer":
+        plan = {}
+        for i, s in enumerate(head_scores):
+            k = min(int(round(fraction * len(s))), max(len(s) - min_keep, 0))
+            if k:
+                plan[i] = sorted(torch.argsort(s)[:k].tolist())
+        return plan
+    require(scope == "global", f"head_scope must be 'global' or 'per_layer', got '{scope}'")
+    ranked = sorted(((float(v), i, h) for i, s in enumerate(head_scores) for h, v in enumerate(s)))
+    plan: dict[int, list[int]] = {}
+    for _, i, h in ranked:
+        if n_remove == 0:
+            break
+        if len(head_scores[i]) - len(plan.get(i, [])) <= min_keep:
+            continue  # the layer is at its floor: the next least important head elsewhere goes instead
+        plan.setdefault(i, []).append(h)
+        n_remove -= 1
+    return {i: sorted(hs) for i, hs in plan.items()}
+
+
+def original_head_ids(model, layer: int, positions: list[int]) -> list[int]:
+    """prune_heads takes the original head numbers; map positions among the remaining heads to them."""
+    pruned = set(int(h) for h in model.config.pruned_heads.get(layer, model.config.pruned_heads.get(str(layer), [])))
+    remaining = [h for h in range(model.config.num_attention_heads) if h not in pruned]
+    return [remaining[p] for p in positions]
+
+
+def prune_neurons(model, neuron_scores: list[torch.Tensor], fraction: float) -> int:
+    """Remove the same number of least important neurons from every layer; returns the new size."""
+    from transformers.pytorch_utils import prune_linear_layer
+
+    layers = bert_layers(model)
+    size = layers[0].intermediate.dense.out_features
+    keep = size - int(round(fraction * size))
+    require(keep >= 1, f"neuron_fraction {fraction} would remove every FFN neuron")
+    if keep == size:
+        return size
+    for layer, s in zip(layers, neuron_scores):
+        index = torch.sort(torch.argsort(s, descending=True)[:keep]).values
+        layer.intermediate.dense = prune_linear_layer(layer.intermediate.dense, index, dim=0)
+        layer.output.dense = prune_linear_layer(layer.output.dense, index, dim=1)
+    model.config.intermediate_size = keep
+    return keep
+
+
+def structure(model) -> dict[str, int | list[int]]:
+    layers = bert_layers(model)
+    heads = [l.attention.self.num_attention_heads for l in layers]
+    return {"heads": sum(heads), "heads_per_layer": heads,
+            "ffn_neurons": sum(l.intermediate.dense.out_features for l in layers),
+            "intermediate_size": layers[0].intermediate.dense.out_features,
+            "num_parameters": count_parameters(model)}
+
+
+def run(cfg: Config) -> Path:
+    require(bool(cfg.model) and bool(cfg.output_dir), "prune needs --model and --output-dir")
+    require(0.0 <= cfg.head_fraction < 1.0, f"head_fraction must be in [0, 1), got {cfg.head_fraction}")
+    require(0.0 <= cfg.neuron_fraction < 1.0, f"neuron_fraction must be in [0, 1), got {cfg.neuron_fraction}")
+    require(cfg.min_heads_per_layer >= 1, "min_heads_per_layer must be at least 1 (a layer with no heads cannot run)")
+    require(cfg.importance in ("taylor", "magnitude"), f"importance must be 'taylor' or 'magnitude', got '{cfg.importance}'")
+    if cfg.importance == "taylor" and not cfg.data:
+        raise ShrinkbertError("taylor importance needs task rows: pass --data TASK (or --importance magnitude)")
+    model, tokenizer = load_pt(cfg.model)
+    require(model.config.model_type == "bert" or hasattr(model, "bert"),
+            f"structured pruning supports BERT-family models, got model_type '{model.config.model_type}'")
+    before = structure(model)
+
+    eval_rows, eval_labels, task = [], [], None
+    if cfg.data and cfg.eval_rows:
+        eval_rows, task = load_rows(cfg.data, "validation", cfg.eval_rows, cfg.seed)
+        eval_labels = align_labels(eval_rows, task, model.config.id2label)
+    acc_before = accuracy(torch_logits(model, tokenizer, eval_rows, cfg.max_length), eval_labels) if eval_rows else None
+
+    if cfg.importance == "taylor":
+        rows, task = load_rows(cfg.data, "train", cfg.importance_rows, cfg.seed)
+        labels = align_labels(rows, task, model.config.id2label)
+        head_scores, neuron_scores = score(model, tokenizer, rows, labels, cfg.max_length, cfg.batch_size)
+    else:
+        head_scores, neuron_scores = magnitude_scores(model)
+
+    plan = choose_heads(head_scores, cfg.head_fraction, cfg.head_scope, cfg.min_heads_per_layer)
+    to_prune = {i: original_head_ids(model, i, pos) for i, pos in plan.items()}
+    if to_prune:
+        model.prune_heads(to_prune)
+    prune_neurons(model, neuron_scores, cfg.neuron_fraction)
+    after = structure(model)
+    acc_after = accuracy(torch_logits(model, tokenizer, eval_rows, cfg.max_length), eval_labels) if eval_rows else None
+
+    metrics = {"before": before, "after": after,
+               "params_ratio": round(after["num_parameters"] / before["num_parameters"], 4),
+               "heads_removed": {str(k): v for k, v in to_prune.items()},
+               "head_scores": [[round(float(x), 5) for x in s] for s in head_scores],
+               "val_accuracy_before": acc_before, "val_accuracy_after_no_recovery": acc_after,
+               "eval_rows": len(eval_rows),
+               "note": "accuracy is before recovery; chain students.distill with the unpruned model as teacher"}
+    with atomic_artifact(cfg.output_dir) as tmp:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        write_manifest(tmp, stage="prune", parents=[cfg.model], config=to_dict(cfg), metrics=metrics,
+                       seed=cfg.seed, num_parameters=after["num_parameters"])
+    return Path(cfg.output_dir)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return stage_main(Config, run, "Structured pruning: remove attention heads and FFN neurons by importance.",
+                      argv, prog="python -m compress.prune")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+"""Unstructured magnitude pruning: zero the smallest weights of the Linear layers, baked in.
+
+Honest scope: zeros shrink a *compressed* file (gzip/zip of the weights, a download), not the
+latency of a dense runtime — PyTorch and ONNX Runtime still multiply every zero. The manifest
+records the gzip size before and after; for speed, prune structure (compress.prune).
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from compress.common import accuracy, align_labels, gzip_size, load_pt, load_rows, torch_logits
+from core.artifacts import atomic_artifact, write_manifest
+from core.config import field, stage_main, to_dict
+from core.errors import require
+from core.models import count_parameters
+
+
+@dataclass
+class Config:
+    model: str = field("", "PyTorch model artifact to sparsify")
+    output_dir: str = field("", "where the sparsified artifact is written")
+    sparsity: float = field(0.5, "fraction of the selected weights set to zero")
+    scope: str = field("global", "'global' (one magnitude threshold over all layers) or 'per_layer'")
+    include_embeddings: bool = field(False, "also sparsify the embedding matrices")
+    include_classifier: bool = field(False, "also sparsify the classifier head")
+    data: str = field("", "optional task: score validation accuracy before/after")
+    eval_rows: int = field(256, "validation rows for the accuracy check")
+    max_length: int = field(128, "tokens per row")
+    seed: int = field(0, "seed for the data split")
+
+
+def targets(model, cfg: Config) -> list[tuple[torch.nn.Module, str]]:
+    chosen = []
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.Linear):
+            if name.startswith("classifier") and not cfg.include_classifier:
+                continue
+            chosen.append((module, "weight"))
+        elif isinstance(module, torch.nn.Embedding) and cfg.include_embeddings:
+            chosen.append((module, "weight"))
+    return chosen
+
+
+def sparsify(model, cfg: Config) -> dict[str, float]:
+    from torch.nn.utils import prune
+
+    params = targets(model, cfg)
+    require(bool(params), "no layers selected to sparsify")
+    if cfg.scope == "global":
+        prune.global_unstructured(params, pruning_method=prune.L1Unstructured, amount=cfg.sparsity)
+    else:
+        require(cfg.scope == "per_layer", f"scope must be 'global' or 'per_layer', got '{cfg.scope}'")
+        for module, name in params:
+            prune.l1_unstructured(module, name, amount=cfg.sparsity)
+    for module, name in params:
+        prune.remove(module, name)  # bake the mask into the weight; no forward hooks left behind
+    zeros = sum(int((m.weight == 0).sum()) for m, _ in params)
+    total = sum(m.weight.numel() for m, _ in params)
+    all_zeros = sum(int((p == 0).sum()) for p in model.parameters())
+    return {"sparsity_selected": zeros / total, "selected_weights": total,
+            "sparsity_all_parameters": all_zeros / count_parameters(model)}
+
+
+def run(cfg: Config) -> Path:
+    require(bool(cfg.model) and bool(cfg.output_dir), "sparsify needs --model and --output-dir")
+    require(0.0 <= cfg.sparsity < 1.0, f"sparsity must be in [0, 1), got {cfg.sparsity}")
+    model, tokenizer = load_pt(cfg.model)
+    rows, labels = [], []
+    if cfg.data and cfg.eval_rows:
+        rows, task = load_rows(cfg.data, "validation", cfg.eval_rows, cfg.seed)
+        labels = align_labels(rows, task, model.config.id2label)
+    acc_before = accuracy(torch_logits(model, tokenizer, rows, cfg.max_length), labels) if rows else None
+    weights = next(Path(cfg.model).glob("*.safetensors"))
+    size_before, gz_before = weights.stat().st_size, gzip_size(weights)
+    metrics = sparsify(model, cfg)
+    acc_after = accuracy(torch_logits(model, tokenizer, rows, cfg.max_length), labels) if rows else None
+    with atomic_artifact(cfg.output_dir) as tmp:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        out_weights = next(Path(tmp).glob("*.safetensors"))
+        gz_after = gzip_size(out_weights)
+        metrics.update({
+            "file_bytes_before": size_before, "file_bytes_after": out_weights.stat().st_size,
+            "gzip_bytes_before": gz_before, "gzip_bytes_after": gz_after,
+            "gzip_ratio": round(gz_before / gz_after, 3),
+            "val_accuracy_before": acc_before, "val_accuracy_after": acc_after, "eval_rows": len(rows),
+            "note": ("unstructured zeros shrink the compressed (gzip/zip) file only; the dense file size and "
+                     "dense-runtime latency are unchanged. Use compress.prune for speed."),
+        })
+        write_manifest(tmp, stage="sparsify", parents=[cfg.model], config=to_dict(cfg), metrics=metrics,
+                       seed=cfg.seed, num_parameters=count_parameters(model))
+    return Path(cfg.output_dir)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return stage_main(Config, run, "Unstructured magnitude pruning (shrinks a compressed file, not latency).",
+                      argv, prog="python -m compress.sparsify")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
