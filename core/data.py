@@ -1,0 +1,491 @@
+"""Tasks' datasets in one shape, split once by seed and stored, so every variant sees the same rows.
+
+`load_task` turns a built-in name, a user file (.csv .tsv .jsonl .json .parquet), a directory of
+train/validation/test files, or a hub name into a DatasetDict with splits train/validation/test
+and columns "text", optional "text_pair", "label" (ClassLabel index into task.label_names).
+The first call stores the splits under <cache>/tasks/<name>-<source hash>-seed<seed>/; later
+calls load them, so the test rows never change between runs, variants or machines.
+"""
+from __future__ import annotations
+
+import codecs
+import contextlib
+import hashlib
+import json
+import math
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import datasets
+
+from core.errors import ShrinkbertError
+from core.tasks import BUILTIN_TASKS, Task
+
+# Bump when the way stored splits are built changes, so stale stores are not reused.
+STORE_VERSION = 1
+LOADERS = {".csv": ("csv", {}), ".tsv": ("csv", {"delimiter": "\t"}), ".jsonl": ("json", {}),
+           ".json": ("json", {}), ".parquet": ("parquet", {})}
+SPLIT_NAMES = {"train": ("train",), "validation": ("validation", "valid", "val", "dev"), "test": ("test",)}
+MIN_ROWS_TO_SPLIT = 10
+TASK_FILE = "task.json"
+
+
+def default_cache_dir() -> Path:
+    """$SHRINKBERT_CACHE, or ~/.cache/shrinkbert."""
+    env = os.environ.get("SHRINKBERT_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "shrinkbert"
+
+
+@contextlib.contextmanager
+def quiet_datasets() -> Iterator[None]:
+    """No progress bars from `datasets` while we build small tables; restored afterwards."""
+    was_enabled = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            datasets.enable_progress_bars()
+
+
+def _first_line(err: BaseException) -> str:
+    """The most telling line of an error: `datasets` wraps the parser's error in its own."""
+    while isinstance(err, datasets.exceptions.DatasetGenerationError) and (err.__cause__ or err.__context__):
+        err = err.__cause__ or err.__context__
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    return lines[0] if lines else type(err).__name__
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading user files
+
+
+def _looks_like_path(name: str) -> bool:
+    return Path(name).suffix.lower() in LOADERS or name.startswith(("/", ".", "~"))
+
+
+def _check_utf8(path: Path) -> None:
+    """Fail on the first byte that is not UTF-8, and on a file with no visible content."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    seen_content, offset = False, 0
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            try:
+                text = decoder.decode(block)
+            except UnicodeDecodeError as err:
+                raise ShrinkbertError(f"{path} is not UTF-8 text (byte {block[err.start]:#04x} at offset "
+                                      f"{offset + err.start}); re-save it as UTF-8") from None
+            seen_content = seen_content or bool(text.strip().lstrip("\ufeff"))
+            offset += len(block)
+        try:
+            decoder.decode(b"", final=True)
+        except UnicodeDecodeError:
+            raise ShrinkbertError(f"{path} is not UTF-8 text (it ends inside a multi-byte character); "
+                                  "re-save it as UTF-8") from None
+    if not seen_content:
+        raise ShrinkbertError(f"{path} is empty")
+
+
+def read_table(path: str | Path) -> datasets.Dataset:
+    """One user file as a Dataset (in memory), or one clear ShrinkbertError."""
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise ShrinkbertError(f"data file {path} does not exist")
+    if not path.is_file():
+        raise ShrinkbertError(f"{path} is not a file")
+    suffix = path.suffix.lower()
+    if suffix not in LOADERS:
+        raise ShrinkbertError(f"{path}: unsupported file type '{suffix}' (use one of {', '.join(LOADERS)})")
+    if path.stat().st_size == 0:
+        raise ShrinkbertError(f"{path} is empty")
+    if suffix != ".parquet":
+        _check_utf8(path)
+    builder, options = LOADERS[suffix]
+    # datasets' own cache is throwaway here: the rows we keep are stored by load_task.
+    with tempfile.TemporaryDirectory(prefix="shrinkbert-read-") as tmp, quiet_datasets():
+        try:
+            table = datasets.load_dataset(builder, data_files=str(path), split="train", cache_dir=tmp,
+                                          keep_in_memory=True, **options)
+        except Exception as err:  # the loaders raise many types (pandas, pyarrow, json) for bad bytes
+            raise ShrinkbertError(f"cannot read {path} as {suffix[1:]}: {_first_line(err)}") from None
+    if len(table) == 0:
+        raise ShrinkbertError(f"{path} has no data rows")
+    return table
+
+
+def _split_files(directory: Path) -> dict[str, Path]:
+    found = {}
+    for split, aliases in SPLIT_NAMES.items():
+        candidates = [p for alias in aliases for p in sorted(directory.glob(f"{alias}.*"))
+                      if p.suffix.lower() in LOADERS]
+        if len(candidates) > 1:
+            raise ShrinkbertError(f"{directory} holds several {split} files: {', '.join(p.name for p in candidates)}")
+        if candidates:
+            found[split] = candidates[0]
+    if "train" not in found:
+        raise ShrinkbertError(f"{directory} holds no train file (expected train.csv/.tsv/.jsonl/.json/.parquet, "
+                              "and optionally validation.* and test.*)")
+    return found
+
+
+# ---------------------------------------------------------------------------------------------
+# Columns and labels
+
+
+def _standardize(table: datasets.Dataset, where: str, text_column: str, text_pair_column: str | None,
+                 label_column: str) -> datasets.Dataset:
+    """Keep and rename the task's columns to text/text_pair/label; texts become strings."""
+    wanted = {text_column: "text", label_column: "label"}
+    if text_pair_column:
+        wanted[text_pair_column] = "text_pair"
+    columns = table.column_names
+    for column, role in wanted.items():
+        if column not in columns:
+            hint = {"text": "text_column", "text_pair": "text_pair_column", "label": "label_column"}[role]
+            raise ShrinkbertError(f"{where} has no {role} column '{column}' (columns: {', '.join(map(str, columns))}); "
+                                  f"pass {hint}=...")
+    for column in wanted:
+        feature = table.features[column]
+        if not isinstance(feature, (datasets.Value, datasets.ClassLabel)):
+            raise ShrinkbertError(f"{where}: column '{column}' holds {type(feature).__name__} values, not plain text or labels")
+    table = table.select_columns(list(wanted)).rename_columns({k: v for k, v in wanted.items() if k != v})
+    text_columns = [c for c in ("text", "text_pair") if c in table.column_names]
+
+    def to_strings(batch, indices):
+        for column in text_columns:
+            for value, index in zip(batch[column], indices):
+                if value is None:
+                    raise ShrinkbertError(f"{where}: row {index + 1} has no {column}")
+            batch[column] = [str(v) for v in batch[column]]
+        return batch
+
+    features = table.features.copy()
+    for column in text_columns:
+        features[column] = datasets.Value("string")
+    with quiet_datasets():
+        return table.map(to_strings, batched=True, with_indices=True, features=features)
+
+
+def _label_key(value):
+    """Labels compare by value: 1, 1.0 and True-as-1 are different spellings of the same label."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        if math.isnan(value):
+            return None
+        if value.is_integer():
+            return int(value)
+    return value
+
+
+def _encode_labels(splits: dict[str, datasets.Dataset], where: str,
+                   label_names: Sequence[str] | None) -> tuple[tuple[str, ...], dict[str, datasets.Dataset]]:
+    """Turn raw label values (strings or ints) into ClassLabel indices; names sorted or given."""
+    feature = splits["train"].features["label"]
+    if isinstance(feature, datasets.ClassLabel) and label_names is None:
+        label_names = feature.names  # a hub dataset that already names its labels
+    values = set()
+    for split in splits.values():
+        split_feature = split.features["label"]
+        raw = split.unique("label")
+        if isinstance(split_feature, datasets.ClassLabel):
+            raw = [split_feature.names[v] if v is not None and 0 <= v < split_feature.num_classes else v for v in raw]
+        values.update(_label_key(v) for v in raw)
+    if None in values:
+        raise ShrinkbertError(f"{where} has rows with no label")
+    kinds = {type(v) for v in values}
+    if len(kinds) > 1:
+        raise ShrinkbertError(f"{where}: labels mix numbers and names ({sorted(map(str, values))[:6]})")
+    if label_names is not None:
+        label_names = tuple(str(n) for n in label_names)
+        if kinds == {int} and not set(label_names) >= {str(v) for v in values}:
+            # ints are indices into the given names
+            bad = sorted(v for v in values if not 0 <= v < len(label_names))
+            if bad:
+                raise ShrinkbertError(f"{where}: label {bad[0]} is not an index into the given label names "
+                                      f"{list(label_names)}")
+            lookup = {v: v for v in values}
+        else:
+            bad = sorted(str(v) for v in values if str(v) not in label_names)
+            if bad:
+                raise ShrinkbertError(f"{where}: label '{bad[0]}' is not one of the given label names {list(label_names)}")
+            lookup = {v: label_names.index(str(v)) for v in values}
+    else:
+        ordered = sorted(values)
+        label_names = tuple(str(v) for v in ordered)
+        lookup = {v: i for i, v in enumerate(ordered)}
+    if len(label_names) < 2:
+        raise ShrinkbertError(f"{where} has only one label value ({label_names[0]!r}); a classifier needs at least 2")
+
+    encoded = {}
+    for name, split in splits.items():
+        split_feature = split.features["label"]
+        names = split_feature.names if isinstance(split_feature, datasets.ClassLabel) else None
+
+        def to_index(batch, names=names):
+            batch["label"] = [lookup[_label_key(names[v] if names else v)] for v in batch["label"]]
+            return batch
+
+        features = split.features.copy()
+        features["label"] = datasets.ClassLabel(names=list(label_names))
+        with quiet_datasets():
+            encoded[name] = split.map(to_index, batched=True, features=features)
+    return label_names, encoded
+
+
+# ---------------------------------------------------------------------------------------------
+# Splits
+
+
+def _carve(table: datasets.Dataset, fraction: float, seed: int) -> tuple[datasets.Dataset, datasets.Dataset]:
+    """Split off `fraction` of the rows, stratified by label where every class allows it."""
+    try:
+        parts = table.train_test_split(test_size=fraction, seed=seed, stratify_by_column="label")
+    except ValueError:  # a class too small to stratify: a plain seeded shuffle split
+        parts = table.train_test_split(test_size=fraction, seed=seed)
+    return parts["train"], parts["test"]
+
+
+def make_splits(splits: dict[str, datasets.Dataset], where: str, seed: int) -> datasets.DatasetDict:
+    """Use the source's own splits; carve what is missing from train (80/10/10 when only train)."""
+    train = splits["train"]
+    with quiet_datasets():
+        if "validation" not in splits and "test" not in splits:
+            if len(train) < MIN_ROWS_TO_SPLIT:
+                raise ShrinkbertError(f"{where} has only {len(train)} labelled rows; need at least "
+                                      f"{MIN_ROWS_TO_SPLIT} to make train/validation/test splits")
+            train, rest = _carve(train, 0.2, seed)
+            validation, test = _carve(rest, 0.5, seed)
+        else:
+            validation, test = splits.get("validation"), splits.get("test")
+            missing = [n for n, s in (("validation", validation), ("test", test)) if s is None]
+            if missing and len(train) < MIN_ROWS_TO_SPLIT:
+                raise ShrinkbertError(f"{where}: the train split has only {len(train)} rows, too few to carve "
+                                      f"a {missing[0]} split from")
+            if validation is None:
+                train, validation = _carve(train, 0.1, seed)
+            if test is None:
+                train, test = _carve(train, 0.1, seed)
+    result = datasets.DatasetDict(train=train, validation=validation, test=test)
+    for name, split in result.items():
+        if len(split) == 0:
+            raise ShrinkbertError(f"{where}: the {name} split is empty")
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# Sources: built-in, user file or directory, hub
+
+
+def _digest(*parts) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def _file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _safe_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("._")[:60] or "task"
+
+
+def _read_user_splits(path: Path) -> dict[str, datasets.Dataset]:
+    if path.is_dir():
+        return {split: read_table(file) for split, file in _split_files(path).items()}
+    return {"train": read_table(path)}
+
+
+def _read_hub(name: str, cache_root: Path) -> dict[str, datasets.Dataset]:
+    try:
+        with quiet_datasets():
+            loaded = datasets.load_dataset(name, cache_dir=str(cache_root / "hub"))
+    except Exception as err:  # offline, unknown name, gated, bad config: all one line for the user
+        raise ShrinkbertError(f"cannot load '{name}': not a built-in task ({', '.join(BUILTIN_TASKS)}), not an "
+                              f"existing file, and not loadable from the hub ({_first_line(err)})") from None
+    splits = {}
+    for split, aliases in SPLIT_NAMES.items():
+        for alias in aliases:
+            if alias in loaded:
+                splits[split] = loaded[alias]
+                break
+    if "train" not in splits:
+        raise ShrinkbertError(f"hub dataset '{name}' has no train split (splits: {', '.join(loaded)})")
+    return splits
+
+
+def _drop_unlabelled(splits: dict[str, datasets.Dataset]) -> dict[str, datasets.Dataset]:
+    """Hub test splits often hide their labels as -1: such a split cannot measure anything."""
+    kept = {}
+    for name, split in splits.items():
+        feature = split.features.get("label")
+        if name != "train" and isinstance(feature, datasets.ClassLabel) and -1 in split.unique("label"):
+            continue
+        kept[name] = split
+    return kept
+
+
+def _source(name_or_path: str, options: dict, cache_root: Path) -> tuple[str, str, object]:
+    """(kind, display name, identity) of a source; identity decides where its splits are stored."""
+    if name_or_path in BUILTIN_TASKS:
+        from core import builtin
+
+        return "builtin", name_or_path, builtin.source_identity(name_or_path)
+    path = Path(name_or_path).expanduser()
+    if path.is_dir():
+        files = _split_files(path)
+        return "path", path.name, {s: _file_digest(f) for s, f in files.items()}
+    if path.is_file():
+        return "path", path.stem, _file_digest(path)
+    if _looks_like_path(name_or_path):
+        raise ShrinkbertError(f"data file {path} does not exist")
+    return "hub", name_or_path, name_or_path
+
+
+def _build(kind: str, name_or_path: str, display: str, options: dict, seed: int,
+           cache_root: Path) -> tuple[Task, datasets.DatasetDict]:
+    if kind == "builtin":
+        from core import builtin_data
+
+        task = BUILTIN_TASKS[name_or_path]
+        splits = builtin_data.build(name_or_path, seed=seed, cache_dir=cache_root)
+        features_for = lambda split: split.features.copy()  # noqa: E731
+        cast = {}
+        for split_name, split in splits.items():
+            features = features_for(split)
+            features["label"] = datasets.ClassLabel(names=list(task.label_names))
+            cast[split_name] = split.cast(features)
+        return task, make_splits(cast, name_or_path, seed)
+    where = str(Path(name_or_path).expanduser()) if kind == "path" else f"hub dataset '{name_or_path}'"
+    raw = _read_user_splits(Path(name_or_path).expanduser()) if kind == "path" else _drop_unlabelled(
+        _read_hub(name_or_path, cache_root))
+    splits = {split: _standardize(table, f"{where}" + (f" ({split})" if len(raw) > 1 else ""), options["text_column"],
+                                  options["text_pair_column"], options["label_column"])
+              for split, table in raw.items()}
+    label_names, splits = _encode_labels(splits, where, options["label_names"])
+    task = Task(display, label_names, pair=bool(options["text_pair_column"]),
+                metrics=tuple(options["metrics"] or ("accuracy",)))
+    return task, make_splits(splits, where, seed)
+
+
+def _store(store: Path, task: Task, splits: datasets.DatasetDict, source: dict) -> None:
+    """Write splits to a temporary sibling, then rename: a killed run leaves a whole store or none."""
+    store.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".partial-{store.name}-", dir=store.parent))
+    try:
+        with quiet_datasets():
+            splits.save_to_disk(str(tmp / "splits"))
+        counts = {name: len(split) for name, split in splits.items()}
+        (tmp / TASK_FILE).write_text(json.dumps({"task": task.to_dict(), "rows": counts, "source": source,
+                                                 "store_version": STORE_VERSION}, indent=2, default=str))
+        try:
+            os.rename(tmp, store)
+        except OSError:  # another process stored the same splits first: theirs are identical
+            if not (store / TASK_FILE).is_file():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _load_store(store: Path) -> tuple[Task, datasets.DatasetDict]:
+    try:
+        meta = json.loads((store / TASK_FILE).read_text())
+        with quiet_datasets():
+            splits = datasets.load_from_disk(str(store / "splits"))
+    except Exception as err:
+        raise ShrinkbertError(f"stored splits in {store} are unreadable ({_first_line(err)}); delete that "
+                              "directory to rebuild them") from None
+    return Task.from_dict(meta["task"]), splits
+
+
+def load_task(name_or_path: str, *, text_column: str = "text", text_pair_column: str | None = None,
+              label_column: str = "label", seed: int = 0, cache_dir: str | None = None,
+              max_rows: int | None = None, label_names: Sequence[str] | None = None,
+              metrics: Sequence[str] | None = None) -> tuple[Task, datasets.DatasetDict]:
+    """The task and its train/validation/test splits (stored on first use, loaded after).
+
+    name_or_path: a built-in task (movie-snippets, bbc-news, nyt-next-sentence), a .csv/.tsv/
+    .jsonl/.json/.parquet file, a directory of train/validation/test files, or a hub dataset.
+    label_names: the labels in index order (default: the sorted distinct labels of the data).
+    max_rows: keep the first rows of each split (a prefix, so a quick run's test rows are the
+    first test rows of the full run).
+    """
+    name_or_path = str(name_or_path)
+    if max_rows is not None and max_rows < 1:
+        raise ShrinkbertError(f"max_rows must be at least 1, got {max_rows}")
+    cache_root = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
+    options = {"text_column": text_column, "text_pair_column": text_pair_column, "label_column": label_column,
+               "label_names": list(label_names) if label_names is not None else None,
+               "metrics": list(metrics) if metrics else None}
+    kind, display, identity = _source(name_or_path, options, cache_root)
+    source = {"kind": kind, "name": name_or_path, "identity": identity,
+              "options": options if kind != "builtin" else {}, "store_version": STORE_VERSION}
+    store = cache_root / "tasks" / f"{_safe_name(display)}-{_digest(source)}-seed{seed}"
+    if not (store / TASK_FILE).is_file():
+        task, splits = _build(kind, name_or_path, display, options, seed, cache_root)
+        _store(store, task, splits, source)
+    task, splits = _load_store(store)
+    if max_rows is not None:
+        splits = datasets.DatasetDict({name: split.select(range(min(max_rows, len(split))))
+                                       for name, split in splits.items()})
+    return task, splits
+
+
+# ---------------------------------------------------------------------------------------------
+# Tokenizing and corpora
+
+
+def tokenize_task(dataset_dict: datasets.DatasetDict, tokenizer, task: Task,
+                  max_length: int = 128) -> datasets.DatasetDict:
+    """input_ids, attention_mask, token_type_ids and "labels"; unpadded (the collator pads)."""
+    if task.pair and "text_pair" not in dataset_dict["train"].column_names:
+        raise ShrinkbertError(f"task '{task.name}' is a pair task but its rows have no text_pair column")
+
+    def encode(batch):
+        pair = batch["text_pair"] if task.pair else None
+        return tokenizer(batch["text"], pair, truncation=True, max_length=max_length,
+                         return_token_type_ids=True, return_attention_mask=True)
+
+    drop = [c for c in dataset_dict["train"].column_names if c != "label"]
+    with quiet_datasets():
+        tokenized = dataset_dict.map(encode, batched=True, remove_columns=drop)
+    return tokenized.rename_column("label", "labels")
+
+
+def load_corpus(names_or_paths: list[str], max_lines: int | None = None) -> list[str]:
+    """Raw text items (a paragraph or sentence each) for MLM: built-ins "sotu", "wordnet", or .txt files.
+
+    With max_lines, each source gives an equal share (its first lines), so no source is crowded out.
+    """
+    if isinstance(names_or_paths, (str, Path)):
+        names_or_paths = [names_or_paths]
+    if not names_or_paths:
+        raise ShrinkbertError("no corpus given (use sotu, wordnet or .txt files)")
+    share = math.ceil(max_lines / len(names_or_paths)) if max_lines else None
+    lines: list[str] = []
+    for source in names_or_paths:
+        lines.extend(_corpus_lines(str(source), share))
+    return lines[:max_lines] if max_lines else lines
+
+
+def _corpus_lines(source: str, limit: int | None) -> list[str]:
+    from core import builtin_data
+
+    if source in builtin_data.CORPORA:
+        lines = builtin_data.corpus(source)
+    else:
+        path = Path(source).expanduser()
+        if not path.is_file():
+            raise ShrinkbertError(f"corpus '{source}' is neither a built-in ({', '.join(builtin_data.CORPORA)}) "
+                                  "nor an existing text file")
+        _check_utf8(path)
+        with open(path, encoding="utf-8-sig") as handle:
+            lines = [line.strip() for line in handle if line.strip()]
+    return lines[:limit] if limit else lines

@@ -1,0 +1,63 @@
+"""A task is declared, not coded: its text field(s), its label names and the metrics it reports.
+
+Every room sees datasets in one shape (columns "text", optional "text_pair", "label" as an int
+index into `label_names`), so nothing downstream needs to know where the rows came from.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from core.errors import ShrinkbertError
+
+KNOWN_METRICS = ("accuracy", "f1", "matthews_correlation")
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    label_names: tuple[str, ...]
+    pair: bool = False  # True: rows have "text" and "text_pair" ([CLS] a [SEP] b [SEP])
+    metrics: tuple[str, ...] = ("accuracy",)  # names of evaluate metrics
+
+    def __post_init__(self):
+        # Accept lists from YAML/JSON but store tuples, so a Task stays hashable and frozen.
+        object.__setattr__(self, "label_names", tuple(str(n) for n in self.label_names))
+        object.__setattr__(self, "metrics", tuple(self.metrics))
+        if len(self.label_names) < 2:
+            raise ShrinkbertError(f"task '{self.name}' needs at least 2 labels, got {list(self.label_names)}")
+        if len(set(self.label_names)) != len(self.label_names):
+            raise ShrinkbertError(f"task '{self.name}' has duplicate label names: {list(self.label_names)}")
+        unknown = [m for m in self.metrics if m not in KNOWN_METRICS]
+        if unknown:
+            raise ShrinkbertError(f"task '{self.name}': unknown metric(s) {unknown} (known: {', '.join(KNOWN_METRICS)})")
+
+    @property
+    def num_labels(self) -> int:
+        return len(self.label_names)
+
+    @property
+    def id2label(self) -> dict[int, str]:
+        return dict(enumerate(self.label_names))
+
+    @property
+    def label2id(self) -> dict[str, int]:
+        return {name: i for i, name in enumerate(self.label_names)}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "label_names": list(self.label_names), "metrics": list(self.metrics)}
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> "Task":
+        return cls(name=values["name"], label_names=tuple(values["label_names"]),
+                   pair=bool(values.get("pair", False)), metrics=tuple(values.get("metrics", ("accuracy",))))
+
+
+# Built-in tasks: label names fixed here so every run agrees on what index means what.
+# nyt-next-sentence puts "is_next" at index 1 so F1 measures the positive class.
+BUILTIN_TASKS = {
+    "movie-snippets": Task("movie-snippets", ("negative", "positive"), metrics=("accuracy", "f1")),
+    "bbc-news": Task("bbc-news", ("business", "entertainment", "politics", "sports", "tech")),
+    "nyt-next-sentence": Task("nyt-next-sentence", ("not_next", "is_next"), pair=True, metrics=("accuracy", "f1")),
+}
