@@ -1,0 +1,180 @@
+"""core/train.py: schedule, weight-decay groups, two CPU processes in step, exact resume after SIGKILL."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from core.train import TrainConfig, param_groups, train
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def tiny_classification(model_dir, n=48, seed=0):
+    """(model, tokenized dataset, collate_fn, loss_fn) for a tiny BERT on tiny sentences."""
+    import datasets
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding
+
+    from core.testing import tiny_sentences
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    rows = tiny_sentences(n, seed)
+    ds = datasets.Dataset.from_dict({"text": [r[0] for r in rows], "labels": [r[1] for r in rows]})
+    ds = ds.map(lambda b: tokenizer(b["text"]), batched=True, remove_columns=["text"])
+    torch.manual_seed(seed)
+    model = AutoModelForSequenceClassification.from_pretrained(model_dir)
+
+    def loss_fn(m, batch):
+        out = m(**batch)
+        return out.loss, {"acc": float((out.logits.argmax(-1) == batch["labels"]).float().mean())}
+
+    return model, ds, DataCollatorWithPadding(tokenizer), loss_fn
+
+
+def test_warmup_then_linear_decay(tiny_bert, tmp_path):
+    model, ds, collate, loss_fn = tiny_classification(tiny_bert)
+    cfg = TrainConfig(learning_rate=1e-3, warmup_steps=4, epochs=2, batch_size=4, grad_accum_steps=2,
+                      log_every=1, checkpoint_every=0)
+    metrics = train(model, ds, collate, loss_fn, cfg, tmp_path / "ckpt")
+    steps = 2 * (48 // 4) // 2  # 12 micro-batches an epoch, 2 per optimizer step
+    assert metrics["steps"] == steps
+    lrs = [h["lr"] for h in metrics["history"] if h["kind"] == "train"]
+    assert len(lrs) == steps
+    # lr after step k: k/4 of the peak while warming up, then linear to 0 at the last step
+    expected = [1e-3 * min(k / 4, (steps - k) / (steps - 4)) for k in range(1, steps + 1)]
+    assert lrs == pytest.approx(expected)
+    assert metrics["tokens_per_s"] > 0 and "acc" in metrics["history"][0]
+    assert not (tmp_path / "ckpt").exists()  # checkpoint_every=0 writes nothing
+
+
+def test_weight_decay_groups(tiny_bert):
+    from transformers import AutoModelForSequenceClassification
+
+    model = AutoModelForSequenceClassification.from_pretrained(tiny_bert)
+    extra = torch.nn.Linear(32, 8)
+    model.bert.embeddings.requires_grad_(False)
+    decay, no_decay = param_groups([model, extra], 0.1)
+    names = {id(p): n for n, p in [*model.named_parameters(), *(("extra." + n, p) for n, p in extra.named_parameters())]}
+    decayed = {names[id(p)] for p in decay["params"]}
+    kept = {names[id(p)] for p in no_decay["params"]}
+    assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
+    assert all(not n.endswith("bias") and "LayerNorm" not in n for n in decayed)
+    assert all(n.endswith("bias") or "LayerNorm" in n for n in kept)
+    assert "extra.weight" in decayed and "extra.bias" in kept
+    assert "bert.encoder.layer.0.attention.self.query.weight" in decayed
+    assert "bert.encoder.layer.0.output.LayerNorm.weight" in kept
+    assert not any(n.startswith("bert.embeddings") for n in decayed | kept)  # frozen: not optimised
+    assert len(decayed) + len(kept) == sum(p.requires_grad for p in model.parameters()) + 2
+
+
+def _two_process_worker(model_dir, out_dir):
+    from accelerate import PartialState
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state(reset_partial_state=True)  # forked from a parent that made its own
+
+    model, ds, collate, loss_fn = tiny_classification(model_dir)
+    extra = torch.nn.Linear(32, 32)  # a distillation-style projection, trained alongside
+    extra_initial = extra.weight.detach().clone()
+
+    def loss_with_extra(m, batch):
+        loss, logs = loss_fn(m, batch)
+        hidden = m.bert.embeddings.word_embeddings(batch["input_ids"])
+        return loss + 0.01 * extra(hidden).pow(2).mean(), logs
+
+    cfg = TrainConfig(learning_rate=1e-3, epochs=2, batch_size=4, checkpoint_every=3, log_every=2)
+    metrics = train(model, ds, collate, loss_with_extra, cfg, Path(out_dir) / "ckpt", extra_modules=[extra])
+    rank = PartialState().process_index
+    weights = {**{k: v.detach() for k, v in model.state_dict().items()},
+               **{"extra." + k: v.detach() for k, v in extra.state_dict().items()}, "initial.extra": extra_initial}
+    torch.save(weights, Path(out_dir) / f"rank{rank}.pt")
+    (Path(out_dir) / f"rank{rank}.json").write_text(json.dumps({k: metrics[k] for k in ("steps", "num_processes")}))
+
+
+def test_two_cpu_processes_stay_in_step(tiny_bert, tmp_path):
+    from accelerate import debug_launcher
+
+    debug_launcher(_two_process_worker, args=(str(tiny_bert), str(tmp_path)), num_processes=2)
+    infos = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert all(i["num_processes"] == 2 for i in infos)
+    # 48 rows, 4 per batch per process: 6 steps an epoch, 2 epochs
+    assert all(i["steps"] == 12 for i in infos)
+    w0, w1 = (torch.load(tmp_path / f"rank{r}.pt") for r in (0, 1))
+    from safetensors.torch import load_file
+    initial = load_file(tiny_bert / "model.safetensors")
+    assert all(torch.equal(w0[k], w1[k]) for k in w0), "replicas diverged: gradients were not synchronised"
+    assert not torch.equal(w0["bert.encoder.layer.0.attention.self.query.weight"],
+                           initial["bert.encoder.layer.0.attention.self.query.weight"])
+    assert not torch.equal(w0["extra.weight"], w0["initial.extra"])
+
+
+TRAIN_SCRIPT = textwrap.dedent("""
+    import sys, time
+    sys.path.insert(0, {root!r}); sys.path.insert(0, {tests!r})
+    from pathlib import Path
+    import torch
+    from safetensors.torch import save_file
+    from core.train import TrainConfig, train
+    from test_train import tiny_classification
+
+    model, ds, collate, loss_fn = tiny_classification({model!r})
+
+    def slow_random_loss(m, batch):
+        time.sleep(0.15)  # leaves time to kill the run between checkpoints
+        loss, logs = loss_fn(m, batch)
+        return loss * (1 + 0.01 * torch.rand(())), logs  # draws from the RNG, like dynamic masking
+
+    cfg = TrainConfig(learning_rate=1e-3, epochs=2, batch_size=4, grad_accum_steps=2, checkpoint_every=2,
+                      log_every=1, seed=3)
+    model.config.hidden_dropout_prob = 0.2
+    train(model, ds, collate, slow_random_loss, cfg, Path(sys.argv[1]) / "ckpt", eval_fn=lambda m: {{"x": 1}})
+    save_file({{k: v.contiguous() for k, v in model.state_dict().items()}}, str(Path(sys.argv[1]) / "final.safetensors"))
+""")
+
+
+def test_sigkill_then_resume_is_bit_exact(tiny_bert, tmp_path):
+    from safetensors.torch import load_file
+
+    script = tmp_path / "run.py"
+    script.write_text(TRAIN_SCRIPT.format(root=str(ROOT), tests=str(ROOT / "tests"), model=str(tiny_bert)))
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    reference = subprocess.Popen([sys.executable, str(script), str(whole)], env=env,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    victim = subprocess.Popen([sys.executable, str(script), str(killed)], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 90
+    pointer = killed / "ckpt" / "latest"
+    while not (pointer.exists() and pointer.read_text() == "step-4") and victim.poll() is None:
+        assert time.time() < deadline, "no checkpoint appeared"
+        time.sleep(0.05)
+    victim.send_signal(signal.SIGKILL)  # mid-epoch: 6 steps an epoch, killed after step 4
+    victim.wait()
+    assert victim.returncode == -signal.SIGKILL
+    assert not (killed / "final.safetensors").exists()
+    resumed = subprocess.run([sys.executable, str(script), str(killed)], env=env, capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "resumed from" in resumed.stdout + resumed.stderr
+    assert reference.wait() == 0
+    a, b = load_file(whole / "final.safetensors"), load_file(killed / "final.safetensors")
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a), "resumed run differs from the uninterrupted one"
+
+
+def test_resume_refuses_other_settings(tiny_bert, tmp_path):
+    from core.errors import ShrinkbertError
+
+    model, ds, collate, loss_fn = tiny_classification(tiny_bert, n=16)
+    cfg = TrainConfig(epochs=1, batch_size=4, checkpoint_every=1)
+    train(model, ds, collate, loss_fn, cfg, tmp_path / "ckpt")
+    again = train(model, ds, collate, loss_fn, cfg, tmp_path / "ckpt")  # finished: returns at once
+    assert again["steps"] == 4
+    with pytest.raises(ShrinkbertError, match="other settings.*learning_rate"):
+        train(model, ds, collate, loss_fn, TrainConfig(epochs=1, batch_size=4, checkpoint_every=1,
+                                                       learning_rate=1.0), tmp_path / "ckpt")
