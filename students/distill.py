@@ -1,0 +1,457 @@
+"""The distill stage: teacher -> student of a target size (or into an existing model).
+
+    python -m students.distill --teacher runs/teacher --task movie-snippets --target 25%
+    python -m students.distill --teacher T --task data.csv --layers 4 --hidden 192
+    python -m students.distill --teacher T --task movie-snippets --student runs/pruned  # recovery
+    python -m students.distill --teacher MLM_T --mode general --corpus sotu,wordnet --target 25%
+
+Task distillation (mode task) trains on the task's labelled train split with the losses you
+switch on (weights; 0 = off): soft logits (default), hidden states, attentions, embeddings,
+hard labels. General distillation (mode general) trains a masked-LM student on raw text: both
+models see the same randomly masked tokens; KD on the MLM logits at masked positions plus any
+hidden/attention losses; its student is a BertForMaskedLM artifact for a later task distillation
+(`--student`).
+
+With logits-only losses (and `cache` on, the default) the teacher's logits are computed once per
+(teacher, tokenized data, max_length) and reused: the teacher is not even loaded on a cache hit.
+Hidden losses can use the cache too with `--cache-hidden` (fp16 on disk). Attention losses always
+run the teacher live.
+
+The saved student is a plain BertConfig model that AutoModelForSequenceClassification (or
+AutoModelForMaskedLM) loads with no custom code. The learned projections used by the hidden and
+embedding losses are training-only and are not saved (the manifest says so).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from core.config import field, stage_main, to_dict
+from core.errors import ShrinkbertError
+from core.train import TrainConfig, remove_checkpoints, train, train_config
+from students.losses import DistillLoss, LossWeights, format_layer_map, parse_layer_map
+
+PROJECTIONS_NOTE = ("hidden/embedding losses used learned projections from the student's width to the "
+                    "teacher's; they are training-only and were not saved (the student never uses them)")
+MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+@dataclasses.dataclass
+class Config(TrainConfig):
+    teacher: str = field("", "teacher artifact directory (a fine-tuned classifier; an MLM model for mode general)")
+    task: str = field("", "built-in task name or a data file/directory (mode task)")
+    text_column: str = field("text", "text column of a data file")
+    text_pair_column: str | None = field(None, "second text column, for pair tasks")
+    label_column: str = field("label", "label column of a data file")
+    mode: str = field("task", "task: distil on labelled data | general: MLM distillation on raw text")
+    corpus: str = field("", "mode general: comma-separated corpora (sotu, wordnet, .txt files)")
+    mlm_probability: float = field(0.15, "mode general: share of tokens masked")
+    max_train_rows: int = field(0, "use only the first N training rows/lines (0: all)")
+    max_eval_rows: int = field(0, "evaluate on only the first N test rows (0: all)")
+    output_dir: str = field("runs/student", "where the student artifact is written")
+    # The student
+    target: str = field("", "size target: 25% (of the teacher's parameters), 20MB (fp32 file) or 4ms "
+                            "(batch-1 latency at max_length); explicit shape fields below pin dimensions")
+    layers: int = field(0, "student layers (0: from the target, else the teacher's)")
+    hidden: int = field(0, "student hidden size (0: from the target, else the teacher's)")
+    heads: int = field(0, "student attention heads (0: hidden / the teacher's head size)")
+    intermediate: int = field(0, "student FFN width (0: the teacher's FFN/hidden ratio)")
+    student: str = field("", "distil INTO this existing model artifact (e.g. a pruned one) instead of a new shape")
+    init: str = field("teacher", "teacher: start from (sliced) teacher weights | random")
+    init_layers: str = field("", "teacher layers (1-based) the student layers start from, e.g. 2,4,6 (default: uniform)")
+    init_keep: str = field("norm", "which dims to keep when narrower: norm (largest weights) | first")
+    threads: int = field(0, "threads for a latency target's timing (0: all cores)")
+    # The losses
+    layer_map: str = field("", "student:teacher layers for hidden/attention losses, e.g. 1:2,2:4,3:6 (0 = "
+                               "embeddings); default uniform: student i <- teacher round(i*T/S)")
+    logits_weight: float = field(1.0, "weight of soft-logit KD (KL, T^2-scaled); 0 = off")
+    hidden_weight: float = field(0.0, "weight of hidden-state MSE (projected when widths differ); 0 = off")
+    attention_weight: float = field(0.0, "weight of attention-probability transfer; 0 = off")
+    embedding_weight: float = field(0.0, "weight of embedding-output MSE; 0 = off")
+    hard_weight: float = field(0.0, "weight of cross-entropy with the gold labels; 0 = off")
+    temperature: float = field(2.0, "softmax temperature of the logit KD")
+    attention_loss: str = field("kl", "kl | mse between attention probabilities")
+    # Teacher outputs
+    cache: bool = field(True, "cache the teacher's outputs on disk and reuse them across runs")
+    cache_hidden: bool = field(False, "also cache the hidden states the losses need (fp16)")
+    cache_dir: str = field("", "teacher-output cache directory (default: $SHRINKBERT_CACHE/teacher-outputs)")
+    max_length: int = field(128, "tokens per example (and the sequence length of a latency target)")
+    eval_batch_size: int = field(64, "batch size for the teacher pass and the test evaluation")
+    learning_rate: float = field(1e-4, "peak learning rate (AdamW)")
+
+
+def loss_weights(cfg: Config) -> LossWeights:
+    return LossWeights(logits=cfg.logits_weight, hidden=cfg.hidden_weight, attention=cfg.attention_weight,
+                       embedding=cfg.embedding_weight, hard=cfg.hard_weight)
+
+
+def _log(message: str) -> None:
+    from accelerate import PartialState
+
+    if PartialState().is_main_process:
+        print(message, flush=True)
+
+
+def _is_mlm(config) -> bool:
+    return any(a.endswith(("ForMaskedLM", "ForPreTraining")) for a in (config.architectures or []))
+
+
+def _int_list(text: str) -> list[int] | None:
+    if not text:
+        return None
+    try:
+        return [int(x) for x in str(text).replace(" ", "").split(",") if x]
+    except ValueError:
+        raise ShrinkbertError(f"init_layers must be comma-separated layer numbers, got {text!r}") from None
+
+
+def _default_cache_dir() -> Path:
+    from core.data import default_cache_dir
+
+    return default_cache_dir() / "teacher-outputs"
+
+
+def make_collate(tokenizer):
+    """Pad model inputs; carry labels and row indices through as tensors."""
+
+    def collate(features: list[dict]) -> dict:
+        inputs = [{k: f[k] for k in MODEL_INPUTS if k in f} for f in features]
+        batch = dict(tokenizer.pad(inputs, padding=True, return_tensors="pt"))
+        for key in ("labels", "row_idx"):
+            if key in features[0]:
+                batch[key] = torch.tensor([f[key] for f in features], dtype=torch.long)
+        return batch
+
+    return collate
+
+
+def _with_row_index(dataset):
+    keep = [c for c in dataset.column_names if c in (*MODEL_INPUTS, "labels")]
+    dataset = dataset.select_columns(keep)
+    return dataset.add_column("row_idx", list(range(len(dataset))))
+
+
+def _head_kwargs(need_attentions: bool) -> dict:
+    return {"attn_implementation": "eager"} if need_attentions else {}
+
+
+# ---------------------------------------------------------------------------------------------
+# Data
+
+
+def load_data(cfg: Config, tokenizer):
+    """(task or None, train dataset, test dataset or None), tokenized and row-indexed."""
+    if cfg.mode == "task":
+        from core.data import load_task, tokenize_task
+
+        if not cfg.task:
+            raise ShrinkbertError("no task given: --task NAME_OR_FILE (or --mode general --corpus ...)")
+        task, splits = load_task(cfg.task, text_column=cfg.text_column, text_pair_column=cfg.text_pair_column,
+                                 label_column=cfg.label_column, seed=cfg.seed)
+        tokenized = tokenize_task(splits, tokenizer, task, max_length=cfg.max_length)
+        train_set, test_set = tokenized["train"], tokenized["test"]
+        if cfg.max_train_rows:
+            train_set = train_set.select(range(min(cfg.max_train_rows, len(train_set))))
+        if cfg.max_eval_rows:
+            test_set = test_set.select(range(min(cfg.max_eval_rows, len(test_set))))
+        return task, _with_row_index(train_set), _with_row_index(test_set)
+    if cfg.mode == "general":
+        import datasets
+
+        from core.data import load_corpus
+
+        lines = load_corpus([c for c in cfg.corpus.split(",") if c], max_lines=cfg.max_train_rows or None)
+        encoded = tokenizer(lines, truncation=True, max_length=cfg.max_length, return_token_type_ids=True,
+                            return_attention_mask=True)
+        train_set = datasets.Dataset.from_dict({k: encoded[k] for k in MODEL_INPUTS})
+        return None, _with_row_index(train_set), None
+    raise ShrinkbertError(f"mode must be 'task' or 'general', got {cfg.mode!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Models
+
+
+def load_teacher(cfg: Config, need_attentions: bool):
+    from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoModelForSequenceClassification
+
+    from core.models import check_model_dir, load_model
+
+    check_model_dir(cfg.teacher)
+    config = AutoConfig.from_pretrained(cfg.teacher)
+    if cfg.mode == "general":
+        cls = AutoModelForMaskedLM if _is_mlm(config) else AutoModel
+    else:
+        cls = AutoModelForSequenceClassification
+    return load_model(cls, cfg.teacher, **_head_kwargs(need_attentions)).eval()
+
+
+def build_student(cfg: Config, teacher_config, weights: LossWeights, log=_log):
+    """(student model, record for the manifest): an existing model, or a new shape initialised."""
+    from transformers import (AutoModelForMaskedLM, AutoModelForSequenceClassification, BertForMaskedLM,
+                              BertForSequenceClassification)
+
+    from core.models import load_model
+    from students.init import init_from_teacher
+    from students.shape import choose_shape, shape_config, teacher_shape
+
+    kwargs = _head_kwargs(bool(weights.attention))
+    general = cfg.mode == "general"
+    if cfg.student:
+        if cfg.target or cfg.layers or cfg.hidden or cfg.heads or cfg.intermediate:
+            raise ShrinkbertError("--student distils into an existing model: do not also give a target or shape")
+        cls = AutoModelForMaskedLM if general else AutoModelForSequenceClassification
+        student = load_model(cls, cfg.student, **kwargs)
+        return student, {"how": f"existing model {cfg.student}", "shape": dataclasses.asdict(teacher_shape(student.config))}
+
+    shape, record = choose_shape(teacher_config, target=cfg.target or None, layers=cfg.layers or None,
+                                 hidden=cfg.hidden or None, heads=cfg.heads or None,
+                                 intermediate=cfg.intermediate or None, seq_len=cfg.max_length,
+                                 threads=cfg.threads or None, head="mlm" if general else "classifier", log=log)
+    config = shape_config(teacher_config, shape)
+    config.architectures = None
+    torch.manual_seed(cfg.seed)
+    cls = BertForMaskedLM if general else BertForSequenceClassification
+    student = cls._from_config(config, **kwargs)
+    if cfg.init == "teacher":
+        teacher_for_init = load_teacher(cfg, need_attentions=False)
+        record["init"] = init_from_teacher(student, teacher_for_init, layer_ids=(
+            [i - 1 for i in _int_list(cfg.init_layers)] if cfg.init_layers else None), keep=cfg.init_keep)
+        del teacher_for_init
+        log(f"student initialised from teacher layers {record['init']['layers_from_teacher']} "
+            f"(carried: {', '.join(record['init']['carried'])})")
+    elif cfg.init != "random":
+        raise ShrinkbertError(f"init must be 'teacher' or 'random', got {cfg.init!r}")
+    else:
+        record["init"] = {"random": True}
+    return student, record
+
+
+def _model_inputs(batch: dict) -> dict:
+    return {k: batch[k] for k in MODEL_INPUTS if k in batch}
+
+
+@torch.no_grad()
+def predict(model, dataset, collate, batch_size: int = 64) -> np.ndarray:
+    from torch.utils.data import DataLoader
+
+    model.eval()
+    device = next(model.parameters()).device
+    outputs = []
+    for batch in DataLoader(dataset, batch_size=batch_size, shuffle=False, collate_fn=collate):
+        logits = model(**{k: v.to(device) for k, v in _model_inputs(batch).items()}).logits
+        outputs.append(logits.float().cpu().numpy())
+    return np.concatenate(outputs) if outputs else np.zeros((0, 0))
+
+
+def accuracy(logits: np.ndarray, labels) -> float:
+    labels = np.asarray(labels)
+    return float((logits.argmax(-1) == labels).mean()) if len(labels) else float("nan")
+
+
+# ---------------------------------------------------------------------------------------------
+# The loss function the training loop calls
+
+
+def mask_tokens(input_ids, attention_mask, tokenizer, probability: float):
+    """BERT masking (80% [MASK], 10% random, 10% kept) on real, non-special tokens; returns (ids, masked)."""
+    special = torch.zeros_like(input_ids, dtype=torch.bool)
+    for token_id in tokenizer.all_special_ids:
+        special |= input_ids == token_id
+    candidates = attention_mask.bool() & ~special
+    masked = (torch.rand(input_ids.shape, device=input_ids.device) < probability) & candidates
+    ids = input_ids.clone()
+    replace = masked & (torch.rand(ids.shape, device=ids.device) < 0.8)
+    ids[replace] = tokenizer.mask_token_id
+    randomize = masked & ~replace & (torch.rand(ids.shape, device=ids.device) < 0.5)
+    ids[randomize] = torch.randint(len(tokenizer), ids.shape, device=ids.device)[randomize]
+    return ids, masked
+
+
+def make_loss_fn(distill_loss: DistillLoss, teacher=None, cache=None, tokenizer=None,
+                 general: bool = False, mlm_probability: float = 0.15):
+    """loss_fn(student, batch) -> (loss, logs). Uses the cache when given, else runs the teacher."""
+    need_hidden, need_attn = distill_loss.needs_hidden, distill_loss.needs_attentions
+    teacher_hidden_layers = distill_loss.teacher_hidden_layers()
+
+    def loss_fn(student, batch):
+        inputs = _model_inputs(batch)
+        positions = labels = None
+        if general:
+            labels = inputs["input_ids"]
+            masked_ids, positions = mask_tokens(inputs["input_ids"], inputs["attention_mask"], tokenizer,
+                                                mlm_probability)
+            if not positions.any():  # keep the MLM terms defined on tiny batches
+                positions = inputs["attention_mask"].bool().clone()
+            inputs = {**inputs, "input_ids": masked_ids}
+        out = student(**inputs, output_hidden_states=need_hidden, output_attentions=need_attn)
+        if cache is not None:
+            target = cache.lookup(batch["row_idx"], inputs["input_ids"].shape[1], inputs["input_ids"].device)
+            if need_hidden and any(layer not in target.get("hidden_states", {}) for layer in teacher_hidden_layers):
+                raise RuntimeError("the teacher-output cache lacks hidden layers the losses need")
+        else:
+            with torch.no_grad():
+                t_out = teacher(**inputs, output_hidden_states=need_hidden, output_attentions=need_attn)
+            target = {"logits": getattr(t_out, "logits", None), "hidden_states": t_out.hidden_states,
+                      "attentions": t_out.attentions}
+        return distill_loss(out, target, batch, labels=labels, positions=positions)
+
+    return loss_fn
+
+
+# ---------------------------------------------------------------------------------------------
+# The stage
+
+
+def _teacher_test_accuracy(cfg, teacher_loader, test_set, collate, log) -> tuple[float, np.ndarray]:
+    from students.cache import compute_teacher_outputs, load_or_compute
+
+    if cfg.cache:
+        cache, _, _ = load_or_compute(cfg.teacher, teacher_loader, test_set, collate, cfg.max_length,
+                                      cache_dir=cfg.cache_dir or _default_cache_dir(),
+                                      batch_size=cfg.eval_batch_size, log=log)
+    else:
+        cache = compute_teacher_outputs(teacher_loader(), test_set, collate, batch_size=cfg.eval_batch_size, log=log)
+    logits = cache.logits.numpy()
+    return accuracy(logits, test_set["labels"]), logits
+
+
+def validate(cfg: Config) -> None:
+    if not cfg.teacher:
+        raise ShrinkbertError("no teacher given: --teacher DIR")
+    if cfg.mode == "general" and not cfg.corpus:
+        raise ShrinkbertError("mode general needs --corpus (sotu, wordnet or .txt files)")
+    if cfg.temperature <= 0:
+        raise ShrinkbertError(f"temperature must be positive, got {cfg.temperature}")
+    weights = loss_weights(cfg)
+    if any(v < 0 for v in dataclasses.asdict(weights).values()):
+        raise ShrinkbertError("loss weights must be >= 0 (0 switches a loss off)")
+    if not weights.active():
+        raise ShrinkbertError("every loss weight is 0: switch at least one on (e.g. --logits-weight 1)")
+
+
+def run(cfg: Config) -> Path:
+    """Distil; write the student artifact to cfg.output_dir and return its path."""
+    from accelerate import PartialState
+    from transformers import AutoConfig
+
+    from core.artifacts import atomic_artifact, write_manifest
+    from core.models import count_parameters, load_tokenizer
+    from students.cache import load_or_compute
+
+    validate(cfg)
+    started = time.perf_counter()
+    weights = loss_weights(cfg)
+    from core.models import check_model_dir
+
+    teacher_config = AutoConfig.from_pretrained(check_model_dir(cfg.teacher))
+    general = cfg.mode == "general"
+    if general and weights.logits and not _is_mlm(teacher_config):
+        raise ShrinkbertError(f"teacher {cfg.teacher} has no MLM head, so mode general cannot distil its MLM "
+                              "logits: use --logits-weight 0 with --hidden-weight/--attention-weight, or an MLM teacher")
+    tokenizer = load_tokenizer(cfg.teacher, teacher_config)
+    task, train_set, test_set = load_data(cfg, tokenizer)
+    if task is not None and task.num_labels != teacher_config.num_labels:
+        raise ShrinkbertError(f"task '{task.name}' has {task.num_labels} labels but the teacher predicts "
+                              f"{teacher_config.num_labels}: distil a teacher fine-tuned on this task")
+    collate = make_collate(tokenizer)
+
+    student, student_record = build_student(cfg, teacher_config, weights)
+    s_layers, t_layers = student.config.num_hidden_layers, teacher_config.num_hidden_layers
+    layer_map = parse_layer_map(cfg.layer_map or None, s_layers, t_layers)
+    distill_loss = DistillLoss(weights, layer_map, student.config.hidden_size, teacher_config.hidden_size,
+                               cfg.temperature, cfg.attention_loss)
+
+    teacher_holder: dict[str, Any] = {}
+
+    def teacher_loader():
+        if "model" not in teacher_holder:
+            teacher_holder["model"] = load_teacher(cfg, need_attentions=bool(weights.attention))
+        return teacher_holder["model"]
+
+    cache = None
+    cache_record: dict[str, Any] = {"used": False}
+    live = (general or not cfg.cache or weights.attention
+            or (distill_loss.needs_hidden and not cfg.cache_hidden))
+    if not live:
+        hidden_layers = distill_loss.teacher_hidden_layers() if distill_loss.needs_hidden else []
+        cache, cache_file, hit = load_or_compute(cfg.teacher, teacher_loader, train_set, collate, cfg.max_length,
+                                                 hidden_layers, cfg.cache_dir or _default_cache_dir(),
+                                                 cfg.eval_batch_size, log=_log)
+        cache_record = {"used": True, "file": str(cache_file), "hit": hit, "hidden_layers": hidden_layers}
+    _log(f"distilling: losses {weights.active()}, layer map {format_layer_map(layer_map)}, teacher "
+         f"{'live' if live else 'from cache'}, {len(train_set):,} training rows")
+
+    teacher = teacher_loader() if live else None
+    loss_fn = make_loss_fn(distill_loss, teacher=teacher, cache=cache, tokenizer=tokenizer,
+                           general=general, mlm_probability=cfg.mlm_probability)
+    out_dir = Path(cfg.output_dir)
+    checkpoint_dir = out_dir.with_name(out_dir.name + ".checkpoints")
+    train_metrics = train(student, train_set, collate, loss_fn, train_config(cfg), checkpoint_dir,
+                          extra_modules=[distill_loss], frozen_modules=[teacher] if teacher is not None else [],
+                          desc="distill")
+
+    state = PartialState()
+    metrics: dict[str, Any] = {k: v for k, v in train_metrics.items() if k != "history"}
+    if state.is_main_process:
+        student = student.cpu().eval()
+        if test_set is not None:
+            student_logits = predict(student, test_set, collate, cfg.eval_batch_size)
+            metrics["test_accuracy"] = accuracy(student_logits, test_set["labels"])
+            metrics["teacher_test_accuracy"], _ = _teacher_test_accuracy(cfg, teacher_loader, test_set, collate, _log)
+            metrics["retention"] = metrics["test_accuracy"] / max(metrics["teacher_test_accuracy"], 1e-12)
+            metrics["test_rows"] = len(test_set)
+        num_parameters = count_parameters(student)
+        teacher_parameters = _teacher_parameters(cfg.teacher, teacher_config, general)
+        metrics["num_parameters"] = num_parameters
+        metrics["parameter_ratio"] = num_parameters / teacher_parameters
+        metrics["wall_time_s"] = time.perf_counter() - started
+        student.config._attn_implementation = None  # back to the library default in the saved config
+        student.config.architectures = None
+        parents = [cfg.teacher] + ([cfg.student] if cfg.student else [])
+        with atomic_artifact(out_dir) as tmp:
+            student.save_pretrained(tmp, safe_serialization=True)
+            tokenizer.save_pretrained(tmp)
+            write_manifest(tmp, stage="distill", parents=parents, config=to_dict(cfg), metrics=metrics,
+                           seed=cfg.seed, num_parameters=num_parameters, extra={
+                               "task": task.to_dict() if task is not None else None,
+                               "student": {**student_record, "layer_map": format_layer_map(layer_map),
+                                           "loss_weights": dataclasses.asdict(weights),
+                                           "temperature": cfg.temperature,
+                                           "projections": PROJECTIONS_NOTE if len(distill_loss.projections) else
+                                           "none (student and teacher widths match, or no hidden losses)",
+                                           "teacher_outputs": cache_record},
+                               "history": train_metrics.get("history", [])})
+        if test_set is not None:
+            _log(f"student test accuracy {metrics['test_accuracy']:.4f} vs teacher "
+                 f"{metrics['teacher_test_accuracy']:.4f} (retention {metrics['retention']:.1%}), "
+                 f"{num_parameters:,} parameters ({metrics['parameter_ratio']:.1%} of the teacher)")
+        _log(f"student written to {out_dir}")
+    remove_checkpoints(checkpoint_dir)
+    return out_dir
+
+
+def _teacher_parameters(teacher_dir, teacher_config, general: bool) -> int:
+    from core.artifacts import is_artifact, read_manifest
+    from students.shape import count_parameters
+
+    if is_artifact(teacher_dir):
+        recorded = read_manifest(teacher_dir).get("num_parameters")
+        if recorded:
+            return int(recorded)
+    return count_parameters(teacher_config, head="mlm" if general and _is_mlm(teacher_config) else "classifier")
+
+
+def main(argv: list[str] | None = None) -> int:
+    return stage_main(Config, run, "Distil a teacher into a student of a target size.", argv,
+                      prog="python -m students.distill")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,153 @@
+"""Initialise a student from its teacher: chosen layers, and the most important dims when narrower.
+
+- Layers: student layer i (1-based) starts from teacher layer round(i*T/S) by default (the same
+  uniform map the losses use; 6 -> 3 takes teacher layers 2, 4, 6), or from a list you give.
+- Hidden (the residual stream): one set of kept dims, shared by the embeddings, every layer, the
+  pooler and the classifier, so the student computes a consistent sliced copy of the teacher.
+  "norm" keeps the dims with the largest word-embedding column norms; "first" keeps the first k.
+- Attention: heads are kept whole. When the student's head size equals the teacher's, the heads
+  with the largest weight norm (q, k, v rows and output columns) are kept; if the student's heads
+  are smaller, the first dims of the chosen heads are kept (approximate); if they are larger than
+  the teacher's, that layer's attention stays random-init (reported in the returned record).
+- FFN: the neurons with the largest norm (input row x output column) are kept.
+- Embeddings, pooler, classifier (and MLM head, when both have one) are carried over, sliced.
+A student with the teacher's widths is an exact copy of the chosen teacher layers.
+LayerNorm over fewer dims normalises differently, so a narrower student starts close to, not
+equal to, a slice of the teacher; distillation closes the gap.
+"""
+from __future__ import annotations
+
+import torch
+
+from core.errors import ShrinkbertError
+
+
+def uniform_layer_ids(teacher_layers: int, student_layers: int) -> list[int]:
+    """0-based teacher layer for each student layer: student i (1-based) <- teacher round(i*T/S)."""
+    if not 1 <= student_layers <= teacher_layers:
+        raise ShrinkbertError(f"student layers must be between 1 and the teacher's {teacher_layers}, "
+                              f"got {student_layers}")
+    return [int(i * teacher_layers / student_layers + 0.5) - 1 for i in range(1, student_layers + 1)]
+
+
+def _base(model):
+    base = getattr(model, "bert", None)
+    return base if base is not None else model
+
+
+def _top(scores: torch.Tensor, k: int, how: str) -> torch.Tensor:
+    if how == "first":
+        return torch.arange(k)
+    return torch.sort(torch.topk(scores, k).indices).values
+
+
+@torch.no_grad()
+def _copy(dst: torch.nn.Parameter | torch.Tensor, src: torch.Tensor) -> None:
+    if dst.shape != src.shape:
+        raise RuntimeError(f"shape mismatch {tuple(dst.shape)} vs {tuple(src.shape)}")
+    dst.copy_(src)
+
+
+def _linear(dst: torch.nn.Linear, src: torch.nn.Linear, out_idx=None, in_idx=None) -> None:
+    weight = src.weight
+    if out_idx is not None:
+        weight = weight[out_idx]
+    if in_idx is not None:
+        weight = weight[:, in_idx]
+    _copy(dst.weight, weight)
+    if dst.bias is not None and src.bias is not None:
+        _copy(dst.bias, src.bias if out_idx is None else src.bias[out_idx])
+
+
+def _norm(dst: torch.nn.LayerNorm, src: torch.nn.LayerNorm, idx) -> None:
+    _copy(dst.weight, src.weight[idx])
+    _copy(dst.bias, src.bias[idx])
+
+
+def _attention_dims(t_attn, s_heads: int, s_head_dim: int, t_heads: int, t_head_dim: int,
+                    keep: str) -> torch.Tensor | None:
+    """Indices into the teacher's all-head dim for the kept heads (whole heads when sizes agree)."""
+    if s_heads > t_heads or s_head_dim > t_head_dim:
+        return None
+    self_attn = t_attn.self
+    per_head = [lin.weight.view(t_heads, t_head_dim, -1).pow(2).sum(dim=(1, 2))
+                for lin in (self_attn.query, self_attn.key, self_attn.value)]
+    per_head.append(t_attn.output.dense.weight.view(-1, t_heads, t_head_dim).pow(2).sum(dim=(0, 2)))
+    heads = _top(sum(per_head), s_heads, keep)
+    return torch.cat([h * t_head_dim + torch.arange(s_head_dim) for h in heads.tolist()])
+
+
+@torch.no_grad()
+def init_from_teacher(student, teacher, layer_ids: list[int] | None = None, keep: str = "norm") -> dict:
+    """Copy (sliced) teacher weights into `student` in place; return a record of what was kept.
+
+    Works for BertForSequenceClassification / BertForMaskedLM / BertModel pairs. `layer_ids` are
+    0-based teacher layers, one per student layer (default: uniform). keep: "norm" or "first".
+    """
+    if keep not in ("norm", "first"):
+        raise ShrinkbertError(f"init keep rule must be 'norm' or 'first', got {keep!r}")
+    s_cfg, t_cfg = student.config, teacher.config
+    s, t = _base(student), _base(teacher)
+    if t_cfg.vocab_size != s_cfg.vocab_size:
+        raise ShrinkbertError(f"student vocabulary ({s_cfg.vocab_size}) differs from the teacher's "
+                              f"({t_cfg.vocab_size}); a student shares its teacher's tokenizer")
+    if getattr(t_cfg, "pruned_heads", None):
+        raise ShrinkbertError("the teacher has pruned heads; initialising a new student from it is not "
+                              "supported (distil into the pruned model with --student instead)")
+    s_h, t_h = s_cfg.hidden_size, t_cfg.hidden_size
+    if s_h > t_h or s_cfg.intermediate_size > t_cfg.intermediate_size:
+        raise ShrinkbertError(f"student ({s_h} hidden, {s_cfg.intermediate_size} FFN) is wider than the "
+                              f"teacher ({t_h}, {t_cfg.intermediate_size}); init from the teacher needs it narrower")
+    if s_cfg.max_position_embeddings > t_cfg.max_position_embeddings:
+        raise ShrinkbertError("student has more positions than the teacher")
+    layer_ids = list(layer_ids) if layer_ids is not None else uniform_layer_ids(
+        t_cfg.num_hidden_layers, s_cfg.num_hidden_layers)
+    if len(layer_ids) != s_cfg.num_hidden_layers or not all(0 <= i < t_cfg.num_hidden_layers for i in layer_ids):
+        raise ShrinkbertError(f"init layers {[i + 1 for i in layer_ids]} must name {s_cfg.num_hidden_layers} "
+                              f"teacher layers between 1 and {t_cfg.num_hidden_layers}")
+
+    emb_t, emb_s = t.embeddings, s.embeddings
+    hid = _top(emb_t.word_embeddings.weight.norm(dim=0), s_h, keep)
+    _copy(emb_s.word_embeddings.weight, emb_t.word_embeddings.weight[:, hid])
+    _copy(emb_s.position_embeddings.weight,
+          emb_t.position_embeddings.weight[: s_cfg.max_position_embeddings][:, hid])
+    _copy(emb_s.token_type_embeddings.weight, emb_t.token_type_embeddings.weight[:, hid])
+    _norm(emb_s.LayerNorm, emb_t.LayerNorm, hid)
+
+    t_heads, s_heads = t_cfg.num_attention_heads, s_cfg.num_attention_heads
+    t_hd, s_hd = t_h // t_heads, s_h // s_heads
+    random_attention = []
+    for s_i, t_i in enumerate(layer_ids):
+        sl, tl = s.encoder.layer[s_i], t.encoder.layer[t_i]
+        dims = _attention_dims(tl.attention, s_heads, s_hd, t_heads, t_hd, keep)
+        if dims is None:
+            random_attention.append(s_i + 1)
+        else:
+            for name in ("query", "key", "value"):
+                _linear(getattr(sl.attention.self, name), getattr(tl.attention.self, name), dims, hid)
+            _linear(sl.attention.output.dense, tl.attention.output.dense, hid, dims)
+        _norm(sl.attention.output.LayerNorm, tl.attention.output.LayerNorm, hid)
+        ffn_scores = tl.intermediate.dense.weight.norm(dim=1) * tl.output.dense.weight.norm(dim=0)
+        ffn = _top(ffn_scores, s_cfg.intermediate_size, keep)
+        _linear(sl.intermediate.dense, tl.intermediate.dense, ffn, hid)
+        _linear(sl.output.dense, tl.output.dense, hid, ffn)
+        _norm(sl.output.LayerNorm, tl.output.LayerNorm, hid)
+
+    carried = ["embeddings"]
+    if getattr(s, "pooler", None) is not None and getattr(t, "pooler", None) is not None:
+        _linear(s.pooler.dense, t.pooler.dense, hid, hid)
+        carried.append("pooler")
+    s_cls, t_cls = getattr(student, "classifier", None), getattr(teacher, "classifier", None)
+    if s_cls is not None and t_cls is not None and s_cls.out_features == t_cls.out_features:
+        _linear(s_cls, t_cls, None, hid)
+        carried.append("classifier")
+    s_mlm, t_mlm = getattr(student, "cls", None), getattr(teacher, "cls", None)
+    if s_mlm is not None and t_mlm is not None and hasattr(t_mlm, "predictions"):
+        sp, tp = s_mlm.predictions, t_mlm.predictions
+        _linear(sp.transform.dense, tp.transform.dense, hid, hid)
+        _norm(sp.transform.LayerNorm, tp.transform.LayerNorm, hid)
+        _copy(sp.bias, tp.bias)
+        student.tie_weights()
+        carried.append("mlm head")
+    return {"layers_from_teacher": [i + 1 for i in layer_ids], "keep": keep,
+            "hidden_dims_kept": s_h, "carried": carried, "random_attention_layers": random_attention}

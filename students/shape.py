@@ -1,0 +1,312 @@
+"""Student shape from a target: a share of the teacher's parameters, a file size, or a latency.
+
+    --target 25%     at most 25% of the teacher's parameters
+    --target 20MB    fp32 weights file of at most 20 MB (1 MB = 10^6 bytes; MiB also accepted)
+    --target 4ms     batch-1 p50 latency at `seq_len` tokens on this machine, threads stated
+
+Explicit fields (layers, hidden, heads, intermediate) may be given with or without a target: with
+no target they are the shape (unset ones default to the teacher's); with a target they pin that
+dimension and the picker chooses the rest.
+
+The rule that picks among shapes that fit (a capacity prior, not a measurement of accuracy):
+prefer the largest layers x hidden; on a tie, the wider model (hidden), then the wider FFN. Head
+size stays the teacher's (heads = hidden / teacher head size) so the student's heads are whole
+teacher heads, and the FFN keeps the teacher's FFN/hidden ratio. Layers never exceed the
+teacher's, so every student layer can start from a teacher layer.
+
+Parameter counts are computed analytically from a BertConfig (no model is built), which makes a
+search over hundreds of shapes instant; tests check the formula against real models.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Callable
+
+from core.errors import ShrinkbertError
+
+BYTES_PER_MB = 1_000_000
+BYTES_PER_MIB = 1 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    layers: int
+    hidden: int
+    heads: int
+    intermediate: int
+
+    def __str__(self) -> str:
+        return f"{self.layers}L/H{self.hidden}/A{self.heads}/I{self.intermediate}"
+
+    @property
+    def prior(self) -> tuple[int, int, int]:
+        """The capacity prior: bigger is preferred (layers x hidden, then hidden, then FFN)."""
+        return (self.layers * self.hidden, self.hidden, self.intermediate)
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    kind: str  # "fraction" | "bytes" | "ms"
+    value: float
+    text: str
+
+
+def parse_target(text: str) -> Target:
+    """'25%' -> fraction 0.25; '20MB'/'20MiB'/'1.5GB' -> bytes; '4ms' -> ms."""
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(%|[kKmMgG]i?[bB]|ms)\s*", str(text))
+    if not match:
+        raise ShrinkbertError(f"target {text!r} not understood: give a share of the teacher ('25%'), "
+                              "a file size ('20MB') or a batch-1 latency ('4ms')")
+    number, unit = float(match.group(1)), match.group(2)
+    if number <= 0:
+        raise ShrinkbertError(f"target {text!r} must be positive")
+    if unit == "%":
+        if number > 100:
+            raise ShrinkbertError(f"target {text!r} is more than the whole teacher")
+        return Target("fraction", number / 100.0, text)
+    if unit == "ms":
+        return Target("ms", number, text)
+    scale = {"k": 1e3, "m": 1e6, "g": 1e9}[unit[0].lower()]
+    if "i" in unit.lower():
+        scale = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[unit[0].lower()]
+    return Target("bytes", number * scale, text)
+
+
+def count_parameters(config, *, head: str = "classifier") -> int:
+    """Parameters of a BERT with `config`, analytically. head: classifier | mlm | none.
+
+    classifier = BertForSequenceClassification (with pooler); mlm = BertForMaskedLM (no pooler,
+    decoder tied to the word embeddings, so only its bias counts); none = BertModel with pooler.
+    Counts config.pruned_heads (whole heads removed per layer) too.
+    """
+    h, i, v = config.hidden_size, config.intermediate_size, config.vocab_size
+    head_dim = h // config.num_attention_heads
+    params = (v + config.max_position_embeddings + config.type_vocab_size) * h + 2 * h  # + LayerNorm
+    pruned = {int(k): len(v_) for k, v_ in (getattr(config, "pruned_heads", None) or {}).items()}
+    for layer in range(config.num_hidden_layers):
+        a = (config.num_attention_heads - pruned.get(layer, 0)) * head_dim  # attention inner width
+        params += 3 * (h * a + a) + (a * h + h) + 2 * h  # q, k, v; output dense; LayerNorm
+        params += (h * i + i) + (i * h + h) + 2 * h  # FFN in, FFN out, LayerNorm
+    if head == "classifier":
+        params += h * h + h + h * config.num_labels + config.num_labels
+    elif head == "mlm":
+        params += h * h + h + 2 * h + v  # transform dense, LayerNorm, decoder bias
+    elif head == "none":
+        params += h * h + h
+    else:
+        raise ValueError(f"unknown head {head!r}")
+    return params
+
+
+def fp32_bytes(num_parameters: int) -> int:
+    """Size of a model.safetensors holding num_parameters fp32 values (the small header ignored)."""
+    return 4 * num_parameters
+
+
+def shape_config(teacher_config, shape: Shape):
+    """A BertConfig like the teacher's (vocab, positions, labels, ...) with the student's shape."""
+    from transformers import BertConfig
+
+    values = teacher_config.to_dict()
+    for key in ("architectures", "pruned_heads", "_name_or_path", "transformers_version", "model_type"):
+        values.pop(key, None)
+    values.update(num_hidden_layers=shape.layers, hidden_size=shape.hidden,
+                  num_attention_heads=shape.heads, intermediate_size=shape.intermediate)
+    return BertConfig(**values)
+
+
+def teacher_shape(config) -> Shape:
+    return Shape(config.num_hidden_layers, config.hidden_size, config.num_attention_heads,
+                 config.intermediate_size)
+
+
+def _head_dim(teacher_config) -> int:
+    return teacher_config.hidden_size // teacher_config.num_attention_heads
+
+
+def candidate_shapes(teacher_config, *, layers: int | None = None, hidden: int | None = None,
+                     heads: int | None = None, intermediate: int | None = None,
+                     hidden_steps: list[int] | None = None) -> list[Shape]:
+    """Every shape the picker considers: layers 1..teacher's, hidden in steps of the teacher's
+    head size up to the teacher's width; fixed dimensions (not None) pinned."""
+    head_dim = _head_dim(teacher_config)
+    ffn_ratio = teacher_config.intermediate_size / teacher_config.hidden_size
+    layer_options = [layers] if layers else list(range(1, teacher_config.num_hidden_layers + 1))
+    if hidden:
+        hidden_options = [hidden]
+    else:
+        hidden_options = hidden_steps or list(range(head_dim, teacher_config.hidden_size + 1, head_dim))
+    shapes = []
+    for n_layers in layer_options:
+        for width in hidden_options:
+            n_heads = heads or max(1, width // head_dim)
+            if width % n_heads:
+                continue
+            ffn = intermediate or max(1, int(round(width * ffn_ratio)))
+            shapes.append(Shape(n_layers, width, n_heads, ffn))
+    return shapes
+
+
+def resolve_explicit(teacher_config, *, layers=None, hidden=None, heads=None, intermediate=None) -> Shape:
+    """An explicit shape; unset fields follow the teacher (heads keep its head size, FFN its ratio)."""
+    teacher = teacher_shape(teacher_config)
+    hidden = hidden or teacher.hidden
+    if heads is None:
+        heads = teacher.heads if hidden == teacher.hidden else max(1, hidden // _head_dim(teacher_config))
+    if intermediate is None:
+        intermediate = (teacher.intermediate if hidden == teacher.hidden
+                        else int(round(hidden * teacher.intermediate / teacher.hidden)))
+    shape = Shape(layers or teacher.layers, hidden, heads, intermediate)
+    validate_shape(shape)
+    return shape
+
+
+def validate_shape(shape: Shape) -> None:
+    for name in ("layers", "hidden", "heads", "intermediate"):
+        if getattr(shape, name) < 1:
+            raise ShrinkbertError(f"student {name} must be at least 1, got {getattr(shape, name)}")
+    if shape.hidden % shape.heads:
+        raise ShrinkbertError(f"student hidden size {shape.hidden} is not a multiple of its "
+                              f"{shape.heads} attention heads")
+
+
+def _pick(fitting: list[Shape]) -> Shape:
+    return max(fitting, key=lambda s: s.prior)
+
+
+def pick_by_size(teacher_config, target: Target, *, head: str = "classifier", **fixed) -> tuple[Shape, list[dict]]:
+    """The preferred shape whose parameter count (fraction) or fp32 size (bytes) fits the target."""
+    teacher_params = count_parameters(teacher_config, head=head)
+    limit = (target.value * teacher_params if target.kind == "fraction" else target.value / 4.0)
+    rows, fitting = [], []
+    for shape in candidate_shapes(teacher_config, **fixed):
+        params = count_parameters(shape_config(teacher_config, shape), head=head)
+        fits = params <= limit
+        rows.append({"shape": str(shape), "params": params, "MB": fp32_bytes(params) / BYTES_PER_MB,
+                     "share": params / teacher_params, "fits": fits})
+        if fits:
+            fitting.append(shape)
+    if not fitting:
+        smallest = min(rows, key=lambda r: r["params"]) if rows else None
+        what = (f"{target.value:.1%} of the teacher's {teacher_params:,} parameters"
+                if target.kind == "fraction" else f"{target.value / BYTES_PER_MB:.2f} MB")
+        pinned = ", ".join(f"{k}={v}" for k, v in fixed.items() if v)
+        raise ShrinkbertError(
+            f"target {target.text} ({what}) cannot be met: the smallest possible student"
+            f"{' with ' + pinned if pinned else ''} ({smallest['shape']}) has {smallest['params']:,} parameters "
+            f"({smallest['share']:.1%} of the teacher, {smallest['MB']:.2f} MB), most of it the embeddings"
+            if smallest else f"target {target.text} cannot be met: no candidate shapes")
+    return _pick(fitting), rows
+
+
+def pick_by_latency(teacher_config, target: Target, *, seq_len: int = 128, threads: int | None = None,
+                    runs: int = 10, warmup: int = 2, hidden_steps: list[int] | None = None,
+                    timer: Callable | None = None, log: Callable[[str], None] = print,
+                    **fixed) -> tuple[Shape, list[dict]]:
+    """Time random-init BERTs of a small grid of shapes at batch 1 and pick the preferred that fits.
+
+    Grid: hidden in quarters of the teacher's width (rounded to whole heads), layers 1..teacher's.
+    Latency grows with layers at a fixed width, so once a shape misses the target the deeper ones
+    at that width are skipped untimed. The vocabulary size does not change latency (a lookup), so
+    candidates are built with a small vocabulary to build fast.
+    """
+    import torch
+    from transformers import BertForSequenceClassification
+
+    from core.device import set_threads
+    from core.timing import time_callable
+
+    threads = set_threads(threads)
+    head_dim = _head_dim(teacher_config)
+    if hidden_steps is None and not fixed.get("hidden"):
+        quarters = {max(head_dim, int(round(teacher_config.hidden_size * q / 4 / head_dim)) * head_dim)
+                    for q in (1, 2, 3, 4)}
+        hidden_steps = sorted(quarters)
+    shapes = candidate_shapes(teacher_config, hidden_steps=hidden_steps, **fixed)
+    timer = timer or (lambda model, ids: time_callable(lambda: model(input_ids=ids), warmup=warmup, runs=runs)["p50"])
+    seq_len = min(seq_len, teacher_config.max_position_embeddings)
+    ids = torch.randint(0, 1000, (1, seq_len))
+    rows, fitting, too_slow = [], [], set()
+    for shape in sorted(shapes, key=lambda s: (s.hidden, s.intermediate, s.layers)):
+        key = (shape.hidden, shape.heads, shape.intermediate)
+        params = count_parameters(shape_config(teacher_config, shape))
+        row = {"shape": str(shape), "params": params, "MB": fp32_bytes(params) / BYTES_PER_MB}
+        if key in too_slow:
+            row.update(p50_ms=None, fits=False)
+        else:
+            cfg = shape_config(teacher_config, shape)
+            cfg.vocab_size = 1000
+            torch.manual_seed(0)
+            model = BertForSequenceClassification(cfg).eval()
+            with torch.inference_mode():
+                p50 = float(timer(model, ids))
+            row.update(p50_ms=p50, fits=p50 <= target.value)
+            if row["fits"]:
+                fitting.append(shape)
+            else:
+                too_slow.add(key)
+        rows.append(row)
+    log(format_table(rows, f"candidates for {target.text} at batch 1, seq {seq_len}, {threads} threads "
+                           "(p50 ms; '-' = skipped, a shallower one at this width was already too slow)"))
+    if not fitting:
+        fastest = min((r for r in rows if r["p50_ms"] is not None), key=lambda r: r["p50_ms"])
+        raise ShrinkbertError(f"target {target.text} cannot be met at seq {seq_len} with {threads} threads: "
+                              f"the fastest candidate ({fastest['shape']}) takes {fastest['p50_ms']:.2f} ms")
+    return _pick(fitting), rows
+
+
+def format_table(rows: list[dict], title: str = "") -> str:
+    if not rows:
+        return title
+    columns = list(rows[0])
+
+    def cell(value):
+        if value is None:
+            return "-"
+        if isinstance(value, bool):
+            return "yes" if value else "no"
+        if isinstance(value, float):
+            return f"{value:.3f}" if value < 10 else f"{value:.1f}"
+        if isinstance(value, int):
+            return f"{value:,}"
+        return str(value)
+
+    table = [[cell(r.get(c)) for c in columns] for r in rows]
+    widths = [max(len(c), *(len(t[i]) for t in table)) for i, c in enumerate(columns)]
+    lines = [title] if title else []
+    lines.append("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
+    lines.extend("  ".join(v.ljust(w) for v, w in zip(t, widths)) for t in table)
+    return "\n".join(lines)
+
+
+def choose_shape(teacher_config, *, target: str | None = None, layers: int | None = None,
+                 hidden: int | None = None, heads: int | None = None, intermediate: int | None = None,
+                 seq_len: int = 128, threads: int | None = None, head: str = "classifier",
+                 log: Callable[[str], None] = print) -> tuple[Shape, dict]:
+    """The student shape from a target and/or explicit fields; returns (shape, record for the manifest)."""
+    fixed = {"layers": layers, "hidden": hidden, "heads": heads, "intermediate": intermediate}
+    if layers and layers > teacher_config.num_hidden_layers:
+        raise ShrinkbertError(f"a student initialised from the teacher has at most its "
+                              f"{teacher_config.num_hidden_layers} layers, not {layers}")
+    if not target:
+        shape = resolve_explicit(teacher_config, **fixed)
+        record = {"how": "explicit"}
+    else:
+        parsed = parse_target(target)
+        if parsed.kind == "ms":
+            shape, rows = pick_by_latency(teacher_config, parsed, seq_len=seq_len, threads=threads, log=log, **fixed)
+        else:
+            shape, rows = pick_by_size(teacher_config, parsed, head=head, **fixed)
+            fitting_rows = sorted((r for r in rows if r["fits"]), key=lambda r: -r["params"])
+            log(format_table(fitting_rows[:10], f"{len(fitting_rows)} of {len(rows)} candidate shapes fit "
+                                                f"{target}; the 10 largest:"))
+        record = {"how": f"target {target}", "target": target, "rule": "max layers*hidden, then hidden, then FFN",
+                  "candidates": rows}
+        validate_shape(shape)
+    params = count_parameters(shape_config(teacher_config, shape), head=head)
+    teacher_params = count_parameters(teacher_config, head=head)
+    log(f"student shape: {shape}  ({params:,} parameters, {params / teacher_params:.1%} of the teacher, "
+        f"{fp32_bytes(params) / BYTES_PER_MB:.1f} MB fp32)")
+    record.update(shape=dataclasses.asdict(shape), num_parameters=params, teacher_parameters=teacher_params)
+    return shape, record
