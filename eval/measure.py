@@ -1,0 +1,253 @@
+"""Measure variants side by side: load (with memory), accuracy, interleaved latency; cached.
+
+`measure(paths, rows, settings, cache)` returns one Variant per path, in order. A variant
+that cannot be found, loaded or run carries an `error` line and the others are still measured.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from core.artifacts import artifact_hash, read_manifest
+from core.device import describe_machine
+from core.errors import ShrinkbertError
+from core.metrics import compute_metrics
+from eval.cache import MeasurementCache, cache_key
+from eval.latency import Case, measure_interleaved, plan_cases
+from eval.lineage import lineage
+from eval.memory import PeakRSS
+from eval.rows import TestRows
+from eval.runners import detect_kind, open_runner
+
+CACHE_VERSION = 1
+
+
+@dataclass
+class Settings:
+    batch_sizes: list[int] = field(default_factory=lambda: [1, 8])
+    seq_lens: list[str] = field(default_factory=lambda: ["128", "real"])
+    runs: int = 30
+    warmup: int = 5
+    threads: int = 0  # 0: every core of the machine
+    max_length: int = 128
+    eval_batch_size: int = 32
+    attention: str = "eager"
+
+    def __post_init__(self):
+        self.threads = int(self.threads) or (os.cpu_count() or 1)
+        if self.runs < 1 or self.warmup < 0:
+            raise ShrinkbertError(f"runs must be >= 1 and warmup >= 0 (got runs={self.runs}, warmup={self.warmup})")
+        if self.max_length < 2:
+            raise ShrinkbertError(f"max_length must be at least 2, got {self.max_length}")
+
+    @property
+    def cases(self) -> list[Case]:
+        return plan_cases(self.batch_sizes, self.seq_lens)
+
+    @property
+    def headline(self) -> Case:
+        return self.cases[0]
+
+
+@dataclass
+class Variant:
+    name: str
+    path: str
+    kind: str = ""
+    manifest: dict[str, Any] = field(default_factory=dict)
+    content_hash: str = ""
+    key: str = ""
+    error: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    static: dict[str, Any] = field(default_factory=dict)
+    accuracy: dict[str, Any] = field(default_factory=dict)
+    latency: dict[str, dict[str, float]] = field(default_factory=dict)
+    lineage: dict[str, Any] = field(default_factory=dict)
+    cached: list[str] = field(default_factory=list)
+    runner: Any = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def variant_names(paths: list[str]) -> list[str]:
+    """Short unique names: the directory name, with its parent's name where two collide."""
+    names = [Path(p).name or str(p) for p in paths]
+    for i, name in enumerate(names):
+        if names.count(name) > 1:
+            parts = Path(paths[i]).resolve().parts
+            names[i] = "/".join(parts[-2:])
+    seen: dict[str, int] = {}
+    unique = []
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        unique.append(name if seen[name] == 1 else f"{name}#{seen[name]}")
+    return unique
+
+
+def _one_line(err: BaseException) -> str:
+    if isinstance(err, ShrinkbertError):
+        return str(err)
+    text = str(err).strip()
+    return f"{type(err).__name__}: {text.splitlines()[0]}" if text else type(err).__name__
+
+
+def measure(paths: list[str], rows: TestRows, settings: Settings, cache: MeasurementCache | None = None,
+            progress: bool = True, log: Callable[[str], None] | None = None) -> list[Variant]:
+    cache = cache or MeasurementCache(None, enabled=False)
+    log = log or (lambda line: print(line, file=sys.stderr, flush=True))
+    variants = [Variant(name, str(path)) for name, path in zip(variant_names([str(p) for p in paths]), paths)]
+    machine = describe_machine()
+    common = {"v": CACHE_VERSION, "machine": machine, "threads": settings.threads,
+              "max_length": settings.max_length, "attention": settings.attention}
+
+    def fail(variant: Variant, message: str) -> None:
+        variant.error = message
+        log(f"error: {variant.name} ({variant.path}): {message}")
+        if variant.runner is not None:
+            variant.runner.close()
+            variant.runner = None
+
+    def warn(variant: Variant, message: str) -> None:
+        variant.warnings.append(message)
+        log(f"warning: {variant.name}: {message}")
+
+    # 1. identify: kind, manifest, content hash (the cache key), lineage
+    for variant in variants:
+        try:
+            variant.kind = detect_kind(variant.path)
+            try:
+                variant.manifest = read_manifest(variant.path)
+            except ShrinkbertError as err:
+                warn(variant, f"{err}; lineage and parity unknown")
+            variant.content_hash = artifact_hash(variant.path)
+            code = Path(variant.path) / "predict.py"
+            variant.key = cache_key(variant.content_hash, code.read_text() if code.is_file() else "", variant.kind)
+            variant.lineage = lineage(variant.path, variant.manifest or None)
+        except (ShrinkbertError, OSError) as err:
+            fail(variant, _one_line(err))
+
+    def static_key(v):
+        return cache_key("static", v.key, common, settings.batch_sizes, settings.seq_lens)
+
+    def accuracy_key(v):
+        return cache_key("accuracy", v.key, common, rows.fingerprint)
+
+    def latency_key(v, case: Case):
+        return cache_key("latency", v.key, common, case.label, settings.runs, settings.warmup,
+                         rows.fingerprint if case.seq_len is None else "")
+
+    cases = settings.cases
+    # 2. reuse what an earlier run finished
+    for variant in variants:
+        if not variant.ok:
+            continue
+        for kind, key, slot in (("static", static_key(variant), "static"), ("accuracy", accuracy_key(variant), "accuracy")):
+            hit = cache.get(kind, key)
+            if hit is not None:
+                setattr(variant, slot, hit)
+                variant.cached.append(kind)
+        for case in cases:
+            hit = cache.get("latency", latency_key(variant, case))
+            if hit is not None:
+                variant.latency[case.label] = hit
+                variant.cached.append(case.label)
+
+    def needs_runner(v: Variant) -> bool:
+        return v.ok and (not v.static or not v.accuracy or any(c.label not in v.latency for c in cases))
+
+    # 3. load (memory measured) and accuracy, one variant at a time
+    todo = [v for v in variants if needs_runner(v)]
+    for variant in tqdm(todo, desc="load + accuracy", unit="variant", disable=not progress, leave=False):
+        try:
+            with PeakRSS() as peak:
+                variant.runner = open_runner(variant.path, settings.threads, variant.manifest,
+                                             attention=settings.attention)
+                _largest_batch(variant.runner, rows, settings)
+            if not variant.static:
+                variant.static = _static(variant, peak.delta_bytes)
+                cache.put("static", static_key(variant), variant.static)
+            if not variant.accuracy:
+                variant.accuracy = _accuracy(variant.runner, rows, settings)
+                cache.put("accuracy", accuracy_key(variant), variant.accuracy)
+        except Exception as err:  # one bad variant must not stop the others
+            fail(variant, _one_line(err))
+
+    # 4. latency: per case, the variants without a cached result, interleaved
+    for case in cases:
+        runners = {v.name: v.runner for v in variants if v.ok and v.runner is not None and case.label not in v.latency}
+        if not runners:
+            continue
+        by_name = {v.name: v for v in variants}
+        bar = tqdm(total=(settings.warmup + settings.runs) * len(runners), desc=f"latency {case.label}",
+                   unit="call", disable=not progress, leave=False)
+        results = measure_interleaved(
+            runners, case, rows.texts, rows.pairs, max_length=settings.max_length, warmup=settings.warmup,
+            runs=settings.runs, on_call=lambda: bar.update(1),
+            on_error=lambda name, message: warn(by_name[name], message))
+        bar.close()
+        for name, stats in results.items():
+            by_name[name].latency[case.label] = stats
+            cache.put("latency", latency_key(by_name[name], case), stats)
+
+    for variant in variants:
+        if variant.runner is not None:
+            variant.runner.close()
+            variant.runner = None
+        if variant.ok and not variant.latency and variant.accuracy:
+            warn(variant, "no latency case could be measured")
+    return variants
+
+
+def _largest_batch(runner, rows: TestRows, settings: Settings) -> None:
+    """One call at the largest shape, so the memory figure includes activations, not only weights."""
+    fixed = [c.seq_len for c in settings.cases if c.seq_len is not None]
+    length = max(fixed + [settings.max_length])
+    if runner.max_positions():
+        length = min(length, runner.max_positions())
+    size = max(settings.batch_sizes)
+    index = [i % len(rows) for i in range(size)]
+    runner.forward(runner.encode([rows.texts[i] for i in index],
+                                 [rows.pairs[i] for i in index] if rows.pairs is not None else None,
+                                 max_length=length, pad_to=length))
+
+
+def _static(variant: Variant, memory_bytes: int) -> dict[str, Any]:
+    runner = variant.runner
+    files = runner.model_files()
+    counted = runner.num_parameters()
+    declared = variant.manifest.get("num_parameters")
+    return {
+        "kind": runner.kind,
+        "runtime": runner.describe(),
+        "model_files": [f.name for f in files],
+        "size_bytes": int(sum(f.stat().st_size for f in files)),
+        "num_parameters": int(declared) if isinstance(declared, int) and declared > 0 else counted,
+        "num_parameters_source": "manifest" if isinstance(declared, int) and declared > 0 else
+                                 ("counted" if runner.kind == "pytorch" else "ONNX initializer elements"),
+        "memory_bytes": int(memory_bytes),
+    }
+
+
+def _accuracy(runner, rows: TestRows, settings: Settings) -> dict[str, Any]:
+    predictions: list[int] = []
+    step = settings.eval_batch_size
+    for start in range(0, len(rows), step):
+        texts = rows.texts[start:start + step]
+        pairs = rows.pairs[start:start + step] if rows.pairs is not None else None
+        logits = np.asarray(runner.predict(texts, pairs, settings.max_length))
+        if logits.ndim != 2 or logits.shape[0] != len(texts):
+            raise ShrinkbertError(f"the model returned logits of shape {logits.shape} for {len(texts)} rows")
+        if logits.shape[1] != rows.task.num_labels:
+            raise ShrinkbertError(f"the model has {logits.shape[1]} outputs but task '{rows.task.name}' "
+                                  f"has {rows.task.num_labels} labels")
+        predictions.extend(int(p) for p in logits.argmax(axis=1))
+    metrics = compute_metrics(rows.task.metrics, predictions, rows.labels, num_labels=rows.task.num_labels)
+    return {"metrics": metrics, "n": len(rows), "predictions": predictions}

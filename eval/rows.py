@@ -1,0 +1,57 @@
+"""The test rows every variant is measured on: one stored split, the same for all of them."""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Sequence
+
+from core.errors import ShrinkbertError
+from core.tasks import Task
+
+
+@dataclass
+class TestRows:
+    task: Task
+    texts: list[str]
+    labels: list[int]
+    pairs: list[str] | None = None
+    source: str = ""
+
+    __test__ = False  # not a pytest class
+
+    def __post_init__(self):
+        if not self.texts:
+            raise ShrinkbertError(f"no test rows for task '{self.task.name}' ({self.source or 'given rows'})")
+        if len(self.labels) != len(self.texts) or (self.pairs is not None and len(self.pairs) != len(self.texts)):
+            raise ShrinkbertError("test rows: texts, pairs and labels differ in length")
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    @property
+    def fingerprint(self) -> str:
+        """sha256 of the rows themselves: a cached measurement is reused only on the same rows."""
+        blob = json.dumps([self.task.to_dict(), self.texts, self.pairs, self.labels], ensure_ascii=False)
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def from_lists(task: Task, texts: Sequence[str], labels: Sequence[int], pairs: Sequence[str] | None = None,
+               source: str = "") -> TestRows:
+    return TestRows(task, [str(t) for t in texts], [int(x) for x in labels],
+                    [str(p) for p in pairs] if pairs is not None else None, source)
+
+
+def load_rows(task: str, split: str = "test", seed: int = 0, max_rows: int | None = None) -> TestRows:
+    """The stored split of a task through core.data (fixed by seed, so every variant sees the same rows)."""
+    from core.data import load_task
+
+    task_obj, splits = load_task(task, seed=seed)
+    if split not in splits:
+        raise ShrinkbertError(f"task '{task}' has no '{split}' split (has: {', '.join(splits)})")
+    data = splits[split]
+    if max_rows is not None and max_rows < len(data):
+        data = data.select(range(max_rows))  # the first rows of the stored split, not a new sample
+    pairs = list(data["text_pair"]) if task_obj.pair and "text_pair" in data.column_names else None
+    return from_lists(task_obj, list(data["text"]), list(data["label"]), pairs,
+                      source=f"{task} [{split}, seed {seed}{f', first {max_rows}' if max_rows else ''}]")

@@ -1,0 +1,351 @@
+"""One uniform runner per artifact kind: PyTorch dir, ONNX dir (Optimum layout), edge bundle.
+
+Every runner answers the same three calls, so the harness never asks what it is holding:
+
+    runner.encode(texts, pairs, max_length, pad_to=None) -> inputs   (tokenized, ready to run)
+    runner.forward(inputs) -> logits (np.ndarray [batch, labels])    (the timed call: model only)
+    runner.predict(texts, pairs, max_length) -> logits               (end to end, for accuracy)
+
+Threads are set explicitly for both runtimes (STACK.md): torch intra-op threads, and ORT
+intra_op_num_threads with spinning off, so an ORT session does not slow the next torch call.
+"""
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import json
+import uuid
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from core.errors import ShrinkbertError
+
+KINDS = ("pytorch", "onnx", "bundle")
+WEIGHT_SUFFIXES = (".safetensors", ".onnx", ".onnx_data", ".onnx.data", ".bin")
+
+
+def detect_kind(path: str | Path) -> str:
+    """'bundle' (predict.py + labels.json), 'onnx' (*.onnx) or 'pytorch' (config.json + safetensors)."""
+    path = Path(path)
+    if not path.exists():
+        raise ShrinkbertError(f"artifact {path} does not exist")
+    if not path.is_dir():
+        raise ShrinkbertError(f"{path} is a file, not an artifact directory")
+    if (path / "predict.py").is_file() and (path / "labels.json").is_file():
+        return "bundle"
+    if any(path.glob("*.onnx")):
+        return "onnx"
+    if (path / "config.json").is_file():
+        return "pytorch"
+    raise ShrinkbertError(f"{path} is not a model artifact: no config.json, no *.onnx, "
+                          "no predict.py + labels.json")
+
+
+def pick_onnx_file(path: Path, manifest: dict[str, Any] | None = None) -> Path:
+    """The graph an ONNX artifact means: named in its manifest, else the only *.onnx, else model.onnx."""
+    manifest = manifest or {}
+    for key in ("onnx_file", "model_file"):
+        name = manifest.get(key) or (manifest.get("config") or {}).get(key)
+        if isinstance(name, str) and (path / name).is_file():
+            return path / name
+    graphs = sorted(path.glob("*.onnx"))
+    if len(graphs) == 1:
+        return graphs[0]
+    quantized = [g for g in graphs if "quantized" in g.name]
+    if len(quantized) == 1:
+        return quantized[0]
+    if (path / "model.onnx").is_file():
+        return path / "model.onnx"
+    raise ShrinkbertError(f"{path} holds several ONNX graphs ({', '.join(g.name for g in graphs)}) "
+                          "and its shrinkbert.json names none ('onnx_file')")
+
+
+def onnx_parameter_count(model_file: Path) -> int:
+    """Elements in the graph's initializers (weights, int8 ones included), read without the data."""
+    import onnx
+
+    graph = onnx.load(str(model_file), load_external_data=False).graph
+    return int(sum(int(np.prod(init.dims)) if len(init.dims) else 1 for init in graph.initializer))
+
+
+def ort_session(model_file: str | Path, threads: int):
+    """An InferenceSession with the threads stated and spinning off (STACK.md)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    try:
+        return ort.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"])
+    except Exception as err:  # ORT raises its own Fail/InvalidGraph types
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ShrinkbertError(f"cannot load ONNX graph {model_file}: {first}") from None
+
+
+class Runner:
+    kind = "?"
+
+    def __init__(self, path: Path, threads: int, manifest: dict[str, Any] | None = None):
+        self.path = Path(path)
+        self.threads = threads
+        self.manifest = manifest or {}
+
+    # -- the uniform interface -------------------------------------------------------------
+    def encode(self, texts: Sequence[str], pairs: Sequence[str] | None, max_length: int,
+               pad_to: int | None = None) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def forward(self, inputs: dict[str, Any]) -> np.ndarray:
+        raise NotImplementedError
+
+    def predict(self, texts: Sequence[str], pairs: Sequence[str] | None, max_length: int) -> np.ndarray:
+        return self.forward(self.encode(texts, pairs, max_length))
+
+    def model_files(self) -> list[Path]:
+        return sorted(p for p in self.path.iterdir() if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES))
+
+    def num_parameters(self) -> int | None:
+        return None
+
+    def max_positions(self) -> int | None:
+        return None
+
+    def describe(self) -> str:
+        return self.kind
+
+    def close(self) -> None:
+        pass
+
+    # -- shared helpers ----------------------------------------------------------------------
+    def _hf_encode(self, tokenizer, texts, pairs, max_length, pad_to) -> dict[str, np.ndarray]:
+        length = pad_to or max_length
+        encoded = tokenizer(list(texts), list(pairs) if pairs is not None else None,
+                            padding="max_length" if pad_to else "longest", truncation=True,
+                            max_length=length, return_tensors="np")
+        return {k: np.asarray(v, dtype=np.int64) for k, v in encoded.items()}
+
+
+class TorchRunner(Runner):
+    """A transformers save_pretrained directory, run eagerly (no compile) under inference_mode."""
+
+    kind = "pytorch"
+
+    def __init__(self, path, threads, manifest=None, attention: str = "eager"):
+        super().__init__(path, threads, manifest)
+        import torch
+        from transformers import AutoModelForSequenceClassification
+
+        from core.models import load_model, load_tokenizer
+
+        torch.set_num_threads(threads)
+        self.attention = attention
+        self.model = load_model(AutoModelForSequenceClassification, self.path, attn_implementation=attention).eval()
+        self.tokenizer = load_tokenizer(self.path, self.model.config)
+
+    def encode(self, texts, pairs, max_length, pad_to=None):
+        import torch
+
+        return {k: torch.from_numpy(v) for k, v in self._hf_encode(self.tokenizer, texts, pairs, max_length, pad_to).items()}
+
+    def forward(self, inputs):
+        import torch
+
+        with torch.inference_mode():
+            return self.model(**inputs).logits.numpy()
+
+    def model_files(self):
+        return sorted(self.path.glob("*.safetensors"))
+
+    def num_parameters(self):
+        from core.models import count_parameters
+
+        return count_parameters(self.model)
+
+    def max_positions(self):
+        return getattr(self.model.config, "max_position_embeddings", None)
+
+    def describe(self):
+        return f"pytorch fp32 eager, attention={self.attention}"
+
+    def close(self):
+        self.model = None
+
+
+class OnnxRunner(Runner):
+    """An Optimum-layout directory (graph + config.json + tokenizer) run by an InferenceSession."""
+
+    kind = "onnx"
+
+    def __init__(self, path, threads, manifest=None):
+        super().__init__(path, threads, manifest)
+        from core.models import load_tokenizer
+
+        self.model_file = pick_onnx_file(self.path, self.manifest)
+        self.session = ort_session(self.model_file, threads)
+        self.input_names = [i.name for i in self.session.get_inputs()]
+        self.tokenizer = load_tokenizer(self.path)
+        config_file = self.path / "config.json"
+        self.config = json.loads(config_file.read_text()) if config_file.is_file() else {}
+
+    def encode(self, texts, pairs, max_length, pad_to=None):
+        encoded = self._hf_encode(self.tokenizer, texts, pairs, max_length, pad_to)
+        return _feed(encoded, self.input_names)
+
+    def forward(self, inputs):
+        return self.session.run(None, inputs)[0]
+
+    def model_files(self):
+        data = [p for p in self.path.iterdir() if p.name.startswith(self.model_file.name) and p != self.model_file]
+        return [self.model_file] + sorted(data)
+
+    def num_parameters(self):
+        return onnx_parameter_count(self.model_file)
+
+    def max_positions(self):
+        return self.config.get("max_position_embeddings")
+
+    def describe(self):
+        return f"onnxruntime {self.model_file.name}"
+
+    def close(self):
+        self.session = None
+
+
+def _feed(encoded: dict[str, np.ndarray], input_names: list[str]) -> dict[str, np.ndarray]:
+    feed = {}
+    for name in input_names:
+        if name in encoded:
+            feed[name] = encoded[name]
+        elif name == "token_type_ids":
+            feed[name] = np.zeros_like(encoded["input_ids"])
+        else:
+            raise ShrinkbertError(f"the ONNX graph wants an input '{name}' that a tokenizer does not make")
+    return feed
+
+
+def load_bundle_module(path: Path):
+    """Import the bundle's own predict.py under a unique module name (no sys.path changes)."""
+    spec = importlib.util.spec_from_file_location(f"shrinkbert_bundle_{uuid.uuid4().hex[:8]}", path / "predict.py")
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as err:
+        raise ShrinkbertError(f"cannot import {path / 'predict.py'}: {type(err).__name__}: {err}") from None
+    if not hasattr(module, "Predictor"):
+        raise ShrinkbertError(f"{path / 'predict.py'} defines no Predictor class")
+    return module
+
+
+def _call_with_supported(fn, *args, **optional):
+    """Call fn with the optional keyword arguments its signature accepts."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return fn(*args)
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return fn(*args, **optional)
+    return fn(*args, **{k: v for k, v in optional.items() if k in params})
+
+
+class BundleRunner(Runner):
+    """An edge bundle: accuracy through its own Predictor (its tokenizer, its truncation);
+    latency through the Predictor's ORT session on fixed shapes (model only, like the others)."""
+
+    kind = "bundle"
+
+    def __init__(self, path, threads, manifest=None):
+        super().__init__(path, threads, manifest)
+        from tokenizers import Tokenizer
+
+        module = load_bundle_module(self.path)
+        try:
+            self.predictor = _call_with_supported(module.Predictor, str(self.path), num_threads=threads,
+                                                  threads=threads, intra_op_num_threads=threads)
+        except ShrinkbertError:
+            raise
+        except Exception as err:
+            raise ShrinkbertError(f"the bundle's Predictor failed to start: {type(err).__name__}: {err}") from None
+        self.labels = json.loads((self.path / "labels.json").read_text())
+        self.model_file = self.path / "model.onnx"
+        session = getattr(self.predictor, "session", None)
+        if session is None or not hasattr(session, "run"):
+            session = ort_session(self.model_file, threads)
+        self.session = session
+        self.input_names = [i.name for i in self.session.get_inputs()]
+        self.tokenizer = Tokenizer.from_file(str(self.path / "tokenizer.json"))
+        self.pad_id = next((self.tokenizer.token_to_id(t) for t in ("[PAD]", "<pad>")
+                            if self.tokenizer.token_to_id(t) is not None), 0)
+
+    def encode(self, texts, pairs, max_length, pad_to=None):
+        tok = self.tokenizer
+        tok.enable_truncation(pad_to or max_length)
+        if pad_to:
+            tok.enable_padding(length=pad_to, pad_id=self.pad_id)
+        else:
+            tok.enable_padding(pad_id=self.pad_id)
+        batch = list(zip(texts, pairs)) if pairs is not None else list(texts)
+        encodings = tok.encode_batch(batch)
+        encoded = {"input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
+                   "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
+                   "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64)}
+        return _feed(encoded, self.input_names)
+
+    def forward(self, inputs):
+        return self.session.run(None, inputs)[0]
+
+    def predict(self, texts, pairs, max_length):
+        """Logits from the Predictor itself, so the bundle's own pre-processing is what is measured."""
+        predictor = self.predictor
+        batch = list(zip(texts, pairs)) if pairs is not None else list(texts)
+        for name in ("logits", "predict_logits"):
+            if hasattr(predictor, name):
+                return np.asarray(getattr(predictor, name)(batch), dtype=np.float32)
+        if hasattr(predictor, "predict_proba"):
+            return np.log(np.clip(np.asarray(predictor.predict_proba(batch), dtype=np.float64), 1e-12, None))
+        out = predictor.predict(batch)
+        return _labels_to_onehot(out, self.labels)
+
+    def model_files(self):
+        return [self.model_file]
+
+    def num_parameters(self):
+        return onnx_parameter_count(self.model_file)
+
+    def describe(self):
+        return "edge bundle (predict.py Predictor; onnxruntime)"
+
+    def close(self):
+        self.session = None
+        self.predictor = None
+
+
+def _labels_to_onehot(out, labels) -> np.ndarray:
+    """A Predictor that returns label names/ids/dicts: one-hot 'logits' so argmax recovers them."""
+    names = list(labels.values()) if isinstance(labels, dict) else list(labels)
+    if isinstance(labels, dict):
+        names = [labels[k] for k in sorted(labels, key=lambda k: int(k))]
+    rows = []
+    for item in out:
+        if isinstance(item, dict):
+            item = item.get("label", item.get("label_id"))
+        index = names.index(item) if isinstance(item, str) else int(item)
+        row = np.zeros(len(names), dtype=np.float32)
+        row[index] = 1.0
+        rows.append(row)
+    return np.stack(rows)
+
+
+def open_runner(path: str | Path, threads: int, manifest: dict[str, Any] | None = None,
+                attention: str = "eager") -> Runner:
+    path = Path(path)
+    kind = detect_kind(path)
+    if kind == "pytorch":
+        return TorchRunner(path, threads, manifest, attention=attention)
+    if kind == "onnx":
+        return OnnxRunner(path, threads, manifest)
+    return BundleRunner(path, threads, manifest)
