@@ -1,0 +1,159 @@
+"""Vocabulary trimming: keep only the tokens a corpus uses, shrinking embeddings and tokenizer together.
+
+The kept tokens keep their relative order and get new ids 0..n-1; the embedding matrix keeps
+the same rows in the same order, and tokenizer.json, vocab.txt and tokenizer_config.json are
+rewritten with the new ids. WordPiece is greedy longest-match-first, so removing tokens a text
+never used cannot change how that text splits: on covered text the trimmed model gives the same
+logits (checked here on every corpus text before the artifact is written). Text outside the corpus
+may split differently (into the kept characters) or hit [UNK].
+"""
+from __future__ import annotations
+
+import json
+import string
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from compress.common import load_pt
+from core.artifacts import atomic_artifact, write_manifest
+from core.config import field, stage_main, to_dict
+from core.errors import ShrinkbertError, require
+from core.models import count_parameters
+
+
+@dataclass
+class Config:
+    model: str = field("", "PyTorch model artifact whose vocabulary is trimmed")
+    output_dir: str = field("", "where the trimmed artifact is written")
+    data: str = field("", "task whose train+validation+test texts define the kept vocabulary")
+    corpus_files: list[str] = field([], "text files (one text per line) whose tokens are also kept")
+    keep_tokens: list[str] = field([], "extra tokens to keep")
+    keep_ascii_chars: bool = field(True, "keep single ASCII characters (and ##x) so unseen words split instead of [UNK]")
+    max_rows: int = field(0, "cap on corpus texts (0: all)")
+    seed: int = field(0, "seed for the data split")
+
+
+def corpus_texts(cfg: Config) -> list[str | tuple[str, str]]:
+    texts: list = []
+    if cfg.data:
+        from core.data import load_task
+
+        _task, dsd = load_task(cfg.data, seed=cfg.seed)
+        for split in dsd.values():
+            pairs = split["text_pair"] if "text_pair" in split.column_names else None
+            texts.extend(zip(split["text"], pairs) if pairs else split["text"])
+    for file in cfg.corpus_files:
+        path = Path(file)
+        require(path.is_file(), f"corpus file {path} does not exist")
+        texts.extend(line.rstrip("\n") for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip())
+    require(bool(texts), "trim-vocab needs a corpus: pass --data TASK and/or --corpus-files FILE")
+    return texts[:cfg.max_rows] if cfg.max_rows else texts
+
+
+def encode_all(backend, texts) -> list[list[int]]:
+    return [e.ids for e in backend.encode_batch(texts, add_special_tokens=True)]
+
+
+def kept_ids(tokenizer, encodings: list[list[int]], cfg: Config) -> list[int]:
+    vocab = tokenizer.get_vocab()
+    keep = {i for ids in encodings for i in ids}
+    keep |= set(tokenizer.all_special_ids)
+    keep |= {vocab[t] for t in cfg.keep_tokens if t in vocab}
+    if cfg.keep_ascii_chars:
+        for ch in string.printable.strip():
+            for tok in (ch, "##" + ch, ch.lower(), "##" + ch.lower()):
+                if tok in vocab:
+                    keep.add(vocab[tok])
+    return sorted(keep)
+
+
+def remap_tokenizer_files(out: Path, mapping: dict[int, int], new_vocab: dict[str, int]) -> None:
+    tj_path = out / "tokenizer.json"
+    tj = json.loads(tj_path.read_text())
+    require(tj.get("model", {}).get("type") == "WordPiece",
+            f"trim-vocab supports WordPiece (BERT) tokenizers, got {tj.get('model', {}).get('type')}")
+    tj["model"]["vocab"] = new_vocab
+    for added in tj.get("added_tokens", []):
+        added["id"] = mapping[added["id"]]
+    post = tj.get("post_processor") or {}
+    processors = post.get("processors", [post]) if post.get("type") == "Sequence" else [post]
+    for proc in processors:
+        if proc.get("type") == "TemplateProcessing":
+            for spec in proc["special_tokens"].values():
+                spec["ids"] = [mapping[i] for i in spec["ids"]]
+        elif proc.get("type") in ("BertProcessing", "RobertaProcessing"):
+            for key in ("cls", "sep"):
+                proc[key] = [proc[key][0], mapping[proc[key][1]]]
+    if tj.get("padding"):
+        tj["padding"]["pad_id"] = mapping[tj["padding"]["pad_id"]]
+    tj_path.write_text(json.dumps(tj, ensure_ascii=False, indent=2))
+    tc_path = out / "tokenizer_config.json"
+    if tc_path.is_file():
+        tc = json.loads(tc_path.read_text())
+        if "added_tokens_decoder" in tc:
+            tc["added_tokens_decoder"] = {str(mapping[int(k)]): v for k, v in tc["added_tokens_decoder"].items()
+                                          if int(k) in mapping}
+        tc_path.write_text(json.dumps(tc, ensure_ascii=False, indent=2))
+    ordered = sorted(new_vocab, key=new_vocab.get)
+    (out / "vocab.txt").write_text("\n".join(ordered) + "\n", encoding="utf-8")
+
+
+def shrink_embeddings(model, keep: list[int]) -> None:
+    old = model.get_input_embeddings()
+    index = torch.tensor(keep, dtype=torch.long)
+    pad = model.config.pad_token_id
+    new_pad = keep.index(pad) if pad is not None and pad in keep else None
+    new = torch.nn.Embedding(len(keep), old.embedding_dim, padding_idx=new_pad)
+    with torch.no_grad():
+        new.weight.copy_(old.weight[index])
+    model.set_input_embeddings(new)
+    model.config.vocab_size = len(keep)
+    model.config.pad_token_id = new_pad
+
+
+def run(cfg: Config) -> Path:
+    from transformers import AutoTokenizer
+
+    require(bool(cfg.model) and bool(cfg.output_dir), "trim-vocab needs --model and --output-dir")
+    model, tokenizer = load_pt(cfg.model)
+    require(tokenizer.is_fast, "trim-vocab needs a fast tokenizer (tokenizer.json)")
+    require(model.get_output_embeddings() is None,
+            "trim-vocab handles classifiers; this model has a tied output (LM) head")
+    texts = corpus_texts(cfg)
+    encodings = encode_all(tokenizer.backend_tokenizer, texts)
+    keep = kept_ids(tokenizer, encodings, cfg)
+    mapping = {old: new for new, old in enumerate(keep)}
+    id_to_token = {i: t for t, i in tokenizer.get_vocab().items()}
+    new_vocab = {id_to_token[old]: new for old, new in mapping.items()}
+    old_size, old_params = model.config.vocab_size, count_parameters(model)
+    shrink_embeddings(model, keep)
+    with atomic_artifact(cfg.output_dir) as tmp:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        remap_tokenizer_files(Path(tmp), mapping, new_vocab)
+        trimmed = AutoTokenizer.from_pretrained(str(tmp), use_fast=True)
+        check = encode_all(trimmed.backend_tokenizer, texts)
+        for old_ids, new_ids in zip(encodings, check):
+            if [mapping[i] for i in old_ids] != new_ids:
+                raise ShrinkbertError("trimmed tokenizer splits a corpus text differently; "
+                                      "this tokenizer is not plain WordPiece and cannot be trimmed safely")
+        metrics = {"vocab_before": old_size, "vocab_after": len(keep), "vocab_ratio": round(len(keep) / old_size, 4),
+                   "params_before": old_params, "params_after": count_parameters(model),
+                   "corpus_texts": len(texts), "corpus_tokens": sum(len(e) for e in encodings),
+                   "unk_tokens_in_corpus": sum(e.count(tokenizer.unk_token_id) for e in encodings),
+                   "checked_identical_ids_on_corpus": True}
+        write_manifest(tmp, stage="trim-vocab", parents=[cfg.model], config=to_dict(cfg), metrics=metrics,
+                       seed=cfg.seed, num_parameters=count_parameters(model))
+    return Path(cfg.output_dir)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return stage_main(Config, run, "Trim the vocabulary to the tokens a corpus uses (embeddings + tokenizer).",
+                      argv, prog="python -m compress.trim_vocab")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
