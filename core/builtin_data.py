@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import textwrap
 from collections import defaultdict
 from pathlib import Path
 
@@ -81,12 +82,11 @@ def bbc_news(cache_dir=None) -> datasets.Dataset:
     texts, labels, seen = [], [], set()
     for label, name in enumerate(label_names):
         for file in sorted((root / name).glob("*.txt")):
-            raw = file.read_bytes()
-            key = " ".join(raw.split())
-            if key in seen:  # the BBC set repeats ~100 articles
+            article = _article(file.read_bytes())
+            if article in seen:  # the BBC set repeats ~100 articles (some differ only past the cut)
                 continue
-            seen.add(key)
-            texts.append(_article(raw))
+            seen.add(article)
+            texts.append(article)
             labels.append(label)
     if not texts:
         raise ShrinkbertError(f"no BBC articles found under {root}")
@@ -130,13 +130,21 @@ def build(name: str, seed: int, cache_dir=None) -> dict[str, datasets.Dataset]:
     raise ShrinkbertError(f"unknown built-in task '{name}' (known: {', '.join(BUILTIN_TASKS)})")
 
 
+def _sentences(text: str) -> list[str]:
+    """Sentences; the few list-like ones longer than two paragraphs are cut at word boundaries."""
+    pieces = []
+    for sentence in SENTENCE_END.split(" ".join(text.split())):
+        pieces.extend([sentence] if len(sentence) <= 2 * PARAGRAPH_CHARS else textwrap.wrap(sentence, PARAGRAPH_CHARS))
+    return pieces
+
+
 def sotu_paragraphs(cache_dir=None) -> list[str]:
     root = builtin.fetch("sotu", cache_dir) / "package" / "data"
     paragraphs = []
     for file in sorted(root.glob("*.json")):  # named <year>_<president>_<party>: chronological
         text = json.loads(file.read_text(encoding="utf-8"))["text"]
         current = ""
-        for sentence in SENTENCE_END.split(" ".join(text.split())):
+        for sentence in _sentences(text):
             if current and len(current) + len(sentence) + 1 > PARAGRAPH_CHARS:
                 paragraphs.append(current)
                 current = ""

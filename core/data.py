@@ -26,7 +26,7 @@ from core.errors import ShrinkbertError
 from core.tasks import BUILTIN_TASKS, Task
 
 # Bump when the way stored splits are built changes, so stale stores are not reused.
-STORE_VERSION = 1
+STORE_VERSION = 2
 LOADERS = {".csv": ("csv", {}), ".tsv": ("csv", {"delimiter": "\t"}), ".jsonl": ("json", {}),
            ".json": ("json", {}), ".parquet": ("parquet", {})}
 SPLIT_NAMES = {"train": ("train",), "validation": ("validation", "valid", "val", "dev"), "test": ("test",)}
@@ -111,6 +111,8 @@ def read_table(path: str | Path) -> datasets.Dataset:
             table = datasets.load_dataset(builder, data_files=str(path), split="train", cache_dir=tmp,
                                           keep_in_memory=True, **options)
         except Exception as err:  # the loaders raise many types (pandas, pyarrow, json) for bad bytes
+            if "corresponds to no data" in str(err):  # datasets' words for a header with no rows
+                raise ShrinkbertError(f"{path} has no data rows") from None
             raise ShrinkbertError(f"cannot read {path} as {suffix[1:]}: {_first_line(err)}") from None
     if len(table) == 0:
         raise ShrinkbertError(f"{path} has no data rows")
@@ -356,13 +358,13 @@ def _build(kind: str, name_or_path: str, display: str, options: dict, seed: int,
 
         task = BUILTIN_TASKS[name_or_path]
         splits = builtin_data.build(name_or_path, seed=seed, cache_dir=cache_root)
-        features_for = lambda split: split.features.copy()  # noqa: E731
-        cast = {}
+        labelled = {}
         for split_name, split in splits.items():
-            features = features_for(split)
+            features = split.features.copy()
             features["label"] = datasets.ClassLabel(names=list(task.label_names))
-            cast[split_name] = split.cast(features)
-        return task, make_splits(cast, name_or_path, seed)
+            with quiet_datasets():
+                labelled[split_name] = split.cast(features)
+        return task, make_splits(labelled, name_or_path, seed)
     where = str(Path(name_or_path).expanduser()) if kind == "path" else f"hub dataset '{name_or_path}'"
     raw = _read_user_splits(Path(name_or_path).expanduser()) if kind == "path" else _drop_unlabelled(
         _read_hub(name_or_path, cache_root))
