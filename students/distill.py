@@ -120,6 +120,8 @@ def _default_cache_dir() -> Path:
 def make_collate(tokenizer):
     """Pad model inputs; carry labels and row indices through as tensors."""
 
+    tokenizer.deprecation_warnings["Asking-to-pad-a-fast-tokenizer"] = True  # pad() is right here: pre-tokenized rows
+
     def collate(features: list[dict]) -> dict:
         inputs = [{k: f[k] for k in MODEL_INPUTS if k in f} for f in features]
         batch = dict(tokenizer.pad(inputs, padding=True, return_tensors="pt"))

@@ -1,0 +1,398 @@
+"""students/: shapes from targets, init from the teacher, KD losses, teacher-output cache, the stage."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from core.errors import ShrinkbertError
+
+
+@pytest.fixture(scope="module")
+def teacher4(tmp_path_factory) -> Path:
+    """A 4-layer tiny teacher (hidden 32, 4 heads, FFN 64), so students can drop layers."""
+    from core.testing import make_tiny_bert
+
+    return make_tiny_bert(tmp_path_factory.mktemp("t4") / "teacher", layers=4, seed=1)
+
+
+@pytest.fixture()
+def cache_env(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("SHRINKBERT_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def _load(path, **kwargs):
+    from transformers import AutoModelForSequenceClassification
+
+    from core.models import load_model
+
+    return load_model(AutoModelForSequenceClassification, path, **kwargs).eval()
+
+
+def _batch(tokenizer_dir, texts=("good movie", "the plot was dull and boring")):
+    from core.models import load_tokenizer
+
+    tok = load_tokenizer(tokenizer_dir)
+    batch = dict(tok(list(texts), padding=True, return_tensors="pt", return_token_type_ids=True))
+    batch["labels"] = torch.tensor([1, 0])[: len(texts)]
+    return batch
+
+
+# ---------------------------------------------------------------------------------------------
+# losses
+
+
+def test_each_loss_zero_for_identical_and_positive_otherwise():
+    from students.losses import attention_loss, kd_logits_loss, masked_mse
+
+    torch.manual_seed(0)
+    logits = torch.randn(4, 3)
+    assert kd_logits_loss(logits, logits.clone(), 2.0).item() == pytest.approx(0.0, abs=1e-6)
+    assert kd_logits_loss(logits, torch.randn(4, 3), 2.0).item() > 0
+    hidden, mask = torch.randn(2, 5, 8), torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
+    assert masked_mse(hidden, hidden.clone(), mask).item() == 0.0
+    other = hidden.clone()
+    other[0, 4] += 100.0  # a padding position: ignored
+    assert masked_mse(hidden, other, mask).item() == 0.0
+    other[0, 0] += 1.0
+    assert masked_mse(hidden, other, mask).item() > 0
+    attn = torch.softmax(torch.randn(2, 4, 5, 5), -1)
+    for kind in ("kl", "mse"):
+        assert attention_loss(attn, attn.clone(), mask, kind).item() == pytest.approx(0.0, abs=1e-6)
+        assert attention_loss(attn, torch.softmax(torch.randn(2, 4, 5, 5), -1), mask, kind).item() > 0
+    # different head counts: averaged over heads, still zero for the same mean distribution
+    assert attention_loss(attn.mean(1, keepdim=True).expand(2, 2, 5, 5), attn, mask).item() == pytest.approx(0, abs=1e-6)
+
+
+def test_distill_loss_all_terms_zero_against_itself_positive_against_another(tiny_bert):
+    from students.losses import DistillLoss, LossWeights, parse_layer_map
+
+    model = _load(tiny_bert, attn_implementation="eager")
+    batch = _batch(tiny_bert)
+    inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
+    weights = LossWeights(logits=1, hidden=1, attention=1, embedding=1, hard=0)
+    loss = DistillLoss(weights, parse_layer_map(None, 2, 2), 32, 32, temperature=2.0)
+    assert len(loss.projections) == 0  # same widths: nothing to learn
+    with torch.no_grad():
+        out = model(**inputs, output_hidden_states=True, output_attentions=True)
+        total, logs = loss(out, {"logits": out.logits, "hidden_states": out.hidden_states,
+                                 "attentions": out.attentions}, batch)
+    assert set(logs) == {"loss_logits", "loss_hidden", "loss_attention", "loss_embedding"}
+    assert total.item() == pytest.approx(0.0, abs=1e-5)
+    other = _load(tiny_bert, attn_implementation="eager")
+    torch.manual_seed(3)
+    for p in other.parameters():
+        p.data.add_(torch.randn_like(p) * 0.2)
+    with torch.no_grad():
+        t_out = other(**inputs, output_hidden_states=True, output_attentions=True)
+        _, logs = loss(out, {"logits": t_out.logits, "hidden_states": t_out.hidden_states,
+                             "attentions": t_out.attentions}, batch)
+    assert all(v > 0 for v in logs.values()), logs
+
+
+def test_switched_off_losses_are_not_computed_and_projections_only_when_widths_differ():
+    from students.losses import DistillLoss, LossWeights
+
+    loss = DistillLoss(LossWeights(logits=1), {1: 2}, 16, 32)
+    assert not loss.needs_hidden and not loss.needs_attentions and len(loss.projections) == 0
+    out = type("Out", (), {"logits": torch.zeros(2, 2), "hidden_states": None, "attentions": None})()
+    total, logs = loss(out, {"logits": torch.zeros(2, 2)}, {"attention_mask": torch.ones(2, 3)})
+    assert set(logs) == {"loss_logits"}  # hidden states were never asked for
+    projected = DistillLoss(LossWeights(logits=0, hidden=1, embedding=1), {1: 2, 2: 4}, 16, 32)
+    assert sorted(projected.projections) == ["0", "1", "2"]
+    assert projected.teacher_hidden_layers() == [0, 2, 4]
+    with pytest.raises(ShrinkbertError, match="every distillation loss weight is 0"):
+        DistillLoss(LossWeights(logits=0), {}, 8, 8)(out, {}, {})
+
+
+def test_layer_map_parsing():
+    from students.losses import format_layer_map, parse_layer_map
+
+    assert parse_layer_map(None, 3, 6) == {1: 2, 2: 4, 3: 6}
+    assert parse_layer_map("", 2, 6) == {1: 3, 2: 6}
+    assert parse_layer_map(None, 4, 6) == {1: 2, 2: 3, 3: 5, 4: 6}
+    assert parse_layer_map("0:0, 1:2,3:6", 3, 6) == {0: 0, 1: 2, 3: 6}
+    assert format_layer_map({1: 2, 2: 4}) == "1:2,2:4"
+    for bad, message in (("1-2", "not 'student:teacher'"), ("4:1", "student layer 4"),
+                         ("1:7", "teacher layer 7"), ("1:2,1:3", "twice")):
+        with pytest.raises(ShrinkbertError, match=message):
+            parse_layer_map(bad, 3, 6)
+
+
+# ---------------------------------------------------------------------------------------------
+# shapes
+
+
+def test_parameter_count_formula_matches_real_models():
+    from transformers import BertConfig, BertForMaskedLM, BertForSequenceClassification, BertModel
+
+    from core.models import count_parameters as real
+    from students.shape import count_parameters
+
+    config = BertConfig(vocab_size=101, hidden_size=24, num_hidden_layers=3, num_attention_heads=4,
+                        intermediate_size=40, max_position_embeddings=64, num_labels=3)
+    assert count_parameters(config) == real(BertForSequenceClassification(config))
+    assert count_parameters(config, head="mlm") == real(BertForMaskedLM(config))
+    assert count_parameters(config, head="none") == real(BertModel(config))
+    pruned = BertForSequenceClassification(config)
+    pruned.prune_heads({0: [1, 2], 2: [0]})
+    assert count_parameters(pruned.config) == real(pruned)
+
+
+def test_parse_target():
+    from students.shape import parse_target
+
+    assert parse_target("25%").kind == "fraction" and parse_target("25%").value == 0.25
+    assert parse_target("20MB").value == 20e6 and parse_target("20MiB").value == 20 * 2 ** 20
+    assert parse_target("4ms").kind == "ms" and parse_target("4.5 ms").value == 4.5
+    for bad in ("25", "fast", "0%", "150%"):
+        with pytest.raises(ShrinkbertError):
+            parse_target(bad)
+
+
+def _minilm_config():
+    from transformers import BertConfig
+
+    return BertConfig(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
+                      intermediate_size=1536, num_labels=2)
+
+
+def test_size_targets_give_shapes_within_the_target():
+    from students.shape import choose_shape, count_parameters, fp32_bytes, shape_config
+
+    teacher = _minilm_config()
+    teacher_params = count_parameters(teacher)
+    for target, limit in (("25%", 0.25 * teacher_params), ("50%", 0.5 * teacher_params), ("20MB", 20e6 / 4)):
+        shape, record = choose_shape(teacher, target=target, log=lambda _: None)
+        params = count_parameters(shape_config(teacher, shape))
+        assert params <= limit and record["num_parameters"] == params
+        assert shape.hidden % shape.heads == 0 and shape.hidden // shape.heads == 32  # whole teacher heads
+        assert shape.layers <= 6
+    # a pinned dimension is respected
+    shape, _ = choose_shape(teacher, target="25%", layers=4, log=lambda _: None)
+    assert shape.layers == 4 and fp32_bytes(count_parameters(shape_config(teacher, shape))) <= 0.25 * 4 * teacher_params
+    # explicit shape, no target
+    shape, _ = choose_shape(teacher, layers=4, hidden=192, heads=4, intermediate=768, log=lambda _: None)
+    assert (shape.layers, shape.hidden, shape.heads, shape.intermediate) == (4, 192, 4, 768)
+
+
+def test_unmeetable_target_says_the_minimum():
+    from students.shape import choose_shape
+
+    with pytest.raises(ShrinkbertError, match=r"cannot be met: the smallest possible student \(1L/H32.*has 1,00"):
+        choose_shape(_minilm_config(), target="1MB", log=lambda _: None)
+    with pytest.raises(ShrinkbertError, match="smallest possible student"):
+        choose_shape(_minilm_config(), target="2%", log=lambda _: None)
+    with pytest.raises(ShrinkbertError, match="at most its 6 layers"):
+        choose_shape(_minilm_config(), layers=8, log=lambda _: None)
+
+
+def test_latency_target_picks_a_fitting_shape(teacher4):
+    from transformers import AutoConfig
+
+    from students.shape import Shape, choose_shape, pick_by_latency, parse_target
+
+    config = AutoConfig.from_pretrained(teacher4)
+    lines = []
+    shape, record = choose_shape(config, target="10000ms", seq_len=16, threads=1, log=lines.append)
+    assert shape == Shape(4, 32, 4, 64)  # generous: the biggest candidate fits
+    assert "p50_ms" in lines[0] and all(r["fits"] for r in record["candidates"])
+    # with a deterministic timer: cost = layers * hidden; deeper shapes after a miss are skipped
+    timer = lambda model, ids: model.config.num_hidden_layers * model.config.hidden_size / 32.0  # noqa: E731
+    shape, rows = pick_by_latency(config, parse_target("2.5ms"), seq_len=16, threads=1, timer=timer,
+                                  log=lambda _: None)
+    assert shape == Shape(3, 24, 3, 48)  # 3*24 = 72 beats 2*32 and 4*16 (= 64), all within 2.5
+    assert any(r["p50_ms"] is None for r in rows)  # skipped untimed
+    with pytest.raises(ShrinkbertError, match="fastest candidate"):
+        pick_by_latency(config, parse_target("0.001ms"), seq_len=16, threads=1, timer=timer, log=lambda _: None)
+
+
+# ---------------------------------------------------------------------------------------------
+# init
+
+
+def test_student_with_teacher_widths_reproduces_chosen_layers_exactly(teacher4):
+    from transformers import BertForSequenceClassification
+
+    from students.init import init_from_teacher, uniform_layer_ids
+    from students.shape import Shape, shape_config
+
+    teacher = _load(teacher4)
+    assert uniform_layer_ids(4, 2) == [1, 3] and uniform_layer_ids(6, 3) == [1, 3, 5]
+    student = BertForSequenceClassification(shape_config(teacher.config, Shape(2, 32, 4, 64)))
+    record = init_from_teacher(student, teacher, layer_ids=[0, 2])
+    assert record["layers_from_teacher"] == [1, 3] and "classifier" in record["carried"]
+    t_state, s_state = teacher.state_dict(), student.state_dict()
+    for name, value in s_state.items():
+        source = name
+        for s_i, t_i in ((0, 0), (1, 2)):
+            source = source.replace(f"encoder.layer.{s_i}.", f"encoder.layer.{t_i}.") if f"layer.{s_i}." in name else source
+        assert torch.equal(value, t_state[source]), name
+    # a full-depth full-width student is the teacher
+    full = BertForSequenceClassification(teacher.config)
+    init_from_teacher(full, teacher)
+    full.eval()
+    batch = _batch(teacher4)
+    inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
+    with torch.no_grad():
+        assert torch.allclose(full(**inputs).logits, teacher(**inputs).logits)
+
+
+def test_narrow_student_keeps_whole_heads_and_consistent_dims(teacher4):
+    from transformers import BertForSequenceClassification
+
+    from students.init import init_from_teacher
+    from students.shape import Shape, shape_config
+
+    teacher = _load(teacher4)
+    student = BertForSequenceClassification(shape_config(teacher.config, Shape(2, 16, 2, 32)))
+    init_from_teacher(student, teacher, keep="first")
+    t_layer, s_layer = teacher.bert.encoder.layer[3], student.bert.encoder.layer[1]
+    # keep=first: hidden dims 0..15 and heads 0, 1 (head size 8 = teacher's)
+    assert torch.equal(s_layer.attention.self.query.weight, t_layer.attention.self.query.weight[:16, :16])
+    assert torch.equal(s_layer.intermediate.dense.weight, t_layer.intermediate.dense.weight[:32, :16])
+    assert torch.equal(student.classifier.weight, teacher.classifier.weight[:, :16])
+    by_norm = BertForSequenceClassification(shape_config(teacher.config, Shape(2, 16, 2, 32)))
+    init_from_teacher(by_norm, teacher, keep="norm")
+    columns = teacher.bert.embeddings.word_embeddings.weight.norm(dim=0)
+    kept = torch.sort(torch.topk(columns, 16).indices).values
+    assert torch.equal(by_norm.bert.embeddings.word_embeddings.weight,
+                       teacher.bert.embeddings.word_embeddings.weight[:, kept])
+    q = by_norm.bert.encoder.layer[0].attention.self.query.weight.view(2, 8, 16)
+    t_q = teacher.bert.encoder.layer[1].attention.self.query.weight[:, kept].view(4, 8, 16)
+    assert all(any(torch.equal(q[h], t_q[k]) for k in range(4)) for h in range(2))  # whole teacher heads
+    with pytest.raises(ShrinkbertError, match="wider than the teacher"):
+        init_from_teacher(BertForSequenceClassification(shape_config(teacher.config, Shape(1, 64, 4, 64))), teacher)
+
+
+# ---------------------------------------------------------------------------------------------
+# cache and stage
+
+
+def _cfg(teacher, task, out, **overrides):
+    from core.config import build_config
+    from students.distill import Config
+
+    values = {"teacher": str(teacher), "task": str(task), "output_dir": str(out), "epochs": 1,
+              "batch_size": 8, "checkpoint_every": 0, "log_every": 1}
+    values.update(overrides)
+    return build_config(Config, values)
+
+
+def test_cached_and_live_teacher_give_the_same_first_step_losses(teacher4, tiny_csv, cache_env):
+    from core.data import load_task, tokenize_task
+    from core.models import load_tokenizer
+    from students.cache import TeacherCache, load_or_compute
+    from students.distill import _with_row_index, make_collate, make_loss_fn
+    from students.losses import DistillLoss, LossWeights
+
+    tokenizer = load_tokenizer(teacher4)
+    task, splits = load_task(str(tiny_csv))
+    data = _with_row_index(tokenize_task(splits, tokenizer, task, max_length=32)["train"])
+    collate = make_collate(tokenizer)
+    teacher = _load(teacher4)
+    calls = []
+    cache, path, hit = load_or_compute(teacher4, lambda: calls.append(1) or teacher, data, collate, 32, [0, 2, 4],
+                                       cache_dir=cache_env, batch_size=16, log=lambda _: None)
+    assert not hit and calls == [1] and path.is_file()
+    cache, path2, hit = load_or_compute(teacher4, lambda: calls.append(1) or teacher, data, collate, 32, [0, 2, 4],
+                                        cache_dir=cache_env, log=lambda _: None)
+    assert hit and path2 == path and calls == [1]  # the teacher is not even loaded on a hit
+    assert TeacherCache.load(path).hidden[2].dtype == torch.float16
+    _, other, _ = load_or_compute(teacher4, lambda: teacher, data, collate, 64, [0, 2, 4], cache_dir=cache_env,
+                                  log=lambda _: None)
+    assert other != path  # max_length is part of the key
+
+    batch = collate([data[i] for i in (5, 1, 7, 2)])  # a shuffled batch, different padding than the cache pass
+    for weights, tol in ((LossWeights(logits=1, hard=1), 1e-5), (LossWeights(logits=1, hidden=1, embedding=1), 2e-3)):
+        torch.manual_seed(0)
+        student = _load(teacher4)
+        loss = DistillLoss(weights, {1: 2, 2: 4}, 32, 32, temperature=2.0)
+        student.eval()
+        cached_loss, cached_logs = make_loss_fn(loss, cache=cache)(student, batch)
+        live_loss, live_logs = make_loss_fn(loss, teacher=teacher)(student, batch)
+        assert cached_logs.keys() == live_logs.keys()
+        for key in live_logs:
+            assert cached_logs[key] == pytest.approx(live_logs[key], rel=tol, abs=tol), key
+
+
+def test_end_to_end_distill_writes_a_loadable_student_with_lineage(teacher4, tiny_csv, cache_env, tmp_path):
+    from transformers import AutoModelForSequenceClassification
+
+    from core.artifacts import read_manifest
+    from students.distill import run
+
+    out = run(_cfg(teacher4, tiny_csv, tmp_path / "student", layers=2, hidden=16, attention_weight=1,
+                   hidden_weight=1, hard_weight=0.5))
+    model = AutoModelForSequenceClassification.from_pretrained(out)  # plain transformers, no custom code
+    assert model.config.num_hidden_layers == 2 and model.config.hidden_size == 16
+    saved = json.loads((out / "config.json").read_text())
+    assert not any("attn_implementation" in key for key in saved)
+    assert model.config._attn_implementation != "eager"
+    manifest = read_manifest(out)
+    assert manifest["stage"] == "distill" and manifest["parents"][0]["path"] == str(teacher4.resolve())
+    assert manifest["parents"][0]["hash"]
+    student = manifest["student"]
+    assert student["layer_map"] == "1:2,2:4" and student["init"]["layers_from_teacher"] == [2, 4]
+    assert student["loss_weights"]["attention"] == 1 and "training-only" in student["projections"]
+    metrics = manifest["metrics"]
+    for key in ("test_accuracy", "teacher_test_accuracy", "retention", "num_parameters"):
+        assert key in metrics
+    assert manifest["num_parameters"] == sum(p.numel() for p in model.parameters())
+    assert not (tmp_path / "student.checkpoints").exists()
+
+    # distil INTO the student just made (the prune stage's recovery path); lineage names both
+    recovered = run(_cfg(teacher4, tiny_csv, tmp_path / "recovered", student=str(out)))
+    parents = [p["path"] for p in read_manifest(recovered)["parents"]]
+    assert parents == [str(teacher4.resolve()), str(out.resolve())]
+
+
+def test_logits_only_distillation_with_warm_cache_never_runs_the_teacher(teacher4, tiny_csv, cache_env,
+                                                                          tmp_path, monkeypatch):
+    import students.distill as distill
+
+    cfg = _cfg(teacher4, tiny_csv, tmp_path / "a", layers=2, max_steps=2)
+    distill.run(cfg)  # warms the cache (train and test logits)
+    real_load = distill.load_teacher
+
+    def load_teacher_that_cannot_run(cfg, need_attentions):
+        teacher = real_load(cfg, need_attentions)
+
+        def refuse(*args, **kwargs):
+            raise AssertionError("the teacher ran")
+
+        teacher.forward = refuse
+        return teacher
+
+    monkeypatch.setattr(distill, "load_teacher", load_teacher_that_cannot_run)
+    out = distill.run(_cfg(teacher4, tiny_csv, tmp_path / "b", layers=2, max_steps=2))
+    from core.artifacts import read_manifest
+
+    assert read_manifest(out)["student"]["teacher_outputs"]["hit"] is True
+
+
+def test_target_and_general_distillation_through_the_cli(teacher4, tmp_path, cache_env):
+    from transformers import AutoModelForMaskedLM, BertForMaskedLM
+
+    from core.artifacts import read_manifest
+    from core.testing import tiny_sentences
+    from students.distill import main
+
+    mlm = tmp_path / "mlm"
+    shutil.copytree(teacher4, mlm)
+    BertForMaskedLM(_load(teacher4).config).save_pretrained(mlm)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(text for text, _ in tiny_sentences(24)))
+    assert main(["--teacher", str(mlm), "--mode", "general", "--corpus", str(corpus), "--target", "60%",
+                 "--hidden-weight", "1", "--attention-weight", "1", "--epochs", "1", "--batch-size", "8",
+                 "--checkpoint-every", "0", "--output-dir", str(tmp_path / "general")]) == 0
+    model = AutoModelForMaskedLM.from_pretrained(tmp_path / "general")
+    assert model.config.num_hidden_layers <= 4
+    assert read_manifest(tmp_path / "general")["metrics"]["parameter_ratio"] <= 0.6
+    assert main(["--teacher", str(teacher4), "--task", "x.csv", "--target", "1%",
+                 "--output-dir", str(tmp_path / "never")]) == 2
+    assert main(["--task", "x.csv"]) == 2  # no teacher: one line, exit 2
