@@ -165,6 +165,7 @@ def measure(paths: list[str], rows: TestRows, settings: Settings, cache: Measure
 
     # 3. load (memory measured) and accuracy, one variant at a time
     todo = [v for v in variants if needs_runner(v)]
+    _preload(todo, settings.threads)
     for variant in tqdm(todo, desc="load + accuracy", unit="variant", disable=not progress, leave=False):
         try:
             with PeakRSS() as peak:
@@ -204,6 +205,31 @@ def measure(paths: list[str], rows: TestRows, settings: Settings, cache: Measure
         if variant.ok and not variant.latency and variant.accuracy:
             warn(variant, "no latency case could be measured")
     return variants
+
+
+def _preload(variants: list[Variant], threads: int) -> None:
+    """Import the runtimes (and each model type's modeling code) before any memory is measured,
+    so the first variant's figure is its own and not the libraries' import cost."""
+    import importlib
+    import json
+
+    kinds = {v.kind for v in variants}
+    if "pytorch" in kinds:
+        import torch
+        import transformers  # noqa: F401
+
+        torch.set_num_threads(threads)
+        torch.ones(64, 64) @ torch.ones(64, 64)  # start the thread pool
+        for v in variants:
+            try:
+                model_type = json.loads((Path(v.path) / "config.json").read_text()).get("model_type", "")
+                importlib.import_module(f"transformers.models.{model_type.replace('-', '_')}.modeling_{model_type.replace('-', '_')}")
+            except Exception:
+                pass
+    if kinds & {"onnx", "bundle"}:
+        import onnxruntime  # noqa: F401
+    import tokenizers  # noqa: F401
+    from transformers import AutoTokenizer  # noqa: F401
 
 
 def _largest_batch(runner, rows: TestRows, settings: Settings) -> None:

@@ -1,0 +1,137 @@
+"""The eval stage: measure every variant on the same test rows and write the report.
+
+    shrinkbert eval ART [ART ...] --task TASK [--out DIR] [--baseline ART] [--quick]
+    python -m eval.harness runs/teacher runs/student runs/student-int8 --task movie-snippets
+
+Artifacts are PyTorch dirs, ONNX dirs (Optimum layout) or edge bundles, in any mix. Each is
+measured for accuracy (the task's metrics), latency (interleaved across variants), memory, size
+and parameters; the report (report.json, report.md, summary.csv, latency.csv, pareto.png) goes
+to --out, with a cache of finished measurements that a re-run reuses.
+
+Exit status: 0 when at least one variant was measured (a failed one gets an error line and a
+report row), 2 when none was (or on a bad option); with --strict, 1 when any failed.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.config import build_config, field, make_parser, read_yaml
+from core.errors import ShrinkbertError
+
+QUICK = {"batch_sizes": [1], "seq_lens": ["128", "real"], "runs": 8, "warmup": 2, "max_rows": 200}
+
+
+@dataclass
+class EvalConfig:
+    artifacts: list[str] = field([], "artifact directories to compare (also positional)")
+    task: str = field("", "task name or data file (as core.data.load_task takes it)")
+    out: str = field("runs/eval", "output directory for the report and the measurement cache")
+    baseline: str = field("", "the artifact (path or name) ratios are computed against; default: the first")
+    split: str = field("test", "which stored split to measure on")
+    seed: int = field(0, "seed that fixed the stored splits")
+    max_rows: int | None = field(None, "measure accuracy on the first N rows of the split only")
+    batch_sizes: list[int] = field([1, 8], "batch sizes to time (comma-separated)")
+    seq_lens: list[str] = field(["128", "real"], "sequence lengths to time: integers and/or 'real'")
+    runs: int = field(30, "timed calls per variant and case")
+    warmup: int = field(5, "untimed warm-up calls per variant and case")
+    threads: int = field(0, "threads for torch and ONNX Runtime (0: all cores); stated in the report")
+    max_length: int = field(128, "truncation length for accuracy and the 'real' latency batches")
+    eval_batch_size: int = field(32, "batch size of the accuracy pass")
+    torch_attention: str = field("eager", "attention implementation of PyTorch variants: eager or sdpa")
+    quick: bool = field(False, f"a fast look: {QUICK}")
+    cache: bool = field(True, "reuse finished measurements from --out (keyed by artifact hash + settings)")
+    progress: bool = field(True, "show progress bars")
+    plot: bool = field(True, "draw pareto.png")
+    strict: bool = field(False, "exit 1 when any artifact failed (default: only when all failed, exit 2)")
+    title: str = field("", "report title")
+
+
+def parse_args(argv: list[str] | None) -> EvalConfig:
+    parser = make_parser(EvalConfig, "Measure variants side by side: accuracy, latency, size; the report.",
+                         prog="shrinkbert eval")
+    parser.add_argument("paths", nargs="*", metavar="ART", help="artifact directories to compare")
+    args = vars(parser.parse_args(argv))
+    config_file = args.pop("config", None)
+    paths = args.pop("paths")
+    values = read_yaml(config_file) if config_file else {}
+    values.update(args)
+    if paths:
+        values["artifacts"] = paths
+    config = build_config(EvalConfig, values)
+    if config.quick:
+        explicit = set(args) | (set(read_yaml(config_file)) if config_file else set())
+        for key, value in QUICK.items():
+            if key not in explicit:
+                setattr(config, key, value)
+    if not config.artifacts:
+        raise ShrinkbertError("give at least one artifact directory to measure")
+    if not config.task:
+        raise ShrinkbertError("give the task to measure on: --task NAME_OR_PATH")
+    if config.torch_attention not in ("eager", "sdpa"):
+        raise ShrinkbertError(f"--torch-attention must be eager or sdpa, got {config.torch_attention!r}")
+    return config
+
+
+def run(config: EvalConfig, rows=None) -> tuple[dict, dict]:
+    """Measure and write the report; (report, {kind: path}). `rows` overrides loading the task."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("HF_EVALUATE_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from eval.cache import MeasurementCache
+    from eval.measure import Settings, measure
+    from eval.report import build_report, write_report
+    from eval.rows import load_rows
+
+    settings = Settings(batch_sizes=config.batch_sizes, seq_lens=config.seq_lens, runs=config.runs,
+                        warmup=config.warmup, threads=config.threads, max_length=config.max_length,
+                        eval_batch_size=config.eval_batch_size, attention=config.torch_attention)
+    settings.cases  # validate the cases before any loading
+    artifacts = list(config.artifacts)
+    baseline = config.baseline or None
+    if baseline and baseline not in artifacts and Path(baseline).name not in [Path(a).name for a in artifacts]:
+        artifacts.insert(0, baseline)  # a baseline given by path that is not in the list is measured too
+    if rows is None:
+        rows = load_rows(config.task, split=config.split, seed=config.seed, max_rows=config.max_rows)
+    out = Path(config.out)
+    cache = MeasurementCache(out / "cache", enabled=config.cache)
+    variants = measure(artifacts, rows, settings, cache, progress=config.progress)
+    if baseline:
+        match = [v.name for v in variants if v.path == baseline or v.name == baseline
+                 or Path(v.path).resolve() == Path(baseline).resolve()]
+        baseline = match[0] if match else None
+    report = build_report(variants, rows, settings, baseline=baseline, title=config.title or None)
+    report["cache"] = {"dir": str(out / "cache"), "hits": cache.hits, "enabled": cache.enabled}
+    files = write_report(report, out, plot=config.plot)
+    return report, files
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        config = parse_args(argv)
+        report, files = run(config)
+    except ShrinkbertError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    from eval.report import to_markdown
+
+    markdown = to_markdown(report)
+    print(markdown.split("\n## Latency")[0].rstrip())
+    print("\nreport: " + ", ".join(str(p) for p in files.values()))
+    if report["cache"]["hits"]:
+        print(f"reused {report['cache']['hits']} cached measurement(s) from {report['cache']['dir']}")
+    failed = [r for r in report["variants"] if r["error"]]
+    if len(failed) == len(report["variants"]):
+        print(f"error: none of the {len(failed)} artifact(s) could be measured", file=sys.stderr)
+        return 2
+    if failed:
+        print(f"{len(failed)} of {len(report['variants'])} artifact(s) failed: "
+              + ", ".join(r["name"] for r in failed), file=sys.stderr)
+        return 1 if config.strict else 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,190 @@
+"""The Pareto plot: accuracy against p50 latency (log x), marker area = file size, frontier drawn.
+
+Labels are placed greedily (fastest variant first) at the candidate spot that overlaps the
+fewest markers and already-placed labels; the legends sit outside the axes so they never hide
+a point.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+KIND_STYLE = {  # colour, marker, legend text per runtime kind
+    "pytorch": ("#1f77b4", "o", "PyTorch"),
+    "onnx": ("#ff7f0e", "s", "ONNX Runtime"),
+    "bundle": ("#2ca02c", "D", "edge bundle"),
+}
+FONT_SIZE = 8.5
+
+
+def pareto_front(points: list[tuple[float, float]]) -> list[int]:
+    """Indices of the points no other point beats on both latency (lower) and accuracy (higher),
+    sorted by latency. A point as accurate as a faster one is not on the front."""
+    order = sorted(range(len(points)), key=lambda i: (points[i][0], -points[i][1]))
+    front, best = [], -math.inf
+    for i in order:
+        if points[i][1] > best:
+            front.append(i)
+            best = points[i][1]
+    return front
+
+
+def _marker_area(size_bytes: float | None, largest: float) -> float:
+    """Marker area in pt^2: 900 for the largest file, shrinking with log size down to 40 at 1/1000 of it.
+
+    A fixed 1000x range, so two files of similar size get similar markers and a 4x int8 shrink shows.
+    """
+    if not size_bytes or not largest:
+        return 40.0
+    t = 1.0 + math.log10(min(size_bytes, largest) / largest) / 3.0
+    return 40.0 + max(t, 0.0) * 860.0
+
+
+def _overlap(a, b) -> float:
+    """Overlap area of two boxes (x0, y0, x1, y1)."""
+    w = min(a[2], b[2]) - max(a[0], b[0])
+    h = min(a[3], b[3]) - max(a[1], b[1])
+    return w * h if w > 0 and h > 0 else 0.0
+
+
+def place_labels(points_px: list[tuple[float, float]], radii_px: list[float], sizes_px: list[tuple[float, float]],
+                 frame_px: tuple[float, float, float, float]) -> list[tuple[float, float, str]]:
+    """(dx, dy, ha) in pixels for each label: clear of markers, other labels and the frame where possible."""
+    boxes = []
+    result: list[tuple[float, float, str] | None] = [None] * len(points_px)
+    markers = [(x - r, y - r, x + r, y + r) for (x, y), r in zip(points_px, radii_px)]
+    for i in sorted(range(len(points_px)), key=lambda k: points_px[k]):
+        (x, y), r, (w, h) = points_px[i], radii_px[i], sizes_px[i]
+        gap = r + 5
+        candidates = [(gap, 0, "left"), (-gap, 0, "right"), (gap * 0.7, gap * 0.7 + h / 2, "left"),
+                      (gap * 0.7, -gap * 0.7 - h / 2, "left"), (-gap * 0.7, gap * 0.7 + h / 2, "right"),
+                      (-gap * 0.7, -gap * 0.7 - h / 2, "right"), (gap, 2.2 * h, "left"), (gap, -2.2 * h, "left"),
+                      (-gap, 2.2 * h, "right"), (-gap, -2.2 * h, "right"), (gap, 3.6 * h, "left"),
+                      (gap, -3.6 * h, "left")]
+        best, best_cost = candidates[0], math.inf
+        for rank, (dx, dy, ha) in enumerate(candidates):
+            x0 = x + dx if ha == "left" else x + dx - w
+            box = (x0, y + dy - h / 2, x0 + w, y + dy + h / 2)
+            cost = sum(_overlap(box, other) for other in boxes)
+            cost += sum(_overlap(box, m) for j, m in enumerate(markers) if j != i)
+            outside = (max(0, frame_px[0] - box[0]) + max(0, box[2] - frame_px[2])
+                       + max(0, frame_px[1] - box[1]) + max(0, box[3] - frame_px[3]))
+            cost += outside * h * 4 + rank * 0.5  # prefer the plain spots when all is equal
+            if cost < best_cost:
+                best, best_cost, best_box = (dx, dy, ha), cost, box
+        boxes.append(best_box)
+        result[i] = best
+    return result
+
+
+def pareto_plot(report: dict[str, Any], path: str | Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    head = report["headline_case"]
+    metric = report["primary_metric"]
+    s = report["settings"]
+    rows = [r for r in report["variants"]
+            if not r["error"] and r["metrics"].get(metric) is not None
+            and (r.get("latency_ms") or {}).get(head, {}).get("p50") is not None]
+    fig, ax = plt.subplots(figsize=(10.5, 6), dpi=120)
+    threads = f"{s['threads']} thread{'s' if s['threads'] != 1 else ''}"
+    ax.set_title(f"{report['title']}\n{metric} vs p50 latency, batch {head.split('/')[0][1:]}, "
+                 f"{'real test lengths' if head.endswith('real') else 'seq len ' + head.split('/s')[-1]}, "
+                 f"{threads}, {report['test_rows']['n']} test rows", fontsize=11)
+    ax.set_xlabel(f"p50 latency per batch (ms, log scale)   ← faster")
+    ax.set_ylabel(f"{metric} on the test rows   (higher is better)")
+    if not rows:
+        ax.text(0.5, 0.5, "no variant was measured", ha="center", va="center", transform=ax.transAxes)
+        fig.savefig(path, format="png")
+        plt.close(fig)
+        return Path(path)
+    xs = [r["latency_ms"][head]["p50"] for r in rows]
+    ys = [r["metrics"][metric] for r in rows]
+    sizes = [r["size_bytes"] or 0 for r in rows]
+    known = [b for b in sizes if b]
+    largest = max(known) if known else 0
+    areas = [_marker_area(b, largest) for b in sizes]
+
+    ax.set_xscale("log")
+    lo, hi = min(xs), max(xs)
+    span = max(math.log10(hi / lo), 0.3)
+    ax.set_xlim(lo / 10 ** (0.15 * span), hi * 10 ** (0.35 * span))
+    ymin, ymax = min(ys), max(ys)
+    yspan = max(ymax - ymin, 0.02)
+    ax.set_ylim(ymin - 0.15 * yspan, ymax + 0.15 * yspan)
+
+    # The frontier, extended right to the frame: anything below-right of it is beaten.
+    front = pareto_front(list(zip(xs, ys)))
+    fx, fy = [xs[i] for i in front], [ys[i] for i in front]
+    ax.plot(fx + [hi * 100], fy + [fy[-1]], drawstyle="steps-post", color="0.35", linestyle="--",
+            linewidth=1.2, zorder=1)
+    for i, r in enumerate(rows):
+        colour, marker, _ = KIND_STYLE.get(r["kind"], ("0.5", "o", r["kind"]))
+        flagged = bool(r["flags"])
+        ax.scatter([xs[i]], [ys[i]], s=areas[i], c=colour, marker=marker, alpha=0.75,
+                   edgecolors="red" if flagged else "black", linewidths=2.2 if flagged else 0.8, zorder=3)
+
+    ax.grid(True, which="both", alpha=0.25)
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+    # Legends outside the axes, on the right, so no point is hidden.
+    kinds = list(dict.fromkeys(r["kind"] for r in rows))
+    handles = [Line2D([], [], marker=KIND_STYLE.get(k, ("0.5", "o", k))[1], color="none",
+                      markerfacecolor=KIND_STYLE.get(k, ("0.5", "o", k))[0], markeredgecolor="black",
+                      markersize=9, label=KIND_STYLE.get(k, ("", "", k))[2]) for k in kinds]
+    handles.append(Line2D([], [], color="0.35", linestyle="--", label="Pareto frontier"))
+    if any(r["flags"] for r in rows):
+        handles.append(Line2D([], [], marker="o", color="none", markerfacecolor="white", markeredgecolor="red",
+                              markeredgewidth=2, markersize=9, label="flagged (see report)"))
+    legend = ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=FONT_SIZE,
+                       title="runtime", title_fontsize=9, frameon=False)
+    ax.add_artist(legend)
+    if known:
+        refs = [largest / 100, largest / 10, largest]
+        size_handles = [ax.scatter([], [], s=_marker_area(b, largest), c="0.8", edgecolors="0.3",
+                                   label=_human_bytes(b)) for b in refs]
+        ax.legend(handles=size_handles, loc="lower left", bbox_to_anchor=(1.02, 0.0), fontsize=FONT_SIZE,
+                  title="file size\n(marker area, log)", title_fontsize=9, labelspacing=1.6, borderpad=0.9,
+                  handletextpad=1.2, frameon=False)
+    fig.tight_layout()
+
+    # Labels: placed in pixel space once the layout is final.
+    texts = []
+    for r in rows:
+        text = r["name"] + ("  (baseline)" if r["name"] == report["baseline"] else "")
+        speed = (r.get("ratios") or {}).get("speedup")
+        if speed is not None and r["name"] != report["baseline"]:
+            text += f"  {speed:.1f}x"
+        texts.append(text)
+    fig.canvas.draw()
+    px_per_pt = fig.dpi / 72.0
+    points_px = [tuple(ax.transData.transform((x, y))) for x, y in zip(xs, ys)]
+    radii_px = [math.sqrt(a) / 2 * px_per_pt for a in areas]
+    sizes_px = [(len(t) * FONT_SIZE * 0.56 * px_per_pt + 6, FONT_SIZE * 1.5 * px_per_pt) for t in texts]
+    bbox = ax.get_window_extent()
+    placements = place_labels(points_px, radii_px, sizes_px, (bbox.x0, bbox.y0, bbox.x1, bbox.y1))
+    for i, (dx, dy, ha) in enumerate(placements):
+        ax.annotate(texts[i], (xs[i], ys[i]), xytext=(dx / px_per_pt, dy / px_per_pt), textcoords="offset points",
+                    fontsize=FONT_SIZE, ha=ha, va="center", zorder=4,
+                    bbox=dict(boxstyle="round,pad=0.2", fc="white", ec="none", alpha=0.9),
+                    arrowprops=dict(arrowstyle="-", color="0.5", lw=0.6, shrinkA=0, shrinkB=radii_px[i] / px_per_pt)
+                    if abs(dy) > sizes_px[i][1] else None)
+    fig.savefig(path, format="png")
+    plt.close(fig)
+    return Path(path)
+
+
+def _human_bytes(n: float) -> str:
+    for unit in ("B", "kB", "MB", "GB"):
+        if n < 1000:
+            return f"{n:.3g} {unit}"
+        n /= 1000.0
+    return f"{n:.3g} TB"

@@ -1,0 +1,289 @@
+"""The report: one JSON (machine-readable), Markdown and CSV tables; the plot lives in eval/plot.py.
+
+Every row carries its lineage (from shrinkbert.json), its ratios to the baseline at the
+headline case (speed-up, size ratio, accuracy retention), and flags: slower than (or as slow
+as) its nearest measured ancestor, export parity failed, or an error line.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from core.artifacts import library_versions
+from core.device import describe_machine
+from core.metrics import f1_average
+from eval.latency import REAL
+from eval.lineage import parity_failure
+from eval.memory import METHOD as MEMORY_METHOD
+from eval.measure import Settings, Variant
+from eval.rows import TestRows
+
+TIMING_METHOD = ("model call only (inputs tokenized beforehand), wall clock (perf_counter); warm-up calls first; "
+                 "timed calls round-robin across variants with a rotating start; GC paused while timing")
+SIZE_METHOD = "bytes of the model's weight/graph files (safetensors, or the .onnx graph and its external data)"
+
+
+def _ratio(numerator, denominator):
+    if numerator is None or denominator in (None, 0):
+        return None
+    return float(numerator) / float(denominator)
+
+
+def build_report(variants: list[Variant], rows: TestRows, settings: Settings, baseline: str | None = None,
+                 title: str | None = None) -> dict[str, Any]:
+    """The whole report as one JSON-able dict; the tables and the plot are drawn from it."""
+    headline = settings.headline.label
+    primary = rows.task.metrics[0]
+    measured = [v for v in variants if v.ok]
+    base = next((v for v in variants if v.name == baseline or v.path == baseline), None) if baseline else None
+    if base is None:
+        base = measured[0] if measured else None
+
+    def p50(v: Variant):
+        return (v.latency.get(headline) or {}).get("p50")
+
+    def score(v: Variant):
+        return (v.accuracy.get("metrics") or {}).get(primary)
+
+    by_hash = {v.static.get("content_hash") or v.content_hash: v for v in measured if v.content_hash}
+    by_path = {str(Path(v.path).resolve()): v for v in measured}
+    out_rows = []
+    for v in variants:
+        row: dict[str, Any] = {
+            "name": v.name, "path": v.path, "kind": v.kind or None, "error": v.error,
+            "stage": v.manifest.get("stage") if v.manifest else None,
+            "lineage": v.lineage.get("text") if v.lineage else None,
+            "lineage_stages": v.lineage.get("stages") if v.lineage else None,
+            "hash": v.content_hash or None,
+            "runtime": v.static.get("runtime"),
+            "metrics": dict(v.accuracy.get("metrics") or {}),
+            "test_rows": v.accuracy.get("n"),
+            "latency_ms": v.latency,
+            "size_bytes": v.static.get("size_bytes"),
+            "num_parameters": v.static.get("num_parameters"),
+            "num_parameters_source": v.static.get("num_parameters_source"),
+            "memory_bytes": v.static.get("memory_bytes"),
+            "warnings": list(v.warnings),
+            "cached": list(v.cached),
+            "flags": [],
+        }
+        if v.ok and base is not None:
+            row["ratios"] = {
+                "speedup": _ratio(p50(base), p50(v)),
+                "size_ratio": _ratio(base.static.get("size_bytes"), v.static.get("size_bytes")),
+                "retention": _ratio(score(v), score(base)),
+            }
+            base_pred, own_pred = base.accuracy.get("predictions"), v.accuracy.get("predictions")
+            if base_pred and own_pred and len(base_pred) == len(own_pred):
+                row["agreement_with_baseline"] = sum(a == b for a, b in zip(base_pred, own_pred)) / len(own_pred)
+        if v.ok:
+            ancestor = _nearest_measured_ancestor(v, by_hash, by_path)
+            if ancestor is not None:
+                row["measured_parent"] = ancestor.name
+                mine, theirs = p50(v), p50(ancestor)
+                if mine is not None and theirs is not None and mine >= theirs:
+                    row["flags"].append(f"not faster than its parent {ancestor.name} "
+                                        f"(p50 {mine:.2f} vs {theirs:.2f} ms at {headline})")
+            parity = parity_failure(v.manifest) if v.manifest else None
+            if parity:
+                row["flags"].append(parity)
+        else:
+            row["flags"].append(f"error: {v.error}")
+        out_rows.append(row)
+
+    lengths = _length_summary(measured, settings)
+    return {
+        "title": title or f"shrinkbert eval: {rows.task.name}",
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "task": rows.task.to_dict(),
+        "f1_average": f1_average(rows.task.num_labels) if "f1" in rows.task.metrics else None,
+        "primary_metric": primary,
+        "test_rows": {"source": rows.source, "n": len(rows), "fingerprint": rows.fingerprint, **lengths},
+        "baseline": base.name if base else None,
+        "headline_case": headline,
+        "settings": {
+            "threads": settings.threads, "runs": settings.runs, "warmup": settings.warmup,
+            "batch_sizes": list(settings.batch_sizes), "seq_lens": list(settings.seq_lens),
+            "cases": [c.label for c in settings.cases], "max_length": settings.max_length,
+            "torch_attention": settings.attention, "eval_batch_size": settings.eval_batch_size,
+            "timing": TIMING_METHOD, "memory": MEMORY_METHOD, "size": SIZE_METHOD,
+            "threads_detail": (f"torch.set_num_threads({settings.threads}); ORT intra_op_num_threads="
+                               f"{settings.threads}, inter_op 1, allow_spinning=0"),
+        },
+        "machine": describe_machine(),
+        "versions": library_versions(),
+        "variants": out_rows,
+    }
+
+
+def _length_summary(measured: list[Variant], settings: Settings) -> dict[str, Any]:
+    for v in measured:
+        for label, stats in v.latency.items():
+            if label.endswith(REAL) and "mean_tokens_per_row" in stats:
+                return {"mean_tokens_per_row": stats["mean_tokens_per_row"]}
+    return {}
+
+
+def _nearest_measured_ancestor(v: Variant, by_hash, by_path) -> Variant | None:
+    for ancestor in (v.lineage or {}).get("ancestors", []):
+        match = by_hash.get(ancestor.get("hash")) or by_path.get(str(Path(ancestor.get("path") or "/").resolve()))
+        if match is not None and match is not v:
+            return match
+    return None
+
+
+# -- tables ----------------------------------------------------------------------------------
+
+def _fmt(value, spec: str = ".3f", suffix: str = "") -> str:
+    if value is None:
+        return "–"
+    return f"{value:{spec}}{suffix}"
+
+
+def _mb(value) -> str:
+    return "–" if value is None else f"{value / 1e6:.3g}"
+
+
+def _params(value) -> str:
+    if value is None:
+        return "–"
+    return f"{value / 1e6:.2f}M" if value >= 1e5 else f"{value / 1e3:.1f}k"
+
+
+def summary_table(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """One flat dict per variant: the summary both the Markdown and the CSV show."""
+    head = report["headline_case"]
+    metric_names = report["task"]["metrics"]
+    table = []
+    for row in report["variants"]:
+        lat = (row.get("latency_ms") or {}).get(head) or {}
+        ratios = row.get("ratios") or {}
+        entry = {"variant": row["name"], "kind": row["kind"], "lineage": row["lineage"]}
+        for name in metric_names:
+            entry[name] = row["metrics"].get(name)
+        entry.update({
+            f"p50_ms@{head}": lat.get("p50"), f"p90_ms@{head}": lat.get("p90"), f"p99_ms@{head}": lat.get("p99"),
+            f"rows_per_s@{head}": lat.get("throughput_per_s"),
+            "speedup": ratios.get("speedup"), "size_mb": None if row["size_bytes"] is None else row["size_bytes"] / 1e6,
+            "size_ratio": ratios.get("size_ratio"), "retention": ratios.get("retention"),
+            "agreement": row.get("agreement_with_baseline"),
+            "params": row["num_parameters"],
+            "rss_mb": None if row["memory_bytes"] is None else row["memory_bytes"] / 1e6,
+            "flags": "; ".join(row["flags"]), "path": row["path"],
+        })
+        table.append(entry)
+    return table
+
+
+def to_markdown(report: dict[str, Any]) -> str:
+    s = report["settings"]
+    head = report["headline_case"]
+    metric_names = report["task"]["metrics"]
+    lines = [f"# {report['title']}", ""]
+    lines.append(f"Task **{report['task']['name']}** ({len(report['task']['label_names'])} labels), "
+                 f"{report['test_rows']['n']} test rows from {report['test_rows']['source'] or 'the given rows'}. "
+                 f"Baseline: **{report['baseline']}**. Headline case: **{head}** (batch/sequence length). "
+                 f"Threads: **{s['threads']}**. Machine: {report['machine']}.")
+    lines += ["", f"## Summary at {head}", ""]
+    header = (["variant", "lineage"] + metric_names +
+              ["p50 ms", "speed-up", "size MB", "x smaller", "retention", "agrees", "params", "RSS MB", "flags"])
+    lines.append("| " + " | ".join(header) + " |")
+    lines.append("|" + "|".join(["---"] * 2 + ["--:"] * (len(header) - 3) + ["---"]) + "|")
+    for row, entry in zip(report["variants"], summary_table(report)):
+        name = f"**{row['name']}**" if row["name"] == report["baseline"] else row["name"]
+        cells = [name, row["lineage"] or "–"]
+        cells += [_fmt(entry[m], ".4f") for m in metric_names]
+        cells += [_fmt(entry[f"p50_ms@{head}"], ".2f"), _fmt(entry["speedup"], ".2f", "x"),
+                  _mb(row["size_bytes"]), _fmt(entry["size_ratio"], ".1f", "x"),
+                  _fmt(None if entry["retention"] is None else entry["retention"] * 100, ".1f", "%"),
+                  _fmt(None if entry["agreement"] is None else entry["agreement"] * 100, ".1f", "%"),
+                  _params(row["num_parameters"]), _mb(row["memory_bytes"]),
+                  "⚠ " + "; ".join(row["flags"]) if row["flags"] else ""]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    lines += ["", "## Latency per case (ms per batch; rows/s = throughput)", "",
+              "| variant | case | p50 | p90 | p99 | mean | rows/s | tokens/row |", "|---|---|--:|--:|--:|--:|--:|--:|"]
+    for row in report["variants"]:
+        for case in s["cases"]:
+            st = (row.get("latency_ms") or {}).get(case)
+            if not st:
+                continue
+            lines.append(f"| {row['name']} | {case} | {st['p50']:.2f} | {st['p90']:.2f} | {st['p99']:.2f} | "
+                         f"{st['mean']:.2f} | {st['throughput_per_s']:.1f} | {st.get('mean_tokens_per_row', 0):.1f} |")
+    lines += ["", "## How this was measured", "",
+              f"- Accuracy: {', '.join(metric_names)} through `evaluate` (local modules in core/metrics)"
+              + (f", F1 {report['f1_average']}" if report.get("f1_average") else "")
+              + f"; inputs truncated at {s['max_length']} tokens (edge bundles use their own Predictor).",
+              f"- Latency: {s['timing']}; {s['warmup']} warm-up + {s['runs']} timed calls per variant and case; "
+              f"`sNNN` = every row padded to NNN tokens, `real` = consecutive test rows padded to the longest in "
+              f"the batch. Speed-up = baseline p50 / variant p50 at {head}.",
+              f"- Threads: {s['threads_detail']}. PyTorch attention: {s['torch_attention']}.",
+              f"- Memory: {s['memory']}.", f"- Size: {s['size']}; x smaller = baseline size / variant size.",
+              "- Retention = variant / baseline on " + report["primary_metric"]
+              + "; agrees = share of test rows where the variant predicts the baseline's label.",
+              "- Flags: not faster than its nearest measured ancestor at the headline case; export parity failed "
+              "(from the manifest's metrics). Timings are noisy on a shared machine: compare ratios within one run."]
+    errors = [r for r in report["variants"] if r["error"]]
+    warnings = [(r["name"], w) for r in report["variants"] for w in r["warnings"]]
+    if errors or warnings:
+        lines += ["", "## Errors and warnings", ""]
+        lines += [f"- **{r['name']}** ({r['path']}): error: {r['error']}" for r in errors]
+        lines += [f"- {name}: {w}" for name, w in warnings]
+    return "\n".join(lines) + "\n"
+
+
+def summary_csv(report: dict[str, Any]) -> str:
+    table = summary_table(report)
+    buffer = io.StringIO()
+    if table:
+        writer = csv.DictWriter(buffer, fieldnames=list(table[0]))
+        writer.writeheader()
+        writer.writerows(table)
+    return buffer.getvalue()
+
+
+def latency_csv(report: dict[str, Any]) -> str:
+    buffer = io.StringIO()
+    fields = ["variant", "case", "batch_size", "seq_len", "p50", "p90", "p99", "mean", "min", "n",
+              "throughput_per_s", "tokens_per_s", "mean_tokens_per_row"]
+    writer = csv.DictWriter(buffer, fieldnames=fields, extrasaction="ignore")
+    writer.writeheader()
+    for row in report["variants"]:
+        for case, st in (row.get("latency_ms") or {}).items():
+            batch, length = case.split("/")
+            writer.writerow({"variant": row["name"], "case": case, "batch_size": batch[1:],
+                             "seq_len": length.lstrip("s"), **st})
+    return buffer.getvalue()
+
+
+def _write_atomic(path: Path, data: str | bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    if isinstance(data, str):
+        tmp.write_text(data)
+    else:
+        tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def write_report(report: dict[str, Any], out_dir: str | Path, plot: bool = True) -> dict[str, Path]:
+    """report.json, report.md, summary.csv, latency.csv and pareto.png in out_dir; their paths."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    files = {"json": out_dir / "report.json", "md": out_dir / "report.md",
+             "csv": out_dir / "summary.csv", "latency_csv": out_dir / "latency.csv"}
+    _write_atomic(files["json"], json.dumps(report, indent=2, default=float) + "\n")
+    _write_atomic(files["md"], to_markdown(report))
+    _write_atomic(files["csv"], summary_csv(report))
+    _write_atomic(files["latency_csv"], latency_csv(report))
+    if plot:
+        from eval.plot import pareto_plot
+
+        files["png"] = out_dir / "pareto.png"
+        tmp = out_dir / f".pareto.{os.getpid()}.tmp.png"
+        pareto_plot(report, tmp)
+        os.replace(tmp, files["png"])
+    return files
