@@ -1,0 +1,130 @@
+"""Edge bundle: one directory that runs with onnxruntime, tokenizers and numpy only.
+
+Contents: model.onnx (normally int8), tokenizer.json, labels.json, predict.py (a copy of
+compress/edge_predictor.py), requirements.txt and shrinkbert.json. Before the bundle is written,
+its own Predictor runs on real rows and must reproduce the source ONNX model run through
+transformers' tokenizer (same graph, so any difference is tokenization or packaging); when a
+reference artifact is given (the fp32 ONNX or PyTorch model) the agreement with it is recorded too.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+
+from compress.common import (accuracy, align_labels, check_onnx_file, load_pt, load_rows, onnx_file, ort_logits,
+                             ort_session, parity, torch_logits)
+from core.artifacts import atomic_artifact, read_manifest, write_manifest
+from core.config import field, stage_main, to_dict
+from core.errors import ShrinkbertError, require
+
+TEMPLATE = Path(__file__).with_name("edge_predictor.py")
+
+
+@dataclass
+class Config:
+    model: str = field("", "ONNX artifact to bundle (normally the int8 one from compress.quantize)")
+    output_dir: str = field("", "where the bundle directory is written")
+    reference: str = field("", "optional fp32 ONNX or PyTorch artifact to record agreement with")
+    data: str = field("", "task whose validation rows check parity (empty: built-in sentences)")
+    parity_rows: int = field(64, "rows for the parity check")
+    tolerance: float = field(1e-4, "largest allowed |logit diff| between the bundle and its source model")
+    allow_parity_failure: bool = field(False, "write the bundle even when parity fails (recorded)")
+    max_length: int = field(128, "tokens per text the bundle truncates to")
+    seed: int = field(0, "seed for the data split")
+
+
+def requirements() -> str:
+    def floor(name: str, default: str) -> str:
+        try:
+            major, minor = metadata.version(name).split(".")[:2]
+            return f"{name}>={major}.{minor}"
+        except metadata.PackageNotFoundError:
+            return f"{name}>={default}"
+    return "\n".join([floor("onnxruntime", "1.17"), floor("tokenizers", "0.15"), "numpy>=1.24"]) + "\n"
+
+
+def labels_json(src: Path, tokenizer, max_length: int) -> dict:
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(str(src))
+    return {"id2label": {str(k): v for k, v in sorted(config.id2label.items())},
+            "label2id": {v: int(k) for k, v in config.id2label.items()},
+            "max_length": max_length, "pad_token_id": tokenizer.pad_token_id, "pad_token": tokenizer.pad_token,
+            "model_file": "model.onnx"}, config
+
+
+def reference_logits(path: str, rows, max_length: int) -> np.ndarray:
+    ref = Path(path)
+    if any(ref.glob("*.onnx")):
+        from transformers import AutoTokenizer
+
+        return ort_logits(ort_session(ref), AutoTokenizer.from_pretrained(str(ref), use_fast=True), rows, max_length)
+    model, tokenizer = load_pt(ref)
+    return torch_logits(model, tokenizer, rows, max_length)
+
+
+def run(cfg: Config) -> Path:
+    from transformers import AutoTokenizer
+
+    require(bool(cfg.model) and bool(cfg.output_dir), "bundle needs --model and --output-dir")
+    src_dir = Path(cfg.model)
+    src = onnx_file(src_dir)
+    check_onnx_file(src)
+    require((src_dir / "tokenizer.json").is_file(), f"{src_dir} has no tokenizer.json (a fast tokenizer is needed)")
+    tokenizer = AutoTokenizer.from_pretrained(str(src_dir), use_fast=True)
+    meta, config = labels_json(src_dir, tokenizer, cfg.max_length)
+    rows, task = load_rows(cfg.data or None, "validation", cfg.parity_rows, cfg.seed)
+    labels = align_labels(rows, task, config.id2label)
+    # Same batches on both sides: dynamic int8 scales depend on the whole batch (padding included).
+    source = ort_logits(ort_session(src), tokenizer, rows, cfg.max_length, batch_size=16)
+    with atomic_artifact(cfg.output_dir) as tmp:
+        tmp = Path(tmp)
+        shutil.copy2(src, tmp / "model.onnx")
+        shutil.copy2(src_dir / "tokenizer.json", tmp / "tokenizer.json")
+        (tmp / "labels.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False))
+        shutil.copy2(TEMPLATE, tmp / "predict.py")
+        (tmp / "requirements.txt").write_text(requirements())
+        from compress.edge_predictor import Predictor
+
+        predictor = Predictor(tmp)
+        texts = [r["text"] for r in rows]
+        pairs = [r["text_pair"] for r in rows] if all(r["text_pair"] is not None for r in rows) else None
+        bundle = np.concatenate([predictor.logits(texts[i:i + 16], pairs[i:i + 16] if pairs else None)
+                                 for i in range(0, len(texts), 16)])
+        vs_source = parity(source, bundle)
+        passed = vs_source["max_abs_logit_diff"] <= cfg.tolerance
+        metrics = {"vs_source": {**vs_source, "tolerance": cfg.tolerance, "passed": passed,
+                                 "rows_source": cfg.data or "builtin-sentences"},
+                   "bundle_mb": round(sum(f.stat().st_size for f in tmp.iterdir()) / 1e6, 3),
+                   "model_mb": round(src.stat().st_size / 1e6, 3),
+                   "val_accuracy_bundle": accuracy(bundle, labels), "parity_failure_allowed": False}
+        if cfg.reference:
+            ref = reference_logits(cfg.reference, rows, cfg.max_length)
+            metrics["vs_reference"] = {**parity(ref, bundle), "reference": str(Path(cfg.reference).resolve()),
+                                       "val_accuracy_reference": accuracy(ref, labels)}
+        if not passed:
+            if not cfg.allow_parity_failure:
+                raise ShrinkbertError(
+                    f"bundle parity failed: its predictor differs from {src} by up to "
+                    f"{vs_source['max_abs_logit_diff']:.2e} in logits (tolerance {cfg.tolerance:.0e}); no bundle written")
+            metrics["parity_failure_allowed"] = True
+        parents = [cfg.model] + ([cfg.reference] if cfg.reference else [])
+        parent_params = read_manifest(src_dir).get("num_parameters") if (src_dir / "shrinkbert.json").is_file() else None
+        write_manifest(tmp, stage="bundle", parents=parents, config=to_dict(cfg), metrics=metrics, seed=cfg.seed,
+                       num_parameters=parent_params)
+    return Path(cfg.output_dir)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return stage_main(Config, run, "Write an edge bundle (ONNX + tokenizer.json + predict.py; no torch).",
+                      argv, prog="python -m compress.bundle")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
