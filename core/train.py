@@ -154,7 +154,7 @@ def train(model: torch.nn.Module, train_dataset, collate_fn: Callable, loss_fn: 
     """Train `model` (and `extra_modules`) in place on `train_dataset`; return the final metrics.
 
     loss_fn(model, batch) -> (loss tensor, logs dict of floats) is called on each micro-batch
-    (already on the device). eval_fn(model) -> dict runs at the end of every epoch and of the run.
+    (already on the device); loss and logs are averaged over each logging window. eval_fn(model) -> dict runs at the end of every epoch and of the run.
     frozen_modules (e.g. a teacher) are moved to the device and kept in eval mode, untrained.
     On several processes only the main process should write artifacts afterwards
     (`accelerate.PartialState().is_main_process`).
@@ -253,7 +253,7 @@ def train(model: torch.nn.Module, train_dataset, collate_fn: Callable, loss_fn: 
 
     bar = tqdm(total=total_steps, initial=state.step, desc=desc, disable=not accelerator.is_local_main_process)
     wrapper.train()
-    window_loss, window_n, window_tokens, window_start = 0.0, 0, 0, time.perf_counter()
+    window_loss, window_n, window_tokens, window_start, window_logs = 0.0, 0, 0, time.perf_counter(), {}
     run_start, elapsed_before = time.perf_counter(), state.elapsed
     while state.step < total_steps:
         loader.set_epoch(state.epoch)
@@ -274,6 +274,8 @@ def train(model: torch.nn.Module, train_dataset, collate_fn: Callable, loss_fn: 
             window_tokens += tokens
             window_loss += float(loss.detach())
             window_n += 1
+            for key, value in (logs or {}).items():
+                window_logs[key] = window_logs.get(key, 0.0) + float(value)
             if not accelerator.sync_gradients:
                 continue
             state.step += 1
@@ -282,11 +284,11 @@ def train(model: torch.nn.Module, train_dataset, collate_fn: Callable, loss_fn: 
                 now = time.perf_counter()
                 record = {"kind": "train", "step": state.step, "epoch": state.epoch, "loss": window_loss / max(window_n, 1),
                           "lr": scheduler.get_last_lr()[0], "tokens_per_s": window_tokens / max(now - window_start, 1e-9),
-                          **{k: float(v) for k, v in (logs or {}).items()}}
+                          **{k: v / window_n for k, v in window_logs.items()}}
                 state.history.append(record)
                 accelerator.log({k: v for k, v in record.items() if k not in ("kind", "step")}, step=state.step)
                 bar.set_postfix(loss=f"{record['loss']:.4f}")
-                window_loss, window_n, window_tokens, window_start = 0.0, 0, 0, now
+                window_loss, window_n, window_tokens, window_start, window_logs = 0.0, 0, 0, now, {}
             if state.step >= total_steps:
                 break
             if checkpointing and state.step % cfg.checkpoint_every == 0:
@@ -328,8 +330,31 @@ def remove_checkpoints(checkpoint_dir: str | Path) -> None:
     """Delete a stage's checkpoint directory once its artifact has landed (main process only)."""
     from accelerate import PartialState
 
-    state = PartialState()
+    state = PartialState(cpu=not _cuda())
     state.wait_for_everyone()
     if state.is_main_process:
         shutil.rmtree(checkpoint_dir, ignore_errors=True)
     state.wait_for_everyone()
+
+
+def checkpoint_dir_for(output_dir: str | Path) -> Path:
+    """Where a stage writing `output_dir` keeps its checkpoints: the sibling `<output_dir>.ckpt`."""
+    output_dir = Path(output_dir).expanduser().resolve()
+    return output_dir.parent / (output_dir.name + ".ckpt")
+
+
+def is_main_process() -> bool:
+    """True on the process that writes artifacts (rank 0, or the only process)."""
+    from accelerate import PartialState
+
+    return PartialState(cpu=not _cuda()).is_main_process
+
+
+def wait_for_everyone() -> None:
+    from accelerate import PartialState
+
+    PartialState(cpu=not _cuda()).wait_for_everyone()
+
+
+def _cuda() -> bool:
+    return torch.cuda.is_available()

@@ -1,0 +1,165 @@
+"""Fine-tune a teacher for sequence classification (one sentence or a sentence pair).
+
+    python -m teachers.finetune --model minilm --task movie-snippets --output-dir runs/teacher
+    accelerate launch -m teachers.finetune --model runs/mlm --task data.csv --label-column sentiment
+
+The starting model is any safetensors model directory (an MLM artifact, the built-in MiniLM, a
+classifier) or a hub name; its classification head is (re)made for the task's labels. Validation
+accuracy is measured after every epoch and the best epoch's weights are kept (`keep=best`), then
+test accuracy is measured once. The artifact carries id2label/label2id from the task.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from core.artifacts import atomic_artifact, write_manifest
+from core.config import field, stage_main, to_dict
+from core.errors import ShrinkbertError
+from core.train import TrainConfig
+
+
+@dataclasses.dataclass
+class Config(TrainConfig):
+    output_dir: str = field("runs/teacher", "where the fine-tuned classifier artifact is written")
+    model: str = field("minilm", "starting model: a model dir, an MLM artifact, 'minilm', or a hub name")
+    tokenizer: str = field("", "tokenizer dir (default: the model's own)")
+    task: str = field("movie-snippets", "built-in task (movie-snippets, bbc-news, nyt-next-sentence) or a data file/dir")
+    text_column: str = field("text", "column holding the text (user files)")
+    text_pair_column: str = field("", "column holding the second text of a pair (user files; empty: single text)")
+    label_column: str = field("label", "column holding the label (user files)")
+    cache_dir: str = field("", "cache for built-in data and stored splits (default: $SHRINKBERT_CACHE or ~/.cache/shrinkbert)")
+    max_rows: int = field(0, "use at most this many rows per split (0: all)")
+    max_length: int = field(128, "tokens per example; longer inputs are truncated")
+    eval_batch_size: int = field(64, "batch size for validation and test")
+    keep: str = field("best", "best (the epoch with the highest validation accuracy) or final")
+    learning_rate: float = field(1e-4, "peak learning rate (AdamW); MiniLM likes 1e-4, BERT-base 2e-5 to 5e-5")
+    batch_size: int = field(32, "examples per batch per process")
+    epochs: float = field(3, "passes over the training data")
+
+
+def predict(model, dataset, collate, batch_size: int) -> tuple[np.ndarray, np.ndarray, float]:
+    """(predicted label ids, gold label ids, mean cross-entropy) over a tokenized split."""
+    from teachers.common import model_inputs
+
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    preds, golds, loss_sum = [], [], 0.0
+    with torch.no_grad():
+        for start in range(0, len(dataset), batch_size):
+            rows = [dataset[i] for i in range(start, min(start + batch_size, len(dataset)))]
+            batch = {k: v.to(device) for k, v in collate(rows).items()}
+            labels = batch.pop("labels")
+            logits = model(**model_inputs(model, batch)).logits.float()
+            loss_sum += float(torch.nn.functional.cross_entropy(logits, labels, reduction="sum"))
+            preds.append(logits.argmax(-1).cpu().numpy())
+            golds.append(labels.cpu().numpy())
+    model.train(was_training)
+    if not preds:
+        return np.zeros(0, int), np.zeros(0, int), float("nan")
+    return np.concatenate(preds), np.concatenate(golds), loss_sum / len(dataset)
+
+
+def accuracy(preds: np.ndarray, golds: np.ndarray) -> float:
+    return float((preds == golds).mean()) if len(golds) else float("nan")
+
+
+def load_classifier(cfg: Config, task):
+    """(model, tokenizer, model dir) with a classification head sized for the task."""
+    from transformers import AutoModelForSequenceClassification
+
+    from core.models import check_model_dir, load_model, load_tokenizer
+    from teachers.common import resolve_model_dir
+
+    path = check_model_dir(resolve_model_dir(cfg.model))
+    torch.manual_seed(cfg.seed)  # a new head is initialised from the seed
+    model = load_model(AutoModelForSequenceClassification, path, num_labels=task.num_labels,
+                       id2label=task.id2label, label2id=task.label2id, ignore_mismatched_sizes=True)
+    tokenizer = load_tokenizer(cfg.tokenizer or path, model.config)
+    return model, tokenizer, path
+
+
+def run(cfg: Config) -> Path:
+    from safetensors.torch import load_model as load_weights
+    from safetensors.torch import save_model as save_weights
+
+    from core.data import load_task, tokenize_task
+    from core.models import count_parameters
+    from core.train import LATEST, checkpoint_dir_for, is_main_process, remove_checkpoints, train, wait_for_everyone
+    from teachers.common import model_inputs, pad_collate
+
+    if cfg.keep not in ("best", "final"):
+        raise ShrinkbertError(f"keep must be best or final, got '{cfg.keep}'")
+    task, splits = load_task(cfg.task, text_column=cfg.text_column, text_pair_column=cfg.text_pair_column or None,
+                             label_column=cfg.label_column, seed=cfg.seed, cache_dir=cfg.cache_dir or None,
+                             max_rows=cfg.max_rows or None)
+    model, tokenizer, model_dir = load_classifier(cfg, task)
+    positions = getattr(model.config, "max_position_embeddings", cfg.max_length)
+    if cfg.max_length > positions:
+        raise ShrinkbertError(f"max_length {cfg.max_length} exceeds the model's {positions} positions")
+    data = tokenize_task(splits, tokenizer, task, cfg.max_length)
+    collate = pad_collate(tokenizer.pad_token_id)
+
+    out = Path(cfg.output_dir)
+    ckpt = checkpoint_dir_for(out)
+    best_dir = ckpt / "best"  # the best epoch's weights, kept beside the checkpoints so a resume keeps them
+    if is_main_process() and (not cfg.resume or not (ckpt / "run" / LATEST).is_file()):
+        shutil.rmtree(best_dir, ignore_errors=True)
+    wait_for_everyone()
+
+    def loss_fn(m, batch):
+        out_ = m(**model_inputs(m, batch))
+        return out_.loss, {"accuracy": (out_.logits.argmax(-1) == batch["labels"]).float().mean()}
+
+    def eval_fn(m):
+        preds, golds, loss = predict(m, data["validation"], collate, cfg.eval_batch_size)
+        acc = accuracy(preds, golds)
+        score_file = best_dir / "score.json"
+        best = json.loads(score_file.read_text())["validation_accuracy"] if score_file.is_file() else -1.0
+        if acc > best and is_main_process():
+            best_dir.mkdir(parents=True, exist_ok=True)
+            save_weights(m, str(best_dir / "model.safetensors"))
+            score_file.write_text(json.dumps({"validation_accuracy": acc}))
+        return {"validation_accuracy": acc, "validation_loss": loss}
+
+    metrics = train(model, data["train"], collate, loss_fn, cfg, ckpt / "run", eval_fn=eval_fn, desc="finetune")
+    wait_for_everyone()
+    per_epoch = [h["validation_accuracy"] for h in metrics["history"] if h["kind"] == "eval"]
+    if cfg.keep == "best" and (best_dir / "model.safetensors").is_file():
+        load_weights(model, str(best_dir / "model.safetensors"))
+    result = {"validation_accuracy": max(per_epoch) if cfg.keep == "best" and per_epoch else metrics["validation_accuracy"],
+              "validation_accuracy_per_epoch": per_epoch,
+              "train_time_s": metrics["train_time_s"], "train_loss": metrics["train_loss"],
+              "steps": metrics["steps"], "epochs": metrics["epochs"], "tokens_per_s": metrics["tokens_per_s"],
+              "num_processes": metrics["num_processes"], "train_examples": len(data["train"]),
+              "validation_examples": len(data["validation"]), "test_examples": len(data["test"]),
+              "loss_curve": [[h["step"], h["loss"]] for h in metrics["history"] if h["kind"] == "train"]}
+    if is_main_process():
+        preds, golds, test_loss = predict(model, data["test"], collate, cfg.eval_batch_size)
+        result.update(test_accuracy=accuracy(preds, golds), test_loss=test_loss)
+        model.config.id2label, model.config.label2id = task.id2label, task.label2id
+        with atomic_artifact(out) as tmp:
+            model.save_pretrained(tmp, safe_serialization=True)
+            tokenizer.save_pretrained(tmp)
+            write_manifest(tmp, stage="finetune", parents=[model_dir], config=to_dict(cfg), metrics=result,
+                           seed=cfg.seed, num_parameters=count_parameters(model), extra={"task": task.to_dict()})
+        print(f"finetune: {task.name} validation accuracy {result['validation_accuracy']:.4f}, "
+              f"test accuracy {result['test_accuracy']:.4f} in {result['train_time_s']:.0f} s -> {out}")
+    wait_for_everyone()
+    remove_checkpoints(ckpt)
+    return out
+
+
+def main(argv=None) -> int:
+    return stage_main(Config, run, "Fine-tune a BERT-like model for text (pair) classification.", argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
