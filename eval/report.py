@@ -18,7 +18,7 @@ from core.artifacts import library_versions
 from core.device import describe_machine
 from core.metrics import f1_average
 from eval.latency import REAL
-from eval.lineage import parity_failure
+from eval.lineage import manifest_flags
 from eval.memory import METHOD as MEMORY_METHOD
 from eval.measure import Settings, Variant
 from eval.rows import TestRows
@@ -89,9 +89,7 @@ def build_report(variants: list[Variant], rows: TestRows, settings: Settings, ba
                 if mine is not None and theirs is not None and mine >= theirs:
                     row["flags"].append(f"not faster than its parent {ancestor.name} "
                                         f"(p50 {mine:.2f} vs {theirs:.2f} ms at {headline})")
-            parity = parity_failure(v.manifest) if v.manifest else None
-            if parity:
-                row["flags"].append(parity)
+            row["flags"].extend(manifest_flags(v.manifest) if v.manifest else [])
         else:
             row["flags"].append(f"error: {v.error}")
         out_rows.append(row)

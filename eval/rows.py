@@ -46,12 +46,11 @@ def load_rows(task: str, split: str = "test", seed: int = 0, max_rows: int | Non
     """The stored split of a task through core.data (fixed by seed, so every variant sees the same rows)."""
     from core.data import load_task
 
-    task_obj, splits = load_task(task, seed=seed)
+    # max_rows keeps a prefix of the stored split, so a quick run's rows are the full run's first rows.
+    task_obj, splits = load_task(task, seed=seed, max_rows=max_rows)
     if split not in splits:
         raise ShrinkbertError(f"task '{task}' has no '{split}' split (has: {', '.join(splits)})")
     data = splits[split]
-    if max_rows is not None and max_rows < len(data):
-        data = data.select(range(max_rows))  # the first rows of the stored split, not a new sample
     pairs = list(data["text_pair"]) if task_obj.pair and "text_pair" in data.column_names else None
     return from_lists(task_obj, list(data["text"]), list(data["label"]), pairs,
-                      source=f"{task} [{split}, seed {seed}{f', first {max_rows}' if max_rows else ''}]")
+                      source=f"{task} [{split}, seed {seed}{f', at most {max_rows} rows' if max_rows else ''}]")

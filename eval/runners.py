@@ -44,20 +44,17 @@ def detect_kind(path: str | Path) -> str:
 
 
 def pick_onnx_file(path: Path, manifest: dict[str, Any] | None = None) -> Path:
-    """The graph an ONNX artifact means: named in its manifest, else the only *.onnx, else model.onnx."""
+    """The graph an ONNX artifact means: named in its manifest, else model.onnx, else the only *.onnx."""
     manifest = manifest or {}
     for key in ("onnx_file", "model_file"):
         name = manifest.get(key) or (manifest.get("config") or {}).get(key)
         if isinstance(name, str) and (path / name).is_file():
             return path / name
+    if (path / "model.onnx").is_file():
+        return path / "model.onnx"
     graphs = sorted(path.glob("*.onnx"))
     if len(graphs) == 1:
         return graphs[0]
-    quantized = [g for g in graphs if "quantized" in g.name]
-    if len(quantized) == 1:
-        return quantized[0]
-    if (path / "model.onnx").is_file():
-        return path / "model.onnx"
     raise ShrinkbertError(f"{path} holds several ONNX graphs ({', '.join(g.name for g in graphs)}) "
                           "and its shrinkbert.json names none ('onnx_file')")
 
@@ -271,15 +268,17 @@ class BundleRunner(Runner):
         except Exception as err:
             raise ShrinkbertError(f"the bundle's Predictor failed to start: {type(err).__name__}: {err}") from None
         self.labels = json.loads((self.path / "labels.json").read_text())
-        self.model_file = self.path / "model.onnx"
+        self.model_file = self.path / (self.labels.get("model_file", "model.onnx") if isinstance(self.labels, dict)
+                                       else "model.onnx")
         session = getattr(self.predictor, "session", None)
         if session is None or not hasattr(session, "run"):
             session = ort_session(self.model_file, threads)
         self.session = session
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.tokenizer = Tokenizer.from_file(str(self.path / "tokenizer.json"))
-        self.pad_id = next((self.tokenizer.token_to_id(t) for t in ("[PAD]", "<pad>")
-                            if self.tokenizer.token_to_id(t) is not None), 0)
+        pad_id = self.labels.get("pad_token_id") if isinstance(self.labels, dict) else None
+        self.pad_id = pad_id if isinstance(pad_id, int) else next(
+            (self.tokenizer.token_to_id(t) for t in ("[PAD]", "<pad>") if self.tokenizer.token_to_id(t) is not None), 0)
 
     def encode(self, texts, pairs, max_length, pad_to=None):
         tok = self.tokenizer
@@ -301,10 +300,19 @@ class BundleRunner(Runner):
     def predict(self, texts, pairs, max_length):
         """Logits from the Predictor itself, so the bundle's own pre-processing is what is measured."""
         predictor = self.predictor
-        batch = list(zip(texts, pairs)) if pairs is not None else list(texts)
+        texts = list(texts)
+        pairs = list(pairs) if pairs is not None else None
+        batch = list(zip(texts, pairs)) if pairs is not None else texts
         for name in ("logits", "predict_logits"):
-            if hasattr(predictor, name):
-                return np.asarray(getattr(predictor, name)(batch), dtype=np.float32)
+            fn = getattr(predictor, name, None)
+            if fn is None:
+                continue
+            try:
+                takes_pairs = len(inspect.signature(fn).parameters) >= 2
+            except (TypeError, ValueError):
+                takes_pairs = False
+            out = fn(texts, pairs) if takes_pairs else fn(batch)
+            return np.asarray(out, dtype=np.float32)
         if hasattr(predictor, "predict_proba"):
             return np.log(np.clip(np.asarray(predictor.predict_proba(batch), dtype=np.float64), 1e-12, None))
         out = predictor.predict(batch)
@@ -326,9 +334,11 @@ class BundleRunner(Runner):
 
 def _labels_to_onehot(out, labels) -> np.ndarray:
     """A Predictor that returns label names/ids/dicts: one-hot 'logits' so argmax recovers them."""
-    names = list(labels.values()) if isinstance(labels, dict) else list(labels)
     if isinstance(labels, dict):
-        names = [labels[k] for k in sorted(labels, key=lambda k: int(k))]
+        id2label = labels.get("id2label", labels)
+        names = [id2label[k] for k in sorted(id2label, key=lambda k: int(k))]
+    else:
+        names = list(labels)
     rows = []
     for item in out:
         if isinstance(item, dict):
