@@ -1,0 +1,261 @@
+"""compress/: structured pruning, sparsify, vocab trimming, ONNX export, int8, edge bundle (tiny models)."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from core.errors import ShrinkbertError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def metrics(path) -> dict:
+    return json.loads((Path(path) / "shrinkbert.json").read_text())["metrics"]
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory) -> Path:
+    """A tiny BERT whose weights and biases are all non-zero (as after training), so calibration
+    histograms and importance scores see real spreads."""
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
+    from core.testing import make_tiny_bert
+
+    path = make_tiny_bert(tmp_path_factory.mktemp("cmp") / "model")
+    model = AutoModelForSequenceClassification.from_pretrained(path)
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith("bias"):
+                param.add_(0.05 * torch.randn_like(param))
+        model.classifier.weight.mul_(20.0)  # logits far enough apart that labels are not ties
+    model.save_pretrained(path, safe_serialization=True)
+    return path
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> str:
+    from core.testing import write_tiny_csv
+
+    return str(write_tiny_csv(tmp_path_factory.mktemp("cmpdata") / "tiny.csv", n=160))
+
+
+@pytest.fixture(scope="module")
+def onnx_dir(model_dir, data, tmp_path_factory) -> Path:
+    from compress import export
+
+    return export.run(export.Config(model=str(model_dir), output_dir=str(tmp_path_factory.mktemp("onnx") / "fp32"),
+                                    data=data, parity_rows=24))
+
+
+@pytest.fixture(scope="module")
+def int8_dir(onnx_dir, data, tmp_path_factory) -> Path:
+    from compress import quantize
+
+    return quantize.run(quantize.Config(model=str(onnx_dir), output_dir=str(tmp_path_factory.mktemp("q") / "int8"),
+                                        data=data, eval_rows=32))
+
+
+def test_export_parity_and_dynamic_axes(onnx_dir):
+    from optimum.onnxruntime import ORTModelForSequenceClassification
+
+    m = metrics(onnx_dir)
+    assert m["parity"]["passed"] and m["parity"]["max_abs_logit_diff"] < 1e-4
+    assert m["parity"]["label_agreement"] == 1.0
+    assert m["dynamic_axes"]["input_ids"] == ["batch_size", "sequence_length"]
+    assert ORTModelForSequenceClassification.from_pretrained(onnx_dir).config.id2label[1] == "positive"
+
+
+def test_export_parity_failure_writes_nothing(model_dir, tmp_path):
+    from compress import export
+
+    out = tmp_path / "bad"
+    with pytest.raises(ShrinkbertError, match="parity failed"):
+        export.run(export.Config(model=str(model_dir), output_dir=str(out), tolerance=-1.0, parity_rows=4))
+    assert not out.exists() and not list(tmp_path.glob(".partial-*"))
+
+
+def test_prune_removes_heads_and_neurons_and_still_loads_and_exports(model_dir, data, tmp_path):
+    from transformers import AutoModelForSequenceClassification
+
+    from compress import export, prune
+
+    out = prune.run(prune.Config(model=str(model_dir), output_dir=str(tmp_path / "pruned"), data=data,
+                                 head_fraction=0.5, neuron_fraction=0.5, importance_rows=32, eval_rows=16))
+    m = metrics(out)
+    assert m["before"]["heads"] == 8 and m["after"]["heads"] == 4
+    assert m["after"]["intermediate_size"] == 32 and m["after"]["ffn_neurons"] == 64
+    assert m["after"]["num_parameters"] < m["before"]["num_parameters"]
+    model = AutoModelForSequenceClassification.from_pretrained(out)  # plain transformers, no custom code
+    assert [l.attention.self.num_attention_heads for l in model.bert.encoder.layer] == m["after"]["heads_per_layer"]
+    assert all(h >= 1 for h in m["after"]["heads_per_layer"])
+    exported = export.run(export.Config(model=str(out), output_dir=str(tmp_path / "pruned_onnx"), parity_rows=8))
+    assert metrics(exported)["parity"]["passed"]
+
+
+def test_head_choice_never_empties_a_layer():
+    import torch
+
+    from compress.prune import choose_heads
+
+    scores = [torch.tensor([0.01, 0.02, 0.03, 0.04]), torch.tensor([0.9, 0.8, 0.7, 0.6])]
+    plan = choose_heads(scores, 0.75, "global", min_keep=1)
+    assert sum(len(v) for v in plan.values()) == 6
+    assert all(4 - len(plan.get(i, [])) >= 1 for i in range(2))
+    assert plan[0] == [0, 1, 2]  # the weakest layer loses all but its best head
+    assert choose_heads(scores, 0.5, "per_layer", 1) == {0: [0, 1], 1: [2, 3]}
+
+
+def test_sparsify_reaches_sparsity_and_shrinks_gzip_only(model_dir, tmp_path):
+    from compress import sparsify
+
+    out = sparsify.run(sparsify.Config(model=str(model_dir), output_dir=str(tmp_path / "sparse"), sparsity=0.6))
+    m = metrics(out)
+    assert abs(m["sparsity_selected"] - 0.6) < 0.01
+    assert m["gzip_bytes_after"] < m["gzip_bytes_before"]
+    assert m["file_bytes_after"] == m["file_bytes_before"]
+    assert "latency" in m["note"]
+
+
+def test_trimmed_vocab_gives_identical_logits_on_covered_text(model_dir, tmp_path):
+    from compress import trim_vocab
+    from compress.common import load_pt, torch_logits
+
+    texts = ["the movie was good", "awful plot, but a great actor!", "it is quite dull"]
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(texts) + "\n")
+    out = trim_vocab.run(trim_vocab.Config(model=str(model_dir), output_dir=str(tmp_path / "trim"),
+                                           corpus_files=[str(corpus)], keep_ascii_chars=False))
+    m = metrics(out)
+    assert m["vocab_after"] < m["vocab_before"] / 2
+    rows = [{"text": t, "text_pair": None, "label": None} for t in texts + ["good", "the plot"]]
+    old_model, old_tok = load_pt(model_dir)
+    new_model, new_tok = load_pt(out)
+    assert new_model.config.vocab_size == m["vocab_after"] == len(new_tok)
+    np.testing.assert_allclose(torch_logits(new_model, new_tok, rows), torch_logits(old_model, old_tok, rows), atol=1e-6)
+
+
+def test_dynamic_int8_is_smaller_and_runs(onnx_dir, int8_dir):
+    from optimum.onnxruntime import ORTModelForSequenceClassification
+
+    from compress.common import onnx_file
+
+    m = metrics(int8_dir)
+    assert onnx_file(int8_dir).stat().st_size < onnx_file(onnx_dir).stat().st_size
+    assert m["quantized_nodes"] > 0 and m["vs_fp32"]["label_agreement"] >= 0.9
+    model = ORTModelForSequenceClassification.from_pretrained(int8_dir)
+    assert model.config.num_labels == 2
+
+
+def test_static_int8_with_npz_calibration(onnx_dir, tmp_path):
+    from compress import quantize
+    from compress.common import load_rows, encode
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(onnx_dir)
+    rows, _ = load_rows(None)
+    np.savez(tmp_path / "calib.npz", **dict(encode(tok, rows, 32, padding="max_length")))
+    out = quantize.run(quantize.Config(model=str(onnx_dir), output_dir=str(tmp_path / "static"), mode="static",
+                                       calibration_data=str(tmp_path / "calib.npz"), min_calibration_rows=8,
+                                       per_channel=True, eval_rows=0))
+    m = metrics(out)
+    assert m["mode"] == "static" and m["quantized_nodes"] > 0
+
+
+def test_calibration_of_wrong_shape_or_too_small_is_one_clear_error(onnx_dir, tmp_path):
+    from compress import quantize
+
+    np.savez(tmp_path / "flat.npz", input_ids=np.arange(64), attention_mask=np.ones(64, dtype=np.int64))
+    with pytest.raises(ShrinkbertError, match="2-D integer array"):
+        quantize.run(quantize.Config(model=str(onnx_dir), output_dir=str(tmp_path / "o1"), mode="static",
+                                     calibration_data=str(tmp_path / "flat.npz")))
+    np.savez(tmp_path / "few.npz", input_ids=np.ones((3, 8), dtype=np.int64), attention_mask=np.ones((3, 8), dtype=np.int64))
+    with pytest.raises(ShrinkbertError, match="needs at least"):
+        quantize.run(quantize.Config(model=str(onnx_dir), output_dir=str(tmp_path / "o2"), mode="static",
+                                     calibration_data=str(tmp_path / "few.npz")))
+    np.savez(tmp_path / "nomask.npz", ids=np.ones((40, 8), dtype=np.int64))
+    with pytest.raises(ShrinkbertError, match="lacks model input"):
+        quantize.run(quantize.Config(model=str(onnx_dir), output_dir=str(tmp_path / "o3"), mode="static",
+                                     calibration_data=str(tmp_path / "nomask.npz")))
+    assert not (tmp_path / "o1").exists()
+
+
+def test_corrupt_onnx_is_one_clear_error(onnx_dir, tmp_path, capsys):
+    from compress import quantize
+
+    broken = tmp_path / "broken"
+    shutil.copytree(onnx_dir, broken)
+    data = (broken / "model.onnx").read_bytes()
+    (broken / "model.onnx").write_bytes(data[: len(data) // 3])
+    with pytest.raises(ShrinkbertError, match="corrupt or truncated"):
+        quantize.run(quantize.Config(model=str(broken), output_dir=str(tmp_path / "q")))
+    assert quantize.main(["--model", str(broken), "--output-dir", str(tmp_path / "q")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:") and "corrupt" in err[0]
+
+
+def test_accuracy_aware_speaks_module_names(onnx_dir, data, tmp_path):
+    from compress import quantize
+
+    out = quantize.run(quantize.Config(model=str(onnx_dir), output_dir=str(tmp_path / "aa"), data=data,
+                                       accuracy_aware=True, tolerance=0.0, eval_rows=16,
+                                       exclude=["encoder.layer.0.attention"]))
+    m = metrics(out)
+    modules = [row["module"] for row in m["accuracy_aware"]["sensitivity"]]
+    assert "encoder.layer.1.intermediate" in modules and "classifier" in modules
+    assert "encoder.layer.0.attention" not in modules  # excluded by the user, not probed
+    assert not any("/" in name or "MatMul" in name for name in modules + m["kept_fp32"])
+    assert m["kept_fp32"][0] == "encoder.layer.0.attention"
+    assert m["accuracy_aware"]["met"]
+    with pytest.raises(ShrinkbertError, match="no module 'encoder.layer.9"):
+        quantize.run(quantize.Config(model=str(onnx_dir), output_dir=str(tmp_path / "x"),
+                                     exclude=["encoder.layer.9.attention"]))
+
+
+BLOCKED_RUNNER = """
+import sys, json
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("torch", "transformers", "optimum"):
+            raise ImportError("blocked: " + name)
+sys.meta_path.insert(0, Block())
+sys.path.insert(0, sys.argv[1])
+from predict import Predictor
+p = Predictor(sys.argv[1])
+texts = json.loads(sys.argv[2])
+print(json.dumps({"logits": p.logits(texts).tolist(), "pred": p.predict(texts),
+                  "leaked": sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "transformers"))}))
+"""
+
+
+def test_bundle_runs_without_torch_and_agrees_with_onnx(int8_dir, onnx_dir, data, tmp_path):
+    from transformers import AutoTokenizer
+
+    from compress import bundle
+    from compress.common import ort_logits, ort_session
+
+    out = bundle.run(bundle.Config(model=str(int8_dir), output_dir=str(tmp_path / "edge"), data=data,
+                                   reference=str(onnx_dir), parity_rows=16))
+    assert {p.name for p in out.iterdir()} >= {"model.onnx", "tokenizer.json", "labels.json", "predict.py",
+                                               "requirements.txt", "shrinkbert.json"}
+    assert metrics(out)["vs_source"]["passed"]
+    texts = ["the movie was good", "a dull, boring plot and a flat actor"]
+    proc = subprocess.run([sys.executable, "-c", BLOCKED_RUNNER, str(out), json.dumps(texts)],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["leaked"] == []
+    rows = [{"text": t, "text_pair": None, "label": None} for t in texts]
+    expected = ort_logits(ort_session(int8_dir), AutoTokenizer.from_pretrained(int8_dir), rows, batch_size=2)
+    np.testing.assert_allclose(np.asarray(result["logits"]), expected, atol=1e-4)
+    assert [r["label"] for r in result["pred"]] == [["negative", "positive"][i] for i in expected.argmax(-1)]
+    cli = subprocess.run([sys.executable, str(out / "predict.py"), "the movie was good"], capture_output=True,
+                         text=True, timeout=120, cwd=tmp_path)
+    assert cli.returncode == 0 and cli.stdout.split("\t")[0] in ("negative", "positive")
