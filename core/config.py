@@ -116,10 +116,10 @@ def make_parser(config_cls, description: str, prog: str | None = None) -> argpar
         base, _ = _strip_optional(typing.get_type_hints(config_cls)[field.name])
         if base is bool:
             parser.add_argument(flag, dest=field.name, action=argparse.BooleanOptionalAction,
-                                default=argparse.SUPPRESS, help=field.metadata.get("help", ""))
+                                default=argparse.SUPPRESS, help=field.metadata.get("help", "").replace("%", "%%"))
         else:
             parser.add_argument(flag, dest=field.name, default=argparse.SUPPRESS,
-                                help=field.metadata.get("help", ""))
+                                help=field.metadata.get("help", "").replace("%", "%%"))
     return parser
 
 

@@ -201,7 +201,7 @@ def build_student(cfg: Config, teacher_config, weights: LossWeights, log=_log):
 
     from core.models import load_model
     from students.init import init_from_teacher
-    from students.shape import choose_shape, shape_config, teacher_shape
+    from students.shape import shape_config, teacher_shape
 
     kwargs = _head_kwargs(bool(weights.attention))
     general = cfg.mode == "general"
@@ -212,10 +212,7 @@ def build_student(cfg: Config, teacher_config, weights: LossWeights, log=_log):
         student = load_model(cls, cfg.student, **kwargs)
         return student, {"how": f"existing model {cfg.student}", "shape": dataclasses.asdict(teacher_shape(student.config))}
 
-    shape, record = choose_shape(teacher_config, target=cfg.target or None, layers=cfg.layers or None,
-                                 hidden=cfg.hidden or None, heads=cfg.heads or None,
-                                 intermediate=cfg.intermediate or None, seq_len=cfg.max_length,
-                                 threads=cfg.threads or None, head="mlm" if general else "classifier", log=log)
+    shape, record = _choose_shape_once(cfg, teacher_config, general, log)
     config = shape_config(teacher_config, shape)
     config.architectures = None
     torch.manual_seed(cfg.seed)
@@ -233,6 +230,26 @@ def build_student(cfg: Config, teacher_config, weights: LossWeights, log=_log):
     else:
         record["init"] = {"random": True}
     return student, record
+
+
+def _choose_shape_once(cfg: Config, teacher_config, general: bool, log):
+    """The shape, chosen on the main process and shared, so that every process of a multi-process
+    run builds the same student even when a latency target's timings differ between them."""
+    from accelerate import PartialState
+    from accelerate.utils import broadcast_object_list
+
+    from students.shape import choose_shape
+
+    state = PartialState()
+    result = [None]
+    if state.is_main_process:
+        result = [choose_shape(teacher_config, target=cfg.target or None, layers=cfg.layers or None,
+                               hidden=cfg.hidden or None, heads=cfg.heads or None,
+                               intermediate=cfg.intermediate or None, seq_len=cfg.max_length,
+                               threads=cfg.threads or None, head="mlm" if general else "classifier", log=log)]
+    if state.num_processes > 1:
+        result = broadcast_object_list(result, from_process=0)
+    return result[0]
 
 
 def _model_inputs(batch: dict) -> dict:
@@ -383,9 +400,11 @@ def run(cfg: Config) -> Path:
             or (distill_loss.needs_hidden and not cfg.cache_hidden))
     if not live:
         hidden_layers = distill_loss.teacher_hidden_layers() if distill_loss.needs_hidden else []
-        cache, cache_file, hit = load_or_compute(cfg.teacher, teacher_loader, train_set, collate, cfg.max_length,
-                                                 hidden_layers, cfg.cache_dir or _default_cache_dir(),
-                                                 cfg.eval_batch_size, log=_log)
+        with PartialState().main_process_first():  # the others then find the main process's cache
+            cache, cache_file, hit = load_or_compute(cfg.teacher, teacher_loader, train_set, collate,
+                                                     cfg.max_length, hidden_layers,
+                                                     cfg.cache_dir or _default_cache_dir(),
+                                                     cfg.eval_batch_size, log=_log)
         cache_record = {"used": True, "file": str(cache_file), "hit": hit, "hidden_layers": hidden_layers}
     _log(f"distilling: losses {weights.active()}, layer map {format_layer_map(layer_map)}, teacher "
          f"{'live' if live else 'from cache'}, {len(train_set):,} training rows")
