@@ -1,0 +1,288 @@
+"""The eval room: offline metrics, runners per artifact kind, interleaved latency, report, cache."""
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from core.artifacts import write_manifest
+from core.tasks import Task
+from core.testing import tiny_sentences
+
+ROOT = Path(__file__).resolve().parents[1]
+TASK = Task("tiny", ("negative", "positive"), metrics=("accuracy", "f1", "matthews_correlation"))
+FAST = dict(batch_sizes=[1, 2], seq_lens=["16", "real"], runs=5, warmup=1, threads=1, progress=False)
+
+
+@pytest.fixture(scope="module")
+def rows():
+    from eval.rows import from_lists
+
+    data = tiny_sentences(24, seed=3)
+    return from_lists(TASK, [t for t, _ in data], [y for _, y in data], source="tiny_sentences(24)")
+
+
+@pytest.fixture(scope="module")
+def onnx_dir(tiny_bert, tmp_path_factory) -> Path:
+    """The tiny BERT exported to ONNX (Optimum layout), with a manifest naming tiny_bert as parent."""
+    from optimum.exporters.onnx import main_export
+
+    out = tmp_path_factory.mktemp("onnx") / "tiny-onnx"
+    main_export(str(tiny_bert), out, task="text-classification", do_validation=False)
+    write_manifest(out, stage="export", parents=[tiny_bert], metrics={"parity": {"passed": True}})
+    return out
+
+
+@pytest.fixture(scope="module")
+def bundle_dir(onnx_dir, tmp_path_factory) -> Path:
+    """An edge bundle laid out as compress.bundle writes it, with compress's own predict.py."""
+    template = ROOT / "compress" / "edge_predictor.py"
+    if not template.is_file():
+        pytest.skip("compress/edge_predictor.py not there yet")
+    out = tmp_path_factory.mktemp("bundle") / "tiny-bundle"
+    out.mkdir()
+    shutil.copy2(onnx_dir / "model.onnx", out / "model.onnx")
+    shutil.copy2(onnx_dir / "tokenizer.json", out / "tokenizer.json")
+    shutil.copy2(template, out / "predict.py")
+    (out / "labels.json").write_text(json.dumps({"id2label": {"0": "negative", "1": "positive"},
+                                                 "label2id": {"negative": 0, "positive": 1}, "max_length": 128,
+                                                 "pad_token_id": 0, "pad_token": "[PAD]", "model_file": "model.onnx"}))
+    write_manifest(out, stage="bundle", parents=[onnx_dir],
+                   metrics={"vs_source": {"max_abs_logit_diff": 0.5, "tolerance": 1e-4, "passed": False},
+                            "parity_failure_allowed": True})
+    return out
+
+
+@pytest.fixture(scope="module")
+def broken(tiny_bert, tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("broken")
+    corrupt = root / "corrupt-weights"
+    shutil.copytree(tiny_bert, corrupt)
+    (corrupt / "model.safetensors").write_bytes(b"not a safetensors file")
+    bad_graph = root / "bad-graph"
+    bad_graph.mkdir()
+    (bad_graph / "model.onnx").write_bytes(b"\x00garbage")
+    return {"missing": root / "does-not-exist", "corrupt": corrupt, "bad_graph": bad_graph}
+
+
+def _config(paths, out, **overrides):
+    from eval.harness import EvalConfig
+
+    values = {**FAST, **overrides}
+    return EvalConfig(artifacts=[str(p) for p in paths], task="tiny", out=str(out), **values)
+
+
+@pytest.fixture(scope="module")
+def first_run(tiny_bert, onnx_dir, bundle_dir, broken, rows, tmp_path_factory):
+    from eval.harness import run
+
+    out = tmp_path_factory.mktemp("eval-out")
+    paths = [tiny_bert, onnx_dir, bundle_dir, broken["missing"], broken["corrupt"], broken["bad_graph"]]
+    report, files = run(_config(paths, out), rows=rows)
+    return {"report": report, "files": files, "out": out, "paths": paths,
+            "by_name": {r["name"]: r for r in report["variants"]}}
+
+
+# -- metrics ------------------------------------------------------------------------------------
+
+def test_metric_modules_load_with_no_network(monkeypatch):
+    import core.metrics as metrics
+
+    def no_network(*args, **kwargs):
+        raise AssertionError("the network was touched")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    metrics._load.cache_clear()
+    for name in ("accuracy", "f1", "matthews_correlation"):
+        module = metrics.load_metric(name)
+        assert module.name == name
+    assert metrics.available() == ["accuracy", "f1", "matthews_correlation"]
+
+
+def test_metric_modules_ship_as_package_data():
+    import tomllib
+
+    pattern = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["core"]
+    matched = sorted(p.relative_to(ROOT / "core").as_posix() for glob in pattern for p in (ROOT / "core").glob(glob))
+    assert {"metrics/accuracy/accuracy.py", "metrics/f1/f1.py",
+            "metrics/matthews_correlation/matthews_correlation.py"} <= set(matched)
+
+
+def test_compute_metrics_equals_hand_count():
+    from core.errors import ShrinkbertError
+    from core.metrics import compute_metrics
+
+    refs = [1, 1, 1, 1, 0, 0, 0, 0, 1, 0]
+    preds = [1, 1, 1, 0, 0, 0, 1, 0, 1, 1]
+    tp, tn, fp, fn = 4, 3, 2, 1  # counted by hand
+    got = compute_metrics(["accuracy", "f1", "mcc"], preds, refs)
+    assert got["accuracy"] == pytest.approx((tp + tn) / 10)
+    assert got["f1"] == pytest.approx(2 * tp / (2 * tp + fp + fn))
+    mcc = (tp * tn - fp * fn) / np.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
+    assert got["matthews_correlation"] == pytest.approx(mcc)
+    multi = compute_metrics(["f1"], [0, 1, 2, 2], [0, 1, 2, 1], num_labels=3)
+    assert multi["f1"] == pytest.approx((1 + 2 / 3 + 2 / 3) / 3)  # macro over 3 labels
+    with pytest.raises(ShrinkbertError, match="unknown metric"):
+        compute_metrics(["bleu"], [0], [0])
+
+
+# -- measuring ------------------------------------------------------------------------------------
+
+def test_accuracy_equals_hand_count(first_run, tiny_bert, rows):
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    model = AutoModelForSequenceClassification.from_pretrained(tiny_bert).eval()
+    tokenizer = AutoTokenizer.from_pretrained(tiny_bert)
+    with torch.no_grad():
+        logits = model(**tokenizer(rows.texts, padding=True, return_tensors="pt")).logits
+    correct = sum(int(p) == y for p, y in zip(logits.argmax(-1).tolist(), rows.labels))
+    measured = first_run["by_name"][tiny_bert.name]
+    assert measured["error"] is None
+    assert measured["metrics"]["accuracy"] == pytest.approx(correct / len(rows))
+    assert measured["test_rows"] == len(rows)
+
+
+def test_pytorch_onnx_and_bundle_agree(first_run, tiny_bert, onnx_dir, bundle_dir):
+    by_name = first_run["by_name"]
+    torch_row, onnx_row, bundle_row = by_name[tiny_bert.name], by_name[onnx_dir.name], by_name[bundle_dir.name]
+    assert (torch_row["kind"], onnx_row["kind"], bundle_row["kind"]) == ("pytorch", "onnx", "bundle")
+    assert onnx_row["metrics"] == pytest.approx(torch_row["metrics"])
+    assert bundle_row["metrics"] == pytest.approx(torch_row["metrics"])
+    assert onnx_row["agreement_with_baseline"] == 1.0
+    assert bundle_row["agreement_with_baseline"] == 1.0
+
+
+def test_latency_figures_are_sane(first_run):
+    report = first_run["report"]
+    assert report["settings"]["cases"] == ["b1/s16", "b2/s16", "b1/real", "b2/real"]
+    measured = [r for r in report["variants"] if not r["error"]]
+    assert len(measured) == 3
+    for row in measured:
+        assert set(row["latency_ms"]) == set(report["settings"]["cases"])
+        for stats in row["latency_ms"].values():
+            assert 0 < stats["min"] <= stats["p50"] <= stats["p90"] <= stats["p99"]
+            assert stats["n"] == FAST["runs"]
+            assert stats["throughput_per_s"] > 0
+        assert row["size_bytes"] > 0 and row["num_parameters"] > 0 and row["memory_bytes"] >= 0
+        assert row["ratios"]["speedup"] > 0 and row["ratios"]["size_ratio"] > 0
+    assert report["settings"]["threads"] == 1
+
+
+def test_bad_artifacts_get_an_error_and_the_others_are_measured(first_run, broken):
+    by_name = first_run["by_name"]
+    missing, corrupt, bad = (by_name[broken[k].name] for k in ("missing", "corrupt", "bad_graph"))
+    assert "does not exist" in missing["error"]
+    assert "safetensors" in corrupt["error"] and "\n" not in corrupt["error"]
+    assert "ONNX" in bad["error"] and "\n" not in bad["error"]
+    for row in (missing, corrupt, bad):
+        assert row["flags"] == [f"error: {row['error']}"]
+    assert sum(1 for r in first_run["report"]["variants"] if not r["error"]) == 3
+    markdown = first_run["files"]["md"].read_text()
+    assert missing["error"] in markdown and corrupt["error"] in markdown
+
+
+def test_report_files_are_written(first_run, tiny_bert, onnx_dir, bundle_dir):
+    files = first_run["files"]
+    assert set(files) == {"json", "md", "csv", "latency_csv", "png"}
+    report = json.loads(files["json"].read_text())
+    assert report["baseline"] == tiny_bert.name
+    assert report["headline_case"] == "b1/s16"
+    bundle_row = next(r for r in report["variants"] if r["name"] == bundle_dir.name)
+    assert bundle_row["lineage"] == "tiny-init → export → bundle"
+    assert any("parity failed" in f for f in bundle_row["flags"])
+    markdown = files["md"].read_text()
+    assert "tiny-init → export → bundle" in markdown and "| b2/real |" in markdown
+    summary = files["csv"].read_text().splitlines()
+    assert summary[0].startswith("variant,kind,lineage,accuracy,f1,matthews_correlation,p50_ms@b1/s16")
+    assert len(summary) == 1 + len(first_run["paths"])
+    assert len(files["latency_csv"].read_text().splitlines()) == 1 + 3 * 4
+    assert files["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and files["png"].stat().st_size > 10_000
+
+
+def test_rerun_reuses_cached_measurements(first_run, rows, monkeypatch):
+    import eval.measure
+    from eval.harness import run
+
+    def must_not_load(*args, **kwargs):
+        raise AssertionError("a cached variant was loaded again")
+
+    monkeypatch.setattr(eval.measure, "open_runner", must_not_load)
+    report, _ = run(_config(first_run["paths"], first_run["out"]), rows=rows)
+    assert report["cache"]["hits"] == 3 * (2 + 4)  # static + accuracy + 4 latency cases per variant
+    before = {r["name"]: r for r in first_run["report"]["variants"]}
+    for row in report["variants"]:
+        if not row["error"]:
+            assert row["latency_ms"] == before[row["name"]]["latency_ms"]
+            assert row["metrics"] == before[row["name"]]["metrics"]
+    # Changed settings are measured anew, not served from the cache.
+    changed, _ = run(_config(first_run["paths"][:1], first_run["out"], runs=6), rows=rows)
+    assert "cached variant was loaded again" in changed["variants"][0]["error"]
+
+
+# -- report logic -------------------------------------------------------------------------------
+
+def _variant(name, path, p50, acc, size, manifest=None, content_hash=""):
+    from eval.lineage import lineage
+    from eval.measure import Variant
+
+    v = Variant(name, path, kind="onnx", manifest=manifest or {}, content_hash=content_hash)
+    v.static = {"size_bytes": size, "num_parameters": 10, "memory_bytes": 1}
+    v.accuracy = {"metrics": {"accuracy": acc}, "n": 4, "predictions": [0, 1, 1, 0]}
+    v.latency = {"b1/s16": {"p50": p50}}
+    v.lineage = lineage(path, manifest) if manifest else {}
+    return v
+
+
+def test_ratios_and_flags(rows, tmp_path):
+    from eval.measure import Settings
+    from eval.report import build_report
+
+    parent_manifest = {"stage": "export", "parents": []}
+    child_manifest = {"stage": "sparsify", "parents": [{"path": "/x/parent", "hash": "h-parent", "stage": "export"}],
+                      "metrics": {"parity": {"max_abs_logit_diff": 0.2, "tolerance": 1e-4, "passed": False}}}
+    variants = [_variant("teacher", "/x/teacher", 10.0, 0.90, 400), _variant("parent", "/x/parent", 2.0, 0.88, 100,
+                parent_manifest, "h-parent"), _variant("child", "/x/child", 2.5, 0.87, 100, child_manifest, "h-child")]
+    report = build_report(variants, rows, Settings(batch_sizes=[1], seq_lens=["16"], threads=1))
+    child = report["variants"][2]
+    assert child["lineage"] == "export → sparsify"
+    assert child["ratios"]["speedup"] == pytest.approx(4.0)
+    assert child["ratios"]["size_ratio"] == pytest.approx(4.0)
+    assert child["ratios"]["retention"] == pytest.approx(0.87 / 0.90)
+    assert any(f.startswith("not faster than its parent parent") for f in child["flags"])
+    assert any("parity failed" in f for f in child["flags"])
+    assert report["variants"][1]["flags"] == []
+    other = build_report(variants, rows, Settings(batch_sizes=[1], seq_lens=["16"], threads=1), baseline="parent")
+    assert other["baseline"] == "parent" and other["variants"][0]["ratios"]["speedup"] == pytest.approx(0.2)
+
+
+def test_pareto_front():
+    from eval.plot import pareto_front
+
+    points = [(10, 0.9), (2, 0.88), (2.5, 0.87), (1, 0.8), (5, 0.88)]
+    assert pareto_front(points) == [3, 1, 0]
+
+
+# -- the command line -------------------------------------------------------------------------------
+
+def test_cli_end_to_end(tiny_bert, tiny_csv, tmp_path, monkeypatch, capsys):
+    from eval.harness import main
+
+    monkeypatch.setenv("SHRINKBERT_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "out"
+    args = ["--task", str(tiny_csv), "--out", str(out), "--quick", "--runs", "3", "--threads", "1", "--no-progress"]
+    assert main([str(tiny_bert), str(tmp_path / "nope")] + args) == 0
+    captured = capsys.readouterr()
+    assert f"error: nope ({tmp_path / 'nope'}): artifact {tmp_path / 'nope'} does not exist" in captured.err
+    assert "| **model** |" in captured.out and (out / "pareto.png").is_file()
+    assert main([str(tiny_bert), str(tmp_path / "nope"), "--strict"] + args) == 1
+    assert "reused" in capsys.readouterr().out
+    assert main([str(tmp_path / "nope")] + args) == 2
+    assert "none of the 1 artifact(s) could be measured" in capsys.readouterr().err
+    assert main(["--task", str(tiny_csv)]) == 2
+    assert "at least one artifact" in capsys.readouterr().err
