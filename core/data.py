@@ -42,12 +42,14 @@ def default_cache_dir() -> Path:
 
 @contextlib.contextmanager
 def quiet_datasets() -> Iterator[None]:
-    """No progress bars from `datasets` while we build small tables; restored afterwards."""
-    was_enabled = datasets.is_progress_bar_enabled()
+    """No progress bars or logged errors from `datasets` (we raise our own); restored afterwards."""
+    was_enabled, verbosity = datasets.is_progress_bar_enabled(), datasets.logging.get_verbosity()
     datasets.disable_progress_bars()
+    datasets.logging.set_verbosity(datasets.logging.CRITICAL)
     try:
         yield
     finally:
+        datasets.logging.set_verbosity(verbosity)
         if was_enabled:
             datasets.enable_progress_bars()
 
@@ -79,6 +81,8 @@ def _check_utf8(path: Path) -> None:
             except UnicodeDecodeError as err:
                 raise ShrinkbertError(f"{path} is not UTF-8 text (byte {block[err.start]:#04x} at offset "
                                       f"{offset + err.start}); re-save it as UTF-8") from None
+            if "\x00" in text:
+                raise ShrinkbertError(f"{path} holds NUL bytes: it is not a text file")
             seen_content = seen_content or bool(text.strip().lstrip("\ufeff"))
             offset += len(block)
         try:
@@ -90,8 +94,12 @@ def _check_utf8(path: Path) -> None:
         raise ShrinkbertError(f"{path} is empty")
 
 
-def read_table(path: str | Path) -> datasets.Dataset:
-    """One user file as a Dataset (in memory), or one clear ShrinkbertError."""
+def read_table(path: str | Path, text_columns: Sequence[str] = ()) -> datasets.Dataset:
+    """One user file as a Dataset (in memory), or one clear ShrinkbertError.
+
+    In CSV/TSV, text columns are read verbatim: pandas would otherwise turn "01" into 1 and
+    "NA", "null" or "n/a" (real answers in real data) into missing values.
+    """
     path = Path(path).expanduser()
     if not path.exists():
         raise ShrinkbertError(f"data file {path} does not exist")
@@ -105,6 +113,8 @@ def read_table(path: str | Path) -> datasets.Dataset:
     if suffix != ".parquet":
         _check_utf8(path)
     builder, options = LOADERS[suffix]
+    if builder == "csv":
+        options = {**options, "keep_default_na": False, "converters": {c: str for c in text_columns}}
     # datasets' own cache is throwaway here: the rows we keep are stored by load_task.
     with tempfile.TemporaryDirectory(prefix="shrinkbert-read-") as tmp, quiet_datasets():
         try:
@@ -161,7 +171,7 @@ def _standardize(table: datasets.Dataset, where: str, text_column: str, text_pai
         for column in text_columns:
             for value, index in zip(batch[column], indices):
                 if value is None:
-                    raise ShrinkbertError(f"{where}: row {index + 1} has no {column}")
+                    raise ShrinkbertError(f"{where}: data row {index + 1} has no {column}")
             batch[column] = [str(v) for v in batch[column]]
         return batch
 
@@ -176,6 +186,8 @@ def _label_key(value):
     """Labels compare by value: 1, 1.0 and True-as-1 are different spellings of the same label."""
     if isinstance(value, bool):
         return str(value).lower()
+    if isinstance(value, str) and not value.strip():  # an empty CSV cell
+        return None
     if isinstance(value, float):
         if math.isnan(value):
             return None
@@ -299,10 +311,10 @@ def _safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("._")[:60] or "task"
 
 
-def _read_user_splits(path: Path) -> dict[str, datasets.Dataset]:
+def _read_user_splits(path: Path, text_columns: Sequence[str]) -> dict[str, datasets.Dataset]:
     if path.is_dir():
-        return {split: read_table(file) for split, file in _split_files(path).items()}
-    return {"train": read_table(path)}
+        return {split: read_table(file, text_columns) for split, file in _split_files(path).items()}
+    return {"train": read_table(path, text_columns)}
 
 
 def _read_hub(name: str, cache_root: Path) -> dict[str, datasets.Dataset]:
@@ -366,7 +378,8 @@ def _build(kind: str, name_or_path: str, display: str, options: dict, seed: int,
                 labelled[split_name] = split.cast(features)
         return task, make_splits(labelled, name_or_path, seed)
     where = str(Path(name_or_path).expanduser()) if kind == "path" else f"hub dataset '{name_or_path}'"
-    raw = _read_user_splits(Path(name_or_path).expanduser()) if kind == "path" else _drop_unlabelled(
+    text_columns = [c for c in (options["text_column"], options["text_pair_column"]) if c]
+    raw = _read_user_splits(Path(name_or_path).expanduser(), text_columns) if kind == "path" else _drop_unlabelled(
         _read_hub(name_or_path, cache_root))
     splits = {split: _standardize(table, f"{where}" + (f" ({split})" if len(raw) > 1 else ""), options["text_column"],
                                   options["text_pair_column"], options["label_column"])

@@ -1,5 +1,6 @@
 """The data layer: tasks, user files, stored seeded splits, bad inputs, built-in data and corpora."""
 import csv
+import io
 import json
 import tarfile
 import tempfile
@@ -172,12 +173,23 @@ def test_hub_names_fail_offline_with_one_line(tmp_path):
 
 # --- fuzzing: any bytes load or raise ShrinkbertError -----------------------------------------
 
+def _csv_bytes(rows) -> bytes:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(["text", "label"])
+    writer.writerows(rows)
+    return buffer.getvalue().encode("utf-8")
+
+
 FUZZ_ALPHABET = st.sampled_from(list('ab ,;\t"\'\n\r\\{}[]:0123-.') + ["text", "label", "pos", "neg", "é", "\x00"])
 fuzz_bytes = st.one_of(
     st.binary(max_size=200),
     st.lists(FUZZ_ALPHABET, max_size=80).map(lambda parts: "".join(parts).encode("utf-8")),
     st.lists(st.tuples(st.text(max_size=12), st.sampled_from(["pos", "neg", "1", "", "0.5"])), max_size=20).map(
         lambda rows: ("text,label\n" + "".join(f'"{t}",{y}\n' for t, y in rows)).encode("utf-8", "surrogatepass")),
+    # well-quoted rows of any text, so the fuzz also reaches the splitting and storing path
+    st.lists(st.tuples(st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=12),
+                       st.sampled_from(["pos", "neg"])), min_size=8, max_size=20).map(_csv_bytes),
 )
 
 
