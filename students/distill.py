@@ -210,6 +210,10 @@ def build_student(cfg: Config, teacher_config, weights: LossWeights, log=_log):
             raise ShrinkbertError("--student distils into an existing model: do not also give a target or shape")
         cls = AutoModelForMaskedLM if general else AutoModelForSequenceClassification
         student = load_model(cls, cfg.student, **kwargs)
+        if student.config.vocab_size != teacher_config.vocab_size:
+            raise ShrinkbertError(f"student {cfg.student} has a {student.config.vocab_size}-token vocabulary and the "
+                                  f"teacher {teacher_config.vocab_size}: both must read the same token ids, so "
+                                  "distil before trimming the vocabulary")
         return student, {"how": f"existing model {cfg.student}", "shape": dataclasses.asdict(teacher_shape(student.config))}
 
     shape, record = _choose_shape_once(cfg, teacher_config, general, log)

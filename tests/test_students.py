@@ -396,3 +396,23 @@ def test_target_and_general_distillation_through_the_cli(teacher4, tmp_path, cac
     assert main(["--teacher", str(teacher4), "--task", "x.csv", "--target", "1%",
                  "--output-dir", str(tmp_path / "never")]) == 2
     assert main(["--task", "x.csv"]) == 2  # no teacher: one line, exit 2
+    with pytest.raises(SystemExit) as exit_info:  # help texts hold '%' (argparse formats them)
+        main(["--help"])
+    assert exit_info.value.code == 0
+
+
+def test_distil_into_a_pruned_student_with_attention_transfer(teacher4, tiny_csv, cache_env, tmp_path):
+    from core.artifacts import read_manifest, write_manifest
+    from students.distill import run
+
+    pruned = _load(teacher4)
+    pruned.prune_heads({0: [0, 1], 3: [2]})  # other head counts than the teacher's in two layers
+    pruned.save_pretrained(tmp_path / "pruned")
+    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        shutil.copy(teacher4 / name, tmp_path / "pruned" / name)
+    write_manifest(tmp_path / "pruned", stage="prune", parents=[teacher4])
+    out = run(_cfg(teacher4, tiny_csv, tmp_path / "recovered", student=str(tmp_path / "pruned"),
+                   attention_weight=1, hidden_weight=1, max_steps=2))
+    model = _load(out)
+    assert {int(k): v for k, v in model.config.pruned_heads.items()} == {0: [0, 1], 3: [2]}
+    assert read_manifest(out)["student"]["layer_map"] == "1:1,2:2,3:3,4:4"
