@@ -16,7 +16,6 @@ import random
 import re
 import textwrap
 from collections import defaultdict
-from pathlib import Path
 
 import datasets
 
