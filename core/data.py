@@ -222,7 +222,8 @@ def load_task(name_or_path: str, *, text_column: str = "text", text_pair_column:
     if max_rows is not None and max_rows < 1:
         raise ShrinkbertError(f"max_rows must be at least 1, got {max_rows}")
     cache_root = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
-    options = {"text_column": text_column, "text_pair_column": text_pair_column, "label_column": label_column,
+    # "" and None mean the same (configs write ""); normalised so they share one store.
+    options = {"text_column": text_column, "text_pair_column": text_pair_column or None, "label_column": label_column,
                "label_names": list(label_names) if label_names is not None else None,
                "metrics": list(metrics) if metrics else None}
     kind, display, identity = _source(name_or_path, options, cache_root)
@@ -261,12 +262,15 @@ def tokenize_task(dataset_dict: datasets.DatasetDict, tokenizer, task: Task,
 
 
 def load_corpus(names_or_paths: list[str], max_lines: int | None = None) -> list[str]:
-    """Raw text items (a paragraph or sentence each) for MLM: built-ins "sotu", "wordnet", or .txt files.
+    """Raw text items (a paragraph or sentence each) for MLM: built-ins "sotu", "wordnet", .txt files
+    (one item per non-empty line) or folders of them.
 
     With max_lines, each source gives an equal share (its first lines), so no source is crowded out.
     """
-    if isinstance(names_or_paths, (str, Path)):
+    if isinstance(names_or_paths, Path):
         names_or_paths = [names_or_paths]
+    elif isinstance(names_or_paths, str):  # "sotu,wordnet" from a config flag
+        names_or_paths = [part.strip() for part in names_or_paths.split(",") if part.strip()]
     if not names_or_paths:
         raise ShrinkbertError("no corpus given (use sotu, wordnet or .txt files)")
     share = math.ceil(max_lines / len(names_or_paths)) if max_lines else None
@@ -283,10 +287,13 @@ def _corpus_lines(source: str, limit: int | None) -> list[str]:
         lines = builtin_data.corpus(source)
     else:
         path = Path(source).expanduser()
-        if not path.is_file():
+        files = sorted(path.glob("*.txt")) if path.is_dir() else [path]
+        if not path.exists() or not files:
             raise ShrinkbertError(f"corpus '{source}' is neither a built-in ({', '.join(builtin_data.CORPORA)}) "
-                                  "nor an existing text file")
-        check_utf8(path)
-        with open(path, encoding="utf-8-sig") as handle:
-            lines = [line.strip() for line in handle if line.strip()]
+                                  "nor an existing text file or folder of .txt files")
+        lines = []
+        for file in files:
+            check_utf8(file)
+            with open(file, encoding="utf-8-sig") as handle:
+                lines.extend(line.strip() for line in handle if line.strip())
     return lines[:limit] if limit else lines

@@ -60,6 +60,8 @@ def test_csv_splits_are_seeded_stored_and_disjoint(tiny_csv, tmp_path, monkeypat
     assert not set(texts["train"]) & set(texts["test"]) and not set(texts["validation"]) & set(texts["test"])
     (store,) = (tmp_path / "tasks").iterdir()
     assert store.name.startswith("tiny-") and store.name.endswith("-seed0")
+    load_task(str(tiny_csv), cache_dir=tmp_path, text_pair_column="")  # "" from a config means no pair
+    assert len(list((tmp_path / "tasks").iterdir())) == 1
 
     # The second call must read the stored splits, not rebuild them.
     monkeypatch.setattr(data, "_build", lambda *a, **k: pytest.fail("rebuilt instead of loading stored splits"))
@@ -245,6 +247,8 @@ def test_load_corpus_reads_text_files_and_shares_max_lines(tmp_path):
     second.write_text("four\nfive\n")
     assert load_corpus([str(first), str(second)]) == ["one", "two", "three", "four", "five"]
     assert load_corpus([str(first), str(second)], max_lines=4) == ["one", "two", "four", "five"]
+    assert load_corpus(f"{first},{second}") == load_corpus([first, second])  # a config flag's comma list
+    assert load_corpus([str(tmp_path)])[:3] == ["one", "two", "three"]  # a folder of .txt files
     one_line_error("neither a built-in", load_corpus, [str(tmp_path / "none.txt")])
     (tmp_path / "bad.txt").write_bytes(b"\xff\xfe")
     one_line_error("not UTF-8", load_corpus, [str(tmp_path / "bad.txt")])
