@@ -13,6 +13,7 @@ so the timing follows the test set's real length distribution.
 from __future__ import annotations
 
 import gc
+import os
 import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -131,7 +132,18 @@ def measure_interleaved(runners: dict[str, object], case: Case, texts: Sequence[
                     on_call()
     finally:
         gc.enable()
-    return {name: summarize(samples[name], sizes[name], used_tokens[name]) for name in live if samples[name]}
+    results = {name: summarize(samples[name], sizes[name], used_tokens[name]) for name in live if samples[name]}
+    load = _load_1m()
+    for stats in results.values():
+        stats["load_1m"] = load  # how busy the machine was while this case was timed
+    return results
+
+
+def _load_1m() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
 
 
 def _mask(inputs) -> np.ndarray:

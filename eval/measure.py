@@ -188,7 +188,7 @@ def measure(paths: list[str], rows: TestRows, settings: Settings, cache: Measure
             continue
         by_name = {v.name: v for v in variants}
         bar = tqdm(total=(settings.warmup + settings.runs) * len(runners), desc=f"latency {case.label}",
-                   unit="call", disable=not progress, leave=False)
+                   unit="call", disable=not progress, leave=False, mininterval=0.5)
         results = measure_interleaved(
             runners, case, rows.texts, rows.pairs, max_length=settings.max_length, warmup=settings.warmup,
             runs=settings.runs, on_call=lambda: bar.update(1),

@@ -25,6 +25,7 @@ from eval.rows import TestRows
 
 TIMING_METHOD = ("model call only (inputs tokenized beforehand), wall clock (perf_counter); warm-up calls first; "
                  "timed calls round-robin across variants with a rotating start; GC paused while timing")
+PACKAGING_STAGES = ("bundle",)
 SIZE_METHOD = "bytes of the model's weight/graph files (safetensors, or the .onnx graph and its external data)"
 
 
@@ -86,7 +87,9 @@ def build_report(variants: list[Variant], rows: TestRows, settings: Settings, ba
             if ancestor is not None:
                 row["measured_parent"] = ancestor.name
                 mine, theirs = p50(v), p50(ancestor)
-                if mine is not None and theirs is not None and mine >= theirs:
+                # A bundle repackages its parent's graph: speed is not what it is for, so no flag.
+                packaging = (v.manifest or {}).get("stage") in PACKAGING_STAGES
+                if mine is not None and theirs is not None and mine >= theirs and not packaging:
                     row["flags"].append(f"not faster than its parent {ancestor.name} "
                                         f"(p50 {mine:.2f} vs {theirs:.2f} ms at {headline})")
             row["flags"].extend(manifest_flags(v.manifest) if v.manifest else [])
@@ -114,9 +117,19 @@ def build_report(variants: list[Variant], rows: TestRows, settings: Settings, ba
                                f"{settings.threads}, inter_op 1, allow_spinning=0"),
         },
         "machine": describe_machine(),
+        "load_average": _load_average(variants),
         "versions": library_versions(),
         "variants": out_rows,
     }
+
+
+def _load_average(variants: list[Variant]) -> dict[str, float] | None:
+    """The highest 1-minute load average seen at the end of a timed case: above the core count,
+    other processes shared the CPU while timing."""
+    loads = [st["load_1m"] for v in variants for st in v.latency.values() if st.get("load_1m") is not None]
+    if not loads:
+        return None
+    return {"max_1m_while_timing": max(loads), "min_1m_while_timing": min(loads), "cores": os.cpu_count()}
 
 
 def _length_summary(measured: list[Variant], settings: Settings) -> dict[str, Any]:
@@ -187,6 +200,12 @@ def to_markdown(report: dict[str, Any]) -> str:
                  f"{report['test_rows']['n']} test rows from {report['test_rows']['source'] or 'the given rows'}. "
                  f"Baseline: **{report['baseline']}**. Headline case: **{head}** (batch/sequence length). "
                  f"Threads: **{s['threads']}**. Machine: {report['machine']}.")
+    load = report.get("load_average")
+    if load and load["cores"] and load["max_1m_while_timing"] > load["cores"]:
+        lines += ["", f"> **Busy machine:** load average up to {load['max_1m_while_timing']} on {load['cores']} "
+                      "cores while timing. Other processes shared the CPU: absolute timings are inflated and "
+                      "spread out (see p90/p99); the interleaved ratios are the figures to trust, and `min` the "
+                      "least disturbed one."]
     lines += ["", f"## Summary at {head}", ""]
     header = (["variant", "lineage"] + metric_names +
               ["p50 ms", "speed-up", "size MB", "x smaller", "retention", "agrees", "params", "RSS MB", "flags"])
@@ -204,13 +223,13 @@ def to_markdown(report: dict[str, Any]) -> str:
                   "⚠ " + "; ".join(row["flags"]) if row["flags"] else ""]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     lines += ["", "## Latency per case (ms per batch; rows/s = throughput)", "",
-              "| variant | case | p50 | p90 | p99 | mean | rows/s | tokens/row |", "|---|---|--:|--:|--:|--:|--:|--:|"]
+              "| variant | case | min | p50 | p90 | p99 | mean | rows/s | tokens/row |", "|---|---|--:|--:|--:|--:|--:|--:|--:|"]
     for row in report["variants"]:
         for case in s["cases"]:
             st = (row.get("latency_ms") or {}).get(case)
             if not st:
                 continue
-            lines.append(f"| {row['name']} | {case} | {st['p50']:.2f} | {st['p90']:.2f} | {st['p99']:.2f} | "
+            lines.append(f"| {row['name']} | {case} | {st.get('min', float('nan')):.2f} | {st['p50']:.2f} | {st['p90']:.2f} | {st['p99']:.2f} | "
                          f"{st['mean']:.2f} | {st['throughput_per_s']:.1f} | {st.get('mean_tokens_per_row', 0):.1f} |")
     lines += ["", "## How this was measured", "",
               f"- Accuracy: {', '.join(metric_names)} through `evaluate` (local modules in core/metrics)"
