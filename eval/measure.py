@@ -25,7 +25,7 @@ from eval.memory import PeakRSS
 from eval.rows import TestRows
 from eval.runners import detect_kind, open_runner
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 
 
 @dataclass
@@ -262,8 +262,25 @@ def _static(variant: Variant, memory_bytes: int) -> dict[str, Any]:
     }
 
 
+def label_columns(id2label: dict[int, str] | None, label_names: tuple[str, ...]) -> list[int] | None:
+    """The model's output column for each task label, matched by name; None to keep the index order.
+
+    A model that names its labels (config id2label, the bundle's labels.json) is scored by name,
+    so a variant trained with another label order is not silently scored wrong. Generic names
+    (LABEL_0, ...) or names that do not cover the task's fall back to index order.
+    """
+    if not id2label:
+        return None
+    by_name = {name: index for index, name in id2label.items()}
+    if not set(label_names) <= set(by_name):
+        return None
+    columns = [by_name[name] for name in label_names]
+    return None if columns == list(range(len(label_names))) else columns
+
+
 def _accuracy(runner, rows: TestRows, settings: Settings) -> dict[str, Any]:
     predictions: list[int] = []
+    columns = label_columns(runner.id2label(), rows.task.label_names)
     step = settings.eval_batch_size
     for start in range(0, len(rows), step):
         texts = rows.texts[start:start + step]
@@ -271,9 +288,12 @@ def _accuracy(runner, rows: TestRows, settings: Settings) -> dict[str, Any]:
         logits = np.asarray(runner.predict(texts, pairs, settings.max_length))
         if logits.ndim != 2 or logits.shape[0] != len(texts):
             raise ShrinkbertError(f"the model returned logits of shape {logits.shape} for {len(texts)} rows")
+        if columns is not None:
+            logits = logits[:, columns]
         if logits.shape[1] != rows.task.num_labels:
             raise ShrinkbertError(f"the model has {logits.shape[1]} outputs but task '{rows.task.name}' "
                                   f"has {rows.task.num_labels} labels")
         predictions.extend(int(p) for p in logits.argmax(axis=1))
     metrics = compute_metrics(rows.task.metrics, predictions, rows.labels, num_labels=rows.task.num_labels)
-    return {"metrics": metrics, "n": len(rows), "predictions": predictions}
+    return {"metrics": metrics, "n": len(rows), "predictions": predictions,
+            "label_order": "index" if columns is None else f"by name: task label i = model output {columns}"}

@@ -112,6 +112,10 @@ class Runner:
     def max_positions(self) -> int | None:
         return None
 
+    def id2label(self) -> dict[int, str] | None:
+        """The model's own label names by output index, where it declares them."""
+        return None
+
     def describe(self) -> str:
         return self.kind
 
@@ -166,6 +170,9 @@ class TorchRunner(Runner):
     def max_positions(self):
         return getattr(self.model.config, "max_position_embeddings", None)
 
+    def id2label(self):
+        return _int_keys(getattr(self.model.config, "id2label", None))
+
     def describe(self):
         return f"pytorch fp32 eager, attention={self.attention}"
 
@@ -205,6 +212,9 @@ class OnnxRunner(Runner):
 
     def max_positions(self):
         return self.config.get("max_position_embeddings")
+
+    def id2label(self):
+        return _int_keys(self.config.get("id2label"))
 
     def describe(self):
         return f"onnxruntime {self.model_file.name}"
@@ -327,9 +337,19 @@ class BundleRunner(Runner):
     def describe(self):
         return "edge bundle (predict.py Predictor; onnxruntime)"
 
+    def id2label(self):
+        return _int_keys(self.labels.get("id2label") if isinstance(self.labels, dict) else dict(enumerate(self.labels)))
+
     def close(self):
         self.session = None
         self.predictor = None
+
+
+def _int_keys(mapping) -> dict[int, str] | None:
+    try:
+        return {int(k): str(v) for k, v in mapping.items()} if mapping else None
+    except (AttributeError, TypeError, ValueError):
+        return None
 
 
 def _labels_to_onehot(out, labels) -> np.ndarray:

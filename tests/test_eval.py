@@ -286,3 +286,46 @@ def test_cli_end_to_end(tiny_bert, tiny_csv, tmp_path, monkeypatch, capsys):
     assert "none of the 1 artifact(s) could be measured" in capsys.readouterr().err
     assert main(["--task", str(tiny_csv)]) == 2
     assert "at least one artifact" in capsys.readouterr().err
+
+
+# -- labels and pairs ---------------------------------------------------------------------------------
+
+def test_label_columns_match_by_name():
+    from eval.measure import label_columns
+
+    names = ("negative", "positive")
+    assert label_columns({0: "negative", 1: "positive"}, names) is None
+    assert label_columns({0: "positive", 1: "negative"}, names) == [1, 0]
+    assert label_columns({0: "LABEL_0", 1: "LABEL_1"}, names) is None
+    assert label_columns(None, names) is None
+
+
+def test_a_model_with_another_label_order_is_scored_by_name(tiny_bert, rows, tmp_path):
+    from eval.measure import Settings, measure
+
+    flipped = tmp_path / "flipped"
+    shutil.copytree(tiny_bert, flipped)
+    config = json.loads((flipped / "config.json").read_text())
+    config["id2label"] = {"0": "positive", "1": "negative"}
+    config["label2id"] = {"positive": 0, "negative": 1}
+    (flipped / "config.json").write_text(json.dumps(config))
+    settings = Settings(batch_sizes=[1], seq_lens=["8"], runs=1, warmup=0, threads=1)
+    original, swapped = measure([tiny_bert, flipped], rows, settings, progress=False)
+    assert swapped.accuracy["metrics"]["accuracy"] == pytest.approx(1 - original.accuracy["metrics"]["accuracy"])
+    assert swapped.accuracy["label_order"].startswith("by name")
+
+
+def test_pair_rows_agree_across_runtimes(tiny_bert, onnx_dir, bundle_dir):
+    from eval.measure import Settings, measure
+    from eval.rows import from_lists
+
+    data = tiny_sentences(16, seed=5)
+    task = Task("tiny-pairs", ("negative", "positive"), pair=True)
+    pair_rows = from_lists(task, [t for t, _ in data], [y for _, y in data], pairs=[t for t, _ in reversed(data)])
+    settings = Settings(batch_sizes=[2], seq_lens=["real"], runs=2, warmup=0, threads=1)
+    variants = measure([tiny_bert, onnx_dir, bundle_dir], pair_rows, settings, progress=False)
+    assert all(v.ok for v in variants), [v.error for v in variants]
+    predictions = [v.accuracy["predictions"] for v in variants]
+    assert predictions[0] == predictions[1] == predictions[2]
+    runner_inputs = variants[0].latency["b2/real"]
+    assert runner_inputs["mean_tokens_per_row"] > 2 * 5  # both texts of each pair were encoded
