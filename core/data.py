@@ -246,8 +246,13 @@ def load_task(name_or_path: str, *, text_column: str = "text", text_pair_column:
 
 def tokenize_task(dataset_dict: datasets.DatasetDict, tokenizer, task: Task,
                   max_length: int = 128) -> datasets.DatasetDict:
-    """input_ids, attention_mask, token_type_ids and "labels"; unpadded (the collator pads)."""
-    if task.pair and "text_pair" not in dataset_dict["train"].column_names:
+    """input_ids, attention_mask, token_type_ids and "labels"; unpadded (the collator pads).
+
+    Takes a DatasetDict from load_task (or one split of it, a Dataset) and returns the same kind.
+    """
+    columns = (dataset_dict.column_names if isinstance(dataset_dict, datasets.Dataset)
+               else next(iter(dataset_dict.values())).column_names)
+    if task.pair and "text_pair" not in columns:
         raise ShrinkbertError(f"task '{task.name}' is a pair task but its rows have no text_pair column")
 
     def encode(batch):
@@ -255,13 +260,12 @@ def tokenize_task(dataset_dict: datasets.DatasetDict, tokenizer, task: Task,
         return tokenizer(batch["text"], pair, truncation=True, max_length=max_length,
                          return_token_type_ids=True, return_attention_mask=True)
 
-    drop = [c for c in dataset_dict["train"].column_names if c != "label"]
     with quiet_datasets():
-        tokenized = dataset_dict.map(encode, batched=True, remove_columns=drop)
+        tokenized = dataset_dict.map(encode, batched=True, remove_columns=[c for c in columns if c != "label"])
     return tokenized.rename_column("label", "labels")
 
 
-def load_corpus(names_or_paths: list[str], max_lines: int | None = None) -> list[str]:
+def load_corpus(names_or_paths: list[str] | str, max_lines: int | None = None) -> list[str]:
     """Raw text items (a paragraph or sentence each) for MLM: built-ins "sotu", "wordnet", .txt files
     (one item per non-empty line) or folders of them.
 

@@ -192,6 +192,10 @@ def encode_labels(splits: dict[str, datasets.Dataset], where: str,
         values.update(_label_key(v) for v in raw)
     if None in values:
         raise ShrinkbertError(f"{where} has rows with no label")
+    fractional = sorted(v for v in values if isinstance(v, float))
+    if fractional:
+        raise ShrinkbertError(f"{where}: label {fractional[0]} is not a class (labels must be names or whole "
+                              "numbers; regression is not supported)")
     kinds = {type(v) for v in values}
     if len(kinds) > 1:
         raise ShrinkbertError(f"{where}: labels mix numbers and names ({sorted(map(str, values))[:6]})")

@@ -161,6 +161,8 @@ def test_bad_columns_and_labels_raise_one_clear_line(tiny_csv, tmp_path):
     one_line_error("rows with no label", load, unlabelled)
     (tmp_path / "ints.jsonl").write_text("".join(json.dumps({"text": f"t{i}", "label": i % 3}) + "\n" for i in range(12)))
     one_line_error("label 2 is not an index", load, tmp_path / "ints.jsonl", label_names=["a", "b"])
+    (tmp_path / "scores.jsonl").write_text("".join(json.dumps({"text": f"t{i}", "label": i / 4}) + "\n" for i in range(12)))
+    one_line_error("label 0.25 is not a class", load, tmp_path / "scores.jsonl")
     folder = tmp_path / "emptytest"
     folder.mkdir()
     write_csv(folder / "train.csv", ["text", "label"], tiny_sentences(20))
@@ -238,6 +240,7 @@ def test_tokenize_task_adds_unpadded_ids_and_labels(tiny_bert, tmp_path):
     assert len(lengths) > 1 and max(lengths) == 10  # no padding, truncated to max_length
     assert all(1 in types for types in train["token_type_ids"])  # the second segment is marked
     assert train["labels"] == splits["train"]["label"]
+    assert tokenize_task(splits["test"], tokenizer, task)["labels"] == splits["test"]["label"]  # one split
 
 
 def test_load_corpus_reads_text_files_and_shares_max_lines(tmp_path):
