@@ -13,6 +13,7 @@ report row), 2 when none was (or on a bad option); with --strict, 1 when any fai
 """
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ QUICK = {"batch_sizes": [1], "seq_lens": ["128", "real"], "runs": 8, "warmup": 2
 class EvalConfig:
     artifacts: list[str] = field([], "artifact directories to compare (also positional)")
     task: str = field("", "task name or data file (as core.data.load_task takes it)")
-    out: str = field("runs/eval", "output directory for the report and the measurement cache")
+    output_dir: str = field("runs/eval", "output directory for the report and the measurement cache (also --out)")
     baseline: str = field("", "the artifact (path or name) ratios are computed against; default: the first")
     split: str = field("test", "which stored split to measure on")
     seed: int = field(0, "seed that fixed the stored splits")
@@ -53,6 +54,7 @@ def parse_args(argv: list[str] | None) -> EvalConfig:
     parser = make_parser(EvalConfig, "Measure variants side by side: accuracy, latency, size; the report.",
                          prog="shrinkbert eval")
     parser.add_argument("paths", nargs="*", metavar="ART", help="artifact directories to compare")
+    parser.add_argument("--out", dest="output_dir", default=argparse.SUPPRESS, help="same as --output-dir")
     args = vars(parser.parse_args(argv))
     config_file = args.pop("config", None)
     paths = args.pop("paths")
@@ -95,7 +97,7 @@ def run(config: EvalConfig, rows=None) -> tuple[dict, dict]:
         artifacts.insert(0, baseline)  # a baseline given by path that is not in the list is measured too
     if rows is None:
         rows = load_rows(config.task, split=config.split, seed=config.seed, max_rows=config.max_rows)
-    out = Path(config.out)
+    out = Path(config.output_dir)
     cache = MeasurementCache(out / "cache", enabled=config.cache)
     variants = measure(artifacts, rows, settings, cache, progress=config.progress)
     if baseline:
@@ -131,6 +133,9 @@ def main(argv: list[str] | None = None) -> int:
               + ", ".join(r["name"] for r in failed), file=sys.stderr)
         return 1 if config.strict else 0
     return 0
+
+
+Config = EvalConfig  # the name the recipe runner (shrinkbert run) looks for
 
 
 if __name__ == "__main__":

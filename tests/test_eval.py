@@ -73,7 +73,7 @@ def _config(paths, out, **overrides):
     from eval.harness import EvalConfig
 
     values = {**FAST, **overrides}
-    return EvalConfig(artifacts=[str(p) for p in paths], task="tiny", out=str(out), **values)
+    return EvalConfig(artifacts=[str(p) for p in paths], task="tiny", output_dir=str(out), **values)
 
 
 @pytest.fixture(scope="module")
@@ -329,3 +329,21 @@ def test_pair_rows_agree_across_runtimes(tiny_bert, onnx_dir, bundle_dir):
     assert predictions[0] == predictions[1] == predictions[2]
     runner_inputs = variants[0].latency["b2/real"]
     assert runner_inputs["mean_tokens_per_row"] > 2 * 5  # both texts of each pair were encoded
+
+
+def test_recipe_style_config_file(tiny_bert, tiny_csv, tmp_path, monkeypatch):
+    """`shrinkbert run` writes the stage's params (output_dir included) to YAML and runs --config FILE."""
+    import yaml
+
+    import eval.harness as harness
+    from core.config import build_config
+
+    monkeypatch.setenv("SHRINKBERT_CACHE", str(tmp_path / "cache"))
+    params = {"artifacts": [str(tiny_bert)], "task": str(tiny_csv), "batch_sizes": [1], "seq_lens": ["16"],
+              "output_dir": str(tmp_path / "report"), "seed": 0, "quick": True, "runs": 2, "progress": False}
+    build_config(harness.Config, params)  # what the recipe runner validates before running
+    config_file = tmp_path / "eval.yaml"
+    config_file.write_text(yaml.safe_dump(params))
+    assert harness.main(["--config", str(config_file)]) == 0
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert report["settings"]["cases"] == ["b1/s16"] and report["settings"]["runs"] == 2
