@@ -313,7 +313,8 @@ def train(model: torch.nn.Module, train_dataset, collate_fn: Callable, loss_fn: 
                     "num_processes": accelerator.num_processes, "history": state.history})
     if checkpointing:
         save_checkpoint(done_metrics=metrics)
-    accelerator.end_training()
+    for tracker in accelerator.trackers:  # not end_training(): that tears down the process group,
+        tracker.finish()                  # which the stage still needs to write its artifact
     return metrics
 
 

@@ -4,7 +4,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -114,57 +113,55 @@ def test_two_cpu_processes_stay_in_step(tiny_bert, tmp_path):
     assert not torch.equal(w0["extra.weight"], w0["initial.extra"])
 
 
-TRAIN_SCRIPT = textwrap.dedent("""
-    import sys, time
-    sys.path.insert(0, {root!r}); sys.path.insert(0, {tests!r})
-    from pathlib import Path
-    import torch
-    from safetensors.torch import save_file
-    from core.train import TrainConfig, train
-    from test_train import tiny_classification
+def test_stage_sigkill_then_resume_is_bit_exact(tiny_bert, tmp_path):
+    """teachers.finetune killed with SIGKILL after a checkpoint, rerun, ends bit-identical to a whole run.
 
-    model, ds, collate, loss_fn = tiny_classification({model!r})
+    The whole run goes in this process (pytest runs torch on 1 thread, as the subprocesses do) while
+    a watcher thread kills the subprocess as soon as its first checkpoint is committed.
+    """
+    import threading
 
-    def slow_random_loss(m, batch):
-        time.sleep(0.15)  # leaves time to kill the run between checkpoints
-        loss, logs = loss_fn(m, batch)
-        return loss * (1 + 0.01 * torch.rand(())), logs  # draws from the RNG, like dynamic masking
-
-    cfg = TrainConfig(learning_rate=1e-3, epochs=2, batch_size=4, grad_accum_steps=2, checkpoint_every=2,
-                      log_every=1, seed=3)
-    model.config.hidden_dropout_prob = 0.2
-    train(model, ds, collate, slow_random_loss, cfg, Path(sys.argv[1]) / "ckpt", eval_fn=lambda m: {{"x": 1}})
-    save_file({{k: v.contiguous() for k, v in model.state_dict().items()}}, str(Path(sys.argv[1]) / "final.safetensors"))
-""")
-
-
-def test_sigkill_then_resume_is_bit_exact(tiny_bert, tmp_path):
     from safetensors.torch import load_file
 
-    script = tmp_path / "run.py"
-    script.write_text(TRAIN_SCRIPT.format(root=str(ROOT), tests=str(ROOT / "tests"), model=str(tiny_bert)))
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    from core.testing import write_tiny_csv
+    from core.train import checkpoint_dir_for
+    from teachers import finetune
+
+    data = write_tiny_csv(tmp_path / "data.csv", n=300)
     whole, killed = tmp_path / "whole", tmp_path / "killed"
-    reference = subprocess.Popen([sys.executable, str(script), str(whole)], env=env,
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    victim = subprocess.Popen([sys.executable, str(script), str(killed)], env=env,
+
+    def args(out):
+        return ["--model", str(tiny_bert), "--task", str(data), "--cache-dir", str(tmp_path / "cache"),
+                "--output-dir", str(out), "--batch-size", "4", "--grad-accum-steps", "2", "--learning-rate", "1e-3",
+                "--epochs", "3", "--checkpoint-every", "5", "--seed", "7"]
+
+    finetune.main(args(whole) + ["--epochs", "1"])  # builds the stored splits before two processes race for them
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    victim = subprocess.Popen([sys.executable, "-m", "teachers.finetune", *args(killed)], cwd=ROOT, env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 90
-    pointer = killed / "ckpt" / "latest"
-    while not (pointer.exists() and pointer.read_text() == "step-4") and victim.poll() is None:
-        assert time.time() < deadline, "no checkpoint appeared"
-        time.sleep(0.05)
-    victim.send_signal(signal.SIGKILL)  # mid-epoch: 6 steps an epoch, killed after step 4
-    victim.wait()
-    assert victim.returncode == -signal.SIGKILL
-    assert not (killed / "final.safetensors").exists()
-    resumed = subprocess.run([sys.executable, str(script), str(killed)], env=env, capture_output=True, text=True)
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    pointer = checkpoint_dir_for(killed) / "run" / "latest"
+
+    def kill_after_first_checkpoint():
+        while victim.poll() is None and not pointer.exists():
+            time.sleep(0.01)
+        victim.send_signal(signal.SIGKILL)
+
+    watcher = threading.Thread(target=kill_after_first_checkpoint)
+    watcher.start()
+    assert finetune.main(args(whole)) == 0
+    watcher.join()
+    assert victim.wait() == -signal.SIGKILL, "the run ended before it could be killed"
+    assert pointer.exists() and not killed.exists()
+    resumed = subprocess.run([sys.executable, "-m", "teachers.finetune", *args(killed)], cwd=ROOT, env=env,
+                             capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resumed from" in resumed.stdout + resumed.stderr
-    assert reference.wait() == 0
-    a, b = load_file(whole / "final.safetensors"), load_file(killed / "final.safetensors")
+    a, b = load_file(whole / "model.safetensors"), load_file(killed / "model.safetensors")
     assert a.keys() == b.keys()
     assert all(torch.equal(a[k], b[k]) for k in a), "resumed run differs from the uninterrupted one"
+    ma, mb = (json.loads((d / "shrinkbert.json").read_text())["metrics"] for d in (whole, killed))
+    assert ma["validation_accuracy_per_epoch"] == mb["validation_accuracy_per_epoch"]
+    assert ma["test_accuracy"] == mb["test_accuracy"] and ma["steps"] == mb["steps"]
 
 
 def test_resume_refuses_other_settings(tiny_bert, tmp_path):
