@@ -94,6 +94,8 @@ def run(config: EvalConfig, rows=None) -> tuple[dict, dict]:
     artifacts = list(config.artifacts)
     baseline = config.baseline or None
     if baseline and baseline not in artifacts and Path(baseline).name not in [Path(a).name for a in artifacts]:
+        if not Path(baseline).is_dir():
+            raise ShrinkbertError(f"--baseline {baseline} is neither one of the artifacts nor a directory")
         artifacts.insert(0, baseline)  # a baseline given by path that is not in the list is measured too
     if rows is None:
         rows = load_rows(config.task, split=config.split, seed=config.seed, max_rows=config.max_rows)
@@ -111,12 +113,18 @@ def run(config: EvalConfig, rows=None) -> tuple[dict, dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    config = None
     try:
         config = parse_args(argv)
         report, files = run(config)
     except ShrinkbertError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        where = Path(config.output_dir) / "cache" if config else "the output directory"
+        print(f"\ninterrupted: finished measurements are cached in {where}; run the same command again "
+              "to go on from there", file=sys.stderr)
+        return 130
     from eval.report import to_markdown
 
     markdown = to_markdown(report)

@@ -7,8 +7,8 @@ Only the model call is timed; inputs are tokenized beforehand. Garbage collectio
 during the timed loop.
 
 A sequence length is an integer (every batch padded to exactly that many tokens) or "real":
-consecutive batches of test rows, each padded to its longest row (truncated at max_length),
-so the timing follows the test set's real length distribution.
+batches of consecutive test rows, their starts spread evenly over the test set, each padded to
+its longest row (truncated at max_length), so the timing follows the real length distribution.
 """
 from __future__ import annotations
 
@@ -58,10 +58,12 @@ def plan_cases(batch_sizes: Sequence[int], seq_lens: Sequence[str | int]) -> lis
 
 
 def batches_for(case: Case, n_rows: int, count: int) -> list[list[int]]:
-    """Row indices of `count` batches: consecutive rows of the test set, wrapping around."""
+    """Row indices of `count` batches of consecutive rows, their starts spread evenly over the
+    test set (so a few runs still sample its whole length distribution), wrapping around."""
     if case.seq_len is not None:
         count = 1  # a fixed shape: one batch, run again and again
-    return [[(i * case.batch_size + j) % n_rows for j in range(case.batch_size)] for i in range(count)]
+    step = max(case.batch_size, n_rows / count)
+    return [[(int(i * step) + j) % n_rows for j in range(case.batch_size)] for i in range(count)]
 
 
 def summarize(samples_ms: list[float], batch_sizes: list[int], tokens: list[int]) -> dict[str, float]:

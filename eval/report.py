@@ -236,8 +236,8 @@ def to_markdown(report: dict[str, Any]) -> str:
               + (f", F1 {report['f1_average']}" if report.get("f1_average") else "")
               + f"; inputs truncated at {s['max_length']} tokens (edge bundles use their own Predictor).",
               f"- Latency: {s['timing']}; {s['warmup']} warm-up + {s['runs']} timed calls per variant and case; "
-              f"`sNNN` = every row padded to NNN tokens, `real` = consecutive test rows padded to the longest in "
-              f"the batch. Speed-up = baseline p50 / variant p50 at {head}.",
+              f"`sNNN` = every row padded to NNN tokens, `real` = batches of consecutive test rows (spread over the "
+              f"whole test set) padded to the longest in the batch. Speed-up = baseline p50 / variant p50 at {head}.",
               f"- Threads: {s['threads_detail']}. PyTorch attention: {s['torch_attention']}.",
               f"- Memory: {s['memory']}.", f"- Size: {s['size']}; x smaller = baseline size / variant size.",
               "- Retention = variant / baseline on " + report["primary_metric"]
