@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import os
 import re
@@ -104,12 +105,17 @@ def _read_user_splits(path: Path, text_columns: Sequence[str]) -> dict[str, data
 
 
 def _read_hub(name: str, cache_root: Path) -> dict[str, datasets.Dataset]:
+    hub_log = logging.getLogger("huggingface_hub")
+    level = hub_log.level
+    hub_log.setLevel(logging.CRITICAL)  # its retry warnings would bury the one line we raise
     try:
         with quiet_datasets():
             loaded = datasets.load_dataset(name, cache_dir=str(cache_root / "hub"))
     except Exception as err:  # offline, unknown name, gated, bad config: all one line for the user
         raise ShrinkbertError(f"cannot load '{name}': not a built-in task ({', '.join(BUILTIN_TASKS)}), not an "
                               f"existing file, and not loadable from the hub ({first_line(err)})") from None
+    finally:
+        hub_log.setLevel(level)
     splits = {}
     for split, aliases in SPLIT_NAMES.items():
         for alias in aliases:

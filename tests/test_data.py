@@ -170,6 +170,26 @@ def test_bad_columns_and_labels_raise_one_clear_line(tiny_csv, tmp_path):
     one_line_error("no data rows", load, folder)
 
 
+def test_hub_datasets_keep_their_label_names_and_drop_hidden_test_labels(tmp_path, monkeypatch):
+    import datasets
+
+    features = datasets.Features({"sentence": datasets.Value("string"), "idx": datasets.Value("int32"),
+                                  "label": datasets.ClassLabel(names=["negative", "positive"])})
+    rows = tiny_sentences(60)
+
+    def split(part, hide=False):
+        return datasets.Dataset.from_dict({"sentence": [t for t, _ in part], "idx": list(range(len(part))),
+                                           "label": [-1 if hide else y for _, y in part]}, features=features)
+
+    fake_hub = datasets.DatasetDict(train=split(rows[:40]), validation=split(rows[40:50]), test=split(rows[50:], True))
+    monkeypatch.setattr(datasets, "load_dataset", lambda name, **kw: fake_hub)
+    task, splits = load_task("glue-like/sst2", text_column="sentence", cache_dir=tmp_path)
+    assert task.name == "glue-like/sst2" and task.label_names == ("negative", "positive")
+    assert len(splits["validation"]) == 10 and len(splits["train"]) + len(splits["test"]) == 40
+    assert set(splits["test"]["label"]) == {0, 1}  # carved from train, not the unlabelled test split
+    assert list((tmp_path / "tasks").iterdir())[0].name.startswith("glue-like_sst2-")
+
+
 def test_hub_names_fail_offline_with_one_line(tmp_path):
     one_line_error("cannot load 'nobody-here/no-such-dataset'.*not a built-in task", load_task,
                    "nobody-here/no-such-dataset", cache_dir=tmp_path)
