@@ -221,3 +221,22 @@ def resolve_model(name_or_path: str) -> str:
     if Path(name_or_path).expanduser().is_dir():
         return str(Path(name_or_path).expanduser())
     return name_or_path
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m core.builtin [NAME...]`: fetch the built-in archives now (e.g. to warm a CI cache)."""
+    names = (argv if argv is not None else sys.argv[1:]) or list(ARCHIVES)
+    try:
+        for key in names:
+            if key not in ARCHIVES:
+                raise ShrinkbertError(f"unknown archive '{key}' (known: {', '.join(ARCHIVES)})")
+            print(f"{key}: {fetch(key)}")
+        print(f"minilm: {minilm_path()}")
+    except ShrinkbertError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
