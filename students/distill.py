@@ -91,10 +91,17 @@ def loss_weights(cfg: Config) -> LossWeights:
                        embedding=cfg.embedding_weight, hard=cfg.hard_weight)
 
 
-def _log(message: str) -> None:
+def _state():
+    """Accelerate's process state, opted in to CPU multi-process (gloo) the way core.train's
+    Accelerator is: PartialState is a singleton and its first creation decides, so a bare
+    PartialState() before training would leave each process training alone."""
     from accelerate import PartialState
 
-    if PartialState().is_main_process:
+    return PartialState(cpu=not torch.cuda.is_available())
+
+
+def _log(message: str) -> None:
+    if _state().is_main_process:
         print(message, flush=True)
 
 
@@ -239,12 +246,11 @@ def build_student(cfg: Config, teacher_config, weights: LossWeights, log=_log):
 def _choose_shape_once(cfg: Config, teacher_config, general: bool, log):
     """The shape, chosen on the main process and shared, so that every process of a multi-process
     run builds the same student even when a latency target's timings differ between them."""
-    from accelerate import PartialState
     from accelerate.utils import broadcast_object_list
 
     from students.shape import choose_shape
 
-    state = PartialState()
+    state = _state()
     result = [None]
     if state.is_main_process:
         result = [choose_shape(teacher_config, target=cfg.target or None, layers=cfg.layers or None,
@@ -361,7 +367,6 @@ def validate(cfg: Config) -> None:
 
 def run(cfg: Config) -> Path:
     """Distil; write the student artifact to cfg.output_dir and return its path."""
-    from accelerate import PartialState
     from transformers import AutoConfig
 
     from core.artifacts import atomic_artifact, write_manifest
@@ -404,7 +409,7 @@ def run(cfg: Config) -> Path:
             or (distill_loss.needs_hidden and not cfg.cache_hidden))
     if not live:
         hidden_layers = distill_loss.teacher_hidden_layers() if distill_loss.needs_hidden else []
-        with PartialState().main_process_first():  # the others then find the main process's cache
+        with _state().main_process_first():  # the others then find the main process's cache
             cache, cache_file, hit = load_or_compute(cfg.teacher, teacher_loader, train_set, collate,
                                                      cfg.max_length, hidden_layers,
                                                      cfg.cache_dir or _default_cache_dir(),
@@ -422,7 +427,7 @@ def run(cfg: Config) -> Path:
                           extra_modules=[distill_loss], frozen_modules=[teacher] if teacher is not None else [],
                           desc="distill")
 
-    state = PartialState()
+    state = _state()
     metrics: dict[str, Any] = {k: v for k, v in train_metrics.items() if k != "history"}
     if state.is_main_process:
         student = student.cpu().eval()
