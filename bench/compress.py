@@ -46,6 +46,8 @@ def parse_args(argv=None):
     p.add_argument("--no-recovery", action="store_true")
     p.add_argument("--recovery-epochs", type=float, default=1)
     p.add_argument("--recovery-train-rows", type=int, default=0)
+    p.add_argument("--no-accuracy-aware", action="store_true")
+    p.add_argument("--tolerance", type=float, default=0.5, help="accuracy-aware int8 tolerance, points")
     p.add_argument("--reuse", action="store_true", help="reuse artifacts already in --out")
     return p.parse_args(argv)
 
@@ -134,6 +136,16 @@ def main(argv=None) -> int:
                optimization="O2")
     int8 = stage(quantize, out / "onnx-int8", args.reuse, model=str(fp32), data=args.task, eval_rows=512)
     int8_o2 = stage(quantize, out / "onnx-int8-O2", args.reuse, model=str(o2), data=args.task, eval_rows=512)
+    static = stage(quantize, out / "onnx-int8-static", args.reuse, model=str(fp32), data=args.task, eval_rows=512,
+                   mode="static", calibration="minmax", calibration_rows=256, per_channel=True)
+    if not args.no_accuracy_aware:
+        aware = stage(quantize, out / "onnx-int8-aware", args.reuse, model=str(fp32), data=args.task, eval_rows=512,
+                      accuracy_aware=True, tolerance=args.tolerance)
+        m = json.loads((aware / "shrinkbert.json").read_text())["metrics"]
+        results["accuracy_aware"] = {"tolerance_points": args.tolerance, "kept_fp32": m["kept_fp32"],
+                                     "met": m["accuracy_aware"]["met"], "val_accuracy_fp32": m["val_accuracy_fp32"],
+                                     "val_accuracy_int8": m["val_accuracy_int8"],
+                                     "most_sensitive": m["accuracy_aware"]["sensitivity"][:5]}
 
     edge = stage(bundle, out / "edge-bundle", args.reuse, model=str(int8), data=args.task, reference=str(teacher))
     results["edge_bundle"] = json.loads((edge / "shrinkbert.json").read_text())["metrics"]
@@ -142,7 +154,7 @@ def main(argv=None) -> int:
     labels = align_labels(rows, task, AutoConfig.from_pretrained(str(fp32)).id2label)
     results["test_rows"] = len(rows)
     files = {"fp32": fp32 / "model.onnx", "fp32-O2": o2 / "model.onnx", "int8": int8 / "model.onnx",
-             "O2+int8": int8_o2 / "model.onnx"}
+             "O2+int8": int8_o2 / "model.onnx", "int8-static": static / "model.onnx"}
     results["file_mb"] = {k: round(v.stat().st_size / 1e6, 2) for k, v in files.items()}
     results["size_ratio_fp32_over_int8"] = round(files["fp32"].stat().st_size / files["int8"].stat().st_size, 2)
     print("accuracy on the test split ...", flush=True)
@@ -151,6 +163,7 @@ def main(argv=None) -> int:
     acc = results["test_accuracy"]
     results["int8_accuracy_loss_points"] = round(100 * (acc["fp32"] - acc["int8"]), 2)
     results["O2+int8_accuracy_loss_points"] = round(100 * (acc["fp32"] - acc["O2+int8"]), 2)
+    results["int8-static_accuracy_loss_points"] = round(100 * (acc["fp32"] - acc["int8-static"]), 2)
 
     if not args.no_prune:
         pruned = stage(prune, out / "pruned", args.reuse, model=str(teacher), data=args.task,
@@ -180,6 +193,7 @@ def main(argv=None) -> int:
     results["latency_ms_p50"] = latency
     results["speedup_int8_vs_fp32"] = {b: round(v["fp32"] / v["int8"], 2) for b, v in latency.items()}
     results["speedup_O2int8_vs_fp32"] = {b: round(v["fp32"] / v["O2+int8"], 2) for b, v in latency.items()}
+    results["speedup_static_int8_vs_fp32"] = {b: round(v["fp32"] / v["int8-static"], 2) for b, v in latency.items()}
     results["speedup_O2_vs_fp32"] = {b: round(v["fp32"] / v["fp32-O2"], 2) for b, v in latency.items()}
     if "pruned-fp32" in files:
         results["speedup_pruned_vs_fp32"] = {b: round(v["fp32"] / v["pruned-fp32"], 2) for b, v in latency.items()}
