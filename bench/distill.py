@@ -33,7 +33,7 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--teacher", default=str(ROOT / "runs/bench/teacher"))
     p.add_argument("--make-teacher", action="store_true", help="fine-tune a MiniLM teacher if --teacher is absent")
-    p.add_argument("--teacher-epochs", type=float, default=2)
+    p.add_argument("--teacher-epochs", type=float, default=1)
     p.add_argument("--task", default="movie-snippets")
     p.add_argument("--out", default=str(ROOT / "runs/bench/distill"))
     p.add_argument("--epochs", type=float, default=3)
@@ -42,7 +42,7 @@ def parse_args(argv=None):
     p.add_argument("--temperature", type=float, default=2.0)
     p.add_argument("--max-train-rows", type=int, default=0)
     p.add_argument("--max-eval-rows", type=int, default=0)
-    p.add_argument("--max-length", type=int, default=128)
+    p.add_argument("--max-length", type=int, default=64, help="as the teachers bench: 99%% of snippets fit")
     p.add_argument("--students", default="4,2", help="student layer counts (teacher width)")
     p.add_argument("--hidden", type=int, default=0, help="student hidden size (0: the teacher's)")
     p.add_argument("--no-ablation", action="store_true")
@@ -62,7 +62,7 @@ def ensure_teacher(args) -> Path:
         return teacher
     if not args.make_teacher:
         raise SystemExit(f"no teacher at {teacher}: run the teachers bench, or pass --make-teacher")
-    cmd = [sys.executable, "-m", "teachers.finetune", "--model", "minilm", "--task", args.task,
+    cmd = [sys.executable, "-m", "teachers.finetune", "--model", "minilm", "--task", args.task, "--max-length", str(args.max_length),
            "--epochs", str(args.teacher_epochs), "--output-dir", str(teacher)]
     print("making the teacher:", " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True, cwd=ROOT)
