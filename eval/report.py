@@ -41,7 +41,14 @@ def build_report(variants: list[Variant], rows: TestRows, settings: Settings, ba
     headline = settings.headline.label
     primary = rows.task.metrics[0]
     measured = [v for v in variants if v.ok]
-    base = next((v for v in variants if v.name == baseline or v.path == baseline), None) if baseline else None
+    if baseline:
+        base = next((v for v in variants if v.name == baseline or v.path == baseline), None)
+    else:
+        base = variants[0] if variants else None  # the first artifact, normally the teacher
+    baseline_note = None
+    if base is not None and not base.ok:
+        baseline_note = f"the baseline {base.name} could not be measured; ratios are against the first measured variant"
+        base = None
     if base is None:
         base = measured[0] if measured else None
 
@@ -106,6 +113,7 @@ def build_report(variants: list[Variant], rows: TestRows, settings: Settings, ba
         "primary_metric": primary,
         "test_rows": {"source": rows.source, "n": len(rows), "fingerprint": rows.fingerprint, **lengths},
         "baseline": base.name if base else None,
+        "baseline_note": baseline_note,
         "headline_case": headline,
         "settings": {
             "threads": settings.threads, "runs": settings.runs, "warmup": settings.warmup,
@@ -163,6 +171,8 @@ def _mb(value) -> str:
 def _params(value) -> str:
     if value is None:
         return "–"
+    if value < 1000:
+        return str(value)
     return f"{value / 1e6:.2f}M" if value >= 1e5 else f"{value / 1e3:.1f}k"
 
 
@@ -200,6 +210,8 @@ def to_markdown(report: dict[str, Any]) -> str:
                  f"{report['test_rows']['n']} test rows from {report['test_rows']['source'] or 'the given rows'}. "
                  f"Baseline: **{report['baseline']}**. Headline case: **{head}** (batch/sequence length). "
                  f"Threads: **{s['threads']}**. Machine: {report['machine']}.")
+    if report.get("baseline_note"):
+        lines += ["", f"> **Baseline:** {report['baseline_note']}."]
     load = report.get("load_average")
     if load and load["cores"] and load["max_1m_while_timing"] > load["cores"]:
         lines += ["", f"> **Busy machine:** load average up to {load['max_1m_while_timing']} on {load['cores']} "
@@ -229,8 +241,9 @@ def to_markdown(report: dict[str, Any]) -> str:
             st = (row.get("latency_ms") or {}).get(case)
             if not st:
                 continue
-            lines.append(f"| {row['name']} | {case} | {st.get('min', float('nan')):.2f} | {st['p50']:.2f} | {st['p90']:.2f} | {st['p99']:.2f} | "
-                         f"{st['mean']:.2f} | {st['throughput_per_s']:.1f} | {st.get('mean_tokens_per_row', 0):.1f} |")
+            cells = [_fmt(st.get(k), ".2f") for k in ("min", "p50", "p90", "p99", "mean")]
+            cells += [_fmt(st.get("throughput_per_s"), ".1f"), _fmt(st.get("mean_tokens_per_row"), ".1f")]
+            lines.append(f"| {row['name']} | {case} | " + " | ".join(cells) + " |")
     lines += ["", "## How this was measured", "",
               f"- Accuracy: {', '.join(metric_names)} through `evaluate` (local modules in core/metrics)"
               + (f", F1 {report['f1_average']}" if report.get("f1_average") else "")
