@@ -347,3 +347,50 @@ def test_recipe_style_config_file(tiny_bert, tiny_csv, tmp_path, monkeypatch):
     assert harness.main(["--config", str(config_file)]) == 0
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     assert report["settings"]["cases"] == ["b1/s16"] and report["settings"]["runs"] == 2
+
+
+# -- timing mechanics ---------------------------------------------------------------------------------
+
+class _FakeRunner:
+    def __init__(self, name, log, fail_at=None):
+        self.name, self.log, self.fail_at, self.calls = name, log, fail_at, 0
+
+    def max_positions(self):
+        return None
+
+    def encode(self, texts, pairs, max_length, pad_to=None):
+        return {"attention_mask": np.ones((len(texts), pad_to or 4), dtype=np.int64)}
+
+    def forward(self, inputs):
+        self.calls += 1
+        if self.fail_at is not None and self.calls >= self.fail_at:
+            raise RuntimeError("boom\nsecond line")
+        self.log.append(self.name)
+
+
+def test_timed_calls_are_interleaved_round_robin_with_a_rotating_start():
+    from eval.latency import Case, measure_interleaved
+
+    log, errors = [], []
+    runners = {n: _FakeRunner(n, log) for n in "ABC"}
+    results = measure_interleaved(runners, Case(2, 8), ["t"] * 5, None, max_length=8, warmup=1, runs=3,
+                                  on_error=lambda name, msg: errors.append((name, msg)))
+    assert log == list("ABC") + list("ABC") + list("BCA") + list("CAB")  # warm-up, then 3 rotated rounds
+    assert set(results) == set("ABC") and all(r["n"] == 3 for r in results.values()) and not errors
+    # A runner that breaks is dropped with one line; the others finish.
+    log.clear()
+    runners = {"A": _FakeRunner("A", log), "B": _FakeRunner("B", log, fail_at=2)}
+    results = measure_interleaved(runners, Case(1, None), ["a b", "c"], None, max_length=8, warmup=0, runs=3,
+                                  on_error=lambda name, msg: errors.append((name, msg)))
+    assert set(results) == {"A"} and results["A"]["n"] == 3
+    assert errors == [("B", "b1/real: the model call failed: RuntimeError: boom")]
+
+
+def test_peak_rss_sees_native_allocations():
+    from eval.memory import PeakRSS
+
+    with PeakRSS() as peak:
+        block = np.ones(64_000_000 // 8)  # 64 MB outside Python's allocator
+        block += 1
+        del block
+    assert peak.delta_bytes > 40_000_000
