@@ -216,12 +216,26 @@ def build_student(cfg: Config, teacher_config, weights: LossWeights, log=_log):
         if cfg.target or cfg.layers or cfg.hidden or cfg.heads or cfg.intermediate:
             raise ShrinkbertError("--student distils into an existing model: do not also give a target or shape")
         cls = AutoModelForMaskedLM if general else AutoModelForSequenceClassification
+        from transformers import AutoConfig
+
+        student_arch = AutoConfig.from_pretrained(cfg.student).architectures or []
+        new_head = not general and not any(a.endswith("ForSequenceClassification") for a in student_arch)
+        if new_head:  # e.g. a general-distilled MLM student: the task's labels come from the teacher
+            kwargs.update(num_labels=teacher_config.num_labels, id2label=teacher_config.id2label,
+                          label2id=teacher_config.label2id)
         student = load_model(cls, cfg.student, **kwargs)
         if student.config.vocab_size != teacher_config.vocab_size:
             raise ShrinkbertError(f"student {cfg.student} has a {student.config.vocab_size}-token vocabulary and the "
                                   f"teacher {teacher_config.vocab_size}: both must read the same token ids, so "
                                   "distil before trimming the vocabulary")
-        return student, {"how": f"existing model {cfg.student}", "shape": dataclasses.asdict(teacher_shape(student.config))}
+        record = {"how": f"existing model {cfg.student}", "shape": dataclasses.asdict(teacher_shape(student.config))}
+        if new_head:
+            from students.init import carry_heads
+
+            record["heads_from_teacher"] = carry_heads(student, load_teacher(cfg, need_attentions=False))
+            log(f"{cfg.student} has no classifier: pooler/classifier "
+                f"{'from the teacher' if record['heads_from_teacher'] else 'newly initialised (widths differ)'}")
+        return student, record
 
     shape, record = _choose_shape_once(cfg, teacher_config, general, log)
     config = shape_config(teacher_config, shape)

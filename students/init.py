@@ -151,3 +151,21 @@ def init_from_teacher(student, teacher, layer_ids: list[int] | None = None, keep
         carried.append("mlm head")
     return {"layers_from_teacher": [i + 1 for i in layer_ids], "keep": keep,
             "hidden_dims_kept": s_h, "carried": carried, "random_attention_layers": random_attention}
+
+
+@torch.no_grad()
+def carry_heads(student, teacher) -> list[str]:
+    """Copy the teacher's pooler and classifier into a student of the same width whose own are
+    new (e.g. a general-distilled MLM student now distilled on a task); returns what was copied."""
+    s, t = _base(student), _base(teacher)
+    if student.config.hidden_size != teacher.config.hidden_size:
+        return []
+    copied = []
+    if getattr(s, "pooler", None) is not None and getattr(t, "pooler", None) is not None:
+        _linear(s.pooler.dense, t.pooler.dense)
+        copied.append("pooler")
+    s_cls, t_cls = getattr(student, "classifier", None), getattr(teacher, "classifier", None)
+    if s_cls is not None and t_cls is not None and s_cls.weight.shape == t_cls.weight.shape:
+        _linear(s_cls, t_cls)
+        copied.append("classifier")
+    return copied

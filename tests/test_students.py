@@ -265,6 +265,12 @@ def test_narrow_student_keeps_whole_heads_and_consistent_dims(teacher4):
     q = by_norm.bert.encoder.layer[0].attention.self.query.weight.view(2, 8, 16)
     t_q = teacher.bert.encoder.layer[1].attention.self.query.weight[:, kept].view(4, 8, 16)
     assert all(any(torch.equal(q[h], t_q[k]) for k in range(4)) for h in range(2))  # whole teacher heads
+    from students.init import carry_heads
+
+    fresh = BertForSequenceClassification(teacher.config)
+    assert carry_heads(fresh, teacher) == ["pooler", "classifier"]
+    assert torch.equal(fresh.classifier.weight, teacher.classifier.weight)
+    assert carry_heads(student, teacher) == []  # narrower: nothing to carry
     with pytest.raises(ShrinkbertError, match="wider than the teacher"):
         init_from_teacher(BertForSequenceClassification(shape_config(teacher.config, Shape(1, 64, 4, 64))), teacher)
 
