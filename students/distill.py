@@ -402,6 +402,12 @@ def run(cfg: Config) -> Path:
     if task is not None and task.num_labels != teacher_config.num_labels:
         raise ShrinkbertError(f"task '{task.name}' has {task.num_labels} labels but the teacher predicts "
                               f"{teacher_config.num_labels}: distil a teacher fine-tuned on this task")
+    if task is not None:
+        teacher_labels = [str(teacher_config.id2label[i]) for i in range(teacher_config.num_labels)]
+        generic = all(name == f"LABEL_{i}" for i, name in enumerate(teacher_labels))
+        if not generic and teacher_labels != list(task.label_names):
+            raise ShrinkbertError(f"the teacher's labels {teacher_labels} are not the task's {list(task.label_names)} "
+                                  "(in index order): distil a teacher fine-tuned on this task")
     collate = make_collate(tokenizer)
 
     student, student_record = build_student(cfg, teacher_config, weights)
