@@ -22,7 +22,7 @@ from pathlib import Path
 from core.config import build_config, field, make_parser, read_yaml
 from core.errors import ShrinkbertError
 
-QUICK = {"batch_sizes": [1], "seq_lens": ["128", "real"], "runs": 8, "warmup": 2, "max_rows": 200}
+QUICK = {"batch_sizes": [1], "seq_lens": ["128", "real"], "runs": 8, "warmup": 2, "max_rows": 200, "memory": "off"}
 
 
 @dataclass
@@ -42,6 +42,8 @@ class EvalConfig:
     max_length: int = field(128, "truncation length for accuracy and the 'real' latency batches")
     eval_batch_size: int = field(32, "batch size of the accuracy pass")
     torch_attention: str = field("eager", "attention implementation of PyTorch variants: eager or sdpa")
+    memory: str = field("isolated", "memory: isolated (each variant alone in a fresh process, ~10 s each), "
+                                    "inprocess (approximate), or off")
     quick: bool = field(False, f"a fast look: {QUICK}")
     cache: bool = field(True, "reuse finished measurements from --out (keyed by artifact hash + settings)")
     progress: bool = field(True, "show progress bars")
@@ -89,7 +91,8 @@ def run(config: EvalConfig, rows=None) -> tuple[dict, dict]:
 
     settings = Settings(batch_sizes=config.batch_sizes, seq_lens=config.seq_lens, runs=config.runs,
                         warmup=config.warmup, threads=config.threads, max_length=config.max_length,
-                        eval_batch_size=config.eval_batch_size, attention=config.torch_attention)
+                        eval_batch_size=config.eval_batch_size, attention=config.torch_attention,
+                        memory=config.memory)
     settings.cases  # validate the cases before any loading
     artifacts = list(config.artifacts)
     baseline = config.baseline or None

@@ -21,7 +21,7 @@ from core.metrics import compute_metrics
 from eval.cache import MeasurementCache, cache_key
 from eval.latency import Case, measure_interleaved, plan_cases
 from eval.lineage import lineage
-from eval.memory import PeakRSS
+from eval.memory import MODES, PeakRSS
 from eval.rows import TestRows
 from eval.runners import detect_kind, open_runner
 
@@ -38,8 +38,11 @@ class Settings:
     max_length: int = 128
     eval_batch_size: int = 32
     attention: str = "eager"
+    memory: str = "isolated"  # isolated (fresh process per variant), inprocess, or off
 
     def __post_init__(self):
+        if self.memory not in MODES:
+            raise ShrinkbertError(f"memory must be one of {', '.join(MODES)}, got {self.memory!r}")
         self.threads = int(self.threads) or (os.cpu_count() or 1)
         if self.runs < 1 or self.warmup < 0:
             raise ShrinkbertError(f"runs must be >= 1 and warmup >= 0 (got runs={self.runs}, warmup={self.warmup})")
@@ -135,7 +138,7 @@ def measure(paths: list[str], rows: TestRows, settings: Settings, cache: Measure
             fail(variant, _one_line(err))
 
     def static_key(v):
-        return cache_key("static", v.key, common, settings.batch_sizes, settings.seq_lens)
+        return cache_key("static", v.key, common, settings.batch_sizes, settings.seq_lens, settings.memory)
 
     def accuracy_key(v):
         return cache_key("accuracy", v.key, common, rows.fingerprint)
@@ -168,12 +171,17 @@ def measure(paths: list[str], rows: TestRows, settings: Settings, cache: Measure
     _preload(todo, settings.threads)
     for variant in tqdm(todo, desc="load + accuracy", unit="variant", disable=not progress, leave=False):
         try:
+            memory: dict[str, Any] = {}
+            if not variant.static and settings.memory == "isolated":
+                memory = _isolated_memory(variant, settings, warn)
             with PeakRSS() as peak:
                 variant.runner = open_runner(variant.path, settings.threads, variant.manifest,
                                              attention=settings.attention)
                 _largest_batch(variant.runner, rows, settings)
+            if settings.memory == "inprocess":
+                memory = {"memory_bytes": peak.delta_bytes}
             if not variant.static:
-                variant.static = _static(variant, peak.delta_bytes)
+                variant.static = {**_static(variant), **memory}
                 cache.put("static", static_key(variant), variant.static)
             if not variant.accuracy:
                 variant.accuracy = _accuracy(variant.runner, rows, settings)
@@ -234,18 +242,35 @@ def _preload(variants: list[Variant], threads: int) -> None:
 
 def _largest_batch(runner, rows: TestRows, settings: Settings) -> None:
     """One call at the largest shape, so the memory figure includes activations, not only weights."""
-    fixed = [c.seq_len for c in settings.cases if c.seq_len is not None]
-    length = max(fixed + [settings.max_length])
+    size, length = _largest_shape(settings)
     if runner.max_positions():
         length = min(length, runner.max_positions())
-    size = max(settings.batch_sizes)
     index = [i % len(rows) for i in range(size)]
     runner.forward(runner.encode([rows.texts[i] for i in index],
                                  [rows.pairs[i] for i in index] if rows.pairs is not None else None,
                                  max_length=length, pad_to=length))
 
 
-def _static(variant: Variant, memory_bytes: int) -> dict[str, Any]:
+def _largest_shape(settings: Settings) -> tuple[int, int]:
+    fixed = [c.seq_len for c in settings.cases if c.seq_len is not None]
+    return max(settings.batch_sizes), max(fixed + [settings.max_length])
+
+
+def _isolated_memory(variant: Variant, settings: Settings, warn) -> dict[str, Any]:
+    """Memory of the variant alone in a fresh process (eval.memprobe); {} with a warning if that fails."""
+    from eval.memprobe import measure_isolated
+
+    batch, length = _largest_shape(settings)
+    try:
+        probe = measure_isolated(variant.path, settings.threads, batch, length, settings.attention)
+    except ShrinkbertError as err:
+        warn(variant, f"{err}; memory not measured")
+        return {}
+    return {"memory_bytes": int(probe["delta_bytes"]), "process_peak_bytes": int(probe["process_peak_bytes"]),
+            "runtime_base_bytes": int(probe["base_rss_bytes"])}
+
+
+def _static(variant: Variant) -> dict[str, Any]:
     runner = variant.runner
     files = runner.model_files()
     counted = runner.num_parameters()
@@ -258,7 +283,8 @@ def _static(variant: Variant, memory_bytes: int) -> dict[str, Any]:
         "num_parameters": int(declared) if isinstance(declared, int) and declared > 0 else counted,
         "num_parameters_source": "manifest" if isinstance(declared, int) and declared > 0 else
                                  ("counted" if runner.kind == "pytorch" else "ONNX initializer elements"),
-        "memory_bytes": int(memory_bytes),
+        "memory_bytes": None,
+        "process_peak_bytes": None,
     }
 
 

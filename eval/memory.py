@@ -10,7 +10,17 @@ import threading
 
 import psutil
 
-METHOD = "peak RSS growth (psutil, sampled every 1 ms) while loading the variant and running one batch of the largest shape"
+MODES = ("isolated", "inprocess", "off")
+METHODS = {
+    "isolated": ("each variant alone in a fresh process (eval.memprobe) that imports only its runtime: "
+                 "'RAM MB' = peak RSS growth (psutil, sampled every 1 ms) from loading it and running one batch of "
+                 "the largest shape; 'process MB' = that process's peak RSS (VmHWM), runtime libraries included"),
+    "inprocess": ("peak RSS growth (psutil, sampled every 1 ms) while the variant loaded into the shared harness "
+                  "process and ran one batch of the largest shape; approximate: memory freed by earlier variants "
+                  "is reused, so later variants can read low"),
+    "off": "not measured (--memory off)",
+}
+METHOD = METHODS["inprocess"]
 
 
 class PeakRSS:

@@ -19,7 +19,7 @@ from core.device import describe_machine
 from core.metrics import f1_average
 from eval.latency import REAL
 from eval.lineage import manifest_flags
-from eval.memory import METHOD as MEMORY_METHOD
+from eval.memory import METHODS as MEMORY_METHODS
 from eval.measure import Settings, Variant
 from eval.rows import TestRows
 
@@ -76,6 +76,7 @@ def build_report(variants: list[Variant], rows: TestRows, settings: Settings, ba
             "num_parameters": v.static.get("num_parameters"),
             "num_parameters_source": v.static.get("num_parameters_source"),
             "memory_bytes": v.static.get("memory_bytes"),
+            "process_peak_bytes": v.static.get("process_peak_bytes"),
             "warnings": list(v.warnings),
             "cached": list(v.cached),
             "flags": [],
@@ -120,7 +121,7 @@ def build_report(variants: list[Variant], rows: TestRows, settings: Settings, ba
             "batch_sizes": list(settings.batch_sizes), "seq_lens": list(settings.seq_lens),
             "cases": [c.label for c in settings.cases], "max_length": settings.max_length,
             "torch_attention": settings.attention, "eval_batch_size": settings.eval_batch_size,
-            "timing": TIMING_METHOD, "memory": MEMORY_METHOD, "size": SIZE_METHOD,
+            "timing": TIMING_METHOD, "memory": MEMORY_METHODS[settings.memory], "memory_mode": settings.memory, "size": SIZE_METHOD,
             "threads_detail": (f"torch.set_num_threads({settings.threads}); ORT intra_op_num_threads="
                                f"{settings.threads}, inter_op 1, allow_spinning=0"),
         },
@@ -194,7 +195,8 @@ def summary_table(report: dict[str, Any]) -> list[dict[str, Any]]:
             "size_ratio": ratios.get("size_ratio"), "retention": ratios.get("retention"),
             "agreement": row.get("agreement_with_baseline"),
             "params": row["num_parameters"],
-            "rss_mb": None if row["memory_bytes"] is None else row["memory_bytes"] / 1e6,
+            "ram_mb": None if row["memory_bytes"] is None else row["memory_bytes"] / 1e6,
+            "process_peak_mb": None if row.get("process_peak_bytes") is None else row["process_peak_bytes"] / 1e6,
             "flags": "; ".join(row["flags"]), "path": row["path"],
         })
         table.append(entry)
@@ -220,7 +222,7 @@ def to_markdown(report: dict[str, Any]) -> str:
                       "least disturbed one."]
     lines += ["", f"## Summary at {head}", ""]
     header = (["variant", "lineage"] + metric_names +
-              ["p50 ms", "speed-up", "size MB", "x smaller", "retention", "agrees", "params", "RSS MB", "flags"])
+              ["p50 ms", "speed-up", "size MB", "x smaller", "retention", "agrees", "params", "RAM MB", "process MB", "flags"])
     lines.append("| " + " | ".join(header) + " |")
     lines.append("|" + "|".join(["---"] * 2 + ["--:"] * (len(header) - 3) + ["---"]) + "|")
     for row, entry in zip(report["variants"], summary_table(report)):
@@ -231,7 +233,7 @@ def to_markdown(report: dict[str, Any]) -> str:
                   _mb(row["size_bytes"]), _fmt(entry["size_ratio"], ".1f", "x"),
                   _fmt(None if entry["retention"] is None else entry["retention"] * 100, ".1f", "%"),
                   _fmt(None if entry["agreement"] is None else entry["agreement"] * 100, ".1f", "%"),
-                  _params(row["num_parameters"]), _mb(row["memory_bytes"]),
+                  _params(row["num_parameters"]), _mb(row["memory_bytes"]), _mb(row.get("process_peak_bytes")),
                   "⚠ " + "; ".join(row["flags"]) if row["flags"] else ""]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     lines += ["", "## Latency per case (ms per batch; rows/s = throughput)", "",

@@ -15,7 +15,8 @@ from core.testing import tiny_sentences
 
 ROOT = Path(__file__).resolve().parents[1]
 TASK = Task("tiny", ("negative", "positive"), metrics=("accuracy", "f1", "matthews_correlation"))
-FAST = dict(batch_sizes=[1, 2], seq_lens=["16", "real"], runs=5, warmup=1, threads=1, progress=False)
+FAST = dict(batch_sizes=[1, 2], seq_lens=["16", "real"], runs=5, warmup=1, threads=1, progress=False,
+            memory="inprocess")
 
 
 @pytest.fixture(scope="module")
@@ -384,6 +385,17 @@ def test_timed_calls_are_interleaved_round_robin_with_a_rotating_start():
                                   on_error=lambda name, msg: errors.append((name, msg)))
     assert set(results) == {"A"} and results["A"]["n"] == 3
     assert errors == [("B", "b1/real: the model call failed: RuntimeError: boom")]
+
+
+def test_isolated_memory_of_a_bundle_is_torch_free(bundle_dir, rows):
+    from eval.measure import Settings, measure
+
+    settings = Settings(batch_sizes=[2], seq_lens=["16"], runs=1, warmup=0, threads=1, memory="isolated")
+    (variant,) = measure([bundle_dir], rows, settings, progress=False)
+    assert variant.ok and not variant.warnings, variant.warnings
+    static = variant.static
+    assert 0 < static["memory_bytes"] < static["process_peak_bytes"]
+    assert static["process_peak_bytes"] < 250e6  # onnxruntime + tokenizers + numpy only: no torch in it
 
 
 def test_peak_rss_sees_native_allocations():
