@@ -4,9 +4,12 @@
     python -m eval.harness runs/teacher runs/student runs/student-int8 --task movie-snippets
 
 Artifacts are PyTorch dirs, ONNX dirs (Optimum layout) or edge bundles, in any mix. Each is
-measured for accuracy (the task's metrics), latency (interleaved across variants), memory, size
-and parameters; the report (report.json, report.md, summary.csv, latency.csv, pareto.png) goes
-to --out, with a cache of finished measurements that a re-run reuses.
+measured on the same stored test rows for accuracy (the task's metrics, through `evaluate` with
+the local modules in core/metrics), latency (warm-up, then timed calls interleaved round-robin
+across variants; p50/p90/p99 and throughput per batch size x sequence length), memory (each
+variant alone in a fresh process), file size and parameters. The report (report.json, report.md,
+summary.csv, latency.csv, pareto.png) goes to --output-dir/--out, with a cache of finished
+measurements (keyed by artifact content hash + settings) that a re-run reuses.
 
 Exit status: 0 when at least one variant was measured (a failed one gets an error line and a
 report row), 2 when none was (or on a bad option); with --strict, 1 when any failed.

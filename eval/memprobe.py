@@ -44,14 +44,17 @@ def probe(path: str, threads: int, batch: int, seq_len: int, attention: str = "e
     from eval.memory import PeakRSS
     from eval.runners import detect_kind, open_runner
 
+    from core.artifacts import is_artifact, read_manifest
+
     path = Path(path)
     kind = detect_kind(path)
+    manifest = read_manifest(path) if is_artifact(path) else {}
     _import_runtime(kind, path)
     import psutil
 
     base = psutil.Process().memory_info().rss
     with PeakRSS() as peak:
-        runner = open_runner(path, threads, attention=attention)
+        runner = open_runner(path, threads, manifest, attention=attention)
         limit = runner.max_positions()
         length = min(seq_len, limit) if limit else seq_len
         runner.forward(runner.encode(["the movie was good"] * batch, None, max_length=length, pad_to=length))
