@@ -186,7 +186,13 @@ def train(model: torch.nn.Module, train_dataset, collate_fn: Callable, loss_fn: 
     for frozen in frozen_modules:
         frozen.to(accelerator.device).eval().requires_grad_(False)
     wrapper = _LossModule(model, extra_modules, loss_fn)
-    optimizer = torch.optim.AdamW(param_groups([model, *extra_modules], cfg.weight_decay), lr=cfg.learning_rate)
+    groups = param_groups([model, *extra_modules], cfg.weight_decay)
+    if not any(g["params"] for g in groups):
+        raise ShrinkbertError(f"{desc}: the model has no trainable parameters")
+    try:  # the fused kernel (CPU and GPU) is several times faster than the per-tensor loop
+        optimizer = torch.optim.AdamW(groups, lr=cfg.learning_rate, fused=True)
+    except (RuntimeError, TypeError, ValueError):
+        optimizer = torch.optim.AdamW(groups, lr=cfg.learning_rate)
     loader = DataLoader(train_dataset, batch_size=cfg.batch_size, shuffle=True, collate_fn=collate_fn,
                         num_workers=cfg.num_workers, generator=torch.Generator().manual_seed(cfg.seed))
     wrapper, optimizer, loader = accelerator.prepare(wrapper, optimizer, loader)

@@ -91,12 +91,14 @@ class Masker:
         def draw(p, shape):
             return torch.bernoulli(torch.full(shape, p, device=device), generator=generator).bool()
 
+        if self.special_ids.device != torch.device(device):  # keep the lookup tables where the batches are
+            self.special_ids, self.random_ids = self.special_ids.to(device), self.random_ids.to(device)
         ids = input_ids.to(device)
-        special = torch.isin(ids, self.special_ids.to(device))
+        special = torch.isin(ids, self.special_ids)
         selected = draw(self.probability, ids.shape) & ~special
         to_mask = draw(0.8, ids.shape) & selected
         to_random = draw(0.5, ids.shape) & selected & ~to_mask
-        random_ids = self.random_ids.to(device)[torch.randint(len(self.random_ids), ids.shape, device=device,
+        random_ids = self.random_ids[torch.randint(len(self.random_ids), ids.shape, device=device,
                                                               generator=generator)]
         masked = torch.where(to_mask, torch.full_like(ids, self.mask_id), ids)
         masked = torch.where(to_random, random_ids, masked)
