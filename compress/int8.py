@@ -78,6 +78,7 @@ def calibrate(onnx_path: Path, features: dict[str, np.ndarray], method: str, bat
     from optimum.onnxruntime.configuration import AutoCalibrationConfig
 
     require(method in CALIBRATIONS, f"calibration must be one of {', '.join(CALIBRATIONS)}, got '{method}'")
+    onnx_path = Path(onnx_path).resolve()  # the work below runs in a temp dir
     dataset = Dataset.from_dict({k: v.tolist() for k, v in features.items()})
     if method == "minmax":
         calib = AutoCalibrationConfig.minmax(dataset)
@@ -99,6 +100,7 @@ def calibrate(onnx_path: Path, features: dict[str, np.ndarray], method: str, bat
 
 def quantize_file(src: Path, dst: Path, qconfig, ranges: dict | None = None, fused: bool = False) -> Path:
     """Quantize the ONNX file src into dst (a file path)."""
+    src, dst = Path(src).resolve(), Path(dst).resolve()  # the work below runs in a temp dir
     if fused:
         import onnx
         from onnxruntime.quantization import QuantType, quantize_dynamic

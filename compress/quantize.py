@@ -75,7 +75,7 @@ def calibration_features(cfg: Config, tokenizer, input_names: list[str]) -> dict
 def run(cfg: Config) -> Path:
     require(bool(cfg.model) and bool(cfg.output_dir), "quantize needs --model and --output-dir")
     require(cfg.mode in ("dynamic", "static"), f"mode must be 'dynamic' or 'static', got '{cfg.mode}'")
-    src_dir = Path(cfg.model)
+    src_dir = Path(cfg.model).resolve()
     src = onnx_file(src_dir)
     graph = check_onnx_file(src)
     session = ort_session(src, cfg.threads or None)

@@ -154,16 +154,19 @@ def test_dynamic_int8_is_smaller_and_runs(onnx_dir, int8_dir):
     assert model.config.num_labels == 2
 
 
-def test_static_int8_with_npz_calibration(onnx_dir, tmp_path):
-    from compress import quantize
-    from compress.common import load_rows, encode
+def test_static_int8_with_npz_calibration_and_relative_paths(onnx_dir, tmp_path, monkeypatch):
     from transformers import AutoTokenizer
+
+    from compress import quantize
+    from compress.common import encode, load_rows
 
     tok = AutoTokenizer.from_pretrained(onnx_dir)
     rows, _ = load_rows(None)
     np.savez(tmp_path / "calib.npz", **dict(encode(tok, rows, 32, padding="max_length")))
-    out = quantize.run(quantize.Config(model=str(onnx_dir), output_dir=str(tmp_path / "static"), mode="static",
-                                       calibration_data=str(tmp_path / "calib.npz"), min_calibration_rows=8,
+    shutil.copytree(onnx_dir, tmp_path / "fp32")
+    monkeypatch.chdir(tmp_path)  # relative paths must survive the temp-dir work of calibration
+    out = quantize.run(quantize.Config(model="fp32", output_dir="static", mode="static",
+                                       calibration_data="calib.npz", min_calibration_rows=8,
                                        per_channel=True, eval_rows=0))
     m = metrics(out)
     assert m["mode"] == "static" and m["quantized_nodes"] > 0
