@@ -162,6 +162,14 @@ def step_times(args, teacher: Path, student_dir: Path) -> dict:
             "live_over_alone": medians["KD, live teacher"] / alone, "batch_size": bs, "steps": args.step_timing_steps}
 
 
+def save(results: dict, args) -> Path:
+    """Write what is measured so far (a budget run cut short keeps its first phases)."""
+    out = Path(args.out).parent / "distill.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=1, default=str))
+    return out
+
+
 def main(argv=None):
     args = parse_args(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -175,15 +183,6 @@ def main(argv=None):
     hidden = {"hidden": args.hidden} if args.hidden else {}
     for layers in [int(x) for x in args.students.split(",") if x]:
         results["students"].append(distil(args, teacher, f"L{layers}-logits", layers=layers, **hidden))
-    if not args.no_ablation:
-        four = next((r for r in results["students"] if r["layers"] == 4), None)
-        ablation_epochs = args.ablation_epochs or args.epochs
-        if four is None or ablation_epochs != args.epochs:
-            four = distil(args, teacher, "L4-logits-ablation", layers=4, epochs=ablation_epochs, **hidden)
-        full = distil(args, teacher, "L4-logits-hidden-attention", layers=4, epochs=ablation_epochs,
-                      hidden_weight=1.0, attention_weight=1.0, **hidden)
-        results["ablation"] = [four, full]
-
     import torch
     from transformers import AutoModelForSequenceClassification
 
@@ -200,6 +199,20 @@ def main(argv=None):
     if results["students"]:
         results["step_time"] = step_times(args, teacher, Path(results["students"][0]["dir"]))
     del models, torch
+    print(f"so far: {json.dumps({r['name']: {k: r[k] for k in ('test_accuracy', 'retention', 'latency_ratio')} for r in results['students']})}; "
+          f"step time {results.get('step_time', {}).get('median_ms')}", flush=True)
+    save(results, args)
+
+    if not args.no_ablation:
+        four = next((r for r in results["students"] if r["layers"] == 4), None)
+        ablation_epochs = args.ablation_epochs or args.epochs
+        if four is None or ablation_epochs != args.epochs:
+            four = distil(args, teacher, "L4-logits-ablation", layers=4, epochs=ablation_epochs, **hidden)
+        full = distil(args, teacher, "L4-logits-hidden-attention", layers=4, epochs=ablation_epochs,
+                      hidden_weight=1.0, attention_weight=1.0, **hidden)
+        results["ablation"] = [four, full]
+
+    save(results, args)
 
     teacher_acc = results["students"][0]["teacher_test_accuracy"] if results["students"] else float("nan")
     print(f"\n## Distillation bench ({describe_machine()}, {threads} threads; total {time.perf_counter() - started:.0f} s)")
@@ -222,10 +235,7 @@ def main(argv=None):
             print(f"  {name:28s} {ms:8.1f} ms")
         print(f"  cached KD / student alone = {st['cached_over_alone']:.3f} (goal <= 1.1); "
               f"live KD / student alone = {st['live_over_alone']:.3f}")
-    out = Path(args.out).parent / "distill.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=1, default=str))
-    print(f"\nresults: {out}")
+    print(f"\nresults: {save(results, args)}")
 
 
 if __name__ == "__main__":
