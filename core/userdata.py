@@ -132,6 +132,8 @@ def split_files(directory: Path) -> dict[str, Path]:
 def standardize(table: datasets.Dataset, where: str, text_column: str, text_pair_column: str | None,
                  label_column: str) -> datasets.Dataset:
     """Keep and rename the task's columns to text/text_pair/label; texts become strings."""
+    if text_column == "text" and "text" not in table.column_names and "sentence" in table.column_names:
+        text_column = "sentence"  # the default also finds GLUE's name, so later stages need no column options
     wanted = {text_column: "text", label_column: "label"}
     if text_pair_column:
         wanted[text_pair_column] = "text_pair"

@@ -41,6 +41,8 @@ class Settings:
     memory: str = "isolated"  # isolated (fresh process per variant), inprocess, or off
 
     def __post_init__(self):
+        if self.memory is False or self.memory == "False":  # YAML 1.1 reads a bare `off` as false
+            self.memory = "off"
         if self.memory not in MODES:
             raise ShrinkbertError(f"memory must be one of {', '.join(MODES)}, got {self.memory!r}")
         self.threads = int(self.threads) or (os.cpu_count() or 1)

@@ -143,7 +143,8 @@ def _apply_override(data: dict, assignment: str) -> None:
 
 
 def parse_recipe(data: Any, *, output_dir: str | Path | None = None, quick: bool = False,
-                 overrides: list[str] = ()) -> Recipe:
+                 overrides: list[str] = (), launch_config: str | Path | None = None,
+                 base_dir: str | Path = ".") -> Recipe:
     """Validate a recipe mapping: keys, types, references and order; fail with one clear line."""
     data = _check_keys("recipe", data, RECIPE_KEYS)
     data = json.loads(json.dumps(data))  # a private deep copy we may edit
@@ -157,6 +158,8 @@ def parse_recipe(data: Any, *, output_dir: str | Path | None = None, quick: bool
         raise ShrinkbertError("recipe has no stages")
     _check_keys("stages", raw_stages, set(map(str, raw_stages)))
     recipe_launch = _check_launch("launch", data.get("launch"))
+    if launch_config:  # the same recipe on another cluster: one Accelerate config for every training stage
+        recipe_launch = {"config_file": str(Path(launch_config).resolve())}
     seed = data.get("seed")
     if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
         raise ShrinkbertError(f"recipe seed must be an integer, got {seed!r}")
@@ -184,6 +187,10 @@ def parse_recipe(data: Any, *, output_dir: str | Path | None = None, quick: bool
         depends_on = list(dict.fromkeys(after + _references(params)))
         launch = {**recipe_launch, **_check_launch(f"stage '{name}'.launch", spec.get("launch"))} \
             if uses in TRAINING_STAGES or spec.get("launch") else {}
+        if launch_config and launch:
+            launch = dict(recipe_launch)
+        if launch.get("config_file"):
+            launch["config_file"] = _launch_file(launch["config_file"], Path(base_dir), name)
         stages[name] = Stage(name, uses, dict(params), depends_on, launch)
     for stage in stages.values():
         for dep in stage.depends_on:
@@ -193,8 +200,17 @@ def parse_recipe(data: Any, *, output_dir: str | Path | None = None, quick: bool
     return Recipe(str(data.get("name", "recipe")), out, seed, _order(stages))
 
 
+def _launch_file(path: str, base_dir: Path, stage_name: str) -> str:
+    """An Accelerate config file: as given, or relative to the recipe's own directory."""
+    for candidate in (Path(path), base_dir / path):
+        if candidate.is_file():
+            return str(candidate.resolve())
+    raise ShrinkbertError(f"stage '{stage_name}': Accelerate config file {path} not found "
+                          f"(looked here and beside the recipe, in {base_dir})")
+
+
 def load_recipe(path: str | Path, **kwargs) -> Recipe:
-    return parse_recipe(read_yaml(path), **kwargs)
+    return parse_recipe(read_yaml(path), base_dir=Path(path).resolve().parent, **kwargs)
 
 
 # ---- running --------------------------------------------------------------------------------
@@ -309,6 +325,8 @@ def print_plan(recipe: Recipe, rows) -> None:
     for i, (stage, params, action) in enumerate(rows, 1):
         after = f" after {', '.join(stage.depends_on)}" if stage.depends_on else ""
         procs = f" on {stage.launch['processes']} processes" if stage.launch.get("processes", 1) > 1 else ""
+        if stage.launch.get("config_file"):
+            procs = f" via accelerate launch --config_file {Path(stage.launch['config_file']).name}"
         print(f"  [{i}/{len(rows)}] {stage.name:<14} {stage.uses:<10} {action:<6}{after}{procs}")
         shown = {k: v for k, v in params.items() if k != "output_dir"}
         print(f"        {json.dumps(shown, default=str)}")
@@ -360,12 +378,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output-dir", help="where stage outputs go (default: the recipe's output_dir)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="STAGE.KEY=VALUE",
                         help="override one stage parameter; repeatable")
+    parser.add_argument("--launch-config", metavar="FILE",
+                        help="an Accelerate config file for every training stage (e.g. recipes/accelerate/cpu-2proc.yaml)")
     args = parser.parse_args(argv)
     try:
         output_dir = args.output_dir
         if args.quick and not output_dir:
             output_dir = str(Path(read_yaml(args.recipe).get("output_dir") or "runs/recipe")) + "-quick"
-        recipe = load_recipe(args.recipe, output_dir=output_dir, quick=args.quick, overrides=args.overrides)
+        recipe = load_recipe(args.recipe, output_dir=output_dir, quick=args.quick, overrides=args.overrides,
+                             launch_config=args.launch_config)
         return run_recipe(recipe, from_stage=args.from_stage, dry_run=args.dry_run)
     except ShrinkbertError as err:
         print(f"error: {err}", file=sys.stderr)
