@@ -34,7 +34,7 @@ import torch
 
 from core.config import field, stage_main, to_dict
 from core.errors import ShrinkbertError
-from core.train import TrainConfig, remove_checkpoints, train, train_config
+from core.train import TrainConfig, checkpoint_dir_for, remove_checkpoints, train, train_config
 from students.losses import DistillLoss, LossWeights, format_layer_map, parse_layer_map
 
 PROJECTIONS_NOTE = ("hidden/embedding losses used learned projections from the student's width to the "
@@ -442,7 +442,7 @@ def run(cfg: Config) -> Path:
     loss_fn = make_loss_fn(distill_loss, teacher=teacher, cache=cache, tokenizer=tokenizer,
                            general=general, mlm_probability=cfg.mlm_probability)
     out_dir = Path(cfg.output_dir)
-    checkpoint_dir = out_dir.with_name(out_dir.name + ".checkpoints")
+    checkpoint_dir = checkpoint_dir_for(out_dir)
     train_metrics = train(student, train_set, collate, loss_fn, train_config(cfg), checkpoint_dir,
                           extra_modules=[distill_loss], frozen_modules=[teacher] if teacher is not None else [],
                           desc="distill")

@@ -349,7 +349,7 @@ def test_end_to_end_distill_writes_a_loadable_student_with_lineage(teacher4, tin
     for key in ("test_accuracy", "teacher_test_accuracy", "retention", "num_parameters"):
         assert key in metrics
     assert manifest["num_parameters"] == sum(p.numel() for p in model.parameters())
-    assert not (tmp_path / "student.checkpoints").exists()
+    assert not (tmp_path / "student.ckpt").exists()
 
     # distil INTO the student just made (the prune stage's recovery path); lineage names both
     recovered = run(_cfg(teacher4, tiny_csv, tmp_path / "recovered", student=str(out)))

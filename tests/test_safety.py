@@ -1,0 +1,78 @@
+"""Untrusted and broken model files, tried as a new user would: through the stage's command line.
+
+Each bad input gets one `error:` line, exit status 2, and the artifact already at the output
+path is left exactly as it was.
+"""
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE_DIRS = ("core", "teachers", "students", "compress", "eval", "shrinkbert")
+
+
+def broken_copy(tiny_bert: Path, tmp_path: Path, how: str) -> Path:
+    bad = tmp_path / how
+    shutil.copytree(tiny_bert, bad)
+    weights = bad / "model.safetensors"
+    if how == "pickle":  # what an old checkpoint looks like: pytorch_model.bin, no safetensors
+        weights.rename(bad / "pytorch_model.bin")
+    elif how == "truncated":
+        weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    elif how == "garbage-header":
+        weights.write_bytes(b"\xff" * 64)
+    elif how == "big-vocab":  # a tokenizer that is not the model's: more tokens than embeddings
+        vocab = (bad / "vocab.txt").read_text().splitlines()
+        (bad / "vocab.txt").write_text("\n".join(vocab + [f"extra{i}" for i in range(500)]) + "\n")
+        (bad / "tokenizer.json").unlink(missing_ok=True)
+    return bad
+
+
+@pytest.mark.parametrize("how, message", [
+    ("pickle", "pickle checkpoint and is refused; convert it to safetensors"),
+    ("truncated", "cannot load model"),
+    ("garbage-header", "cannot load model"),
+    ("big-vocab", "do not belong together"),
+])
+def test_bad_model_dirs_fail_in_one_line_and_overwrite_nothing(how, message, tiny_bert, tiny_csv, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "previous.txt").write_text("an earlier artifact")
+    bad = broken_copy(tiny_bert, tmp_path, how)
+    result = subprocess.run([sys.executable, "-m", "teachers.finetune", "--model", str(bad), "--task", str(tiny_csv),
+                             "--cache-dir", str(tmp_path / "cache"), "--output-dir", str(out), "--epochs", "1"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2, result.stderr[-2000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: ") and message in last, last
+    assert [p.name for p in out.iterdir()] == ["previous.txt"]
+    assert (out / "previous.txt").read_text() == "an earlier artifact"
+
+
+def test_pickle_refusal_names_the_conversion_command(tiny_bert, tmp_path):
+    from core.errors import ShrinkbertError
+    from core.models import check_model_dir
+
+    with pytest.raises(ShrinkbertError, match=r"weights_only=True.*model\.safetensors"):
+        check_model_dir(broken_copy(tiny_bert, tmp_path, "pickle"))
+
+
+def _source_lines():
+    for folder in SOURCE_DIRS:
+        for path in (ROOT / folder).rglob("*.py"):
+            for number, line in enumerate(path.read_text().splitlines(), 1):
+                yield f"{path.relative_to(ROOT)}:{number}", line
+
+
+def test_no_remote_code_and_no_unsafe_torch_load():
+    remote = [where for where, line in _source_lines() if re.search(r"trust_remote_code\s*=\s*True", line)]
+    assert not remote, f"trust_remote_code=True at {remote}"
+    unsafe = [where for where, line in _source_lines()
+              if re.search(r"\btorch\.load\(", line) and "weights_only=True" not in line]
+    assert not unsafe, f"torch.load without weights_only=True at {unsafe}"
+    pickles = [where for where, line in _source_lines() if re.search(r"^\s*import pickle|pickle\.loads?\(", line)]
+    assert not pickles, f"pickle loading at {pickles}"
