@@ -293,7 +293,7 @@ def train(model: torch.nn.Module, train_dataset, collate_fn: Callable, loss_fn: 
                           **{k: v / window_n for k, v in window_logs.items()}}
                 state.history.append(record)
                 accelerator.log({k: v for k, v in record.items() if k not in ("kind", "step")}, step=state.step)
-                bar.set_postfix(loss=f"{record['loss']:.4f}")
+                bar.set_postfix(loss=f"{record['loss']:.4f}", tok_s=f"{record['tokens_per_s']:,.0f}")
                 window_loss, window_n, window_tokens, window_start, window_logs = 0.0, 0, 0, now, {}
             if state.step >= total_steps:
                 break
