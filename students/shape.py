@@ -41,8 +41,11 @@ class Shape:
 
     @property
     def prior(self) -> tuple[int, int, int]:
-        """The capacity prior: bigger is preferred (layers x hidden, then hidden, then FFN)."""
-        return (self.layers * self.hidden, self.hidden, self.intermediate)
+        """The capacity prior: bigger is preferred (layers x hidden^2, about the encoder's weights, then
+        hidden, then FFN). Width counts squared because, at equal budget, a wider shallower student
+        distilled better and ran faster here: 3L/H128 reached 81.1% on movie-snippets at 5.2 ms
+        against 6L/H64's 73.9% at 6.2 ms (batch 1, seq 128, same run; see the README)."""
+        return (self.layers * self.hidden * self.hidden, self.hidden, self.intermediate)
 
 
 @dataclasses.dataclass(frozen=True)
