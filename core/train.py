@@ -8,8 +8,8 @@ gradient accumulation and clipping, mixed precision where the device has it, sev
 (DDP on GPUs, gloo on CPU), a progress bar, tracker logging, and checkpoints that resume exactly.
 
 Exact resume: every `checkpoint_every` optimizer steps `accelerator.save_state` writes model,
-optimizer, scheduler, RNG states of every process and the data position (epoch, micro-batch) into
-a fresh directory, and a `latest` pointer is then replaced atomically. A rerun with the same
+optimizer and RNG states of every process, and `train_state.json` the scheduler and the data
+position (epoch, micro-batch), into a fresh directory, and a `latest` pointer is then replaced atomically. A rerun with the same
 config finds the pointer, restores all of it and skips the batches already seen
 (`skip_first_batches`), so a run killed at any moment ends with the same weights as one that
 never stopped. This holds because nothing outside the checkpoint feeds randomness: shuffling is
@@ -36,6 +36,10 @@ from core.errors import ShrinkbertError
 
 LATEST = "latest"  # pointer file naming the newest complete checkpoint
 DONE = "done.json"
+# Scheduler + TrainState as JSON. Registering them with Accelerate would pickle them, and its
+# loader unpickles custom objects with weights_only=False: a checkpoint someone else made could
+# run code on resume. Everything Accelerate itself loads here goes through weights_only=True.
+TRAIN_STATE = "train_state.json"
 # Config keys that do not change what a run computes; a resume may differ in them.
 RESUME_NEUTRAL = {"resume", "num_workers", "log_every", "log_with", "checkpoint_every", "project_dir"}
 
@@ -203,17 +207,22 @@ def train(model: torch.nn.Module, train_dataset, collate_fn: Callable, loss_fn: 
     total_steps = cfg.max_steps if cfg.max_steps > 0 else max(1, math.ceil(cfg.epochs * steps_per_epoch))
     warmup = cfg.warmup_steps if cfg.warmup_steps > 0 else int(cfg.warmup_ratio * total_steps)
     # The scheduler is stepped here once per optimizer step (not prepared: Accelerate would step it
-    # once per process), and checkpointed as a registered object.
+    # once per process), and checkpointed as JSON (TRAIN_STATE).
     scheduler = get_linear_schedule_with_warmup(optimizer, warmup, total_steps)
     state = TrainState()
-    accelerator.register_for_checkpointing(scheduler, state)
 
     checkpointing = cfg.checkpoint_every > 0
     if checkpointing:
         latest = _latest(checkpoint_dir) if cfg.resume else None
         if latest is not None:
             _check_same_run(checkpoint_dir, run_config)
+            if not (latest / TRAIN_STATE).is_file():
+                raise ShrinkbertError(f"checkpoint {latest} has no {TRAIN_STATE} (made by an older shrinkbert?); "
+                                      "delete it to start afresh or pass --no-resume")
             accelerator.load_state(str(latest))
+            saved = json.loads((latest / TRAIN_STATE).read_text())
+            scheduler.load_state_dict(saved["scheduler"])
+            state.load_state_dict(saved["state"])
             accelerator.print(f"{desc}: resumed from {latest} at step {state.step}")
             if (latest / DONE).is_file():
                 return json.loads((latest / DONE).read_text())
@@ -232,6 +241,8 @@ def train(model: torch.nn.Module, train_dataset, collate_fn: Callable, loss_fn: 
         accelerator.save_state(str(tmp))
         accelerator.wait_for_everyone()
         if accelerator.is_main_process:
+            (tmp / TRAIN_STATE).write_text(json.dumps(
+                {"scheduler": scheduler.state_dict(), "state": state.state_dict()}, default=str))
             if done_metrics is not None:
                 (tmp / DONE).write_text(json.dumps(done_metrics, default=str))
             shutil.rmtree(checkpoint_dir / name, ignore_errors=True)

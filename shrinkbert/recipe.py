@@ -38,6 +38,10 @@ REFERENCE = re.compile(r"\$\{([^}]*)\}")
 STATE_FILE = ".recipe-state.json"
 # Keys the runner owns: a recipe may not point a stage's output anywhere else.
 RESERVED_PARAMS = {"output_dir"}
+# Other parameters a stage writes into: a recipe may set them, but only to a place inside the
+# recipe's output directory (a relative path is taken relative to it), so no recipe, however it
+# was made, can write elsewhere on the machine.
+WRITE_PARAMS = {"cache_dir"}
 
 
 @dataclass
@@ -164,6 +168,7 @@ def parse_recipe(data: Any, *, output_dir: str | Path | None = None, quick: bool
     if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
         raise ShrinkbertError(f"recipe seed must be an integer, got {seed!r}")
 
+    out = Path(output_dir or data.get("output_dir") or f"runs/{data.get('name', 'recipe')}").resolve()
     stages: dict[str, Stage] = {}
     for name, spec in raw_stages.items():
         name = str(name)
@@ -179,6 +184,12 @@ def parse_recipe(data: Any, *, output_dir: str | Path | None = None, quick: bool
         if reserved:
             raise ShrinkbertError(f"stage '{name}': {', '.join(sorted(reserved))} is set by the runner "
                                   f"(every stage writes into OUTPUT_DIR/{name})")
+        for key in sorted(WRITE_PARAMS & set(params)):
+            if params[key]:
+                try:
+                    params[key] = str(safe_output_path(out, str(params[key])))
+                except ShrinkbertError as err:
+                    raise ShrinkbertError(f"stage '{name}': {key}: {err}") from None
         after = spec.get("after") or []
         if isinstance(after, str):
             after = [after]
@@ -196,7 +207,6 @@ def parse_recipe(data: Any, *, output_dir: str | Path | None = None, quick: bool
         for dep in stage.depends_on:
             if dep not in stages:
                 raise ShrinkbertError(f"stage '{stage.name}' refers to '{dep}', which is not a stage of this recipe")
-    out = Path(output_dir or data.get("output_dir") or f"runs/{data.get('name', 'recipe')}").resolve()
     return Recipe(str(data.get("name", "recipe")), out, seed, _order(stages))
 
 

@@ -109,6 +109,8 @@ def test_killed_inside_a_stage_resumes_without_redoing_finished_ones(env):
     (lambda d: d["stages"]["a"]["with"].update(parent="${c}"), "cycle"),
     (lambda d: d["stages"]["a"]["with"].update(parent="${nowhere}"), "not a stage"),
     (lambda d: d["stages"]["a"]["with"].update(output_dir="/etc"), "set by the runner"),
+    (lambda d: d["stages"]["a"]["with"].update(cache_dir="/etc/cache"), "escapes the output directory"),
+    (lambda d: d["stages"]["a"]["with"].update(cache_dir="../../cache"), "escapes the output directory"),
     (lambda d: d["stages"].update({"../up": {"uses": "tests.fake_stage"}}), "stage name"),
     (lambda d: d["stages"]["a"].update(uses="rm -rf"), "'uses' must be"),
     (lambda d: d.update(seed="x"), "seed must be an integer"),
@@ -122,6 +124,13 @@ def test_impossible_recipes_fail_with_one_line_before_running(env, mutate, messa
         plan(recipe)
     assert "\n" not in str(err.value)
     assert runs(env) == []
+
+
+def test_a_recipe_cache_dir_is_placed_inside_the_output_directory(env):
+    data = chain()
+    data["stages"]["a"]["with"]["cache_dir"] = "cache"
+    recipe = parse_recipe(data, output_dir=env / "out")
+    assert recipe.stage("a").params["cache_dir"] == str((env / "out" / "cache").resolve())
 
 
 def test_cli_prints_one_error_line_and_exits_2(env, capsys):

@@ -76,3 +76,6 @@ def test_no_remote_code_and_no_unsafe_torch_load():
     assert not unsafe, f"torch.load without weights_only=True at {unsafe}"
     pickles = [where for where, line in _source_lines() if re.search(r"^\s*import pickle|pickle\.loads?\(", line)]
     assert not pickles, f"pickle loading at {pickles}"
+    # Accelerate unpickles objects registered for checkpointing with weights_only=False.
+    registered = [where for where, line in _source_lines() if "register_for_checkpointing(" in line]
+    assert not registered, f"register_for_checkpointing (pickled on save, unpickled on resume) at {registered}"

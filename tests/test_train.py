@@ -189,6 +189,10 @@ def test_resume_refuses_other_settings(tiny_bert, tmp_path):
     train(model, ds, collate, loss_fn, cfg, tmp_path / "ckpt")
     again = train(model, ds, collate, loss_fn, cfg, tmp_path / "ckpt")  # finished: returns at once
     assert again["steps"] == 4
+    # scheduler and position are JSON; nothing that resume would have to unpickle unsafely
+    assert not list((tmp_path / "ckpt").rglob("custom_checkpoint_*"))
+    saved = json.loads(next((tmp_path / "ckpt").rglob("train_state.json")).read_text())
+    assert saved["state"]["step"] == 4 and saved["scheduler"]["last_epoch"] == 4
     with pytest.raises(ShrinkbertError, match="other settings.*learning_rate"):
         train(model, ds, collate, loss_fn, TrainConfig(epochs=1, batch_size=4, checkpoint_every=1,
                                                        learning_rate=1.0), tmp_path / "ckpt")
