@@ -238,6 +238,19 @@ print(json.dumps({"logits": p.logits(texts).tolist(), "pred": p.predict(texts),
 """
 
 
+def test_bundle_checks_its_labels_against_the_pytorch_reference(int8_dir, model_dir, data, tmp_path):
+    from compress import bundle
+
+    out = bundle.run(bundle.Config(model=str(int8_dir), output_dir=str(tmp_path / "edge"), data=data,
+                                   reference=str(model_dir), parity_rows=16, reference_agreement=0.0))
+    recorded = metrics(out)["vs_reference"]
+    assert recorded["rows"] == 16 and 0.0 <= recorded["label_agreement"] <= 1.0 and recorded["passed"]
+    with pytest.raises(ShrinkbertError, match=r"labels agree with .*\(need 101%\)"):
+        bundle.run(bundle.Config(model=str(int8_dir), output_dir=str(tmp_path / "strict"), data=data,
+                                 reference=str(model_dir), parity_rows=16, reference_agreement=1.01))
+    assert not (tmp_path / "strict").exists()
+
+
 def test_bundle_runs_without_torch_and_agrees_with_onnx(int8_dir, onnx_dir, data, tmp_path):
     from transformers import AutoTokenizer
 
