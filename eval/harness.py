@@ -33,7 +33,8 @@ class EvalConfig:
     artifacts: list[str] = field([], "artifact directories to compare (also positional)")
     task: str = field("", "task name or data file (as core.data.load_task takes it)")
     output_dir: str = field("runs/eval", "output directory for the report and the measurement cache (also --out)")
-    baseline: str = field("", "the artifact (path or name) ratios are computed against; default: the first")
+    baseline: str = field("", "the artifact (path or name) ratios are computed against; default: the teacher (the first "
+                                 "fine-tuned artifact), else the first")
     split: str = field("test", "which stored split to measure on")
     seed: int = field(0, "seed that fixed the stored splits")
     max_rows: int | None = field(None, "measure accuracy on the first N rows of the split only")

@@ -44,7 +44,9 @@ def build_report(variants: list[Variant], rows: TestRows, settings: Settings, ba
     if baseline:
         base = next((v for v in variants if v.name == baseline or v.path == baseline), None)
     else:
-        base = variants[0] if variants else None  # the first artifact, normally the teacher
+        # The teacher (the fine-tuned model the others came from), wherever it stands in the list.
+        teachers = [v for v in variants if (v.manifest or {}).get("stage") == "finetune"]
+        base = teachers[0] if teachers else (variants[0] if variants else None)
     baseline_note = None
     if base is not None and not base.ok:
         baseline_note = f"the baseline {base.name} could not be measured; ratios are against the first measured variant"

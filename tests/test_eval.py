@@ -260,6 +260,8 @@ def test_ratios_and_flags(rows, tmp_path):
     assert report["variants"][1]["flags"] == []
     other = build_report(variants, rows, Settings(batch_sizes=[1], seq_lens=["16"], threads=1), baseline="parent")
     assert other["baseline"] == "parent" and other["variants"][0]["ratios"]["speedup"] == pytest.approx(0.2)
+    variants[1].manifest = {**parent_manifest, "stage": "finetune"}  # a fine-tuned teacher, listed second
+    assert build_report(variants, rows, Settings(batch_sizes=[1], seq_lens=["16"], threads=1))["baseline"] == "parent"
 
 
 def test_pareto_front():
