@@ -160,3 +160,33 @@ def test_fuzzed_recipes_parse_or_fail_cleanly(tmp_path, data):
         parse_recipe(data, output_dir=tmp_path)
     except ShrinkbertError as err:
         assert str(err)
+
+
+# Near-valid recipes: real stage kinds, real and misspelt parameter names, references to other
+# stages (cycles included) and values of every type, so the fuzz reaches the checks past the
+# first key test; each must plan or fail with one ShrinkbertError line, never another exception.
+STAGE_KINDS = ["finetune", "distill", "prune", "export", "quantize", "bundle", "eval", "sparsify", "nope"]
+PARAM_NAMES = ["model", "teacher", "task", "epochs", "batch_size", "learning_rate", "target", "layers",
+               "head_fraction", "sparsity", "mode", "artifacts", "cache_dir", "output_dir", "colour"]
+NAMES = ["a", "b", "c"]
+param_values = (st.none() | st.booleans() | st.integers(-3, 300) | st.floats(allow_nan=True)
+                | st.sampled_from(["${a}", "${b}", "${zz}", "25%", "4ms", "dynamic", "../x", "/etc", ""])
+                | st.lists(st.sampled_from(["${a}", "${c}", "x"]), max_size=3))
+stage_specs = st.fixed_dictionaries({"uses": st.sampled_from(STAGE_KINDS)},
+                                    optional={"with": st.dictionaries(st.sampled_from(PARAM_NAMES), param_values,
+                                                                      max_size=4),
+                                              "after": st.sampled_from(NAMES) | st.lists(st.sampled_from(NAMES)),
+                                              "launch": st.fixed_dictionaries({}, optional={
+                                                  "processes": st.integers(-1, 3) | st.text(max_size=2)})})
+near_recipes = st.fixed_dictionaries({"stages": st.dictionaries(st.sampled_from(NAMES), stage_specs, max_size=3)},
+                                     optional={"seed": st.integers() | st.text(max_size=2), "name": st.text(max_size=5)})
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=near_recipes)
+def test_fuzzed_near_valid_recipes_plan_or_fail_in_one_line(tmp_path, data):
+    try:
+        plan(parse_recipe(data, output_dir=tmp_path / "out"))
+    except ShrinkbertError as err:
+        assert str(err) and "\n" not in str(err)
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
