@@ -79,3 +79,28 @@ def test_no_remote_code_and_no_unsafe_torch_load():
     # Accelerate unpickles objects registered for checkpointing with weights_only=False.
     registered = [where for where, line in _source_lines() if "register_for_checkpointing(" in line]
     assert not registered, f"register_for_checkpointing (pickled on save, unpickled on resume) at {registered}"
+
+
+BAD_DATA = {
+    "quotes.csv": (b'text,label\n"a good film,positive\nbad,negative\n', "cannot read"),
+    "latin1.csv": ("text,label\ncaf\xe9 good,positive\n".encode("latin-1"), "not UTF-8"),
+    "empty.csv": (b"", "is empty"),
+    "nocolumn.csv": (b"review,label\n" + b"".join(b"s%d,pos\n" % i for i in range(12)), "no text column 'text'"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_DATA))
+def test_bad_data_files_fail_in_one_line_and_overwrite_nothing(name, tiny_bert, tmp_path, capsys):
+    from teachers import finetune
+
+    content, message = BAD_DATA[name]
+    (tmp_path / name).write_bytes(content)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "previous.txt").write_text("an earlier artifact")
+    code = finetune.main(["--model", str(tiny_bert), "--task", str(tmp_path / name), "--epochs", "1",
+                          "--cache-dir", str(tmp_path / "cache"), "--output-dir", str(out)])
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 2 and last.startswith("error: ") and message in last, last
+    assert [p.name for p in out.iterdir()] == ["previous.txt"]
+    assert (out / "previous.txt").read_text() == "an earlier artifact"
