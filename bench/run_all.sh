@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Every bench behind the README's figures, one after another (never two at once: they share 2 cores
+# and would time each other). Uses the demo's teacher, so run `bash scripts/demo.sh` first.
+# Each bench's full output is kept in runs/bench/logs/NAME.log.
+#
+#   bash bench/run_all.sh                 # all, with the budgets the README's figures came from
+#   bash bench/run_all.sh compress load   # only these
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
+PY=.venv/bin/python
+TEACHER=runs/demo/teacher
+LOGS=runs/bench/logs
+mkdir -p "$LOGS"
+
+bench() {  # NAME CMD...: run one bench, tee its log, say how it ended
+  local name=$1; shift
+  echo "=== $name: $*"
+  local start=$SECONDS
+  "$@" 2>&1 | tee "$LOGS/$name.log" | grep -v -E 'it/s|s/it' | tail -40
+  echo "=== $name: exit ${PIPESTATUS[0]} after $((SECONDS - start)) s"
+}
+
+want() { [ $# -eq 0 ] || [[ " $SELECTED " == *" $1 "* ]]; }
+SELECTED="$*"
+want headline && bench headline "$PY" bench/headline.py --no-run
+want compress && bench compress "$PY" bench/compress.py --teacher "$TEACHER" --recovery-train-rows 4000
+want distill && bench distill "$PY" bench/distill.py --teacher "$TEACHER" --epochs 2
+want teacher && bench teacher "$PY" bench/teacher_finetune.py --epochs 2
+want pretrain && bench pretrain "$PY" bench/pretrain_curve.py
+want load && bench load "$PY" bench/load.py
+want edge_venv && bench edge_venv bash bench/edge_venv.sh runs/demo/bundle
