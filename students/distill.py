@@ -54,6 +54,8 @@ class Config(TrainConfig):
     mlm_probability: float = field(0.15, "mode general: share of tokens masked")
     max_train_rows: int = field(0, "use only the first N training rows/lines (0: all)")
     max_eval_rows: int = field(0, "evaluate on only the first N test rows (0: all)")
+    augment: int = field(0, "mode task: add up to N perturbed copies of each training text (masking + n-gram "
+                            "sampling), labelled by the teacher alone (students/augment.py); 0 = off")
     output_dir: str = field("runs/student", "where the student artifact is written")
     # The student
     target: str = field("", "size target: 25% (of the teacher's parameters), 20MB (fp32 file) or 4ms "
@@ -167,6 +169,9 @@ def load_data(cfg: Config, tokenizer):
         train_set, test_set = tokenized["train"], tokenized["test"]
         if cfg.max_train_rows:
             train_set = train_set.select(range(min(cfg.max_train_rows, len(train_set))))
+        if cfg.augment:
+            source = splits["train"].select(range(len(train_set)))
+            train_set = _with_transfer_rows(train_set, source, task, tokenizer, cfg)
         if cfg.max_eval_rows:
             test_set = test_set.select(range(min(cfg.max_eval_rows, len(test_set))))
         return task, _with_row_index(train_set), _with_row_index(test_set)
@@ -181,6 +186,25 @@ def load_data(cfg: Config, tokenizer):
         train_set = datasets.Dataset.from_dict({k: encoded[k] for k in MODEL_INPUTS})
         return None, _with_row_index(train_set), None
     raise ShrinkbertError(f"mode must be 'task' or 'general', got {cfg.mode!r}")
+
+
+def _with_transfer_rows(train_set, source, task, tokenizer, cfg: Config):
+    """The tokenized training rows followed by their perturbed copies (label NO_LABEL)."""
+    import datasets
+
+    from students.augment import NO_LABEL, transfer_rows
+
+    if tokenizer.mask_token is None:
+        raise ShrinkbertError("--augment needs a tokenizer with a mask token")
+    texts, pairs = transfer_rows(source["text"], source["text_pair"] if task.pair else None, cfg.augment,
+                                 cfg.seed, tokenizer.mask_token)
+    encoded = tokenizer(texts, pairs, truncation=True, max_length=cfg.max_length, return_token_type_ids=True,
+                        return_attention_mask=True)
+    extra = datasets.Dataset.from_dict({**{k: encoded[k] for k in MODEL_INPUTS}, "labels": [NO_LABEL] * len(texts)})
+    train_set = train_set.cast_column("labels", datasets.Value("int64"))  # a ClassLabel cannot hold NO_LABEL
+    extra = extra.cast(datasets.Features({k: train_set.features[k] for k in extra.column_names}))
+    _log(f"transfer set: {len(texts):,} perturbed copies of {len(source):,} training rows, labelled by the teacher")
+    return datasets.concatenate_datasets([train_set.select_columns(extra.column_names), extra])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -377,6 +401,11 @@ def validate(cfg: Config) -> None:
         raise ShrinkbertError("loss weights must be >= 0 (0 switches a loss off)")
     if not weights.active():
         raise ShrinkbertError("every loss weight is 0: switch at least one on (e.g. --logits-weight 1)")
+    if cfg.augment < 0 or (cfg.augment and cfg.mode != "task"):
+        raise ShrinkbertError(f"--augment takes a count >= 0 and works in mode task only, got {cfg.augment} "
+                              f"in mode {cfg.mode}")
+    if cfg.augment and not (weights.logits or weights.hidden or weights.attention or weights.embedding):
+        raise ShrinkbertError("--augment rows have no gold label: switch on a teacher loss (e.g. --logits-weight 1)")
 
 
 def run(cfg: Config) -> Path:
@@ -457,6 +486,7 @@ def run(cfg: Config) -> Path:
             metrics["teacher_test_accuracy"], _ = _teacher_test_accuracy(cfg, teacher_loader, test_set, collate, _log)
             metrics["retention"] = metrics["test_accuracy"] / max(metrics["teacher_test_accuracy"], 1e-12)
             metrics["test_rows"] = len(test_set)
+        metrics["train_rows"] = len(train_set)  # transfer-set copies (--augment) included
         num_parameters = count_parameters(student)
         teacher_parameters = _teacher_parameters(cfg.teacher, teacher_config, general)
         metrics["num_parameters"] = num_parameters

@@ -185,7 +185,11 @@ class DistillLoss(nn.Module):
         if w.logits:
             terms["logits"] = kd_logits_loss(s_logits, t_logits, self.temperature)
         if w.hard:
-            terms["hard"] = F.cross_entropy(s_logits.float(), labels)
+            # Transfer-set rows (students/augment.py) carry label -100, which cross-entropy skips;
+            # a batch of nothing but them has no hard term.
+            known = labels != -100
+            terms["hard"] = (F.cross_entropy(s_logits.float(), labels) if known.any()
+                             else s_logits.float().sum() * 0.0)
         if w.hidden or w.embedding:
             t_hidden = teacher["hidden_states"]
             s_hidden = student_out.hidden_states

@@ -423,3 +423,37 @@ def test_distil_into_a_pruned_student_with_attention_transfer(teacher4, tiny_csv
     model = _load(out)
     assert {int(k): v for k, v in model.config.pruned_heads.items()} == {0: [0, 1], 3: [2]}
     assert read_manifest(out)["student"]["layer_map"] == "1:1,2:2,3:3,4:4"
+
+
+# ---------------------------------------------------------------------------------------------
+# transfer set (augmentation)
+
+
+def test_transfer_rows_are_deterministic_new_and_keep_pairs_whole():
+    from students.augment import transfer_rows
+
+    texts = ["a warm and clever film with a great cast", "dull", "the plot never moves and the jokes fall flat"]
+    first = transfer_rows(texts, None, 4, seed=3, mask_token="[MASK]")
+    assert first == transfer_rows(texts, None, 4, seed=3, mask_token="[MASK]")
+    assert first != transfer_rows(texts, None, 4, seed=4, mask_token="[MASK]")
+    made, pairs = first
+    assert pairs is None and 0 < len(made) <= 4 * len(texts)
+    assert not set(made) & set(texts) and len(set(made)) == len(made)
+    source_words = {w for t in texts for w in t.split()} | {"[MASK]"}
+    assert all(set(m.split()) <= source_words for m in made)
+    assert any("[MASK]" in m for m in made) and any(len(m.split()) <= 5 for m in made)  # both perturbations occur
+    made, pairs = transfer_rows(texts, texts[::-1], 3, seed=0, mask_token="[MASK]", p_mask=0.5)
+    assert len(pairs) == len(made)
+    assert {len(m.split()) for m in made} <= {len(t.split()) for t in texts}  # masked, never cut
+
+
+def test_distill_with_a_transfer_set_trains_on_teacher_labelled_copies(teacher4, tiny_csv, cache_env, tmp_path):
+    from core.artifacts import read_manifest
+    from students.distill import run
+
+    plain = read_manifest(run(_cfg(teacher4, tiny_csv, tmp_path / "plain", layers=2, max_steps=1)))
+    augmented = read_manifest(run(_cfg(teacher4, tiny_csv, tmp_path / "aug", layers=2, max_steps=1, augment=2,
+                                       hard_weight=1.0)))
+    assert plain["metrics"]["train_rows"] < augmented["metrics"]["train_rows"] <= 3 * plain["metrics"]["train_rows"]
+    with pytest.raises(ShrinkbertError, match="no gold label"):
+        run(_cfg(teacher4, tiny_csv, tmp_path / "x", augment=2, logits_weight=0, hard_weight=1.0))
