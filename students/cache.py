@@ -127,8 +127,10 @@ def compute_teacher_outputs(teacher, dataset, collate_fn, hidden_layers=(), batc
     device = next(teacher.parameters()).device
     hidden_layers = sorted(int(i) for i in hidden_layers)
     logits_parts, hidden_parts, lengths = [], {i: [] for i in hidden_layers}, []
+    from tqdm.auto import tqdm
+
     loader = DataLoader(dataset, batch_size=batch_size, shuffle=False, collate_fn=collate_fn)
-    for batch in loader:
+    for batch in tqdm(loader, desc="teacher outputs", unit="batch", leave=False):
         inputs = {k: v.to(device) for k, v in batch.items()
                   if k in ("input_ids", "attention_mask", "token_type_ids")}
         out = teacher(**inputs, output_hidden_states=bool(hidden_layers))
