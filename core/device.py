@@ -25,9 +25,22 @@ def cpu_flags() -> set[str]:
     return set()
 
 
+def cpu_model() -> str:
+    """The CPU's model name (Linux /proc/cpuinfo), or '' where there is none."""
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
 def describe_machine() -> str:
     import platform
 
     flags = cpu_flags()
     isa = "avx512_vnni" if "avx512_vnni" in flags else "avx2" if "avx2" in flags else platform.machine()
-    return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {isa}"
+    model = cpu_model()
+    return f"{platform.processor() or platform.machine()}{' ' + model if model else ''}, {os.cpu_count()} cores, {isa}"
