@@ -26,7 +26,8 @@ class MeasurementCache:
     def _file(self, kind: str, key: str) -> Path:
         return self.directory / f"{kind}-{key[:24]}.json"
 
-    def get(self, kind: str, key: str) -> dict[str, Any] | None:
+    def get(self, kind: str, key: str, count: bool = True) -> dict[str, Any] | None:
+        """The cached value or None; `count` False looks without counting it as reused."""
         if not self.enabled:
             return None
         file = self._file(kind, key)
@@ -36,7 +37,7 @@ class MeasurementCache:
             return None  # missing, or unreadable: measure again
         if record.get("key") != key:
             return None
-        self.hits += 1
+        self.hits += count
         return record["value"]
 
     def put(self, kind: str, key: str, value: dict[str, Any]) -> None:

@@ -159,14 +159,17 @@ def measure(paths: list[str], rows: TestRows, settings: Settings, cache: Measure
             if hit is not None:
                 setattr(variant, slot, hit)
                 variant.cached.append(kind)
-        for case in cases:
-            hit = cache.get("latency", latency_key(variant, case))
-            if hit is not None:
-                variant.latency[case.label] = hit
-                variant.cached.append(case.label)
+    latency_hits = {(v.name, case.label): cache.get("latency", latency_key(v, case), count=False)
+                    for v in variants if v.ok for case in cases}
+
+    def case_complete(case: Case) -> bool:
+        return all(latency_hits[(v.name, case.label)] is not None for v in variants if v.ok)
 
     def needs_runner(v: Variant) -> bool:
-        return v.ok and (not v.static or not v.accuracy or any(c.label not in v.latency for c in cases))
+        return v.ok and (not v.static or not v.accuracy or any(latency_hits[(v.name, c.label)] is None for c in cases))
+
+    def open_variant(variant: Variant) -> None:
+        variant.runner = open_runner(variant.path, settings.threads, variant.manifest, attention=settings.attention)
 
     # 3. load (memory measured) and accuracy, one variant at a time
     todo = [v for v in variants if needs_runner(v)]
@@ -177,8 +180,7 @@ def measure(paths: list[str], rows: TestRows, settings: Settings, cache: Measure
             if not variant.static and settings.memory == "isolated":
                 memory = _isolated_memory(variant, settings, warn)
             with PeakRSS() as peak:
-                variant.runner = open_runner(variant.path, settings.threads, variant.manifest,
-                                             attention=settings.attention)
+                open_variant(variant)
                 _largest_batch(variant.runner, rows, settings)
             if settings.memory == "inprocess":
                 memory = {"memory_bytes": peak.delta_bytes}
@@ -191,7 +193,24 @@ def measure(paths: list[str], rows: TestRows, settings: Settings, cache: Measure
         except Exception as err:  # one bad variant must not stop the others
             fail(variant, _one_line(err))
 
-    # 4. latency: per case, the variants without a cached result, interleaved
+    # A case's timings are reused only when every measurable variant has them: the ratios between
+    # variants must come from one interleaved run, so a new or changed variant re-times the case
+    # for all (opening the runners that the cache had spared).
+    to_time = [case for case in cases if not case_complete(case)]
+    for case in cases:
+        if case not in to_time:
+            for variant in (v for v in variants if v.ok):
+                variant.latency[case.label] = latency_hits[(variant.name, case.label)]
+                variant.cached.append(case.label)
+                cache.hits += 1
+    for variant in variants:
+        if to_time and variant.ok and variant.runner is None:
+            try:
+                open_variant(variant)
+            except Exception as err:
+                fail(variant, _one_line(err))
+
+    # 4. latency: each case not wholly cached, every variant, interleaved
     for case in cases:
         runners = {v.name: v.runner for v in variants if v.ok and v.runner is not None and case.label not in v.latency}
         if not runners:

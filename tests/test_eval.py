@@ -226,6 +226,18 @@ def test_rerun_reuses_cached_measurements(first_run, rows, monkeypatch):
     assert "cached variant was loaded again" in changed["variants"][0]["error"]
 
 
+def test_a_new_variant_retimes_the_cached_ones_too(tiny_bert, onnx_dir, rows, tmp_path):
+    from eval.harness import run
+
+    alone, _ = run(_config([tiny_bert], tmp_path), rows=rows)
+    joined, _ = run(_config([tiny_bert, onnx_dir], tmp_path), rows=rows)
+    # static + accuracy of the first variant come from the cache; its latency is timed again,
+    # interleaved with the newcomer, so every ratio comes from one run
+    assert joined["cache"]["hits"] == 2
+    before = alone["variants"][0]["latency_ms"]
+    assert all(joined["variants"][0]["latency_ms"][case] != before[case] for case in before)
+
+
 # -- report logic -------------------------------------------------------------------------------
 
 def _variant(name, path, p50, acc, size, manifest=None, content_hash=""):
