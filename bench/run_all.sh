@@ -21,8 +21,8 @@ bench() {  # NAME CMD...: run one bench, tee its log, say how it ended
   echo "=== $name: exit ${PIPESTATUS[0]} after $((SECONDS - start)) s"
 }
 
-want() { [ $# -eq 0 ] || [[ " $SELECTED " == *" $1 "* ]]; }
 SELECTED="$*"
+want() { [ -z "$SELECTED" ] || [[ " $SELECTED " == *" $1 "* ]]; }
 want headline && bench headline "$PY" bench/headline.py --no-run
 want compress && bench compress "$PY" bench/compress.py --teacher "$TEACHER" --recovery-train-rows 4000
 want distill && bench distill "$PY" bench/distill.py --teacher "$TEACHER" --epochs 2
