@@ -13,28 +13,26 @@ def set_threads(num_threads: int | None = None) -> int:
     return num_threads
 
 
-def cpu_flags() -> set[str]:
-    """The CPU's instruction-set flags (Linux), used to pick an int8 kernel set (avx512_vnni, avx2)."""
+def _cpuinfo(prefix: str) -> str:
+    """The value of the first /proc/cpuinfo line starting with `prefix` (Linux), or ''."""
     try:
         with open("/proc/cpuinfo") as handle:
             for line in handle:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
-
-
-def cpu_model() -> str:
-    """The CPU's model name (Linux /proc/cpuinfo), or '' where there is none."""
-    try:
-        with open("/proc/cpuinfo") as handle:
-            for line in handle:
-                if line.startswith("model name"):
+                if line.startswith(prefix):
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
     return ""
+
+
+def cpu_flags() -> set[str]:
+    """The CPU's instruction-set flags (Linux), used to pick an int8 kernel set (avx512_vnni, avx2)."""
+    return set(_cpuinfo("flags").split())
+
+
+def cpu_model() -> str:
+    """The CPU's model name (Linux), or '' where there is none."""
+    return _cpuinfo("model name")
 
 
 def describe_machine() -> str:

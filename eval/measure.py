@@ -203,12 +203,11 @@ def measure(paths: list[str], rows: TestRows, settings: Settings, cache: Measure
                 variant.latency[case.label] = latency_hits[(variant.name, case.label)]
                 variant.cached.append(case.label)
                 cache.hits += 1
-    for variant in variants:
-        if to_time and variant.ok and variant.runner is None:
-            try:
-                open_variant(variant)
-            except Exception as err:
-                fail(variant, _one_line(err))
+    for variant in (v for v in variants if to_time and v.ok and v.runner is None):
+        try:
+            open_variant(variant)
+        except Exception as err:
+            fail(variant, _one_line(err))
 
     # 4. latency: each case not wholly cached, every variant, interleaved
     for case in cases:

@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from core.errors import ShrinkbertError
+from students.augment import NO_LABEL
 
 EPS = 1e-12
 
@@ -185,9 +186,9 @@ class DistillLoss(nn.Module):
         if w.logits:
             terms["logits"] = kd_logits_loss(s_logits, t_logits, self.temperature)
         if w.hard:
-            # Transfer-set rows (students/augment.py) carry label -100, which cross-entropy skips;
-            # a batch of nothing but them has no hard term.
-            known = labels != -100
+            # Transfer-set rows carry NO_LABEL, which cross-entropy skips; a batch of nothing but
+            # them has no hard term.
+            known = labels != NO_LABEL
             terms["hard"] = (F.cross_entropy(s_logits.float(), labels) if known.any()
                              else s_logits.float().sum() * 0.0)
         if w.hidden or w.embedding:
