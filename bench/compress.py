@@ -53,14 +53,14 @@ def parse_args(argv=None):
 
 
 def ensure_teacher(args) -> Path:
-    from core.artifacts import is_artifact
+    from shrinkbert.core.artifacts import is_artifact
 
     teacher = Path(args.teacher)
     if is_artifact(teacher):
         return teacher
     if not args.make_teacher:
         raise SystemExit(f"no teacher at {teacher}: run the teachers bench, or pass --make-teacher")
-    cmd = [sys.executable, "-m", "teachers.finetune", "--model", "minilm", "--task", args.task,
+    cmd = [sys.executable, "-m", "shrinkbert.teachers.finetune", "--model", "minilm", "--task", args.task,
            "--epochs", str(args.teacher_epochs), "--output-dir", str(teacher)]
     print("making the teacher:", " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True, cwd=ROOT)
@@ -68,7 +68,7 @@ def ensure_teacher(args) -> Path:
 
 
 def stage(module, out: Path, reuse: bool, **values) -> Path:
-    from core.artifacts import is_artifact
+    from shrinkbert.core.artifacts import is_artifact
 
     if reuse and is_artifact(out):
         return out
@@ -80,7 +80,7 @@ def stage(module, out: Path, reuse: bool, **values) -> Path:
 
 def interleaved_latency(files: dict[str, Path], tokenizer, threads: int, seq_len: int, batches, rounds: int) -> dict:
     """Median ms per variant and batch size; variants alternate inside every round."""
-    from compress.common import ort_session
+    from shrinkbert.compress.common import ort_session
 
     sessions = {name: ort_session(path, threads) for name, path in files.items()}
     text = "the film was long but the actors were good and the story kept moving " * 20
@@ -104,7 +104,7 @@ def interleaved_latency(files: dict[str, Path], tokenizer, threads: int, seq_len
 
 
 def test_accuracy(path: Path, rows, labels, tokenizer) -> float:
-    from compress.common import accuracy, load_pt, ort_logits, ort_session, torch_logits
+    from shrinkbert.compress.common import accuracy, load_pt, ort_logits, ort_session, torch_logits
 
     if any(Path(path).glob("*.onnx")):
         return accuracy(ort_logits(ort_session(path, 2), tokenizer, rows, 128, batch_size=32), labels)
@@ -119,10 +119,10 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     from transformers import AutoConfig, AutoTokenizer
 
-    from compress import bundle, export, prune, quantize
-    from compress.common import align_labels, load_rows
-    from compress.int8 import detect_isa
-    from core.device import describe_machine
+    from shrinkbert.compress import bundle, export, prune, quantize
+    from shrinkbert.compress.common import align_labels, load_rows
+    from shrinkbert.compress.int8 import detect_isa
+    from shrinkbert.core.device import describe_machine
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -180,7 +180,7 @@ def main(argv=None) -> int:
         if not args.no_recovery:
             recovered = out / "pruned-recovered"
             if not (args.reuse and (recovered / "shrinkbert.json").is_file()):
-                cmd = [sys.executable, "-m", "students.distill", "--teacher", str(teacher), "--student", str(pruned),
+                cmd = [sys.executable, "-m", "shrinkbert.students.distill", "--teacher", str(teacher), "--student", str(pruned),
                        "--task", args.task, "--epochs", str(args.recovery_epochs), "--output-dir", str(recovered),
                        "--hard-weight", "0.5"]
                 if args.recovery_train_rows:

@@ -55,14 +55,14 @@ def parse_args(argv=None):
 
 
 def ensure_teacher(args) -> Path:
-    from core.artifacts import is_artifact
+    from shrinkbert.core.artifacts import is_artifact
 
     teacher = Path(args.teacher)
     if is_artifact(teacher):
         return teacher
     if not args.make_teacher:
         raise SystemExit(f"no teacher at {teacher}: run the teachers bench, or pass --make-teacher")
-    cmd = [sys.executable, "-m", "teachers.finetune", "--model", "minilm", "--task", args.task, "--max-length", str(args.max_length),
+    cmd = [sys.executable, "-m", "shrinkbert.teachers.finetune", "--model", "minilm", "--task", args.task, "--max-length", str(args.max_length),
            "--epochs", str(args.teacher_epochs), "--output-dir", str(teacher)]
     print("making the teacher:", " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True, cwd=ROOT)
@@ -70,9 +70,9 @@ def ensure_teacher(args) -> Path:
 
 
 def distil(args, teacher: Path, name: str, **overrides) -> dict:
-    from core.artifacts import read_manifest
-    from core.config import build_config
-    from students.distill import Config, run
+    from shrinkbert.core.artifacts import read_manifest
+    from shrinkbert.core.config import build_config
+    from shrinkbert.students.distill import Config, run
 
     values = {"teacher": str(teacher), "task": args.task, "output_dir": str(Path(args.out) / name),
               "epochs": args.epochs, "batch_size": args.batch_size, "learning_rate": args.learning_rate,
@@ -97,7 +97,7 @@ def latency(models: dict, seq_len: int, rounds: int) -> dict[str, float]:
     """Batch-1 p50 per model, interleaved over rounds; median of the round p50s (ms)."""
     import torch
 
-    from core.timing import time_callable
+    from shrinkbert.core.timing import time_callable
 
     vocab = min(m.config.vocab_size for m in models.values())
     ids = torch.randint(min(1000, vocab // 2), min(2000, vocab), (1, seq_len))
@@ -116,11 +116,11 @@ def step_times(args, teacher: Path, student_dir: Path) -> dict:
     import torch
     from transformers import AutoModelForSequenceClassification
 
-    from core.data import load_task, tokenize_task
-    from core.models import load_model, load_tokenizer
-    from students.cache import load_or_compute
-    from students.distill import _default_cache_dir, _with_row_index, make_collate, make_loss_fn
-    from students.losses import DistillLoss, LossWeights
+    from shrinkbert.core.data import load_task, tokenize_task
+    from shrinkbert.core.models import load_model, load_tokenizer
+    from shrinkbert.students.cache import load_or_compute
+    from shrinkbert.students.distill import _default_cache_dir, _with_row_index, make_collate, make_loss_fn
+    from shrinkbert.students.losses import DistillLoss, LossWeights
 
     tokenizer = load_tokenizer(teacher)
     task, splits = load_task(args.task)
@@ -173,7 +173,7 @@ def save(results: dict, args) -> Path:
 def main(argv=None):
     args = parse_args(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from core.device import describe_machine, set_threads
+    from shrinkbert.core.device import describe_machine, set_threads
 
     threads = set_threads(args.threads)
     teacher = ensure_teacher(args)
@@ -186,7 +186,7 @@ def main(argv=None):
     import torch
     from transformers import AutoModelForSequenceClassification
 
-    from core.models import load_model
+    from shrinkbert.core.models import load_model
 
     models = {"teacher": load_model(AutoModelForSequenceClassification, teacher).eval()}
     for r in results["students"]:

@@ -42,7 +42,7 @@ def worker(kind: str, path: str, texts_file: str, predictions: int, threads: int
         def call(batch):
             return predictor.predict(batch, batch_size=len(batch))
     else:
-        from eval.runners import open_runner
+        from shrinkbert.eval.runners import open_runner
 
         runner = open_runner(path, threads)
 
@@ -90,7 +90,7 @@ def main(argv=None) -> int:
         print("RESULT " + json.dumps(worker(*args.worker, args.predictions, args.threads)))
         return 0
     sys.path.insert(0, str(ROOT))
-    from core.data import load_task
+    from shrinkbert.core.data import load_task
 
     _, splits = load_task(args.task)
     texts_file = Path(args.out).with_suffix(".texts.json")

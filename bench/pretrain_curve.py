@@ -33,8 +33,8 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=0)
     args = parser.parse_args()
 
-    from core.device import set_threads
-    from teachers import pretrain, tokenizer
+    from shrinkbert.core.device import set_threads
+    from shrinkbert.teachers import pretrain, tokenizer
 
     set_threads(args.threads or None)
     out = Path(args.output_dir)

@@ -31,8 +31,8 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
-    from core.device import describe_machine, set_threads
-    from teachers import finetune
+    from shrinkbert.core.device import describe_machine, set_threads
+    from shrinkbert.teachers import finetune
 
     threads = set_threads(args.threads or None)
     cfg = finetune.Config(output_dir=args.output_dir, model="minilm", task=args.task, max_length=args.max_length,

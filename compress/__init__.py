@@ -1,6 +1,6 @@
 """Shrink a trained model: pruning, vocabulary trimming, ONNX export, int8, edge bundle.
 
-Stages (each `python -m compress.<stage> --config file.yaml` or flags; `run(Config) -> Path`):
+Stages (each `python -m shrinkbert.compress.<stage> --config file.yaml` or flags; `run(Config) -> Path`):
   prune       structured: remove attention heads and FFN neurons (Taylor / Michel et al. importance)
   sparsify    unstructured magnitude pruning, baked in (smaller gzip, not faster)
   trim_vocab  keep only the tokens a corpus uses: embeddings + tokenizer, ids remapped together

@@ -13,7 +13,7 @@ from typing import Callable
 
 import numpy as np
 
-from compress.common import accuracy
+from shrinkbert.compress.common import accuracy
 
 
 def search(src: Path, groups: dict[str, list[str]], base_exclude: list[str], quantize: Callable[[Path, list[str]], Path],

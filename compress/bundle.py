@@ -19,11 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
-from compress.common import (accuracy, align_labels, check_onnx_file, load_pt, load_rows, onnx_file, ort_logits,
+from shrinkbert.compress.common import (accuracy, align_labels, check_onnx_file, load_pt, load_rows, onnx_file, ort_logits,
                              ort_session, parity, torch_logits)
-from core.artifacts import atomic_artifact, read_manifest, write_manifest
-from core.config import field, stage_main, to_dict
-from core.errors import ShrinkbertError, require
+from shrinkbert.core.artifacts import atomic_artifact, read_manifest, write_manifest
+from shrinkbert.core.config import field, stage_main, to_dict
+from shrinkbert.core.errors import ShrinkbertError, require
 
 TEMPLATE = Path(__file__).with_name("edge_predictor.py")
 
@@ -93,7 +93,7 @@ def run(cfg: Config) -> Path:
         (tmp / "labels.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False))
         shutil.copy2(TEMPLATE, tmp / "predict.py")
         (tmp / "requirements.txt").write_text(requirements())
-        from compress.edge_predictor import Predictor
+        from shrinkbert.compress.edge_predictor import Predictor
 
         predictor = Predictor(tmp)
         texts = [r["text"] for r in rows]
@@ -135,7 +135,7 @@ def run(cfg: Config) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     return stage_main(Config, run, "Write an edge bundle (ONNX + tokenizer.json + predict.py; no torch).",
-                      argv, prog="python -m compress.bundle")
+                      argv, prog="python -m shrinkbert.compress.bundle")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from core.errors import ShrinkbertError
+from shrinkbert.core.errors import ShrinkbertError
 
 # Used for parity checks only when no task data is given (recorded as "builtin" in the manifest).
 BUILTIN_SENTENCES = [
@@ -43,7 +43,7 @@ def load_rows(data: str | None, split: str = "validation", max_rows: int | None 
     if not data:
         rows = [{"text": t, "text_pair": None, "label": None} for t in BUILTIN_SENTENCES]
         return rows[:max_rows] if max_rows else rows, None
-    from core.data import load_task
+    from shrinkbert.core.data import load_task
 
     task, dsd = load_task(data, seed=seed)
     splits = [split] if isinstance(split, str) else list(split)
@@ -86,7 +86,7 @@ def load_pt(path: str | Path, eager: bool = False):
     """(model, tokenizer) of a PyTorch artifact, in eval mode."""
     from transformers import AutoModelForSequenceClassification
 
-    from core.models import load_model, load_tokenizer
+    from shrinkbert.core.models import load_model, load_tokenizer
 
     kwargs = {"attn_implementation": "eager"} if eager else {}
     model = load_model(AutoModelForSequenceClassification, path, **kwargs).eval()

@@ -21,13 +21,13 @@ from pathlib import Path
 
 import numpy as np
 
-from compress.common import (align_labels, accuracy, load_pt, load_rows, onnx_file, ort_logits,
+from shrinkbert.compress.common import (align_labels, accuracy, load_pt, load_rows, onnx_file, ort_logits,
                              ort_session, parity, torch_logits)
-from core.artifacts import atomic_artifact, write_manifest
-from core.config import field, stage_main, to_dict
-from core.errors import ShrinkbertError, require
-from core.models import check_model_dir, count_parameters
-from core.timing import time_callable
+from shrinkbert.core.artifacts import atomic_artifact, write_manifest
+from shrinkbert.core.config import field, stage_main, to_dict
+from shrinkbert.core.errors import ShrinkbertError, require
+from shrinkbert.core.models import check_model_dir, count_parameters
+from shrinkbert.core.timing import time_callable
 
 
 @dataclass
@@ -134,7 +134,7 @@ def run(cfg: Config) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     return stage_main(Config, run, "Export a PyTorch classifier to ONNX (Optimum) and check parity.",
-                      argv, prog="python -m compress.export")
+                      argv, prog="python -m shrinkbert.compress.export")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from compress.common import encode
+from shrinkbert.compress.common import encode
 
 
 def bert_layers(model):

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from core.device import cpu_flags
-from core.errors import ShrinkbertError, require
+from shrinkbert.core.device import cpu_flags
+from shrinkbert.core.errors import ShrinkbertError, require
 
 ISAS = ("avx512_vnni", "avx512", "avx2", "arm64")
 CALIBRATIONS = ("minmax", "entropy", "percentile")

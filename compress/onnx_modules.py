@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from compress.common import module_group
-from core.errors import ShrinkbertError
+from shrinkbert.compress.common import module_group
+from shrinkbert.core.errors import ShrinkbertError
 
 # Op types whose presence means ORT fusions (O2+) rewrote the graph and renamed what they fused.
 FUSED_OPS = {"Attention", "MultiHeadAttention", "SkipLayerNormalization", "EmbedLayerNormalization",

@@ -20,12 +20,12 @@ from pathlib import Path
 
 import torch
 
-from compress.common import accuracy, align_labels, load_pt, load_rows, torch_logits
-from compress.importance import bert_layers, score
-from core.artifacts import atomic_artifact, write_manifest
-from core.config import field, stage_main, to_dict
-from core.errors import ShrinkbertError, require
-from core.models import count_parameters
+from shrinkbert.compress.common import accuracy, align_labels, load_pt, load_rows, torch_logits
+from shrinkbert.compress.importance import bert_layers, score
+from shrinkbert.core.artifacts import atomic_artifact, write_manifest
+from shrinkbert.core.config import field, stage_main, to_dict
+from shrinkbert.core.errors import ShrinkbertError, require
+from shrinkbert.core.models import count_parameters
 
 
 @dataclass
@@ -169,7 +169,7 @@ def run(cfg: Config) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     return stage_main(Config, run, "Structured pruning: remove attention heads and FFN neurons by importance.",
-                      argv, prog="python -m compress.prune")
+                      argv, prog="python -m shrinkbert.compress.prune")
 
 
 if __name__ == "__main__":

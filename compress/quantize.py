@@ -16,13 +16,13 @@ from pathlib import Path
 
 import numpy as np
 
-from compress import accuracy_aware, int8
-from compress.common import (accuracy, align_labels, check_onnx_file, copy_tokenizer_files, encode, load_rows,
+from shrinkbert.compress import accuracy_aware, int8
+from shrinkbert.compress.common import (accuracy, align_labels, check_onnx_file, copy_tokenizer_files, encode, load_rows,
                              onnx_file, ort_logits, ort_session, parity)
-from compress.onnx_modules import is_fused, node_groups, resolve
-from core.artifacts import atomic_artifact, read_manifest, write_manifest
-from core.config import field, stage_main, to_dict
-from core.errors import ShrinkbertError, require
+from shrinkbert.compress.onnx_modules import is_fused, node_groups, resolve
+from shrinkbert.core.artifacts import atomic_artifact, read_manifest, write_manifest
+from shrinkbert.core.config import field, stage_main, to_dict
+from shrinkbert.core.errors import ShrinkbertError, require
 
 
 @dataclass
@@ -155,7 +155,7 @@ def run(cfg: Config) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     return stage_main(Config, run, "int8 ONNX via Optimum's ORTQuantizer (dynamic/static, accuracy-aware).",
-                      argv, prog="python -m compress.quantize")
+                      argv, prog="python -m shrinkbert.compress.quantize")
 
 
 if __name__ == "__main__":

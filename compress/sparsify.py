@@ -12,11 +12,11 @@ from pathlib import Path
 
 import torch
 
-from compress.common import accuracy, align_labels, gzip_size, load_pt, load_rows, torch_logits
-from core.artifacts import atomic_artifact, write_manifest
-from core.config import field, stage_main, to_dict
-from core.errors import require
-from core.models import count_parameters
+from shrinkbert.compress.common import accuracy, align_labels, gzip_size, load_pt, load_rows, torch_logits
+from shrinkbert.core.artifacts import atomic_artifact, write_manifest
+from shrinkbert.core.config import field, stage_main, to_dict
+from shrinkbert.core.errors import require
+from shrinkbert.core.models import count_parameters
 
 
 @dataclass
@@ -98,7 +98,7 @@ def run(cfg: Config) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     return stage_main(Config, run, "Unstructured magnitude pruning (shrinks a compressed file, not latency).",
-                      argv, prog="python -m compress.sparsify")
+                      argv, prog="python -m shrinkbert.compress.sparsify")
 
 
 if __name__ == "__main__":

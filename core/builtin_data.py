@@ -19,9 +19,9 @@ from collections import defaultdict
 
 import datasets
 
-from core import builtin
-from core.errors import ShrinkbertError
-from core.tasks import BUILTIN_TASKS
+from shrinkbert.core import builtin
+from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.tasks import BUILTIN_TASKS
 
 HUTTO = "hutto_ICWSM_2014"
 NEUTRAL_BAND = 0.5          # |mean rating| below this is neither positive nor negative

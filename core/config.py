@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import yaml
 
-from core.errors import ShrinkbertError
+from shrinkbert.core.errors import ShrinkbertError
 
 
 def _strip_optional(tp):

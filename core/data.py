@@ -21,9 +21,9 @@ from typing import Sequence
 
 import datasets
 
-from core.errors import ShrinkbertError
-from core.tasks import BUILTIN_TASKS, Task
-from core.userdata import (SPLIT_NAMES, check_utf8, encode_labels, first_line, looks_like_path, quiet_datasets,
+from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.tasks import BUILTIN_TASKS, Task
+from shrinkbert.core.userdata import (SPLIT_NAMES, check_utf8, encode_labels, first_line, looks_like_path, quiet_datasets,
                            read_table, split_files, standardize)
 
 # Bump when the way stored splits are built changes, so stale stores are not reused.
@@ -141,7 +141,7 @@ def _drop_unlabelled(splits: dict[str, datasets.Dataset], label_column: str) -> 
 def _source(name_or_path: str, options: dict, cache_root: Path) -> tuple[str, str, object]:
     """(kind, display name, identity) of a source; identity decides where its splits are stored."""
     if name_or_path in BUILTIN_TASKS:
-        from core import builtin
+        from shrinkbert.core import builtin
 
         return "builtin", name_or_path, builtin.source_identity(name_or_path)
     path = Path(name_or_path).expanduser()
@@ -158,7 +158,7 @@ def _source(name_or_path: str, options: dict, cache_root: Path) -> tuple[str, st
 def _build(kind: str, name_or_path: str, display: str, options: dict, seed: int,
            cache_root: Path) -> tuple[Task, datasets.DatasetDict]:
     if kind == "builtin":
-        from core import builtin_data
+        from shrinkbert.core import builtin_data
 
         task = BUILTIN_TASKS[name_or_path]
         splits = builtin_data.build(name_or_path, seed=seed, cache_dir=cache_root)
@@ -292,7 +292,7 @@ def load_corpus(names_or_paths: list[str] | str, max_lines: int | None = None) -
 
 
 def _corpus_lines(source: str, limit: int | None) -> list[str]:
-    from core import builtin_data
+    from shrinkbert.core import builtin_data
 
     if source in builtin_data.CORPORA:
         lines = builtin_data.corpus(source)

@@ -44,8 +44,8 @@ def make_tiny_bert(out_dir: str | Path, num_labels: int = 2, hidden: int = 32, l
     model.save_pretrained(out_dir, safe_serialization=True)
     tokenizer.save_pretrained(out_dir)
     if with_manifest:
-        from core.artifacts import write_manifest
-        from core.models import count_parameters
+        from shrinkbert.core.artifacts import write_manifest
+        from shrinkbert.core.models import count_parameters
 
         write_manifest(out_dir, stage="tiny-init", config={"hidden": hidden, "layers": layers},
                        seed=seed, num_parameters=count_parameters(model))

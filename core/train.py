@@ -31,8 +31,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 import torch
 
-from core.config import field
-from core.errors import ShrinkbertError
+from shrinkbert.core.config import field
+from shrinkbert.core.errors import ShrinkbertError
 
 LATEST = "latest"  # pointer file naming the newest complete checkpoint
 DONE = "done.json"
@@ -169,7 +169,7 @@ def train(model: torch.nn.Module, train_dataset, collate_fn: Callable, loss_fn: 
     from tqdm.auto import tqdm
     from transformers import get_linear_schedule_with_warmup
 
-    from core.config import to_dict
+    from shrinkbert.core.config import to_dict
 
     checkpoint_dir = Path(checkpoint_dir)
     run_config = to_dict(cfg) if dataclasses.is_dataclass(cfg) else dict(vars(cfg))

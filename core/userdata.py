@@ -14,7 +14,7 @@ from typing import Iterator, Sequence
 
 import datasets
 
-from core.errors import ShrinkbertError
+from shrinkbert.core.errors import ShrinkbertError
 
 LOADERS = {".csv": ("csv", {}), ".tsv": ("csv", {"delimiter": "\t"}), ".jsonl": ("json", {}),
            ".json": ("json", {}), ".parquet": ("parquet", {})}

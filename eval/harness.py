@@ -1,7 +1,7 @@
 """The eval stage: measure every variant on the same test rows and write the report.
 
     shrinkbert eval ART [ART ...] --task TASK [--out DIR] [--baseline ART] [--quick]
-    python -m eval.harness runs/teacher runs/student runs/student-int8 --task movie-snippets
+    python -m shrinkbert.eval.harness runs/teacher runs/student runs/student-int8 --task movie-snippets
 
 Artifacts are PyTorch dirs, ONNX dirs (Optimum layout) or edge bundles, in any mix. Each is
 measured on the same stored test rows for accuracy (the task's metrics, through `evaluate` with
@@ -22,8 +22,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.config import build_config, field, make_parser, read_yaml
-from core.errors import ShrinkbertError
+from shrinkbert.core.config import build_config, field, make_parser, read_yaml
+from shrinkbert.core.errors import ShrinkbertError
 
 QUICK = {"batch_sizes": [1], "seq_lens": ["128", "real"], "runs": 8, "warmup": 2, "max_rows": 200, "memory": "off"}
 
@@ -88,10 +88,10 @@ def run(config: EvalConfig, rows=None) -> tuple[dict, dict]:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_EVALUATE_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from eval.cache import MeasurementCache
-    from eval.measure import Settings, measure
-    from eval.report import build_report, write_report
-    from eval.rows import load_rows
+    from shrinkbert.eval.cache import MeasurementCache
+    from shrinkbert.eval.measure import Settings, measure
+    from shrinkbert.eval.report import build_report, write_report
+    from shrinkbert.eval.rows import load_rows
 
     settings = Settings(batch_sizes=config.batch_sizes, seq_lens=config.seq_lens, runs=config.runs,
                         warmup=config.warmup, threads=config.threads, max_length=config.max_length,
@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\ninterrupted: finished measurements are cached in {where}; run the same command again "
               "to go on from there", file=sys.stderr)
         return 130
-    from eval.report import to_markdown
+    from shrinkbert.eval.report import to_markdown
 
     markdown = to_markdown(report)
     print(markdown.split("\n## Latency")[0].rstrip())

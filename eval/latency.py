@@ -20,8 +20,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from core.errors import ShrinkbertError
-from core.timing import percentiles
+from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.timing import percentiles
 
 REAL = "real"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from core.artifacts import MANIFEST, read_manifest
-from core.errors import ShrinkbertError
+from shrinkbert.core.artifacts import MANIFEST, read_manifest
+from shrinkbert.core.errors import ShrinkbertError
 
 ARROW = " → "
 MAX_DEPTH = 32

@@ -14,16 +14,16 @@ from typing import Any, Callable
 import numpy as np
 from tqdm.auto import tqdm
 
-from core.artifacts import artifact_hash, read_manifest
-from core.device import describe_machine
-from core.errors import ShrinkbertError
-from core.metrics import compute_metrics
-from eval.cache import MeasurementCache, cache_key
-from eval.latency import Case, measure_interleaved, plan_cases
-from eval.lineage import lineage
-from eval.memory import MODES, PeakRSS
-from eval.rows import TestRows
-from eval.runners import detect_kind, open_runner
+from shrinkbert.core.artifacts import artifact_hash, read_manifest
+from shrinkbert.core.device import describe_machine
+from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.metrics import compute_metrics
+from shrinkbert.eval.cache import MeasurementCache, cache_key
+from shrinkbert.eval.latency import Case, measure_interleaved, plan_cases
+from shrinkbert.eval.lineage import lineage
+from shrinkbert.eval.memory import MODES, PeakRSS
+from shrinkbert.eval.rows import TestRows
+from shrinkbert.eval.runners import detect_kind, open_runner
 
 CACHE_VERSION = 2
 
@@ -278,7 +278,7 @@ def _largest_shape(settings: Settings) -> tuple[int, int]:
 
 def _isolated_memory(variant: Variant, settings: Settings, warn) -> dict[str, Any]:
     """Memory of the variant alone in a fresh process (eval.memprobe); {} with a warning if that fails."""
-    from eval.memprobe import measure_isolated
+    from shrinkbert.eval.memprobe import measure_isolated
 
     batch, length = _largest_shape(settings)
     try:

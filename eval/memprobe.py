@@ -1,6 +1,6 @@
 """Memory of one variant, alone in a fresh process: what a user running only this model would see.
 
-    python -m eval.memprobe ARTIFACT --threads 2 --batch 8 --seq-len 128 [--attention eager]
+    python -m shrinkbert.eval.memprobe ARTIFACT --threads 2 --batch 8 --seq-len 128 [--attention eager]
 
 The process imports only what the variant's runtime needs (an edge bundle: its predict.py, so
 onnxruntime + tokenizers + numpy, no torch), notes its RSS, loads the variant, runs one batch of
@@ -41,10 +41,10 @@ def _import_runtime(kind: str, path: Path) -> None:
 
 
 def probe(path: str, threads: int, batch: int, seq_len: int, attention: str = "eager") -> dict:
-    from eval.memory import PeakRSS
-    from eval.runners import detect_kind, open_runner
+    from shrinkbert.eval.memory import PeakRSS
+    from shrinkbert.eval.runners import detect_kind, open_runner
 
-    from core.artifacts import is_artifact, read_manifest
+    from shrinkbert.core.artifacts import is_artifact, read_manifest
 
     path = Path(path)
     kind = detect_kind(path)
@@ -78,12 +78,12 @@ def _high_water_mark() -> int:
 def measure_isolated(path: str | Path, threads: int, batch: int, seq_len: int, attention: str = "eager",
                      timeout_s: float = 600) -> dict:
     """Run the probe in a fresh interpreter; its JSON result, or ShrinkbertError with its last line."""
-    from core.errors import ShrinkbertError
+    from shrinkbert.core.errors import ShrinkbertError
 
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
-    cmd = [sys.executable, "-m", "eval.memprobe", str(path), "--threads", str(threads), "--batch", str(batch),
+    cmd = [sys.executable, "-m", "shrinkbert.eval.memprobe", str(path), "--threads", str(threads), "--batch", str(batch),
            "--seq-len", str(seq_len), "--attention", attention]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout_s, cwd=str(ROOT))

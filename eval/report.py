@@ -14,14 +14,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from core.artifacts import library_versions
-from core.device import describe_machine
-from core.metrics import f1_average
-from eval.latency import REAL
-from eval.lineage import manifest_flags
-from eval.memory import METHODS as MEMORY_METHODS
-from eval.measure import Settings, Variant
-from eval.rows import TestRows
+from shrinkbert.core.artifacts import library_versions
+from shrinkbert.core.device import describe_machine
+from shrinkbert.core.metrics import f1_average
+from shrinkbert.eval.latency import REAL
+from shrinkbert.eval.lineage import manifest_flags
+from shrinkbert.eval.memory import METHODS as MEMORY_METHODS
+from shrinkbert.eval.measure import Settings, Variant
+from shrinkbert.eval.rows import TestRows
 
 TIMING_METHOD = ("model call only (inputs tokenized beforehand), wall clock (perf_counter); warm-up calls first; "
                  "timed calls round-robin across variants with a rotating start; GC paused while timing")
@@ -314,7 +314,7 @@ def write_report(report: dict[str, Any], out_dir: str | Path, plot: bool = True)
     _write_atomic(files["csv"], summary_csv(report))
     _write_atomic(files["latency_csv"], latency_csv(report))
     if plot:
-        from eval.plot import pareto_plot
+        from shrinkbert.eval.plot import pareto_plot
 
         files["png"] = out_dir / "pareto.png"
         tmp = out_dir / f".pareto.{os.getpid()}.tmp.png"

@@ -6,8 +6,8 @@ import json
 from dataclasses import dataclass
 from typing import Sequence
 
-from core.errors import ShrinkbertError
-from core.tasks import Task
+from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.tasks import Task
 
 
 @dataclass
@@ -44,7 +44,7 @@ def from_lists(task: Task, texts: Sequence[str], labels: Sequence[int], pairs: S
 
 def load_rows(task: str, split: str = "test", seed: int = 0, max_rows: int | None = None) -> TestRows:
     """The stored split of a task through core.data (fixed by seed, so every variant sees the same rows)."""
-    from core.data import load_task
+    from shrinkbert.core.data import load_task
 
     # max_rows keeps a prefix of the stored split, so a quick run's rows are the full run's first rows.
     task_obj, splits = load_task(task, seed=seed, max_rows=max_rows)

@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from core.errors import ShrinkbertError
+from shrinkbert.core.errors import ShrinkbertError
 
 KINDS = ("pytorch", "onnx", "bundle")
 WEIGHT_SUFFIXES = (".safetensors", ".onnx", ".onnx_data", ".onnx.data", ".bin")
@@ -141,7 +141,7 @@ class TorchRunner(Runner):
         import torch
         from transformers import AutoModelForSequenceClassification
 
-        from core.models import load_model, load_tokenizer
+        from shrinkbert.core.models import load_model, load_tokenizer
 
         torch.set_num_threads(threads)
         self.attention = attention
@@ -163,7 +163,7 @@ class TorchRunner(Runner):
         return sorted(self.path.glob("*.safetensors"))
 
     def num_parameters(self):
-        from core.models import count_parameters
+        from shrinkbert.core.models import count_parameters
 
         return count_parameters(self.model)
 
@@ -187,7 +187,7 @@ class OnnxRunner(Runner):
 
     def __init__(self, path, threads, manifest=None):
         super().__init__(path, threads, manifest)
-        from core.models import load_tokenizer
+        from shrinkbert.core.models import load_tokenizer
 
         self.model_file = pick_onnx_file(self.path, self.manifest)
         self.session = ort_session(self.model_file, threads)

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.artifacts import is_artifact, read_manifest, safe_output_path
-from core.config import build_config, read_yaml
-from core.errors import ShrinkbertError
+from shrinkbert.core.artifacts import is_artifact, read_manifest, safe_output_path
+from shrinkbert.core.config import build_config, read_yaml
+from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.stages import STAGES, TRAINING_STAGES, module_for
 
 RECIPE_KEYS = {"name", "description", "output_dir", "seed", "launch", "stages", "quick"}

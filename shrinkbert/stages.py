@@ -7,17 +7,17 @@ from __future__ import annotations
 
 STAGES: dict[str, tuple[str, str]] = {
     # name: (module, one-line summary)
-    "tokenizer": ("teachers.tokenizer", "train a WordPiece tokenizer on text"),
-    "pretrain": ("teachers.pretrain", "MLM (+NSP) pretraining, from scratch or continued"),
-    "finetune": ("teachers.finetune", "fine-tune a teacher for classification"),
-    "distill": ("students.distill", "distil a teacher into a student of a target size"),
-    "prune": ("compress.prune", "structured pruning: remove heads and FFN neurons"),
-    "sparsify": ("compress.sparsify", "unstructured magnitude pruning, baked in"),
-    "trim-vocab": ("compress.trim_vocab", "keep only the tokens a corpus uses"),
-    "export": ("compress.export", "ONNX export through Optimum, with a parity check"),
-    "quantize": ("compress.quantize", "int8 through ONNX Runtime (dynamic, static, accuracy-aware)"),
-    "bundle": ("compress.bundle", "edge bundle: int8 ONNX + tokenizer + torch-free predictor"),
-    "eval": ("eval.harness", "measure variants: accuracy, latency, size; the report"),
+    "tokenizer": ("shrinkbert.teachers.tokenizer", "train a WordPiece tokenizer on text"),
+    "pretrain": ("shrinkbert.teachers.pretrain", "MLM (+NSP) pretraining, from scratch or continued"),
+    "finetune": ("shrinkbert.teachers.finetune", "fine-tune a teacher for classification"),
+    "distill": ("shrinkbert.students.distill", "distil a teacher into a student of a target size"),
+    "prune": ("shrinkbert.compress.prune", "structured pruning: remove heads and FFN neurons"),
+    "sparsify": ("shrinkbert.compress.sparsify", "unstructured magnitude pruning, baked in"),
+    "trim-vocab": ("shrinkbert.compress.trim_vocab", "keep only the tokens a corpus uses"),
+    "export": ("shrinkbert.compress.export", "ONNX export through Optimum, with a parity check"),
+    "quantize": ("shrinkbert.compress.quantize", "int8 through ONNX Runtime (dynamic, static, accuracy-aware)"),
+    "bundle": ("shrinkbert.compress.bundle", "edge bundle: int8 ONNX + tokenizer + torch-free predictor"),
+    "eval": ("shrinkbert.eval.harness", "measure variants: accuracy, latency, size; the report"),
 }
 
 # Stages that train, and so may run on several processes under `accelerate launch`.

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from core.artifacts import artifact_hash, is_artifact, read_manifest
+from shrinkbert.core.artifacts import artifact_hash, is_artifact, read_manifest
 
 ROW_INDEX = "row_idx"
 FORMAT_VERSION = 1

@@ -1,9 +1,9 @@
 """The distill stage: teacher -> student of a target size (or into an existing model).
 
-    python -m students.distill --teacher runs/teacher --task movie-snippets --target 25%
-    python -m students.distill --teacher T --task data.csv --layers 4 --hidden 192
-    python -m students.distill --teacher T --task movie-snippets --student runs/pruned  # recovery
-    python -m students.distill --teacher MLM_T --mode general --corpus sotu,wordnet --target 25%
+    python -m shrinkbert.students.distill --teacher runs/teacher --task movie-snippets --target 25%
+    python -m shrinkbert.students.distill --teacher T --task data.csv --layers 4 --hidden 192
+    python -m shrinkbert.students.distill --teacher T --task movie-snippets --student runs/pruned  # recovery
+    python -m shrinkbert.students.distill --teacher MLM_T --mode general --corpus sotu,wordnet --target 25%
 
 Task distillation (mode task) trains on the task's labelled train split with the losses you
 switch on (weights; 0 = off): soft logits (default), hidden states, attentions, embeddings,
@@ -32,10 +32,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from core.config import field, stage_main, to_dict
-from core.errors import ShrinkbertError
-from core.train import TrainConfig, checkpoint_dir_for, remove_checkpoints, train, train_config
-from students.losses import DistillLoss, LossWeights, format_layer_map, parse_layer_map
+from shrinkbert.core.config import field, stage_main, to_dict
+from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.train import TrainConfig, checkpoint_dir_for, remove_checkpoints, train, train_config
+from shrinkbert.students.losses import DistillLoss, LossWeights, format_layer_map, parse_layer_map
 
 PROJECTIONS_NOTE = ("hidden/embedding losses used learned projections from the student's width to the "
                     "teacher's; they are training-only and were not saved (the student never uses them)")
@@ -121,7 +121,7 @@ def _int_list(text: str) -> list[int] | None:
 
 
 def _default_cache_dir() -> Path:
-    from core.data import default_cache_dir
+    from shrinkbert.core.data import default_cache_dir
 
     return default_cache_dir() / "teacher-outputs"
 
@@ -159,7 +159,7 @@ def _head_kwargs(need_attentions: bool) -> dict:
 def load_data(cfg: Config, tokenizer):
     """(task or None, train dataset, test dataset or None), tokenized and row-indexed."""
     if cfg.mode == "task":
-        from core.data import load_task, tokenize_task
+        from shrinkbert.core.data import load_task, tokenize_task
 
         if not cfg.task:
             raise ShrinkbertError("no task given: --task NAME_OR_FILE (or --mode general --corpus ...)")
@@ -178,7 +178,7 @@ def load_data(cfg: Config, tokenizer):
     if cfg.mode == "general":
         import datasets
 
-        from core.data import load_corpus
+        from shrinkbert.core.data import load_corpus
 
         lines = load_corpus([c for c in cfg.corpus.split(",") if c], max_lines=cfg.max_train_rows or None)
         encoded = tokenizer(lines, truncation=True, max_length=cfg.max_length, return_token_type_ids=True,
@@ -192,7 +192,7 @@ def _with_transfer_rows(train_set, source, task, tokenizer, cfg: Config):
     """The tokenized training rows followed by their perturbed copies (label NO_LABEL)."""
     import datasets
 
-    from students.augment import NO_LABEL, transfer_rows
+    from shrinkbert.students.augment import NO_LABEL, transfer_rows
 
     if tokenizer.mask_token is None:
         raise ShrinkbertError("--augment needs a tokenizer with a mask token")
@@ -214,7 +214,7 @@ def _with_transfer_rows(train_set, source, task, tokenizer, cfg: Config):
 def load_teacher(cfg: Config, need_attentions: bool):
     from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoModelForSequenceClassification
 
-    from core.models import check_model_dir, load_model
+    from shrinkbert.core.models import check_model_dir, load_model
 
     check_model_dir(cfg.teacher)
     config = AutoConfig.from_pretrained(cfg.teacher)
@@ -230,9 +230,9 @@ def build_student(cfg: Config, teacher_config, weights: LossWeights, log=_log):
     from transformers import (AutoModelForMaskedLM, AutoModelForSequenceClassification, BertForMaskedLM,
                               BertForSequenceClassification)
 
-    from core.models import load_model
-    from students.init import init_from_teacher
-    from students.shape import shape_config, teacher_shape
+    from shrinkbert.core.models import load_model
+    from shrinkbert.students.init import init_from_teacher
+    from shrinkbert.students.shape import shape_config, teacher_shape
 
     kwargs = _head_kwargs(bool(weights.attention))
     general = cfg.mode == "general"
@@ -254,7 +254,7 @@ def build_student(cfg: Config, teacher_config, weights: LossWeights, log=_log):
                                   "distil before trimming the vocabulary")
         record = {"how": f"existing model {cfg.student}", "shape": dataclasses.asdict(teacher_shape(student.config))}
         if new_head:
-            from students.init import carry_heads
+            from shrinkbert.students.init import carry_heads
 
             record["heads_from_teacher"] = carry_heads(student, load_teacher(cfg, need_attentions=False))
             log(f"{cfg.student} has no classifier: pooler/classifier "
@@ -286,7 +286,7 @@ def _choose_shape_once(cfg: Config, teacher_config, general: bool, log):
     run builds the same student even when a latency target's timings differ between them."""
     from accelerate.utils import broadcast_object_list
 
-    from students.shape import choose_shape
+    from shrinkbert.students.shape import choose_shape
 
     state = _state()
     result = [None]
@@ -377,7 +377,7 @@ def make_loss_fn(distill_loss: DistillLoss, teacher=None, cache=None, tokenizer=
 
 
 def _teacher_test_accuracy(cfg, teacher_loader, test_set, collate, log) -> tuple[float, np.ndarray]:
-    from students.cache import compute_teacher_outputs, load_or_compute
+    from shrinkbert.students.cache import compute_teacher_outputs, load_or_compute
 
     if cfg.cache:
         cache, _, _ = load_or_compute(cfg.teacher, teacher_loader, test_set, collate, cfg.max_length,
@@ -412,14 +412,14 @@ def run(cfg: Config) -> Path:
     """Distil; write the student artifact to cfg.output_dir and return its path."""
     from transformers import AutoConfig
 
-    from core.artifacts import atomic_artifact, write_manifest
-    from core.models import count_parameters, load_tokenizer
-    from students.cache import load_or_compute
+    from shrinkbert.core.artifacts import atomic_artifact, write_manifest
+    from shrinkbert.core.models import count_parameters, load_tokenizer
+    from shrinkbert.students.cache import load_or_compute
 
     validate(cfg)
     started = time.perf_counter()
     weights = loss_weights(cfg)
-    from core.models import check_model_dir
+    from shrinkbert.core.models import check_model_dir
 
     teacher_config = AutoConfig.from_pretrained(check_model_dir(cfg.teacher))
     general = cfg.mode == "general"
@@ -518,8 +518,8 @@ def run(cfg: Config) -> Path:
 
 
 def _teacher_parameters(teacher_dir, teacher_config, general: bool) -> int:
-    from core.artifacts import is_artifact, read_manifest
-    from students.shape import count_parameters
+    from shrinkbert.core.artifacts import is_artifact, read_manifest
+    from shrinkbert.students.shape import count_parameters
 
     if is_artifact(teacher_dir):
         recorded = read_manifest(teacher_dir).get("num_parameters")
@@ -530,7 +530,7 @@ def _teacher_parameters(teacher_dir, teacher_config, general: bool) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     return stage_main(Config, run, "Distil a teacher into a student of a target size.", argv,
-                      prog="python -m students.distill")
+                      prog="python -m shrinkbert.students.distill")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from core.errors import ShrinkbertError
+from shrinkbert.core.errors import ShrinkbertError
 
 
 def uniform_layer_ids(teacher_layers: int, student_layers: int) -> list[int]:

@@ -29,8 +29,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from core.errors import ShrinkbertError
-from students.augment import NO_LABEL
+from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.students.augment import NO_LABEL
 
 EPS = 1e-12
 

@@ -23,7 +23,7 @@ import dataclasses
 import re
 from typing import Callable
 
-from core.errors import ShrinkbertError
+from shrinkbert.core.errors import ShrinkbertError
 
 BYTES_PER_MB = 1_000_000
 BYTES_PER_MIB = 1 << 20
@@ -217,8 +217,8 @@ def pick_by_latency(teacher_config, target: Target, *, seq_len: int = 128, threa
     import torch
     from transformers import BertForSequenceClassification
 
-    from core.device import set_threads
-    from core.timing import time_callable
+    from shrinkbert.core.device import set_threads
+    from shrinkbert.core.timing import time_callable
 
     threads = set_threads(threads)
     head_dim = _head_dim(teacher_config)

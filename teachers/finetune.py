@@ -1,7 +1,7 @@
 """Fine-tune a teacher for sequence classification (one sentence or a sentence pair).
 
-    python -m teachers.finetune --model minilm --task movie-snippets --output-dir runs/teacher
-    accelerate launch -m teachers.finetune --model runs/mlm --task data.csv --label-column sentiment
+    python -m shrinkbert.teachers.finetune --model minilm --task movie-snippets --output-dir runs/teacher
+    accelerate launch -m shrinkbert.teachers.finetune --model runs/mlm --task data.csv --label-column sentiment
 
 The starting model is any safetensors model directory (an MLM artifact, the built-in MiniLM, a
 classifier) or a hub name; its classification head is (re)made for the task's labels. Validation
@@ -19,10 +19,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from core.artifacts import atomic_artifact, write_manifest
-from core.config import field, stage_main, to_dict
-from core.errors import ShrinkbertError
-from core.train import TrainConfig
+from shrinkbert.core.artifacts import atomic_artifact, write_manifest
+from shrinkbert.core.config import field, stage_main, to_dict
+from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.train import TrainConfig
 
 
 @dataclasses.dataclass
@@ -46,7 +46,7 @@ class Config(TrainConfig):
 
 def predict(model, dataset, collate, batch_size: int) -> tuple[np.ndarray, np.ndarray, float]:
     """(predicted label ids, gold label ids, mean cross-entropy) over a tokenized split."""
-    from teachers.common import model_inputs
+    from shrinkbert.teachers.common import model_inputs
 
     device = next(model.parameters()).device
     was_training = model.training
@@ -75,8 +75,8 @@ def load_classifier(cfg: Config, task):
     """(model, tokenizer, model dir) with a classification head sized for the task."""
     from transformers import AutoModelForSequenceClassification
 
-    from core.models import check_model_dir, load_model, load_tokenizer
-    from teachers.common import resolve_model_dir
+    from shrinkbert.core.models import check_model_dir, load_model, load_tokenizer
+    from shrinkbert.teachers.common import resolve_model_dir
 
     path = check_model_dir(resolve_model_dir(cfg.model))
     torch.manual_seed(cfg.seed)  # a new head is initialised from the seed
@@ -90,10 +90,10 @@ def run(cfg: Config) -> Path:
     from safetensors.torch import load_model as load_weights
     from safetensors.torch import save_model as save_weights
 
-    from core.data import load_task, tokenize_task
-    from core.models import count_parameters
-    from core.train import LATEST, checkpoint_dir_for, is_main_process, remove_checkpoints, train, wait_for_everyone
-    from teachers.common import model_inputs, pad_collate
+    from shrinkbert.core.data import load_task, tokenize_task
+    from shrinkbert.core.models import count_parameters
+    from shrinkbert.core.train import LATEST, checkpoint_dir_for, is_main_process, remove_checkpoints, train, wait_for_everyone
+    from shrinkbert.teachers.common import model_inputs, pad_collate
 
     if cfg.keep not in ("best", "final"):
         raise ShrinkbertError(f"keep must be best or final, got '{cfg.keep}'")

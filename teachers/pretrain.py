@@ -1,7 +1,7 @@
 """Masked-language-model pretraining (optionally with next-sentence prediction), from scratch or continued.
 
-    python -m teachers.pretrain --preset tiny --tokenizer runs/tok --corpus sotu --output-dir runs/mlm
-    accelerate launch -m teachers.pretrain --model minilm --corpus sotu,wordnet --output-dir runs/mlm
+    python -m shrinkbert.teachers.pretrain --preset tiny --tokenizer runs/tok --corpus sotu --output-dir runs/mlm
+    accelerate launch -m shrinkbert.teachers.pretrain --model minilm --corpus sotu,wordnet --output-dir runs/mlm
 
 Masking is BERT's: 15% of the (non-special, non-padding) tokens are selected; of those 80% become
 [MASK], 10% a random token, 10% stay. `masking=static` draws the masks once per example (seeded),
@@ -21,10 +21,10 @@ from pathlib import Path
 
 import torch
 
-from core.artifacts import atomic_artifact, write_manifest
-from core.config import field, stage_main, to_dict
-from core.errors import ShrinkbertError
-from core.train import TrainConfig
+from shrinkbert.core.artifacts import atomic_artifact, write_manifest
+from shrinkbert.core.config import field, stage_main, to_dict
+from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.train import TrainConfig
 
 PRESETS = {  # name -> BertConfig shape
     "bert-base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
@@ -174,7 +174,7 @@ def masked_forward(model, batch: dict, labels: torch.Tensor):
     The vocabulary projection is the costliest matmul of a small BERT (hidden x 30k for every token);
     only ~15% of positions carry a label, so the head runs on those rows alone (6-7x less head work).
     """
-    from teachers.common import model_inputs
+    from shrinkbert.teachers.common import model_inputs
 
     from transformers import PreTrainedModel
 
@@ -244,8 +244,8 @@ def load_start(cfg: Config):
     """(model, tokenizer, parents, head_is_new) for a from-scratch or continued run."""
     from transformers import BertForMaskedLM, BertForPreTraining
 
-    from core.models import check_model_dir, load_model, load_tokenizer
-    from teachers.common import resolve_model_dir
+    from shrinkbert.core.models import check_model_dir, load_model, load_tokenizer
+    from shrinkbert.teachers.common import resolve_model_dir
 
     model_cls = BertForPreTraining if cfg.nsp else BertForMaskedLM
     if cfg.model:
@@ -262,7 +262,7 @@ def load_start(cfg: Config):
         parents = [path] + ([cfg.tokenizer] if cfg.tokenizer else [])
         return model, tokenizer, parents, head_is_new
     if not cfg.tokenizer:
-        raise ShrinkbertError("pretraining from scratch needs --tokenizer (train one: python -m teachers.tokenizer)")
+        raise ShrinkbertError("pretraining from scratch needs --tokenizer (train one: python -m shrinkbert.teachers.tokenizer)")
     tokenizer = load_tokenizer(cfg.tokenizer)
     torch.manual_seed(cfg.seed)
     model = model_cls(preset_config(cfg.preset, len(tokenizer), max(512, cfg.max_length)))
@@ -270,10 +270,10 @@ def load_start(cfg: Config):
 
 
 def run(cfg: Config) -> Path:
-    from core.data import load_corpus
-    from core.models import count_parameters
-    from core.train import checkpoint_dir_for, is_main_process, remove_checkpoints, train, wait_for_everyone
-    from teachers.common import pad_collate
+    from shrinkbert.core.data import load_corpus
+    from shrinkbert.core.models import count_parameters
+    from shrinkbert.core.train import checkpoint_dir_for, is_main_process, remove_checkpoints, train, wait_for_everyone
+    from shrinkbert.teachers.common import pad_collate
 
     if cfg.masking not in ("dynamic", "static"):
         raise ShrinkbertError(f"masking must be dynamic or static, got '{cfg.masking}'")

@@ -1,6 +1,6 @@
 """Train a WordPiece tokenizer on text files or built-in corpora; save it as a BertTokenizerFast.
 
-    python -m teachers.tokenizer --corpus sotu,wordnet --vocab-size 8000 --output-dir runs/tok
+    python -m shrinkbert.teachers.tokenizer --corpus sotu,wordnet --vocab-size 8000 --output-dir runs/tok
 
 The raw `tokenizers` model knows nothing of [CLS]/[SEP]; it is rebuilt here from its vocab.txt
 as a transformers BertTokenizerFast, which carries BERT's post-processor, so encoding a sentence
@@ -14,9 +14,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from core.artifacts import atomic_artifact, write_manifest
-from core.config import field, stage_main, to_dict
-from core.errors import ShrinkbertError
+from shrinkbert.core.artifacts import atomic_artifact, write_manifest
+from shrinkbert.core.config import field, stage_main, to_dict
+from shrinkbert.core.errors import ShrinkbertError
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
@@ -59,8 +59,8 @@ def train_tokenizer(lines: list[str], vocab_size: int = 8000, min_frequency: int
 
 
 def run(cfg: Config) -> Path:
-    from core.data import load_corpus
-    from core.train import is_main_process
+    from shrinkbert.core.data import load_corpus
+    from shrinkbert.core.train import is_main_process
 
     out = Path(cfg.output_dir)
     if not is_main_process():  # tokenizer training is one process' work

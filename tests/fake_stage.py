@@ -4,8 +4,8 @@ import sys
 import time
 from dataclasses import dataclass
 
-from core.artifacts import atomic_artifact, write_manifest
-from core.config import field, stage_main, to_dict
+from shrinkbert.core.artifacts import atomic_artifact, write_manifest
+from shrinkbert.core.config import field, stage_main, to_dict
 
 
 @dataclass

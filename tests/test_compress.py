@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.errors import ShrinkbertError
+from shrinkbert.core.errors import ShrinkbertError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -26,7 +26,7 @@ def model_dir(tmp_path_factory) -> Path:
     import torch
     from transformers import AutoModelForSequenceClassification
 
-    from core.testing import make_tiny_bert
+    from shrinkbert.core.testing import make_tiny_bert
 
     path = make_tiny_bert(tmp_path_factory.mktemp("cmp") / "model")
     model = AutoModelForSequenceClassification.from_pretrained(path)
@@ -42,14 +42,14 @@ def model_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> str:
-    from core.testing import write_tiny_csv
+    from shrinkbert.core.testing import write_tiny_csv
 
     return str(write_tiny_csv(tmp_path_factory.mktemp("cmpdata") / "tiny.csv", n=160))
 
 
 @pytest.fixture(scope="module")
 def onnx_dir(model_dir, data, tmp_path_factory) -> Path:
-    from compress import export
+    from shrinkbert.compress import export
 
     return export.run(export.Config(model=str(model_dir), output_dir=str(tmp_path_factory.mktemp("onnx") / "fp32"),
                                     data=data, parity_rows=24))
@@ -57,7 +57,7 @@ def onnx_dir(model_dir, data, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def int8_dir(onnx_dir, data, tmp_path_factory) -> Path:
-    from compress import quantize
+    from shrinkbert.compress import quantize
 
     return quantize.run(quantize.Config(model=str(onnx_dir), output_dir=str(tmp_path_factory.mktemp("q") / "int8"),
                                         data=data, eval_rows=32))
@@ -74,7 +74,7 @@ def test_export_parity_and_dynamic_axes(onnx_dir):
 
 
 def test_export_parity_failure_writes_nothing(model_dir, tmp_path):
-    from compress import export
+    from shrinkbert.compress import export
 
     out = tmp_path / "bad"
     with pytest.raises(ShrinkbertError, match="parity failed"):
@@ -85,7 +85,7 @@ def test_export_parity_failure_writes_nothing(model_dir, tmp_path):
 def test_prune_removes_heads_and_neurons_and_still_loads_and_exports(model_dir, data, tmp_path):
     from transformers import AutoModelForSequenceClassification
 
-    from compress import export, prune
+    from shrinkbert.compress import export, prune
 
     out = prune.run(prune.Config(model=str(model_dir), output_dir=str(tmp_path / "pruned"), data=data,
                                  head_fraction=0.5, neuron_fraction=0.5, importance_rows=32, eval_rows=16))
@@ -103,7 +103,7 @@ def test_prune_removes_heads_and_neurons_and_still_loads_and_exports(model_dir, 
 def test_head_choice_never_empties_a_layer():
     import torch
 
-    from compress.prune import choose_heads
+    from shrinkbert.compress.prune import choose_heads
 
     scores = [torch.tensor([0.01, 0.02, 0.03, 0.04]), torch.tensor([0.9, 0.8, 0.7, 0.6])]
     plan = choose_heads(scores, 0.75, "global", min_keep=1)
@@ -114,7 +114,7 @@ def test_head_choice_never_empties_a_layer():
 
 
 def test_sparsify_reaches_sparsity_and_shrinks_gzip_only(model_dir, tmp_path):
-    from compress import sparsify
+    from shrinkbert.compress import sparsify
 
     out = sparsify.run(sparsify.Config(model=str(model_dir), output_dir=str(tmp_path / "sparse"), sparsity=0.6))
     m = metrics(out)
@@ -125,8 +125,8 @@ def test_sparsify_reaches_sparsity_and_shrinks_gzip_only(model_dir, tmp_path):
 
 
 def test_trimmed_vocab_gives_identical_logits_on_covered_text(model_dir, tmp_path):
-    from compress import trim_vocab
-    from compress.common import load_pt, torch_logits
+    from shrinkbert.compress import trim_vocab
+    from shrinkbert.compress.common import load_pt, torch_logits
 
     texts = ["the movie was good", "awful plot, but a great actor!", "it is quite dull"]
     corpus = tmp_path / "corpus.txt"
@@ -145,7 +145,7 @@ def test_trimmed_vocab_gives_identical_logits_on_covered_text(model_dir, tmp_pat
 def test_dynamic_int8_is_smaller_and_runs(onnx_dir, int8_dir):
     from optimum.onnxruntime import ORTModelForSequenceClassification
 
-    from compress.common import onnx_file
+    from shrinkbert.compress.common import onnx_file
 
     m = metrics(int8_dir)
     assert onnx_file(int8_dir).stat().st_size < onnx_file(onnx_dir).stat().st_size
@@ -157,8 +157,8 @@ def test_dynamic_int8_is_smaller_and_runs(onnx_dir, int8_dir):
 def test_static_int8_with_npz_calibration_and_relative_paths(onnx_dir, tmp_path, monkeypatch):
     from transformers import AutoTokenizer
 
-    from compress import quantize
-    from compress.common import encode, load_rows
+    from shrinkbert.compress import quantize
+    from shrinkbert.compress.common import encode, load_rows
 
     tok = AutoTokenizer.from_pretrained(onnx_dir)
     rows, _ = load_rows(None)
@@ -173,7 +173,7 @@ def test_static_int8_with_npz_calibration_and_relative_paths(onnx_dir, tmp_path,
 
 
 def test_calibration_of_wrong_shape_or_too_small_is_one_clear_error(onnx_dir, tmp_path):
-    from compress import quantize
+    from shrinkbert.compress import quantize
 
     np.savez(tmp_path / "flat.npz", input_ids=np.arange(64), attention_mask=np.ones(64, dtype=np.int64))
     with pytest.raises(ShrinkbertError, match="2-D integer array"):
@@ -191,7 +191,7 @@ def test_calibration_of_wrong_shape_or_too_small_is_one_clear_error(onnx_dir, tm
 
 
 def test_corrupt_onnx_is_one_clear_error(onnx_dir, tmp_path, capsys):
-    from compress import quantize
+    from shrinkbert.compress import quantize
 
     broken = tmp_path / "broken"
     shutil.copytree(onnx_dir, broken)
@@ -205,7 +205,7 @@ def test_corrupt_onnx_is_one_clear_error(onnx_dir, tmp_path, capsys):
 
 
 def test_accuracy_aware_speaks_module_names(onnx_dir, data, tmp_path):
-    from compress import quantize
+    from shrinkbert.compress import quantize
 
     out = quantize.run(quantize.Config(model=str(onnx_dir), output_dir=str(tmp_path / "aa"), data=data,
                                        accuracy_aware=True, tolerance=0.0, eval_rows=16,
@@ -239,7 +239,7 @@ print(json.dumps({"logits": p.logits(texts).tolist(), "pred": p.predict(texts),
 
 
 def test_bundle_checks_its_labels_against_the_pytorch_reference(int8_dir, model_dir, data, tmp_path):
-    from compress import bundle
+    from shrinkbert.compress import bundle
 
     out = bundle.run(bundle.Config(model=str(int8_dir), output_dir=str(tmp_path / "edge"), data=data,
                                    reference=str(model_dir), parity_rows=16, reference_agreement=0.0))
@@ -254,8 +254,8 @@ def test_bundle_checks_its_labels_against_the_pytorch_reference(int8_dir, model_
 def test_bundle_runs_without_torch_and_agrees_with_onnx(int8_dir, onnx_dir, data, tmp_path):
     from transformers import AutoTokenizer
 
-    from compress import bundle
-    from compress.common import ort_logits, ort_session
+    from shrinkbert.compress import bundle
+    from shrinkbert.compress.common import ort_logits, ort_session
 
     out = bundle.run(bundle.Config(model=str(int8_dir), output_dir=str(tmp_path / "edge"), data=data,
                                    reference=str(onnx_dir), parity_rows=16))

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core import builtin, data
-from core.data import load_corpus, load_task, tokenize_task
-from core.errors import ShrinkbertError
-from core.tasks import Task
-from core.testing import tiny_sentences
+from shrinkbert.core import builtin, data
+from shrinkbert.core.data import load_corpus, load_task, tokenize_task
+from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.tasks import Task
+from shrinkbert.core.testing import tiny_sentences
 
 
 def rows_of(split):

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.artifacts import write_manifest
-from core.tasks import Task
-from core.testing import tiny_sentences
+from shrinkbert.core.artifacts import write_manifest
+from shrinkbert.core.tasks import Task
+from shrinkbert.core.testing import tiny_sentences
 
 ROOT = Path(__file__).resolve().parents[1]
 TASK = Task("tiny", ("negative", "positive"), metrics=("accuracy", "f1", "matthews_correlation"))
@@ -21,7 +21,7 @@ FAST = dict(batch_sizes=[1, 2], seq_lens=["16", "real"], runs=5, warmup=1, threa
 
 @pytest.fixture(scope="module")
 def rows():
-    from eval.rows import from_lists
+    from shrinkbert.eval.rows import from_lists
 
     data = tiny_sentences(24, seed=3)
     return from_lists(TASK, [t for t, _ in data], [y for _, y in data], source="tiny_sentences(24)")
@@ -71,7 +71,7 @@ def broken(tiny_bert, tmp_path_factory) -> dict[str, Path]:
 
 
 def _config(paths, out, **overrides):
-    from eval.harness import EvalConfig
+    from shrinkbert.eval.harness import EvalConfig
 
     values = {**FAST, **overrides}
     return EvalConfig(artifacts=[str(p) for p in paths], task="tiny", output_dir=str(out), **values)
@@ -79,7 +79,7 @@ def _config(paths, out, **overrides):
 
 @pytest.fixture(scope="module")
 def first_run(tiny_bert, onnx_dir, bundle_dir, broken, rows, tmp_path_factory):
-    from eval.harness import run
+    from shrinkbert.eval.harness import run
 
     out = tmp_path_factory.mktemp("eval-out")
     paths = [tiny_bert, onnx_dir, bundle_dir, broken["missing"], broken["corrupt"], broken["bad_graph"]]
@@ -91,7 +91,7 @@ def first_run(tiny_bert, onnx_dir, bundle_dir, broken, rows, tmp_path_factory):
 # -- metrics ------------------------------------------------------------------------------------
 
 def test_metric_modules_load_with_no_network(monkeypatch):
-    import core.metrics as metrics
+    import shrinkbert.core.metrics as metrics
 
     def no_network(*args, **kwargs):
         raise AssertionError("the network was touched")
@@ -115,8 +115,8 @@ def test_metric_modules_ship_as_package_data():
 
 
 def test_compute_metrics_equals_hand_count():
-    from core.errors import ShrinkbertError
-    from core.metrics import compute_metrics
+    from shrinkbert.core.errors import ShrinkbertError
+    from shrinkbert.core.metrics import compute_metrics
 
     refs = [1, 1, 1, 1, 0, 0, 0, 0, 1, 0]
     preds = [1, 1, 1, 0, 0, 0, 1, 0, 1, 1]
@@ -207,13 +207,13 @@ def test_report_files_are_written(first_run, tiny_bert, onnx_dir, bundle_dir):
 
 
 def test_rerun_reuses_cached_measurements(first_run, rows, monkeypatch):
-    import eval.measure
-    from eval.harness import run
+    import shrinkbert.eval.measure as measure
+    from shrinkbert.eval.harness import run
 
     def must_not_load(*args, **kwargs):
         raise AssertionError("a cached variant was loaded again")
 
-    monkeypatch.setattr(eval.measure, "open_runner", must_not_load)
+    monkeypatch.setattr(measure, "open_runner", must_not_load)
     report, _ = run(_config(first_run["paths"], first_run["out"]), rows=rows)
     assert report["cache"]["hits"] == 3 * (2 + 4)  # static + accuracy + 4 latency cases per variant
     before = {r["name"]: r for r in first_run["report"]["variants"]}
@@ -227,7 +227,7 @@ def test_rerun_reuses_cached_measurements(first_run, rows, monkeypatch):
 
 
 def test_a_new_variant_retimes_the_cached_ones_too(tiny_bert, onnx_dir, rows, tmp_path):
-    from eval.harness import run
+    from shrinkbert.eval.harness import run
 
     alone, _ = run(_config([tiny_bert], tmp_path), rows=rows)
     joined, _ = run(_config([tiny_bert, onnx_dir], tmp_path), rows=rows)
@@ -241,8 +241,8 @@ def test_a_new_variant_retimes_the_cached_ones_too(tiny_bert, onnx_dir, rows, tm
 # -- report logic -------------------------------------------------------------------------------
 
 def _variant(name, path, p50, acc, size, manifest=None, content_hash=""):
-    from eval.lineage import lineage
-    from eval.measure import Variant
+    from shrinkbert.eval.lineage import lineage
+    from shrinkbert.eval.measure import Variant
 
     v = Variant(name, path, kind="onnx", manifest=manifest or {}, content_hash=content_hash)
     v.static = {"size_bytes": size, "num_parameters": 10, "memory_bytes": 1}
@@ -253,8 +253,8 @@ def _variant(name, path, p50, acc, size, manifest=None, content_hash=""):
 
 
 def test_ratios_and_flags(rows, tmp_path):
-    from eval.measure import Settings
-    from eval.report import build_report
+    from shrinkbert.eval.measure import Settings
+    from shrinkbert.eval.report import build_report
 
     parent_manifest = {"stage": "export", "parents": []}
     child_manifest = {"stage": "sparsify", "parents": [{"path": "/x/parent", "hash": "h-parent", "stage": "export"}],
@@ -277,7 +277,7 @@ def test_ratios_and_flags(rows, tmp_path):
 
 
 def test_pareto_front():
-    from eval.plot import pareto_front
+    from shrinkbert.eval.plot import pareto_front
 
     points = [(10, 0.9), (2, 0.88), (2.5, 0.87), (1, 0.8), (5, 0.88)]
     assert pareto_front(points) == [3, 1, 0]
@@ -286,7 +286,7 @@ def test_pareto_front():
 # -- the command line -------------------------------------------------------------------------------
 
 def test_cli_end_to_end(tiny_bert, tiny_csv, tmp_path, monkeypatch, capsys):
-    from eval.harness import main
+    from shrinkbert.eval.harness import main
 
     monkeypatch.setenv("SHRINKBERT_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "out"
@@ -306,7 +306,7 @@ def test_cli_end_to_end(tiny_bert, tiny_csv, tmp_path, monkeypatch, capsys):
 # -- labels and pairs ---------------------------------------------------------------------------------
 
 def test_label_columns_match_by_name():
-    from eval.measure import label_columns
+    from shrinkbert.eval.measure import label_columns
 
     names = ("negative", "positive")
     assert label_columns({0: "negative", 1: "positive"}, names) is None
@@ -316,7 +316,7 @@ def test_label_columns_match_by_name():
 
 
 def test_a_model_with_another_label_order_is_scored_by_name(tiny_bert, rows, tmp_path):
-    from eval.measure import Settings, measure
+    from shrinkbert.eval.measure import Settings, measure
 
     flipped = tmp_path / "flipped"
     shutil.copytree(tiny_bert, flipped)
@@ -331,8 +331,8 @@ def test_a_model_with_another_label_order_is_scored_by_name(tiny_bert, rows, tmp
 
 
 def test_pair_rows_agree_across_runtimes(tiny_bert, onnx_dir, bundle_dir):
-    from eval.measure import Settings, measure
-    from eval.rows import from_lists
+    from shrinkbert.eval.measure import Settings, measure
+    from shrinkbert.eval.rows import from_lists
 
     data = tiny_sentences(16, seed=5)
     task = Task("tiny-pairs", ("negative", "positive"), pair=True)
@@ -350,14 +350,14 @@ def test_recipe_style_config_file(tiny_bert, tiny_csv, tmp_path, monkeypatch):
     """`shrinkbert run` writes the stage's params (output_dir included) to YAML and runs --config FILE."""
     import yaml
 
-    import eval.harness as harness
-    from core.config import build_config
+    import shrinkbert.eval.harness as harness
+    from shrinkbert.core.config import build_config
 
     monkeypatch.setenv("SHRINKBERT_CACHE", str(tmp_path / "cache"))
     params = {"artifacts": [str(tiny_bert)], "task": str(tiny_csv), "batch_sizes": [1], "seq_lens": ["16"],
               "output_dir": str(tmp_path / "report"), "seed": 0, "quick": True, "runs": 2, "progress": False}
     build_config(harness.Config, params)  # what the recipe runner validates before running
-    config_file = tmp_path / "eval.yaml"
+    config_file = tmp_path / "shrinkbert.eval.yaml"
     config_file.write_text(yaml.safe_dump(params))
     assert harness.main(["--config", str(config_file)]) == 0
     report = json.loads((tmp_path / "report" / "report.json").read_text())
@@ -384,7 +384,7 @@ class _FakeRunner:
 
 
 def test_timed_calls_are_interleaved_round_robin_with_a_rotating_start():
-    from eval.latency import Case, measure_interleaved
+    from shrinkbert.eval.latency import Case, measure_interleaved
 
     log, errors = [], []
     runners = {n: _FakeRunner(n, log) for n in "ABC"}
@@ -402,7 +402,7 @@ def test_timed_calls_are_interleaved_round_robin_with_a_rotating_start():
 
 
 def test_isolated_memory_of_a_bundle_is_torch_free(bundle_dir, rows):
-    from eval.measure import Settings, measure
+    from shrinkbert.eval.measure import Settings, measure
 
     settings = Settings(batch_sizes=[2], seq_lens=["16"], runs=1, warmup=0, threads=1, memory="isolated")
     (variant,) = measure([bundle_dir], rows, settings, progress=False)
@@ -413,7 +413,7 @@ def test_isolated_memory_of_a_bundle_is_torch_free(bundle_dir, rows):
 
 
 def test_peak_rss_sees_native_allocations():
-    from eval.memory import PeakRSS
+    from shrinkbert.eval.memory import PeakRSS
 
     with PeakRSS() as peak:
         block = np.ones(64_000_000 // 8)  # 64 MB outside Python's allocator

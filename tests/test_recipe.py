@@ -11,7 +11,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.errors import ShrinkbertError
+from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.recipe import load_recipe, main, parse_recipe, plan, run_recipe
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -43,7 +43,7 @@ def test_bad_model_dirs_fail_in_one_line_and_overwrite_nothing(how, message, tin
     out.mkdir()
     (out / "previous.txt").write_text("an earlier artifact")
     bad = broken_copy(tiny_bert, tmp_path, how)
-    result = subprocess.run([sys.executable, "-m", "teachers.finetune", "--model", str(bad), "--task", str(tiny_csv),
+    result = subprocess.run([sys.executable, "-m", "shrinkbert.teachers.finetune", "--model", str(bad), "--task", str(tiny_csv),
                              "--cache-dir", str(tmp_path / "cache"), "--output-dir", str(out), "--epochs", "1"],
                             cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 2, result.stderr[-2000:]
@@ -54,8 +54,8 @@ def test_bad_model_dirs_fail_in_one_line_and_overwrite_nothing(how, message, tin
 
 
 def test_pickle_refusal_names_the_conversion_command(tiny_bert, tmp_path):
-    from core.errors import ShrinkbertError
-    from core.models import check_model_dir
+    from shrinkbert.core.errors import ShrinkbertError
+    from shrinkbert.core.models import check_model_dir
 
     with pytest.raises(ShrinkbertError, match=r"weights_only=True.*model\.safetensors"):
         check_model_dir(broken_copy(tiny_bert, tmp_path, "pickle"))
@@ -91,7 +91,7 @@ BAD_DATA = {
 
 @pytest.mark.parametrize("name", sorted(BAD_DATA))
 def test_bad_data_files_fail_in_one_line_and_overwrite_nothing(name, tiny_bert, tmp_path, capsys):
-    from teachers import finetune
+    from shrinkbert.teachers import finetune
 
     content, message = BAD_DATA[name]
     (tmp_path / name).write_bytes(content)

@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 
-from core.artifacts import read_manifest
-from core.testing import tiny_sentences
+from shrinkbert.core.artifacts import read_manifest
+from shrinkbert.core.testing import tiny_sentences
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU_2PROC = ROOT / "recipes" / "accelerate" / "cpu-2proc.yaml"

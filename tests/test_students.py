@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from core.errors import ShrinkbertError
+from shrinkbert.core.errors import ShrinkbertError
 
 
 @pytest.fixture(scope="module")
 def teacher4(tmp_path_factory) -> Path:
     """A 4-layer tiny teacher (hidden 32, 4 heads, FFN 64), so students can drop layers."""
-    from core.testing import make_tiny_bert
+    from shrinkbert.core.testing import make_tiny_bert
 
     return make_tiny_bert(tmp_path_factory.mktemp("t4") / "teacher", layers=4, seed=1)
 
@@ -28,13 +28,13 @@ def cache_env(tmp_path, monkeypatch) -> Path:
 def _load(path, **kwargs):
     from transformers import AutoModelForSequenceClassification
 
-    from core.models import load_model
+    from shrinkbert.core.models import load_model
 
     return load_model(AutoModelForSequenceClassification, path, **kwargs).eval()
 
 
 def _batch(tokenizer_dir, texts=("good movie", "the plot was dull and boring")):
-    from core.models import load_tokenizer
+    from shrinkbert.core.models import load_tokenizer
 
     tok = load_tokenizer(tokenizer_dir)
     batch = dict(tok(list(texts), padding=True, return_tensors="pt", return_token_type_ids=True))
@@ -47,7 +47,7 @@ def _batch(tokenizer_dir, texts=("good movie", "the plot was dull and boring")):
 
 
 def test_each_loss_zero_for_identical_and_positive_otherwise():
-    from students.losses import attention_loss, kd_logits_loss, masked_mse
+    from shrinkbert.students.losses import attention_loss, kd_logits_loss, masked_mse
 
     torch.manual_seed(0)
     logits = torch.randn(4, 3)
@@ -69,7 +69,7 @@ def test_each_loss_zero_for_identical_and_positive_otherwise():
 
 
 def test_distill_loss_all_terms_zero_against_itself_positive_against_another(tiny_bert):
-    from students.losses import DistillLoss, LossWeights, parse_layer_map
+    from shrinkbert.students.losses import DistillLoss, LossWeights, parse_layer_map
 
     model = _load(tiny_bert, attn_implementation="eager")
     batch = _batch(tiny_bert)
@@ -95,7 +95,7 @@ def test_distill_loss_all_terms_zero_against_itself_positive_against_another(tin
 
 
 def test_switched_off_losses_are_not_computed_and_projections_only_when_widths_differ():
-    from students.losses import DistillLoss, LossWeights
+    from shrinkbert.students.losses import DistillLoss, LossWeights
 
     loss = DistillLoss(LossWeights(logits=1), {1: 2}, 16, 32)
     assert not loss.needs_hidden and not loss.needs_attentions and len(loss.projections) == 0
@@ -110,7 +110,7 @@ def test_switched_off_losses_are_not_computed_and_projections_only_when_widths_d
 
 
 def test_layer_map_parsing():
-    from students.losses import format_layer_map, parse_layer_map
+    from shrinkbert.students.losses import format_layer_map, parse_layer_map
 
     assert parse_layer_map(None, 3, 6) == {1: 2, 2: 4, 3: 6}
     assert parse_layer_map("", 2, 6) == {1: 3, 2: 6}
@@ -130,8 +130,8 @@ def test_layer_map_parsing():
 def test_parameter_count_formula_matches_real_models():
     from transformers import BertConfig, BertForMaskedLM, BertForSequenceClassification, BertModel
 
-    from core.models import count_parameters as real
-    from students.shape import count_parameters
+    from shrinkbert.core.models import count_parameters as real
+    from shrinkbert.students.shape import count_parameters
 
     config = BertConfig(vocab_size=101, hidden_size=24, num_hidden_layers=3, num_attention_heads=4,
                         intermediate_size=40, max_position_embeddings=64, num_labels=3)
@@ -144,7 +144,7 @@ def test_parameter_count_formula_matches_real_models():
 
 
 def test_parse_target():
-    from students.shape import parse_target
+    from shrinkbert.students.shape import parse_target
 
     assert parse_target("25%").kind == "fraction" and parse_target("25%").value == 0.25
     assert parse_target("20MB").value == 20e6 and parse_target("20MiB").value == 20 * 2 ** 20
@@ -162,7 +162,7 @@ def _minilm_config():
 
 
 def test_size_targets_give_shapes_within_the_target():
-    from students.shape import choose_shape, count_parameters, fp32_bytes, shape_config
+    from shrinkbert.students.shape import choose_shape, count_parameters, fp32_bytes, shape_config
 
     teacher = _minilm_config()
     teacher_params = count_parameters(teacher)
@@ -181,7 +181,7 @@ def test_size_targets_give_shapes_within_the_target():
 
 
 def test_unmeetable_target_says_the_minimum():
-    from students.shape import choose_shape
+    from shrinkbert.students.shape import choose_shape
 
     with pytest.raises(ShrinkbertError, match=r"cannot be met: the smallest possible student \(1L/H32.*has 1,00"):
         choose_shape(_minilm_config(), target="1MB", log=lambda _: None)
@@ -194,7 +194,7 @@ def test_unmeetable_target_says_the_minimum():
 def test_latency_target_picks_a_fitting_shape(teacher4):
     from transformers import AutoConfig
 
-    from students.shape import Shape, choose_shape, pick_by_latency, parse_target
+    from shrinkbert.students.shape import Shape, choose_shape, pick_by_latency, parse_target
 
     config = AutoConfig.from_pretrained(teacher4)
     lines = []
@@ -219,8 +219,8 @@ def test_latency_target_picks_a_fitting_shape(teacher4):
 def test_student_with_teacher_widths_reproduces_chosen_layers_exactly(teacher4):
     from transformers import BertForSequenceClassification
 
-    from students.init import init_from_teacher, uniform_layer_ids
-    from students.shape import Shape, shape_config
+    from shrinkbert.students.init import init_from_teacher, uniform_layer_ids
+    from shrinkbert.students.shape import Shape, shape_config
 
     teacher = _load(teacher4)
     assert uniform_layer_ids(4, 2) == [1, 3] and uniform_layer_ids(6, 3) == [1, 3, 5]
@@ -246,8 +246,8 @@ def test_student_with_teacher_widths_reproduces_chosen_layers_exactly(teacher4):
 def test_narrow_student_keeps_whole_heads_and_consistent_dims(teacher4):
     from transformers import BertForSequenceClassification
 
-    from students.init import init_from_teacher
-    from students.shape import Shape, shape_config
+    from shrinkbert.students.init import init_from_teacher
+    from shrinkbert.students.shape import Shape, shape_config
 
     teacher = _load(teacher4)
     student = BertForSequenceClassification(shape_config(teacher.config, Shape(2, 16, 2, 32)))
@@ -266,7 +266,7 @@ def test_narrow_student_keeps_whole_heads_and_consistent_dims(teacher4):
     q = by_norm.bert.encoder.layer[0].attention.self.query.weight.view(2, 8, 16)
     t_q = teacher.bert.encoder.layer[1].attention.self.query.weight[:, kept].view(4, 8, 16)
     assert all(any(torch.equal(q[h], t_q[k]) for k in range(4)) for h in range(2))  # whole teacher heads
-    from students.init import carry_heads
+    from shrinkbert.students.init import carry_heads
 
     fresh = BertForSequenceClassification(teacher.config)
     assert carry_heads(fresh, teacher) == ["pooler", "classifier"]
@@ -281,8 +281,8 @@ def test_narrow_student_keeps_whole_heads_and_consistent_dims(teacher4):
 
 
 def _cfg(teacher, task, out, **overrides):
-    from core.config import build_config
-    from students.distill import Config
+    from shrinkbert.core.config import build_config
+    from shrinkbert.students.distill import Config
 
     values = {"teacher": str(teacher), "task": str(task), "output_dir": str(out), "epochs": 1,
               "batch_size": 8, "checkpoint_every": 0, "log_every": 1}
@@ -291,11 +291,11 @@ def _cfg(teacher, task, out, **overrides):
 
 
 def test_cached_and_live_teacher_give_the_same_first_step_losses(teacher4, tiny_csv, cache_env):
-    from core.data import load_task, tokenize_task
-    from core.models import load_tokenizer
-    from students.cache import TeacherCache, load_or_compute
-    from students.distill import _with_row_index, make_collate, make_loss_fn
-    from students.losses import DistillLoss, LossWeights
+    from shrinkbert.core.data import load_task, tokenize_task
+    from shrinkbert.core.models import load_tokenizer
+    from shrinkbert.students.cache import TeacherCache, load_or_compute
+    from shrinkbert.students.distill import _with_row_index, make_collate, make_loss_fn
+    from shrinkbert.students.losses import DistillLoss, LossWeights
 
     tokenizer = load_tokenizer(teacher4)
     task, splits = load_task(str(tiny_csv))
@@ -330,8 +330,8 @@ def test_cached_and_live_teacher_give_the_same_first_step_losses(teacher4, tiny_
 def test_end_to_end_distill_writes_a_loadable_student_with_lineage(teacher4, tiny_csv, cache_env, tmp_path):
     from transformers import AutoModelForSequenceClassification
 
-    from core.artifacts import read_manifest
-    from students.distill import run
+    from shrinkbert.core.artifacts import read_manifest
+    from shrinkbert.students.distill import run
 
     out = run(_cfg(teacher4, tiny_csv, tmp_path / "student", layers=2, hidden=16, attention_weight=1,
                    hidden_weight=1, hard_weight=0.5))
@@ -360,7 +360,7 @@ def test_end_to_end_distill_writes_a_loadable_student_with_lineage(teacher4, tin
 
 def test_logits_only_distillation_with_warm_cache_never_runs_the_teacher(teacher4, tiny_csv, cache_env,
                                                                           tmp_path, monkeypatch):
-    import students.distill as distill
+    import shrinkbert.students.distill as distill
 
     cfg = _cfg(teacher4, tiny_csv, tmp_path / "a", layers=2, max_steps=2)
     distill.run(cfg)  # warms the cache (train and test logits)
@@ -377,7 +377,7 @@ def test_logits_only_distillation_with_warm_cache_never_runs_the_teacher(teacher
 
     monkeypatch.setattr(distill, "load_teacher", load_teacher_that_cannot_run)
     out = distill.run(_cfg(teacher4, tiny_csv, tmp_path / "b", layers=2, max_steps=2))
-    from core.artifacts import read_manifest
+    from shrinkbert.core.artifacts import read_manifest
 
     assert read_manifest(out)["student"]["teacher_outputs"]["hit"] is True
 
@@ -385,9 +385,9 @@ def test_logits_only_distillation_with_warm_cache_never_runs_the_teacher(teacher
 def test_target_and_general_distillation_through_the_cli(teacher4, tmp_path, cache_env):
     from transformers import AutoModelForMaskedLM, BertForMaskedLM
 
-    from core.artifacts import read_manifest
-    from core.testing import tiny_sentences
-    from students.distill import main
+    from shrinkbert.core.artifacts import read_manifest
+    from shrinkbert.core.testing import tiny_sentences
+    from shrinkbert.students.distill import main
 
     mlm = tmp_path / "mlm"
     shutil.copytree(teacher4, mlm)
@@ -409,8 +409,8 @@ def test_target_and_general_distillation_through_the_cli(teacher4, tmp_path, cac
 
 
 def test_distil_into_a_pruned_student_with_attention_transfer(teacher4, tiny_csv, cache_env, tmp_path):
-    from core.artifacts import read_manifest, write_manifest
-    from students.distill import run
+    from shrinkbert.core.artifacts import read_manifest, write_manifest
+    from shrinkbert.students.distill import run
 
     pruned = _load(teacher4)
     pruned.prune_heads({0: [0, 1], 3: [2]})  # other head counts than the teacher's in two layers
@@ -430,7 +430,7 @@ def test_distil_into_a_pruned_student_with_attention_transfer(teacher4, tiny_csv
 
 
 def test_transfer_rows_are_deterministic_new_and_keep_pairs_whole():
-    from students.augment import transfer_rows
+    from shrinkbert.students.augment import transfer_rows
 
     texts = ["a warm and clever film with a great cast", "dull", "the plot never moves and the jokes fall flat"]
     first = transfer_rows(texts, None, 4, seed=3, mask_token="[MASK]")
@@ -448,8 +448,8 @@ def test_transfer_rows_are_deterministic_new_and_keep_pairs_whole():
 
 
 def test_distill_with_a_transfer_set_trains_on_teacher_labelled_copies(teacher4, tiny_csv, cache_env, tmp_path):
-    from core.artifacts import read_manifest
-    from students.distill import run
+    from shrinkbert.core.artifacts import read_manifest
+    from shrinkbert.students.distill import run
 
     plain = read_manifest(run(_cfg(teacher4, tiny_csv, tmp_path / "plain", layers=2, max_steps=1)))
     augmented = read_manifest(run(_cfg(teacher4, tiny_csv, tmp_path / "aug", layers=2, max_steps=1, augment=2,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from core.testing import tiny_sentences
+from shrinkbert.core.testing import tiny_sentences
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -41,7 +41,7 @@ def cache(tmp_path):
 
 
 def test_masking_statistics(tokenizer):
-    from teachers.pretrain import Masker
+    from shrinkbert.teachers.pretrain import Masker
 
     masker = Masker(tokenizer, 0.15)
     gen = torch.Generator().manual_seed(0)
@@ -72,7 +72,7 @@ def test_masking_statistics(tokenizer):
 
 
 def test_masking_is_seeded(tokenizer):
-    from teachers.pretrain import Masker
+    from shrinkbert.teachers.pretrain import Masker
 
     masker = Masker(tokenizer)
     ids = masker.random_ids[torch.randint(len(masker.random_ids), (8, 32))]
@@ -83,7 +83,7 @@ def test_masking_is_seeded(tokenizer):
 
 
 def test_nsp_pairs_and_segments(tokenizer):
-    from teachers.pretrain import nsp_pairs, pair_examples
+    from shrinkbert.teachers.pretrain import nsp_pairs, pair_examples
 
     lines = [f"line number {i}" for i in range(400)]
     pairs = nsp_pairs(lines, seed=0)
@@ -107,8 +107,8 @@ def test_nsp_pairs_and_segments(tokenizer):
 def test_tokenizer_training_adds_cls_sep(corpus_file, tmp_path):
     from transformers import AutoTokenizer
 
-    from core.artifacts import read_manifest
-    from teachers import tokenizer as stage
+    from shrinkbert.core.artifacts import read_manifest
+    from shrinkbert.teachers import tokenizer as stage
 
     assert stage.main(["--corpus", str(corpus_file), "--vocab-size", "120", "--min-frequency", "1",
                        "--output-dir", str(tmp_path / "tok")]) == 0
@@ -130,8 +130,8 @@ def test_tokenizer_training_adds_cls_sep(corpus_file, tmp_path):
 def test_tiny_pretrain_lowers_mlm_loss(tiny_bert, corpus_file, tmp_path):
     from transformers import AutoModelForMaskedLM
 
-    from core.artifacts import read_manifest
-    from teachers import pretrain
+    from shrinkbert.core.artifacts import read_manifest
+    from shrinkbert.teachers import pretrain
 
     out = tmp_path / "mlm"
     cfg = pretrain.Config(output_dir=str(out), preset="micro", tokenizer=str(tiny_bert), corpus=[str(corpus_file)],
@@ -149,7 +149,7 @@ def test_tiny_pretrain_lowers_mlm_loss(tiny_bert, corpus_file, tmp_path):
 
 
 def pretrain_ckpt(out):
-    from core.train import checkpoint_dir_for
+    from shrinkbert.core.train import checkpoint_dir_for
 
     return checkpoint_dir_for(out)
 
@@ -158,8 +158,8 @@ def test_pretrain_nsp_static_and_continued_head_warmup(tiny_bert, corpus_file, t
     """NSP + static masking from a model without an MLM head (the tiny classifier): head warm-up first."""
     from transformers import AutoModelForMaskedLM, BertForPreTraining
 
-    from core.artifacts import read_manifest
-    from teachers import pretrain
+    from shrinkbert.core.artifacts import read_manifest
+    from shrinkbert.teachers import pretrain
 
     out = tmp_path / "mlm-nsp"
     assert pretrain.main(["--model", str(tiny_bert), "--corpus", str(corpus_file), "--nsp", "--masking", "static",
@@ -177,11 +177,11 @@ def test_pretrain_nsp_static_and_continued_head_warmup(tiny_bert, corpus_file, t
 def test_head_warmup_freezes_the_encoder(tiny_bert, corpus_file, tmp_path, monkeypatch):
     from safetensors.torch import load_file
 
-    from teachers import pretrain
+    from shrinkbert.teachers import pretrain
 
-    import core.train
+    import shrinkbert.core.train as core_train
     phases = []
-    real_train = core.train.train
+    real_train = core_train.train
 
     def spy(model, *args, **kwargs):
         before = {k: v.clone() for k, v in model.state_dict().items()}
@@ -189,7 +189,7 @@ def test_head_warmup_freezes_the_encoder(tiny_bert, corpus_file, tmp_path, monke
         phases.append({k for k, v in model.state_dict().items() if not torch.equal(v, before[k])})
         return metrics
 
-    monkeypatch.setattr(core.train, "train", spy)
+    monkeypatch.setattr(core_train, "train", spy)
     pretrain.run(pretrain.Config(output_dir=str(tmp_path / "m"), model=str(tiny_bert), corpus=[str(corpus_file)],
                                  max_length=32, max_steps=2, head_warmup_steps=3, batch_size=8, checkpoint_every=0))
     head_phase, full_phase = phases
@@ -218,8 +218,8 @@ def _accuracy_on_csv(model_dir, csv_path, pair=False):
 
 
 def test_tiny_finetune_learns(tiny_bert, tiny_csv, tmp_path, cache):
-    from core.artifacts import read_manifest
-    from teachers import finetune
+    from shrinkbert.core.artifacts import read_manifest
+    from shrinkbert.teachers import finetune
 
     out = tmp_path / "teacher"
     assert finetune.main(["--model", str(tiny_bert), "--task", str(tiny_csv), "--epochs", "20", "--batch-size", "8",
@@ -239,8 +239,8 @@ def test_tiny_finetune_learns(tiny_bert, tiny_csv, tmp_path, cache):
 def test_sentence_pair_finetune(tiny_bert, tmp_path, cache):
     from transformers import AutoModelForSequenceClassification
 
-    from core.artifacts import read_manifest
-    from teachers import finetune
+    from shrinkbert.core.artifacts import read_manifest
+    from shrinkbert.teachers import finetune
 
     rng = random.Random(0)
     data = tmp_path / "pairs.csv"
@@ -278,7 +278,7 @@ def test_sentence_pair_finetune(tiny_bert, tmp_path, cache):
     (["--model", "NOT_A_MODEL"], "not a model directory"),
 ])
 def test_bad_input_is_one_clear_line(args, message, tiny_bert, tiny_csv, tmp_path, cache, capsys):
-    from teachers import finetune
+    from shrinkbert.teachers import finetune
 
     (tmp_path / "NOT_A_MODEL").mkdir()
     defaults = {"--model": str(tiny_bert), "--task": str(tiny_csv)}
@@ -294,7 +294,7 @@ def test_bad_input_is_one_clear_line(args, message, tiny_bert, tiny_csv, tmp_pat
 
 
 def test_pretrain_bad_input(tmp_path, capsys, tiny_bert):
-    from teachers import pretrain
+    from shrinkbert.teachers import pretrain
 
     assert pretrain.main(["--output-dir", str(tmp_path / "o"), "--corpus", "sotu"]) == 2
     assert "needs --tokenizer" in capsys.readouterr().err
@@ -305,7 +305,7 @@ def test_pretrain_bad_input(tmp_path, capsys, tiny_bert):
     assert "unknown preset" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("module", ["teachers.tokenizer", "teachers.pretrain", "teachers.finetune"])
+@pytest.mark.parametrize("module", ["shrinkbert.teachers.tokenizer", "shrinkbert.teachers.pretrain", "shrinkbert.teachers.finetune"])
 def test_help_lists_every_knob(module, capsys):
     import importlib
 
@@ -315,7 +315,7 @@ def test_help_lists_every_knob(module, capsys):
     assert exit_info.value.code == 0
     text = capsys.readouterr().out
     assert "--output-dir" in text and "--seed" in text
-    if module != "teachers.tokenizer":
+    if module != "shrinkbert.teachers.tokenizer":
         assert all(flag in text for flag in ("--learning-rate", "--grad-accum-steps", "--checkpoint-every",
                                              "--mixed-precision", "--max-steps", "--warmup-ratio"))
 
@@ -325,12 +325,12 @@ def test_help_lists_every_knob(module, capsys):
 
 
 def _finetune_cmd(tiny_bert, data, out, cache, extra=()):
-    return ["-m", "teachers.finetune", "--model", str(tiny_bert), "--task", str(data), "--cache-dir", cache,
+    return ["-m", "shrinkbert.teachers.finetune", "--model", str(tiny_bert), "--task", str(data), "--cache-dir", cache,
             "--output-dir", str(out), "--batch-size", "4", "--learning-rate", "1e-3", *extra]
 
 
 def test_finetune_under_accelerate_launch_two_processes(tiny_bert, tiny_csv, tmp_path, cache):
-    from core.artifacts import read_manifest
+    from shrinkbert.core.artifacts import read_manifest
 
     out = tmp_path / "ddp"
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from core.train import TrainConfig, param_groups, train
+from shrinkbert.core.train import TrainConfig, param_groups, train
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -20,7 +20,7 @@ def tiny_classification(model_dir, n=48, seed=0):
     import datasets
     from transformers import AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding
 
-    from core.testing import tiny_sentences
+    from shrinkbert.core.testing import tiny_sentences
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     rows = tiny_sentences(n, seed)
@@ -117,16 +117,16 @@ def _stage_args(stage: str, out: Path, tiny_bert: Path, data: Path, corpus: Path
     """Command-line arguments for a short, checkpointing run of one training stage."""
     common = ["--output-dir", str(out), "--batch-size", "4", "--grad-accum-steps", "2", "--learning-rate", "1e-3",
               "--checkpoint-every", "5", "--seed", "7"]
-    if stage == "teachers.finetune":
+    if stage == "shrinkbert.teachers.finetune":
         return common + ["--model", str(tiny_bert), "--task", str(data), "--cache-dir", str(cache), "--epochs", "3"]
-    if stage == "teachers.pretrain":  # from scratch, dynamic masking: the masking RNG must resume too
+    if stage == "shrinkbert.teachers.pretrain":  # from scratch, dynamic masking: the masking RNG must resume too
         return common + ["--tokenizer", str(tiny_bert), "--preset", "micro", "--corpus", str(corpus),
                          "--max-length", "32", "--max-steps", "18", "--heldout-fraction", "0.1"]
     return common + ["--teacher", str(tiny_bert), "--task", str(data), "--cache-dir", str(cache),  # students.distill
                      "--layers", "1", "--epochs", "2", "--hidden-weight", "1.0", "--attention-weight", "1.0"]
 
 
-@pytest.mark.parametrize("stage", ["teachers.finetune", "teachers.pretrain", "students.distill"])
+@pytest.mark.parametrize("stage", ["shrinkbert.teachers.finetune", "shrinkbert.teachers.pretrain", "shrinkbert.students.distill"])
 def test_stage_sigkill_then_resume_is_bit_exact(stage, tiny_bert, tmp_path):
     """A training stage killed with SIGKILL after a checkpoint, rerun, ends bit-identical to a whole run.
 
@@ -138,8 +138,8 @@ def test_stage_sigkill_then_resume_is_bit_exact(stage, tiny_bert, tmp_path):
 
     from safetensors.torch import load_file
 
-    from core.testing import tiny_sentences, write_tiny_csv
-    from core.train import LATEST, checkpoint_dir_for
+    from shrinkbert.core.testing import tiny_sentences, write_tiny_csv
+    from shrinkbert.core.train import LATEST, checkpoint_dir_for
 
     data = write_tiny_csv(tmp_path / "data.csv", n=300)
     corpus = tmp_path / "corpus.txt"
@@ -150,7 +150,7 @@ def test_stage_sigkill_then_resume_is_bit_exact(stage, tiny_bert, tmp_path):
     def args(out):
         return _stage_args(stage, out, tiny_bert, data, corpus, tmp_path / "cache")
 
-    if stage != "teachers.pretrain":  # builds the stored splits before two processes race for them
+    if stage != "shrinkbert.teachers.pretrain":  # builds the stored splits before two processes race for them
         assert main(args(tmp_path / "warm") + ["--epochs", "1"]) == 0
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     victim = subprocess.Popen([sys.executable, "-m", stage, *args(killed)], cwd=ROOT, env=env,
@@ -182,7 +182,7 @@ def test_stage_sigkill_then_resume_is_bit_exact(stage, tiny_bert, tmp_path):
 
 
 def test_resume_refuses_other_settings(tiny_bert, tmp_path):
-    from core.errors import ShrinkbertError
+    from shrinkbert.core.errors import ShrinkbertError
 
     model, ds, collate, loss_fn = tiny_classification(tiny_bert, n=16)
     cfg = TrainConfig(epochs=1, batch_size=4, checkpoint_every=1)

@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
-from core.errors import ShrinkbertError
+from shrinkbert.core.errors import ShrinkbertError
 
 METRICS_DIR = Path(__file__).resolve().parent
 ALIASES = {"acc": "accuracy", "mcc": "matthews_correlation", "matthews": "matthews_correlation",
