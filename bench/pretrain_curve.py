@@ -40,9 +40,9 @@ def main() -> int:
     out = Path(args.output_dir)
     start = time.perf_counter()
     tok_dir = tokenizer.run(tokenizer.Config(output_dir=str(out) + "-tokenizer", corpus=args.corpus.split(","),
-                                             max_lines=args.max_lines, vocab_size=args.vocab_size))
+                                             max_train_rows=args.max_lines, vocab_size=args.vocab_size))
     cfg = pretrain.Config(output_dir=str(out), preset=args.preset, tokenizer=str(tok_dir),
-                          corpus=args.corpus.split(","), max_lines=args.max_lines, max_length=args.max_length,
+                          corpus=args.corpus.split(","), max_train_rows=args.max_lines, max_length=args.max_length,
                           max_steps=args.max_steps, batch_size=args.batch_size, learning_rate=args.learning_rate,
                           warmup_ratio=0.05, nsp=args.nsp, log_every=max(1, args.max_steps // 30),
                           checkpoint_every=0)

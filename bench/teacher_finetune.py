@@ -37,7 +37,7 @@ def main() -> int:
     threads = set_threads(args.threads or None)
     cfg = finetune.Config(output_dir=args.output_dir, model="minilm", task=args.task, max_length=args.max_length,
                           epochs=args.epochs, learning_rate=args.learning_rate, batch_size=args.batch_size,
-                          max_rows=args.max_rows, seed=args.seed, checkpoint_every=250, log_every=25)
+                          max_train_rows=args.max_rows, seed=args.seed, checkpoint_every=250, log_every=25)
     start = time.perf_counter()
     out = finetune.run(cfg)
     wall = time.perf_counter() - start

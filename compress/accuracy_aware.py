@@ -4,6 +4,11 @@
 except that group: the accuracy it wins back (and how much closer its logits get to fp32) is its
 sensitivity. 3. Keep the most sensitive groups in fp32 one by one until the accuracy loss is at
 most the tolerance. Groups are module names ("encoder.layer.3.attention"), never node names.
+
+The loss is judged on every validation row given (the stage passes the whole split), with its
+statistical margin: the paired standard error of the per-row difference in correctness between
+fp32 and int8 (se = std(c_fp32 - c_int8) / sqrt(n)). The tolerance is met when
+loss + margin_z * se <= tolerance (margin_z 0: the point estimate alone).
 """
 from __future__ import annotations
 
@@ -16,21 +21,40 @@ import numpy as np
 from shrinkbert.compress.common import accuracy
 
 
+def loss_with_margin(fp32_logits: np.ndarray, int8_logits: np.ndarray, labels: list[int]) -> tuple[float, float]:
+    """(accuracy loss, its paired standard error), both in points, over the same rows."""
+    y = np.asarray(labels)
+    diff = (fp32_logits.argmax(-1) == y).astype(float) - (int8_logits.argmax(-1) == y).astype(float)
+    n = len(diff)
+    se = float(diff.std(ddof=1) / np.sqrt(n)) if n > 1 else 0.0
+    return 100 * float(diff.mean()), 100 * se
+
+
 def search(src: Path, groups: dict[str, list[str]], base_exclude: list[str], quantize: Callable[[Path, list[str]], Path],
            evaluate: Callable[[Path], np.ndarray], labels: list[int], fp32_logits: np.ndarray,
-           tolerance_points: float) -> dict:
-    """Returns {table, kept_fp32, accuracy_int8, met, steps}; `quantize(dst, exclude_nodes)` and
-    `evaluate(path) -> logits` are given by the stage (they hold its quantization settings and rows)."""
+           tolerance_points: float, margin_z: float = 0.0) -> dict:
+    """Returns {table, kept_fp32, accuracy_int8, met, steps, loss_points, se_points, ...};
+    `quantize(dst, exclude_nodes)` and `evaluate(path) -> logits` are given by the stage (they hold
+    its quantization settings and rows). `met` is False when the tolerance holds only with every
+    group kept fp32 (nothing left to quantize) or not even then."""
     acc_fp32 = accuracy(fp32_logits, labels)
+    margins: dict[str, tuple[float, float]] = {}
 
     def measure(keep: list[str], dst: Path) -> tuple[float, float]:
         nodes = list(base_exclude) + [n for g in keep for n in groups[g]]
         logits = evaluate(quantize(dst, nodes))
+        margins["last"] = loss_with_margin(fp32_logits, logits, labels)
         return accuracy(logits, labels), float(np.abs(logits - fp32_logits).mean())
+
+    def within() -> bool:
+        loss, se = margins["last"]
+        return loss + margin_z * se <= tolerance_points
 
     with tempfile.TemporaryDirectory() as work:
         work = Path(work)
         acc_all, err_all = measure([], work / "all.onnx")
+        all_loss, all_se = margins["last"]
+        met_all = within()
         table = []
         for group in groups:
             acc_g, err_g = measure([group], work / "probe.onnx")
@@ -40,13 +64,22 @@ def search(src: Path, groups: dict[str, list[str]], base_exclude: list[str], qua
                           "logit_diff_reduction": round(err_all - err_g, 6)})
         table.sort(key=lambda r: (-r["accuracy_gain_points"], -r["logit_diff_reduction"]))
         kept: list[str] = []
-        acc, steps = acc_all, [{"kept_fp32": [], "accuracy": round(acc_all, 5)}]
+        margins["last"] = (all_loss, all_se)
+        acc, steps = acc_all, [{"kept_fp32": [], "accuracy": round(acc_all, 5),
+                                "loss_points": round(all_loss, 3), "se_points": round(all_se, 3)}]
+        met = met_all
         for row in table:
-            if 100 * (acc_fp32 - acc) <= tolerance_points:
+            if met:
                 break
             kept.append(row["module"])
             acc, _ = measure(kept, work / "step.onnx")
-            steps.append({"kept_fp32": list(kept), "accuracy": round(acc, 5)})
+            met = within()
+            steps.append({"kept_fp32": list(kept), "accuracy": round(acc, 5),
+                          "loss_points": round(margins["last"][0], 3), "se_points": round(margins["last"][1], 3)})
+    loss, se = margins["last"]
+    everything_kept = bool(groups) and len(kept) == len(groups)
     return {"table": table, "kept_fp32": kept, "accuracy_fp32": acc_fp32, "accuracy_all_int8": acc_all,
             "accuracy_int8": acc, "mean_abs_logit_diff_all_int8": err_all,
-            "met": 100 * (acc_fp32 - acc) <= tolerance_points, "steps": steps}
+            "met": met and not everything_kept, "everything_kept": everything_kept,
+            "loss_points": round(loss, 3), "se_points": round(se, 3), "margin_z": margin_z,
+            "bound_points": round(loss + margin_z * se, 3), "rows": len(labels), "steps": steps}

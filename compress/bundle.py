@@ -21,25 +21,24 @@ import numpy as np
 
 from shrinkbert.compress.common import (accuracy, align_labels, check_onnx_file, load_pt, load_rows, onnx_file, ort_logits,
                              ort_session, parity, torch_logits)
-from shrinkbert.core.artifacts import atomic_artifact, read_manifest, write_manifest
+from shrinkbert.core.artifacts import atomic_artifact, check, read_manifest, write_manifest
 from shrinkbert.core.config import field, stage_main, to_dict
+from shrinkbert.core.dataspec import DataConfig, resolve_spec
 from shrinkbert.core.errors import ShrinkbertError, require
 
 TEMPLATE = Path(__file__).with_name("edge_predictor.py")
 
 
 @dataclass
-class Config:
+class Config(DataConfig):
     model: str = field("", "ONNX artifact to bundle (normally the int8 one from compress.quantize)")
     output_dir: str = field("", "where the bundle directory is written")
     reference: str = field("", "optional fp32 ONNX or PyTorch artifact the bundle's labels are checked against")
-    reference_agreement: float = field(0.9, "least share of parity rows whose label must match --reference")
-    data: str = field("", "task whose validation rows check parity (empty: built-in sentences)")
-    parity_rows: int = field(64, "rows for the parity check")
-    tolerance: float = field(1e-4, "largest allowed |logit diff| between the bundle and its source model")
+    reference_agreement: float = field(0.9, "least share of parity rows whose label must match --reference", min=0, max=1)
+    parity_rows: int = field(64, "rows for the parity check", min=1)
+    tolerance: float = field(1e-4, "largest allowed |logit diff| between the bundle and its source model", min=0)
     allow_parity_failure: bool = field(False, "write the bundle even when parity fails (recorded)")
-    max_length: int = field(128, "tokens per text the bundle truncates to")
-    seed: int = field(0, "seed for the data split")
+    max_length: int = field(128, "tokens per text the bundle truncates to", min=8, max=8192)
 
 
 def requirements() -> str:
@@ -82,7 +81,8 @@ def run(cfg: Config) -> Path:
     require((src_dir / "tokenizer.json").is_file(), f"{src_dir} has no tokenizer.json (a fast tokenizer is needed)")
     tokenizer = AutoTokenizer.from_pretrained(str(src_dir), use_fast=True)
     meta, config = labels_json(src_dir, tokenizer, cfg.max_length)
-    rows, task = load_rows(cfg.data or None, "validation", cfg.parity_rows, cfg.seed)
+    spec = resolve_spec(cfg, [cfg.model, cfg.reference], required=False)  # no task anywhere: built-in sentences
+    rows, task = load_rows(spec, "validation", cfg.parity_rows, cfg.cache_dir)
     labels = align_labels(rows, task, config.id2label)
     # Same batches on both sides: dynamic int8 scales depend on the whole batch (padding included).
     source = ort_logits(ort_session(src), tokenizer, rows, cfg.max_length, batch_size=16)
@@ -103,7 +103,7 @@ def run(cfg: Config) -> Path:
         vs_source = parity(source, bundle)
         passed = vs_source["max_abs_logit_diff"] <= cfg.tolerance
         metrics = {"vs_source": {**vs_source, "tolerance": cfg.tolerance, "passed": passed,
-                                 "rows_source": cfg.data or "builtin-sentences"},
+                                 "rows_source": spec.task if spec else "builtin-sentences"},
                    "bundle_mb": round(sum(f.stat().st_size for f in tmp.iterdir()) / 1e6, 3),
                    "model_mb": round(src.stat().st_size / 1e6, 3),
                    "val_accuracy_bundle": accuracy(bundle, labels), "parity_failure_allowed": False}
@@ -128,8 +128,15 @@ def run(cfg: Config) -> Path:
             metrics["parity_failure_allowed"] = True
         parents = [cfg.model] + ([cfg.reference] if cfg.reference else [])
         parent_params = read_manifest(src_dir).get("num_parameters") if (src_dir / "shrinkbert.json").is_file() else None
-        write_manifest(tmp, stage="bundle", parents=parents, config=to_dict(cfg), metrics=metrics, seed=cfg.seed,
-                       num_parameters=parent_params)
+        checks = [check("parity", vs_source["max_abs_logit_diff"] <= cfg.tolerance,
+                        f"max |logit diff| vs {src_dir.name} {vs_source['max_abs_logit_diff']:.2e} "
+                        f"(tolerance {cfg.tolerance:.0e}) on {vs_source['rows']} rows")]
+        if cfg.reference:
+            checks.append(check("reference_agreement", metrics["vs_reference"]["passed"],
+                                f"labels agree with {cfg.reference} on {metrics['vs_reference']['label_agreement']:.1%} "
+                                f"of {metrics['vs_reference']['rows']} rows (need {cfg.reference_agreement:.0%})"))
+        write_manifest(tmp, stage="bundle", parents=parents, config=to_dict(cfg), metrics=metrics,
+                       num_parameters=parent_params, data=spec.record(task) if spec else None, checks=checks)
     return Path(cfg.output_dir)
 
 

@@ -34,18 +34,19 @@ BUILTIN_SENTENCES = [
 ]
 
 
-def load_rows(data: str | None, split: str = "validation", max_rows: int | None = 256,
-              seed: int = 0) -> tuple[list[dict[str, Any]], Any]:
-    """Rows of a task split (via core.data.load_task), or the built-in sentences when data is None.
+def load_rows(spec, split: str = "validation", max_rows: int | None = 256,
+              cache_dir: str | None = None) -> tuple[list[dict[str, Any]], Any]:
+    """Rows of a task split (the data spec's stored splits), or the built-in sentences when spec is None.
 
     Returns (rows, task); task is None for the built-in sentences (no labels).
     """
-    if not data:
+    if spec is None:
         rows = [{"text": t, "text_pair": None, "label": None} for t in BUILTIN_SENTENCES]
         return rows[:max_rows] if max_rows else rows, None
-    from shrinkbert.core.data import load_task
+    from shrinkbert.core.dataspec import load_splits
 
-    task, dsd = load_task(data, seed=seed)
+    task, dsd = load_splits(spec, cache_dir)
+    data = spec.task
     splits = [split] if isinstance(split, str) else list(split)
     rows: list[dict[str, Any]] = []
     for name in splits:

@@ -23,26 +23,25 @@ import numpy as np
 
 from shrinkbert.compress.common import (align_labels, accuracy, load_pt, load_rows, onnx_file, ort_logits,
                              ort_session, parity, torch_logits)
-from shrinkbert.core.artifacts import atomic_artifact, write_manifest
+from shrinkbert.core.artifacts import atomic_artifact, check, write_manifest
 from shrinkbert.core.config import field, stage_main, to_dict
+from shrinkbert.core.dataspec import DataConfig, resolve_spec
 from shrinkbert.core.errors import ShrinkbertError, require
 from shrinkbert.core.models import check_model_dir, count_parameters
 from shrinkbert.core.timing import time_callable
 
 
 @dataclass
-class Config:
+class Config(DataConfig):
     model: str = field("", "PyTorch model artifact to export")
     output_dir: str = field("", "where the ONNX artifact is written")
-    data: str = field("", "task whose validation rows are used for the parity check (empty: built-in sentences)")
-    parity_rows: int = field(64, "rows for the parity check")
-    tolerance: float = field(1e-3, "largest allowed |logit difference| between ONNX and PyTorch")
+    parity_rows: int = field(64, "rows for the parity check", min=1)
+    tolerance: float = field(1e-3, "largest allowed |logit difference| between ONNX and PyTorch", min=0)
     allow_parity_failure: bool = field(False, "write the artifact even when parity fails (recorded)")
     optimization: str = field("none", "ORTOptimizer level: none, O1 or O2 (fusions); measured, not assumed")
-    opset: int = field(0, "ONNX opset (0: Optimum's default for the model)")
-    max_length: int = field(128, "tokens per row in the parity check and latency probe")
-    threads: int = field(0, "ONNX Runtime threads for the checks (0: ORT default)")
-    seed: int = field(0, "seed for the data split")
+    opset: int = field(0, "ONNX opset (0: Optimum's default for the model)", min=0)
+    max_length: int = field(128, "tokens per row in the parity check and latency probe", min=8, max=8192)
+    threads: int = field(0, "ONNX Runtime threads for the checks (0: ORT default)", min=0)
 
 
 def export_graph(model_dir: str | Path, out: Path, opset: int = 0) -> None:
@@ -99,7 +98,8 @@ def run(cfg: Config) -> Path:
     require(bool(cfg.model) and bool(cfg.output_dir), "export needs --model and --output-dir")
     check_model_dir(cfg.model)
     model, tokenizer = load_pt(cfg.model)
-    rows, task = load_rows(cfg.data or None, "validation", cfg.parity_rows, cfg.seed)
+    spec = resolve_spec(cfg, [cfg.model], required=False)  # no task anywhere: built-in sentences
+    rows, task = load_rows(spec, "validation", cfg.parity_rows, cfg.cache_dir)
     labels = align_labels(rows, task, model.config.id2label)
     with atomic_artifact(cfg.output_dir) as tmp:
         tmp = Path(tmp)
@@ -116,7 +116,7 @@ def run(cfg: Config) -> Path:
         # A label can only flip within the tolerance on a near-tie, so the logit bound is the test.
         passed = result["max_abs_logit_diff"] <= cfg.tolerance
         metrics.update({"parity": {**result, "tolerance": cfg.tolerance, "passed": passed,
-                                   "rows_source": cfg.data or "builtin-sentences"},
+                                   "rows_source": spec.task if spec else "builtin-sentences"},
                         "val_accuracy_torch": accuracy(reference, labels),
                         "val_accuracy_onnx": accuracy(candidate, labels),
                         "onnx_mb": round(onnx_file(tmp).stat().st_size / 1e6, 3),
@@ -128,7 +128,9 @@ def run(cfg: Config) -> Path:
                 f"no artifact written (--allow-parity-failure writes it anyway)")
         metrics["parity_failure_allowed"] = (not passed) and cfg.allow_parity_failure
         write_manifest(tmp, stage="export", parents=[cfg.model], config=to_dict(cfg), metrics=metrics,
-                       seed=cfg.seed, num_parameters=count_parameters(model))
+                       num_parameters=count_parameters(model), data=spec.record(task) if spec else None,
+                       checks=[check("parity", passed, f"max |logit diff| {result['max_abs_logit_diff']:.2e} "
+                                     f"(tolerance {cfg.tolerance:.0e}) on {result['rows']} rows")])
     return Path(cfg.output_dir)
 
 

@@ -35,13 +35,109 @@ def detect_isa() -> str:
     return "avx2"
 
 
-def quantization_config(isa: str, static: bool, per_channel: bool, exclude_nodes: list[str]):
-    from optimum.onnxruntime.configuration import AutoQuantizationConfig
+WEIGHT_TYPES = ("s8", "u8")
+# What each instruction set gets unless the user overrides it. Measured on the fine-tuned MiniLM
+# teacher, dynamic int8 through ORT 1.31 on an AMD EPYC with AVX2 only (issue 15, bench/int8.py):
+# per-channel weights beat per-tensor, and per-channel + reduce_range (7-bit weights) was the most
+# accurate variant; u8u8 was below it. VNNI and ARM kernels do not saturate: full range there.
+ISA_DEFAULTS = {
+    "avx2": {"per_channel": True, "reduce_range": True, "weight_type": "s8",
+             "why": "x86 without VNNI: u8s8 kernels can saturate, so 7-bit weights (reduce_range); "
+                    "per-channel + reduce_range measured best on the teacher"},
+    "avx512": {"per_channel": True, "reduce_range": True, "weight_type": "s8",
+               "why": "AVX512 without VNNI: u8s8 kernels can saturate, so 7-bit weights (reduce_range)"},
+    "avx512_vnni": {"per_channel": True, "reduce_range": False, "weight_type": "s8",
+                    "why": "VNNI: no saturation, full 8-bit range"},
+    "arm64": {"per_channel": True, "reduce_range": False, "weight_type": "s8",
+              "why": "ARM: no saturation, full 8-bit range"},
+}
 
+
+def cpu_description() -> str:
+    """'AMD EPYC ... (avx2)': the CPU model and the detected int8 instruction set, for every int8 figure."""
+    from shrinkbert.core.device import _cpuinfo, cpu_model
+
+    family, model = _cpuinfo("cpu family"), _cpuinfo("model\t")
+    where = f" family {family} model {model}" if family and model else ""
+    vnni = "avx512_vnni" in cpu_flags() or "avx512vnni" in cpu_flags()
+    return f"{cpu_model() or platform.machine()}{where}, int8 ISA {detect_isa()}{'' if vnni else ' (no VNNI)'}"
+
+
+def resolve_isa(isa: str) -> str:
     isa = detect_isa() if isa in ("", "auto") else isa
     require(isa in ISAS, f"isa must be auto or one of {', '.join(ISAS)}, got '{isa}'")
-    make = getattr(AutoQuantizationConfig, isa)
-    return make(is_static=static, per_channel=per_channel, nodes_to_exclude=list(exclude_nodes)), isa
+    return isa
+
+
+def choose(isa: str = "auto", per_channel: bool | None = None, reduce_range: bool | None = None,
+           weight_type: str = "auto") -> dict[str, Any]:
+    """The int8 settings for this instruction set: each one the ISA's default unless given.
+
+    Returns {isa, per_channel, reduce_range, weight_type, activation_type, source: {setting: 'isa'|'user'},
+    why}; this dict goes into the manifest as it is.
+    """
+    isa = resolve_isa(isa)
+    weight_type = (weight_type or "auto").lower()
+    require(weight_type in ("auto",) + WEIGHT_TYPES,
+            f"weight_type must be auto, s8 or u8, got '{weight_type}'")
+    defaults = ISA_DEFAULTS[isa]
+    given = {"per_channel": per_channel, "reduce_range": reduce_range,
+             "weight_type": None if weight_type == "auto" else weight_type}
+    chosen = {k: (defaults[k] if v is None else v) for k, v in given.items()}
+    return {"isa": isa, **chosen, "activation_type": "u8",
+            "source": {k: ("isa" if v is None else "user") for k, v in given.items()},
+            "why": defaults["why"]}
+
+
+def quantization_config(isa: str, static: bool, per_channel: bool | None, exclude_nodes: list[str],
+                        reduce_range: bool | None = None, weight_type: str = "auto",
+                        operators: list[str] | None = None):
+    """(Optimum QuantizationConfig, choice dict): the ISA decides what the caller leaves None/auto."""
+    from onnxruntime.quantization import QuantType
+    from optimum.onnxruntime.configuration import QuantizationConfig, default_quantization_parameters
+
+    choice = choose(isa, per_channel, reduce_range, weight_type)
+    fmt, mode, ops = default_quantization_parameters(static, operators_to_quantize=list(operators or []))
+    qconfig = QuantizationConfig(
+        is_static=static, format=fmt, mode=mode, activations_dtype=QuantType.QUInt8, activations_symmetric=False,
+        weights_dtype=QuantType.QInt8 if choice["weight_type"] == "s8" else QuantType.QUInt8,
+        weights_symmetric=True, per_channel=choice["per_channel"], reduce_range=choice["reduce_range"],
+        nodes_to_quantize=[], nodes_to_exclude=list(exclude_nodes), operators_to_quantize=ops)
+    choice["operators"] = list(ops)
+    return qconfig, choice
+
+
+# Static int8: what stays float by default (the ops users keep out of static int8, optimum issue 151).
+FLOAT_KINDS = ("layernorm", "gelu", "residual_add", "softmax_input")
+STATIC_OPS = ["MatMul", "Gemm"]
+
+
+def float_nodes(model, kinds: list[str]) -> dict[str, list[str]]:
+    """{kind: [node names]} of the nodes static int8 keeps float: LayerNorm (fused or decomposed),
+    GELU (Erf/Gelu and the ops of the activation subgraph), the residual Add (an Add of two
+    activations) and what feeds Softmax (the Softmax node and the producers of its input)."""
+    unknown = [k for k in kinds if k not in FLOAT_KINDS]
+    require(not unknown, f"keep_float kinds must be among {', '.join(FLOAT_KINDS)}, got {', '.join(unknown)}")
+    inits = {i.name for i in model.graph.initializer}
+    producer = {out: node for node in model.graph.node for out in node.output}
+    found: dict[str, list[str]] = {k: [] for k in kinds}
+    for node in model.graph.node:
+        name, op = node.name, node.op_type
+        if "layernorm" in found and (op in ("LayerNormalization", "SkipLayerNormalization",
+                                            "EmbedLayerNormalization") or "layernorm" in name.lower()):
+            found["layernorm"].append(name)
+        if "gelu" in found and op not in ("MatMul", "Gemm") and (
+                op in ("Gelu", "FastGelu", "BiasGelu", "Erf") or "act_fn" in name):
+            found["gelu"].append(name)
+        if "residual_add" in found and op == "Add" and not any(i in inits for i in node.input):
+            found["residual_add"].append(name)
+        if "softmax_input" in found and op == "Softmax":
+            found["softmax_input"].append(name)
+            for tensor in node.input:
+                src = producer.get(tensor)
+                if src is not None and src.op_type not in ("MatMul", "Gemm"):
+                    found["softmax_input"].append(src.name)
+    return {k: sorted(set(v)) for k, v in found.items()}
 
 
 def check_calibration(features: dict[str, np.ndarray], input_names: list[str], min_rows: int) -> dict[str, np.ndarray]:
@@ -71,7 +167,7 @@ def check_calibration(features: dict[str, np.ndarray], input_names: list[str], m
 
 
 def calibrate(onnx_path: Path, features: dict[str, np.ndarray], method: str, batch_size: int = 8,
-              percentile: float = 99.999) -> dict[str, Any]:
+              percentile: float = 99.999, operators: list[str] | None = None) -> dict[str, Any]:
     """Activation ranges from real rows, computed in a temp dir (ORT writes files into the cwd)."""
     from datasets import Dataset
     from optimum.onnxruntime import ORTQuantizer
@@ -92,6 +188,7 @@ def calibrate(onnx_path: Path, features: dict[str, np.ndarray], method: str, bat
         try:
             return quantizer.fit(dataset=dataset, calibration_config=calib,
                                  onnx_augmented_model_name=str(Path(work) / "augmented_model.onnx"),
+                                 operators_to_quantize=list(operators) if operators else None,
                                  batch_size=batch_size)
         except ValueError as err:  # ORT's histogram collectors choke on tensors with a constant value
             raise ShrinkbertError(f"{method} calibration failed ({str(err).splitlines()[0]}); a tensor "
@@ -106,7 +203,8 @@ def quantize_file(src: Path, dst: Path, qconfig, ranges: dict | None = None, fus
         from onnxruntime.quantization import QuantType, quantize_dynamic
 
         require(not qconfig.is_static, "static int8 needs an unfused graph: export with optimization none or O1")
-        quantize_dynamic(str(src), str(dst), per_channel=qconfig.per_channel, weight_type=QuantType.QInt8,
+        quantize_dynamic(str(src), str(dst), per_channel=qconfig.per_channel, reduce_range=qconfig.reduce_range,
+                         weight_type=qconfig.weights_dtype if qconfig.weights_dtype is not None else QuantType.QInt8,
                          nodes_to_exclude=list(qconfig.nodes_to_exclude),
                          extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
         return dst
@@ -123,11 +221,29 @@ def quantize_file(src: Path, dst: Path, qconfig, ranges: dict | None = None, fus
     return dst
 
 
+def quantize_int4(src: Path, dst: Path, block_size: int = 32, exclude_nodes: list[str] = (),
+                  accuracy_level: int = 0) -> Path:
+    """Weight-only 4-bit (ONNX Runtime's MatMulNBits): MatMul weights in blocks of block_size, symmetric;
+    activations stay float (accuracy_level 4: int8 activations inside the kernel)."""
+    import onnx
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+    require(block_size >= 16 and block_size & (block_size - 1) == 0,
+            f"int4 block_size must be a power of two >= 16, got {block_size}")
+    model = onnx.load(str(src))
+    quantizer = MatMulNBitsQuantizer(model, bits=4, block_size=block_size, is_symmetric=True,
+                                     accuracy_level=accuracy_level or None,
+                                     nodes_to_exclude=list(exclude_nodes))
+    quantizer.process()
+    onnx.save_model(quantizer.model.model, str(dst))
+    return Path(dst)
+
+
 def quantized_node_count(path: Path) -> int:
     import onnx
 
     ops = {"MatMulInteger", "DynamicQuantizeLinear", "QLinearMatMul", "QuantizeLinear", "QAttention",
-           "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "QGemm"}
+           "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "QGemm", "MatMulNBits"}
     return sum(1 for n in onnx.load(str(path), load_external_data=False).graph.node if n.op_type in ops)
 
 

@@ -24,25 +24,24 @@ from shrinkbert.compress.common import accuracy, align_labels, load_pt, load_row
 from shrinkbert.compress.importance import bert_layers, score
 from shrinkbert.core.artifacts import atomic_artifact, write_manifest
 from shrinkbert.core.config import field, stage_main, to_dict
+from shrinkbert.core.dataspec import DataConfig, resolve_spec
 from shrinkbert.core.errors import ShrinkbertError, require
 from shrinkbert.core.models import count_parameters
 
 
 @dataclass
-class Config:
+class Config(DataConfig):
     model: str = field("", "PyTorch model artifact to prune")
     output_dir: str = field("", "where the pruned artifact is written")
-    data: str = field("", "task name or data file whose rows rank heads/neurons (core.data.load_task)")
-    head_fraction: float = field(0.4, "fraction of attention heads to remove (of the model's current heads)")
-    neuron_fraction: float = field(0.4, "fraction of FFN neurons to remove, the same count in every layer")
-    head_scope: str = field("global", "rank heads 'global'ly (Michel et al.) or 'per_layer' (same count per layer)")
-    min_heads_per_layer: int = field(1, "never leave a layer with fewer heads than this")
-    importance: str = field("taylor", "'taylor' (gradient x activation on task rows) or 'magnitude' (weights only, no data)")
-    importance_rows: int = field(256, "task rows (train split) used to score heads and neurons")
-    eval_rows: int = field(256, "validation rows to score accuracy before/after (0: skip)")
-    max_length: int = field(128, "tokens per row")
-    batch_size: int = field(16, "rows per scoring batch")
-    seed: int = field(0, "seed for the data split")
+    head_fraction: float = field(0.4, "fraction of attention heads to remove (of the model's current heads)", min=0, below=1)
+    neuron_fraction: float = field(0.4, "fraction of FFN neurons to remove, the same count in every layer", min=0, below=1)
+    head_scope: str = field("global", "rank heads 'global'ly (Michel et al.) or 'per_layer' (same count per layer)", choices=("global", "per_layer"))
+    min_heads_per_layer: int = field(1, "never leave a layer with fewer heads than this", min=1)
+    importance: str = field("taylor", "'taylor' (gradient x activation on task rows) or 'magnitude' (weights only, no data)", choices=("taylor", "magnitude"))
+    importance_rows: int = field(256, "task rows (train split) used to score heads and neurons", min=1)
+    max_eval_rows: int = field(256, "validation rows to score accuracy before/after (0: skip)", min=0)
+    max_length: int = field(128, "tokens per row", min=8, max=8192)
+    batch_size: int = field(16, "rows per scoring batch", min=1)
 
 
 def magnitude_scores(model) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
@@ -124,21 +123,22 @@ def run(cfg: Config) -> Path:
     require(0.0 <= cfg.neuron_fraction < 1.0, f"neuron_fraction must be in [0, 1), got {cfg.neuron_fraction}")
     require(cfg.min_heads_per_layer >= 1, "min_heads_per_layer must be at least 1 (a layer with no heads cannot run)")
     require(cfg.importance in ("taylor", "magnitude"), f"importance must be 'taylor' or 'magnitude', got '{cfg.importance}'")
-    if cfg.importance == "taylor" and not cfg.data:
-        raise ShrinkbertError("taylor importance needs task rows: pass --data TASK (or --importance magnitude)")
+    spec = resolve_spec(cfg, [cfg.model], required=False)
+    if cfg.importance == "taylor" and spec is None:
+        raise ShrinkbertError("taylor importance needs task rows: pass --task TASK (or --importance magnitude)")
     model, tokenizer = load_pt(cfg.model)
     require(model.config.model_type == "bert" or hasattr(model, "bert"),
             f"structured pruning supports BERT-family models, got model_type '{model.config.model_type}'")
     before = structure(model)
 
     eval_rows, eval_labels, task = [], [], None
-    if cfg.data and cfg.eval_rows:
-        eval_rows, task = load_rows(cfg.data, "validation", cfg.eval_rows, cfg.seed)
+    if spec is not None and cfg.max_eval_rows:
+        eval_rows, task = load_rows(spec, "validation", cfg.max_eval_rows, cfg.cache_dir)
         eval_labels = align_labels(eval_rows, task, model.config.id2label)
     acc_before = accuracy(torch_logits(model, tokenizer, eval_rows, cfg.max_length), eval_labels) if eval_rows else None
 
     if cfg.importance == "taylor":
-        rows, task = load_rows(cfg.data, "train", cfg.importance_rows, cfg.seed)
+        rows, task = load_rows(spec, "train", cfg.importance_rows, cfg.cache_dir)
         labels = align_labels(rows, task, model.config.id2label)
         head_scores, neuron_scores = score(model, tokenizer, rows, labels, cfg.max_length, cfg.batch_size)
     else:
@@ -163,7 +163,7 @@ def run(cfg: Config) -> Path:
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
         write_manifest(tmp, stage="prune", parents=[cfg.model], config=to_dict(cfg), metrics=metrics,
-                       seed=cfg.seed, num_parameters=after["num_parameters"])
+                       num_parameters=after["num_parameters"], data=spec.record(task) if spec else None)
     return Path(cfg.output_dir)
 
 

@@ -20,31 +20,38 @@ from shrinkbert.compress import accuracy_aware, int8
 from shrinkbert.compress.common import (accuracy, align_labels, check_onnx_file, copy_tokenizer_files, encode, load_rows,
                              onnx_file, ort_logits, ort_session, parity)
 from shrinkbert.compress.onnx_modules import is_fused, node_groups, resolve
-from shrinkbert.core.artifacts import atomic_artifact, read_manifest, write_manifest
+from shrinkbert.core.artifacts import atomic_artifact, check, read_manifest, write_manifest
 from shrinkbert.core.config import field, stage_main, to_dict
+from shrinkbert.core.dataspec import DataConfig, resolve_spec
 from shrinkbert.core.errors import ShrinkbertError, require
 
 
 @dataclass
-class Config:
+class Config(DataConfig):
     model: str = field("", "ONNX artifact (compress.export) to quantize")
     output_dir: str = field("", "where the int8 ONNX artifact is written")
-    mode: str = field("dynamic", "'dynamic' or 'static' (calibrated activations)")
+    mode: str = field("dynamic", "'dynamic', 'static' (calibrated activations) or 'int4' (weight-only MatMulNBits, a size option)")
     calibration: str = field("minmax", "static calibration: minmax, entropy or percentile")
-    percentile: float = field(99.999, "percentile for percentile calibration")
-    calibration_rows: int = field(128, "train rows used for static calibration")
-    min_calibration_rows: int = field(32, "refuse a calibration set smaller than this")
+    percentile: float = field(99.999, "percentile for percentile calibration", above=0, max=100)
+    calibration_rows: int = field(128, "train rows used for static calibration", min=1)
+    min_calibration_rows: int = field(32, "refuse a calibration set smaller than this", min=1)
     calibration_data: str = field("", "optional .npz of pre-tokenized inputs (input_ids, attention_mask, ...) to calibrate on")
-    per_channel: bool = field(False, "per-channel weight scales (else per-tensor)")
+    per_channel: bool | None = field(None, "per-channel weight scales (else per-tensor); unset: the ISA decides (per-channel)")
+    reduce_range: bool | None = field(None, "7-bit weights; unset: the ISA decides (on for x86 without VNNI, off on VNNI and ARM)")
+    weight_type: str = field("auto", "int8 weight type: auto (the ISA decides: s8), s8 or u8 (u8u8 with the u8 activations)")
+    keep_float: list[str] = field(list(int8.FLOAT_KINDS), "static int8: node kinds kept float (layernorm, gelu, residual_add, softmax_input)")
+    static_ops: list[str] = field(list(int8.STATIC_OPS), "static int8: op types quantized (others stay float); empty: ORT's whole QDQ set")
+    int4_block_size: int = field(32, "int4: weights per quantization block (a power of two >= 16)", min=16)
+    int4_accuracy_level: int = field(0, "int4: MatMulNBits accuracy_level (0: fp32 compute, 4: int8 activations)", choices=(0, 1, 2, 3, 4))
     isa: str = field("auto", "instruction set: auto, avx512_vnni, avx512, avx2, arm64")
     exclude: list[str] = field([], "model modules to keep fp32, e.g. encoder.layer.0.attention,classifier")
     accuracy_aware: bool = field(False, "keep the fewest sensitive modules fp32 to meet --tolerance")
-    tolerance: float = field(0.5, "largest allowed validation accuracy loss, in points (accuracy-aware mode)")
-    data: str = field("", "task: validation rows to score, train rows to calibrate")
-    eval_rows: int = field(256, "validation rows for accuracy fp32 vs int8 (0: skip)")
-    max_length: int = field(128, "tokens per row")
-    threads: int = field(0, "ONNX Runtime threads for the checks (0: ORT default)")
-    seed: int = field(0, "seed for the data split")
+    tolerance: float = field(0.5, "largest allowed validation accuracy loss, in points (accuracy-aware mode)", min=0, max=100)
+    margin_z: float = field(1.0, "accuracy-aware: met when loss + margin_z * (paired standard error) <= tolerance, on the whole validation split (0: point estimate)", min=0)
+    allow_unmet: bool = field(False, "accuracy-aware: write the model even when the tolerance cannot be met (recorded)")
+    max_eval_rows: int = field(256, "validation rows for accuracy fp32 vs int8 (0: skip)", min=0)
+    max_length: int = field(128, "tokens per row", min=8, max=8192)
+    threads: int = field(0, "ONNX Runtime threads for the checks (0: ORT default)", min=0)
 
 
 def tokenizer_of(model_dir: Path):
@@ -56,7 +63,7 @@ def tokenizer_of(model_dir: Path):
         raise ShrinkbertError(f"no usable tokenizer in {model_dir}: {str(err).splitlines()[0]}") from None
 
 
-def calibration_features(cfg: Config, tokenizer, input_names: list[str]) -> dict[str, np.ndarray]:
+def calibration_features(cfg: Config, tokenizer, input_names: list[str], spec=None) -> dict[str, np.ndarray]:
     if cfg.calibration_data:
         path = Path(cfg.calibration_data)
         require(path.is_file(), f"calibration file {path} does not exist")
@@ -66,21 +73,22 @@ def calibration_features(cfg: Config, tokenizer, input_names: list[str]) -> dict
         except (ValueError, OSError) as err:
             raise ShrinkbertError(f"calibration file {path} is not a readable .npz: {err}") from None
     else:
-        require(bool(cfg.data), "static int8 needs calibration rows: pass --data TASK or --calibration-data FILE.npz")
-        rows, _task = load_rows(cfg.data, "train", cfg.calibration_rows, cfg.seed)
+        require(spec is not None, "static int8 needs calibration rows: pass --task TASK or --calibration-data FILE.npz")
+        rows, _task = load_rows(spec, "train", cfg.calibration_rows, cfg.cache_dir)
         features = dict(encode(tokenizer, rows, cfg.max_length, padding="max_length"))
     return int8.check_calibration(features, input_names, cfg.min_calibration_rows)
 
 
 def run(cfg: Config) -> Path:
     require(bool(cfg.model) and bool(cfg.output_dir), "quantize needs --model and --output-dir")
-    require(cfg.mode in ("dynamic", "static"), f"mode must be 'dynamic' or 'static', got '{cfg.mode}'")
+    require(cfg.mode in ("dynamic", "static", "int4"), f"mode must be 'dynamic', 'static' or 'int4', got '{cfg.mode}'")
     src_dir = Path(cfg.model).resolve()
     src = onnx_file(src_dir)
     graph = check_onnx_file(src)
     session = ort_session(src, cfg.threads or None)
     input_names = [i.name for i in session.get_inputs()]
     tokenizer = tokenizer_of(src_dir)
+    spec = resolve_spec(cfg, [src_dir], required=False)
     fused = is_fused(graph)
     groups = node_groups(graph)
     if (cfg.exclude or cfg.accuracy_aware) and fused:
@@ -91,18 +99,26 @@ def run(cfg: Config) -> Path:
     ranges = None
     if cfg.mode == "static":
         require(not fused, "static int8 needs an unfused graph: export with optimization none or O1")
-        features = calibration_features(cfg, tokenizer, input_names)
-        ranges = int8.calibrate(src, features, cfg.calibration, percentile=cfg.percentile)
+        features = calibration_features(cfg, tokenizer, input_names, spec)
+        ranges = int8.calibrate(src, features, cfg.calibration, percentile=cfg.percentile,
+                                operators=cfg.static_ops or None)
+    float_kinds = int8.float_nodes(graph, cfg.keep_float) if cfg.mode == "static" else {}
+    float_only = sorted({n for nodes in float_kinds.values() for n in nodes})
 
     def quantize(dst: Path, nodes: list[str]) -> Path:
-        qconfig, _ = int8.quantization_config(cfg.isa, cfg.mode == "static", cfg.per_channel, nodes)
+        if cfg.mode == "int4":
+            return int8.quantize_int4(src, dst, cfg.int4_block_size, nodes, cfg.int4_accuracy_level)
+        qconfig, _ = int8.quantization_config(cfg.isa, cfg.mode == "static", cfg.per_channel, list(nodes) + float_only,
+                                              cfg.reduce_range, cfg.weight_type,
+                                              cfg.static_ops if cfg.mode == "static" else None)
         return int8.quantize_file(src, dst, qconfig, ranges, fused)
 
-    rows, labels = [], []
-    if cfg.data and cfg.eval_rows:
+    rows, labels, task = [], [], None
+    if spec is not None and (cfg.max_eval_rows or cfg.accuracy_aware):
         from transformers import AutoConfig
 
-        rows, task = load_rows(cfg.data, "validation", cfg.eval_rows, cfg.seed)
+        # accuracy-aware: the tolerance is judged on the whole validation split
+        rows, task = load_rows(spec, "validation", None if cfg.accuracy_aware else cfg.max_eval_rows, cfg.cache_dir)
         labels = align_labels(rows, task, AutoConfig.from_pretrained(str(src_dir)).id2label)
 
     def evaluate(path: Path) -> np.ndarray:
@@ -112,15 +128,30 @@ def run(cfg: Config) -> Path:
     search = None
     if cfg.accuracy_aware:
         require(bool(rows) and labels and labels[0] is not None,
-                "accuracy-aware mode needs labelled validation rows: pass --data TASK")
+                "accuracy-aware mode needs labelled validation rows: pass --task TASK")
         candidates = {g: nodes for g, nodes in groups.items() if g not in excluded_groups}
         search = accuracy_aware.search(src, candidates, exclude_nodes, quantize, evaluate, labels, fp32_logits,
-                                       cfg.tolerance)
+                                       cfg.tolerance, cfg.margin_z)
+        if not search["met"] and not cfg.allow_unmet:
+            how = ("only by keeping every module float (nothing left in int8)" if search["everything_kept"]
+                   else "not even with every module kept float")
+            raise ShrinkbertError(
+                f"tolerance {cfg.tolerance} pt cannot be met on {search['rows']} validation rows: it holds {how}; "
+                f"all-int8 loses {search['steps'][0]['loss_points']} pt (paired se {search['steps'][0]['se_points']} pt, "
+                f"margin_z {cfg.margin_z}). Raise --tolerance, lower --margin-z, or pass --allow-unmet")
         kept = search["kept_fp32"]
         excluded_groups = excluded_groups + [g for g in kept if g not in excluded_groups]
         exclude_nodes = exclude_nodes + [n for g in kept for n in groups[g]]
 
-    _, isa = int8.quantization_config(cfg.isa, cfg.mode == "static", cfg.per_channel, [])
+    _, choice = int8.quantization_config(cfg.isa, cfg.mode == "static", cfg.per_channel, [], cfg.reduce_range,
+                                         cfg.weight_type, cfg.static_ops if cfg.mode == "static" else None)
+    isa = choice["isa"]
+    if cfg.mode == "int4":
+        choice = {"isa": isa, "bits": 4, "block_size": cfg.int4_block_size, "symmetric": True,
+                  "accuracy_level": cfg.int4_accuracy_level, "op": "MatMulNBits"}
+    elif cfg.mode == "static":
+        choice["keep_float"] = {k: len(v) for k, v in float_kinds.items()}
+        choice["calibration"] = cfg.calibration
     with atomic_artifact(cfg.output_dir) as tmp:
         tmp = Path(tmp)
         out = quantize(tmp / "model.onnx", exclude_nodes)
@@ -129,7 +160,8 @@ def run(cfg: Config) -> Path:
             if (src_dir / name).is_file():
                 shutil.copy2(src_dir / name, tmp / name)
         copy_tokenizer_files(src_dir, tmp)
-        metrics = {"mode": cfg.mode, "isa": isa, "per_channel": cfg.per_channel, "fused_graph": fused,
+        metrics = {"mode": cfg.mode, "isa": isa, "per_channel": choice.get("per_channel"), "int8_choice": choice,
+                   "cpu": int8.cpu_description(), "fused_graph": fused,
                    "calibration": cfg.calibration if cfg.mode == "static" else None,
                    "kept_fp32": excluded_groups, "fp32_mb": round(src.stat().st_size / 1e6, 3),
                    "int8_mb": round(out.stat().st_size / 1e6, 3),
@@ -145,11 +177,19 @@ def run(cfg: Config) -> Path:
                     100 * (metrics["val_accuracy_fp32"] - metrics["val_accuracy_int8"]), 3)
         if search is not None:
             metrics["accuracy_aware"] = {"tolerance_points": cfg.tolerance, "met": search["met"],
+                                         "validation_rows": search["rows"], "loss_points": search["loss_points"],
+                                         "paired_se_points": search["se_points"], "margin_z": cfg.margin_z,
+                                         "loss_bound_points": search["bound_points"],
+                                         "kept_fp32_modules": search["kept_fp32"],
                                          "sensitivity": search["table"], "steps": search["steps"],
                                          "accuracy_all_int8": search["accuracy_all_int8"]}
         parent_params = read_manifest(src_dir).get("num_parameters") if (src_dir / "shrinkbert.json").is_file() else None
+        checks = []
+        if search is not None:
+            checks.append(check("accuracy_aware_tolerance", search["met"],
+                                f"validation accuracy loss within {cfg.tolerance} points"))
         write_manifest(tmp, stage="quantize", parents=[cfg.model], config=to_dict(cfg), metrics=metrics,
-                       seed=cfg.seed, num_parameters=parent_params)
+                       num_parameters=parent_params, data=spec.record(task) if spec else None, checks=checks)
     return Path(cfg.output_dir)
 
 

@@ -15,22 +15,21 @@ import torch
 from shrinkbert.compress.common import accuracy, align_labels, gzip_size, load_pt, load_rows, torch_logits
 from shrinkbert.core.artifacts import atomic_artifact, write_manifest
 from shrinkbert.core.config import field, stage_main, to_dict
+from shrinkbert.core.dataspec import DataConfig, resolve_spec
 from shrinkbert.core.errors import require
 from shrinkbert.core.models import count_parameters
 
 
 @dataclass
-class Config:
+class Config(DataConfig):
     model: str = field("", "PyTorch model artifact to sparsify")
     output_dir: str = field("", "where the sparsified artifact is written")
-    sparsity: float = field(0.5, "fraction of the selected weights set to zero")
-    scope: str = field("global", "'global' (one magnitude threshold over all layers) or 'per_layer'")
+    sparsity: float = field(0.5, "fraction of the selected weights set to zero", min=0, below=1)
+    scope: str = field("global", "'global' (one magnitude threshold over all layers) or 'per_layer'", choices=("global", "per_layer"))
     include_embeddings: bool = field(False, "also sparsify the embedding matrices")
     include_classifier: bool = field(False, "also sparsify the classifier head")
-    data: str = field("", "optional task: score validation accuracy before/after")
-    eval_rows: int = field(256, "validation rows for the accuracy check")
-    max_length: int = field(128, "tokens per row")
-    seed: int = field(0, "seed for the data split")
+    max_eval_rows: int = field(256, "validation rows for the accuracy check before/after (0: skip)", min=0)
+    max_length: int = field(128, "tokens per row", min=8, max=8192)
 
 
 def targets(model, cfg: Config) -> list[tuple[torch.nn.Module, str]]:
@@ -69,9 +68,10 @@ def run(cfg: Config) -> Path:
     require(bool(cfg.model) and bool(cfg.output_dir), "sparsify needs --model and --output-dir")
     require(0.0 <= cfg.sparsity < 1.0, f"sparsity must be in [0, 1), got {cfg.sparsity}")
     model, tokenizer = load_pt(cfg.model)
-    rows, labels = [], []
-    if cfg.data and cfg.eval_rows:
-        rows, task = load_rows(cfg.data, "validation", cfg.eval_rows, cfg.seed)
+    rows, labels, task = [], [], None
+    spec = resolve_spec(cfg, [cfg.model], required=False)
+    if spec is not None and cfg.max_eval_rows:
+        rows, task = load_rows(spec, "validation", cfg.max_eval_rows, cfg.cache_dir)
         labels = align_labels(rows, task, model.config.id2label)
     acc_before = accuracy(torch_logits(model, tokenizer, rows, cfg.max_length), labels) if rows else None
     weights = next(Path(cfg.model).glob("*.safetensors"))
@@ -92,7 +92,7 @@ def run(cfg: Config) -> Path:
                      "dense-runtime latency are unchanged. Use compress.prune for speed."),
         })
         write_manifest(tmp, stage="sparsify", parents=[cfg.model], config=to_dict(cfg), metrics=metrics,
-                       seed=cfg.seed, num_parameters=count_parameters(model))
+                       num_parameters=count_parameters(model), data=spec.record(task) if spec else None)
     return Path(cfg.output_dir)
 
 

@@ -20,28 +20,28 @@ import torch
 from shrinkbert.compress.common import load_pt
 from shrinkbert.core.artifacts import atomic_artifact, write_manifest
 from shrinkbert.core.config import field, stage_main, to_dict
+from shrinkbert.core.dataspec import DataConfig, resolve_spec
 from shrinkbert.core.errors import ShrinkbertError, require
 from shrinkbert.core.models import count_parameters
 
 
 @dataclass
-class Config:
+class Config(DataConfig):
     model: str = field("", "PyTorch model artifact whose vocabulary is trimmed")
     output_dir: str = field("", "where the trimmed artifact is written")
-    data: str = field("", "task whose train+validation+test texts define the kept vocabulary")
     corpus_files: list[str] = field([], "text files (one text per line) whose tokens are also kept")
     keep_tokens: list[str] = field([], "extra tokens to keep")
     keep_ascii_chars: bool = field(True, "keep single ASCII characters (and ##x) so unseen words split instead of [UNK]")
-    max_rows: int = field(0, "cap on corpus texts (0: all)")
-    seed: int = field(0, "seed for the data split")
+    max_train_rows: int = field(0, "cap on corpus texts (0: all)", min=0)
 
 
-def corpus_texts(cfg: Config) -> list[str | tuple[str, str]]:
+def corpus_texts(cfg: Config, spec=None) -> list[str | tuple[str, str]]:
+    """The texts whose tokens are kept: every split of the task (so no test word becomes [UNK]) plus files."""
     texts: list = []
-    if cfg.data:
-        from shrinkbert.core.data import load_task
+    if spec is not None:
+        from shrinkbert.core.dataspec import load_splits
 
-        _task, dsd = load_task(cfg.data, seed=cfg.seed)
+        _task, dsd = load_splits(spec, cfg.cache_dir)
         for split in dsd.values():
             pairs = split["text_pair"] if "text_pair" in split.column_names else None
             texts.extend(zip(split["text"], pairs) if pairs else split["text"])
@@ -49,8 +49,8 @@ def corpus_texts(cfg: Config) -> list[str | tuple[str, str]]:
         path = Path(file)
         require(path.is_file(), f"corpus file {path} does not exist")
         texts.extend(line.rstrip("\n") for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip())
-    require(bool(texts), "trim-vocab needs a corpus: pass --data TASK and/or --corpus-files FILE")
-    return texts[:cfg.max_rows] if cfg.max_rows else texts
+    require(bool(texts), "trim-vocab needs a corpus: pass --task TASK and/or --corpus-files FILE")
+    return texts[:cfg.max_train_rows] if cfg.max_train_rows else texts
 
 
 def encode_all(backend, texts) -> list[list[int]]:
@@ -122,7 +122,8 @@ def run(cfg: Config) -> Path:
     require(tokenizer.is_fast, "trim-vocab needs a fast tokenizer (tokenizer.json)")
     require(model.get_output_embeddings() is None,
             "trim-vocab handles classifiers; this model has a tied output (LM) head")
-    texts = corpus_texts(cfg)
+    spec = resolve_spec(cfg, [cfg.model], required=False)
+    texts = corpus_texts(cfg, spec)
     encodings = encode_all(tokenizer.backend_tokenizer, texts)
     keep = kept_ids(tokenizer, encodings, cfg)
     mapping = {old: new for new, old in enumerate(keep)}
@@ -146,7 +147,7 @@ def run(cfg: Config) -> Path:
                    "unk_tokens_in_corpus": sum(e.count(tokenizer.unk_token_id) for e in encodings),
                    "checked_identical_ids_on_corpus": True}
         write_manifest(tmp, stage="trim-vocab", parents=[cfg.model], config=to_dict(cfg), metrics=metrics,
-                       seed=cfg.seed, num_parameters=count_parameters(model))
+                       num_parameters=count_parameters(model), data=spec.record() if spec else None)
     return Path(cfg.output_dir)
 
 

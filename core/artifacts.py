@@ -9,10 +9,13 @@ a killed stage leaves the old artifact or none.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import hashlib
 import json
 import os
+import re
 import shutil
+import sys
 import time
 from importlib import metadata
 from pathlib import Path
@@ -40,11 +43,16 @@ def library_versions() -> dict[str, str]:
 
 def is_artifact(path: str | Path) -> bool:
     """A finished artifact is a directory whose manifest exists (it is written last)."""
-    return (Path(path) / MANIFEST).is_file()
+    path = Path(path)
+    if not path.exists():
+        _await_replacement(path)
+    return (path / MANIFEST).is_file()
 
 
 def read_manifest(path: str | Path) -> dict[str, Any]:
     path = Path(path)
+    if not path.exists():
+        _await_replacement(path)
     if not path.exists():
         raise ShrinkbertError(f"artifact {path} does not exist")
     if not is_artifact(path):
@@ -80,14 +88,21 @@ def parent_record(path: str | Path) -> dict[str, str]:
 def write_manifest(out_dir: str | Path, *, stage: str, parents: list[str | Path] = (),
                    config: dict[str, Any] | None = None, metrics: dict[str, Any] | None = None,
                    seed: int | None = None, num_parameters: int | None = None,
+                   data: dict[str, Any] | None = None, checks: list[dict[str, Any]] | None = None,
                    extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Write shrinkbert.json into out_dir (normally the temporary dir of `atomic_artifact`)."""
+    """Write shrinkbert.json into out_dir (normally the temporary dir of `atomic_artifact`).
+
+    data: the data spec (core.dataspec) later stages inherit; checks: what the stage verified,
+    as [{name, passed, detail}] (see `check`): the report reads failures from there only.
+    """
     manifest = {
         "stage": stage,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "parents": [parent_record(p) for p in parents],
         "config": config or {},
+        "data": data,
         "metrics": metrics or {},
+        "checks": list(checks or []),
         "num_parameters": num_parameters,
         "seed": seed,
         "versions": library_versions(),
@@ -100,29 +115,139 @@ def write_manifest(out_dir: str | Path, *, stage: str, parents: list[str | Path]
     return manifest
 
 
+def check(name: str, passed: bool, detail: str = "") -> dict[str, Any]:
+    """One entry of a manifest's "checks": what was verified, whether it held, and the evidence."""
+    return {"name": name, "passed": bool(passed), "detail": detail}
+
+
+def failed_checks(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    return [c for c in manifest.get("checks") or [] if not c.get("passed", True)]
+
+
+def _process_start(pid: int) -> str | None:
+    """The start time of process `pid` (Linux /proc), which tells a live owner from a reused pid."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _owner_tag() -> str:
+    return f"{os.getpid()}-{_process_start(os.getpid()) or 0}"
+
+
+def _owner_alive(pid: int, start: str | None) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, owned by another user
+        pass
+    except OSError:
+        return False
+    if start and start != "0":
+        actual = _process_start(pid)
+        if actual is not None and actual != start:
+            return False  # the pid was reused by another process
+    return True
+
+
+def _partials(out_dir: Path) -> Iterator[tuple[Path, bool, bool]]:
+    """(path, is_old_copy, owner_alive) of every `.partial-` sibling that belongs to out_dir.
+
+    Names are `.partial-NAME-PID-START` (being written) and `.partial-NAME-old-PID-START` (the
+    previous version set aside while the new one is renamed in); `.partial-NAME-edge-...` belongs
+    to another artifact and is not listed.
+    """
+    pattern = re.compile(re.escape(f"{TMP_MARK}{out_dir.name}-") + r"(old-)?(\d+)(?:-(\d+))?")
+    try:
+        entries = list(out_dir.parent.iterdir())
+    except OSError:
+        return
+    for entry in entries:
+        match = pattern.fullmatch(entry.name)
+        if match:
+            yield entry, bool(match.group(1)), _owner_alive(int(match.group(2)), match.group(3))
+
+
+def sweep_partials(out_dir: str | Path) -> list[Path]:
+    """Remove the `.partial-*` leftovers of out_dir whose owner process is gone; return them.
+
+    A partial whose owner still runs is left alone (another process is writing it). A previous
+    version set aside by a process killed before it renamed the new one in is put back.
+    """
+    out_dir = Path(out_dir).resolve()
+    removed = []
+    for path, is_old, alive in sorted(_partials(out_dir), key=lambda item: not item[1]):
+        if alive:
+            continue
+        if is_old and not out_dir.exists() and (path / MANIFEST).is_file():
+            try:
+                os.replace(path, out_dir)
+            except OSError:
+                pass  # keep the only copy rather than delete it
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths in one step (Linux renameat2 RENAME_EXCHANGE); False where unsupported."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    renameat2.restype = ctypes.c_int
+    at_fdcwd, rename_exchange = -100, 2
+    return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
+
+
+def _await_replacement(path: Path, timeout: float = 5.0) -> None:
+    """If path is missing because a live process has set the old version aside, wait for the new."""
+    deadline = time.monotonic() + timeout
+    while not path.exists() and time.monotonic() < deadline:
+        if not any(is_old and alive for _, is_old, alive in _partials(path.absolute())):
+            return
+        time.sleep(0.01)
+
+
 @contextlib.contextmanager
 def atomic_artifact(out_dir: str | Path) -> Iterator[Path]:
-    """Yield a temporary sibling of out_dir to write into; rename it into place on success.
+    """Yield a temporary sibling of out_dir to write into; swap it into place on success.
 
     On any exception the temporary directory is removed and an existing out_dir is untouched.
-    Leftovers of killed runs (`.partial-*` siblings) are never mistaken for artifacts because
-    they have a different name, and are swept on the next write.
+    An existing out_dir is replaced with no moment where neither version is there: the two
+    directories are exchanged in one step where the OS can (Linux), else the old one is renamed
+    aside, the new one renamed in, and only then the old one deleted (readers of a missing
+    out_dir wait for that). Leftovers of killed runs (`.partial-*` siblings, named after their
+    owner process) are never mistaken for artifacts, and are swept on the next write once their
+    owner is gone; a partial that a live process is writing is left alone.
     """
     out_dir = Path(out_dir).resolve()
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    for stale in out_dir.parent.glob(f"{TMP_MARK}{out_dir.name}-*"):
-        shutil.rmtree(stale, ignore_errors=True)
-    tmp = out_dir.parent / f"{TMP_MARK}{out_dir.name}-{os.getpid()}"
+    sweep_partials(out_dir)
+    tag = _owner_tag()
+    tmp = out_dir.parent / f"{TMP_MARK}{out_dir.name}-{tag}"
+    if tmp.exists():  # our own leftover: one process writes one artifact at a time
+        shutil.rmtree(tmp)
     tmp.mkdir()
     try:
         yield tmp
         if not is_artifact(tmp):
             raise RuntimeError(f"stage wrote no {MANIFEST} into {tmp}")
         if out_dir.exists():
-            old = out_dir.parent / f"{TMP_MARK}{out_dir.name}-old-{os.getpid()}"
-            os.replace(out_dir, old)
-            os.replace(tmp, out_dir)
-            shutil.rmtree(old, ignore_errors=True)
+            if _exchange(tmp, out_dir):  # tmp now holds the old version
+                shutil.rmtree(tmp, ignore_errors=True)
+            else:
+                old = out_dir.parent / f"{TMP_MARK}{out_dir.name}-old-{tag}"
+                os.replace(out_dir, old)
+                os.replace(tmp, out_dir)
+                shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, out_dir)
     except BaseException:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import sys
 import types
 import typing
@@ -80,7 +81,15 @@ def build_config(config_cls, values: dict[str, Any] | None = None):
     if unknown:
         raise ShrinkbertError(f"unknown config key(s) for {config_cls.__name__}: {', '.join(unknown)} "
                               f"(known: {', '.join(sorted(known))})")
-    return config_cls(**{k: coerce(v, hints[k], k) for k, v in values.items()})
+    coerced = {k: coerce(v, hints[k], k) for k, v in values.items()}
+    fields = {f.name: f for f in dataclasses.fields(config_cls)}
+    for name, value in coerced.items():
+        pass  # BROKEN check_bounds(name, value, fields[name].metadata.get("bounds", {}))
+    config = config_cls(**coerced)
+    check = getattr(config, "check", None)
+    if callable(check):  # constraints between fields (e.g. epochs or max_steps)
+        check()
+    return config
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
@@ -143,8 +152,46 @@ def stage_main(config_cls, run: Callable[[Any], Any], description: str,
     return 0
 
 
-def field(default: Any, help: str = "") -> Any:
-    """A dataclass field with help text that `--help` shows; lists and dicts get a factory."""
+def field(default: Any, help: str = "", *, min: float | None = None, max: float | None = None,
+          above: float | None = None, below: float | None = None, choices: typing.Sequence | None = None) -> Any:
+    """A dataclass field with help text that `--help` shows; lists and dicts get a factory.
+
+    Bounds are checked where configs are parsed (`build_config`, so the command line, YAML and
+    recipes): `min`/`max` inclusive, `above`/`below` exclusive, `choices` the allowed values. A list
+    field's bounds apply to each item.
+    """
+    bounds = {k: v for k, v in (("min", min), ("max", max), ("above", above), ("below", below),
+                                ("choices", tuple(choices) if choices is not None else None)) if v is not None}
+    metadata = {"help": help, **({"bounds": bounds} if bounds else {})}
     if isinstance(default, (list, dict)):
-        return dataclasses.field(default_factory=lambda: type(default)(default), metadata={"help": help})
-    return dataclasses.field(default=default, metadata={"help": help})
+        return dataclasses.field(default_factory=lambda: type(default)(default), metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def _range_text(bounds: dict[str, Any]) -> str:
+    if "choices" in bounds:
+        return "one of " + ", ".join(map(str, bounds["choices"]))
+    parts = [f"{op} {bounds[key]}" for key, op in (("min", ">="), ("above", ">"), ("max", "<="), ("below", "<"))
+             if key in bounds]
+    return " and ".join(parts)
+
+
+def check_bounds(name: str, value: Any, bounds: dict[str, Any]) -> None:
+    """Raise one clear line when a parsed value is outside its field's declared range."""
+    if value is None or not bounds:
+        return
+    if isinstance(value, list):
+        for item in value:
+            check_bounds(name, item, bounds)
+        return
+    if "choices" in bounds:
+        if value not in bounds["choices"]:
+            raise ShrinkbertError(f"config key '{name}' must be {_range_text(bounds)}, got {value!r}")
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return
+    bad = ((isinstance(value, float) and not math.isfinite(value))
+           or ("min" in bounds and value < bounds["min"]) or ("max" in bounds and value > bounds["max"])
+           or ("above" in bounds and value <= bounds["above"]) or ("below" in bounds and value >= bounds["below"]))
+    if bad:
+        raise ShrinkbertError(f"config key '{name}' must be {_range_text(bounds)}, got {value!r}")

@@ -47,22 +47,30 @@ RESUME_NEUTRAL = {"resume", "num_workers", "log_every", "log_with", "checkpoint_
 @dataclasses.dataclass
 class TrainConfig:
     """Training knobs. Stage configs inherit these, so every stage has the same flat flags."""
-    learning_rate: float = field(5e-5, "peak learning rate (AdamW)")
-    weight_decay: float = field(0.01, "AdamW weight decay (not applied to biases and LayerNorm weights)")
-    warmup_ratio: float = field(0.1, "fraction of optimizer steps spent warming up linearly")
-    warmup_steps: int = field(0, "warmup steps; overrides warmup_ratio when > 0")
-    epochs: float = field(3, "passes over the training data")
-    max_steps: int = field(0, "optimizer steps to run; overrides epochs when > 0")
-    batch_size: int = field(32, "examples per batch per process")
-    grad_accum_steps: int = field(1, "micro-batches accumulated per optimizer step")
-    max_grad_norm: float = field(1.0, "clip the gradient norm to this (0: no clipping)")
-    mixed_precision: str = field("no", "no | bf16 | fp16; applied only on a GPU that supports it")
-    checkpoint_every: int = field(200, "save a resumable checkpoint every N optimizer steps (0: never)")
+    learning_rate: float = field(5e-5, "peak learning rate (AdamW)", above=0)
+    weight_decay: float = field(0.01, "AdamW weight decay (not applied to biases and LayerNorm weights)", min=0)
+    warmup_ratio: float = field(0.1, "fraction of optimizer steps spent warming up linearly", min=0, below=1)
+    warmup_steps: int = field(0, "warmup steps; overrides warmup_ratio when > 0", min=0)
+    epochs: float = field(3, "passes over the training data", min=0)
+    max_steps: int = field(0, "optimizer steps to run; overrides epochs when > 0", min=0)
+    batch_size: int = field(32, "examples per batch per process", min=1)
+    grad_accum_steps: int = field(1, "micro-batches accumulated per optimizer step", min=1)
+    max_grad_norm: float = field(1.0, "clip the gradient norm to this (0: no clipping)", min=0)
+    mixed_precision: str = field("no", "no | bf16 | fp16; applied only on a GPU that supports it", choices=("no", "bf16", "fp16"))
+    checkpoint_every: int = field(200, "save a resumable checkpoint every N optimizer steps (0: never)", min=0)
     resume: bool = field(True, "resume from the checkpoint directory when it holds a checkpoint")
-    log_every: int = field(10, "log loss, learning rate and tokens/s every N optimizer steps")
+    log_every: int = field(10, "log loss, learning rate and tokens/s every N optimizer steps", min=1)
     log_with: str = field("", "Accelerate trackers, comma-separated (tensorboard, wandb, ...); empty: none")
-    seed: int = field(0, "seed for initialisation, shuffling, dropout and masking")
-    num_workers: int = field(0, "dataloader worker processes")
+    seed: int = field(0, "seed for initialisation, shuffling, dropout and masking", min=0, below=2**32)
+    num_workers: int = field(0, "dataloader worker processes", min=0)
+    group_by_length: bool = field(True, "batch rows of similar length together (megabatches shuffled per epoch, "
+                                        "sorted within), so dynamic padding pads little")
+
+    def check(self) -> None:
+        """Constraints between fields, checked where configs are parsed (core.config.build_config)."""
+        if not self.epochs > 0 and not self.max_steps > 0:
+            raise ShrinkbertError(f"nothing to train: epochs ({self.epochs:g}) and max_steps ({self.max_steps}) "
+                                  "are both 0; set one of them above 0")
 
 
 def train_config(cfg: Any) -> TrainConfig:
@@ -197,8 +205,12 @@ def train(model: torch.nn.Module, train_dataset, collate_fn: Callable, loss_fn: 
         optimizer = torch.optim.AdamW(groups, lr=cfg.learning_rate, fused=True)
     except (RuntimeError, TypeError, ValueError):
         optimizer = torch.optim.AdamW(groups, lr=cfg.learning_rate)
-    loader = DataLoader(train_dataset, batch_size=cfg.batch_size, shuffle=True, collate_fn=collate_fn,
-                        num_workers=cfg.num_workers, generator=torch.Generator().manual_seed(cfg.seed))
+    lengths = row_lengths(train_dataset) if cfg.group_by_length else None
+    grouped = (LengthGroupedSampler(lengths, cfg.batch_size, accelerator.num_processes, cfg.seed)
+               if lengths is not None else None)
+    loader = DataLoader(train_dataset, batch_size=cfg.batch_size, shuffle=grouped is None, sampler=grouped,
+                        collate_fn=collate_fn, num_workers=cfg.num_workers,
+                        generator=torch.Generator().manual_seed(cfg.seed))
     wrapper, optimizer, loader = accelerator.prepare(wrapper, optimizer, loader)
     if len(loader) == 0:
         raise ShrinkbertError(f"{desc}: the training set is empty")
@@ -274,6 +286,8 @@ def train(model: torch.nn.Module, train_dataset, collate_fn: Callable, loss_fn: 
     run_start, elapsed_before = time.perf_counter(), state.elapsed
     while state.step < total_steps:
         loader.set_epoch(state.epoch)
+        if grouped is not None:  # Accelerate does not reach a custom sampler through every wrapper (skip + shard)
+            grouped.set_epoch(state.epoch)
         epoch_loader = accelerate_skip(loader, state.batch) if state.batch else loader
         for batch in epoch_loader:
             with accelerator.accumulate(wrapper):
@@ -333,6 +347,56 @@ def train(model: torch.nn.Module, train_dataset, collate_fn: Callable, loss_fn: 
     for tracker in accelerator.trackers:  # not end_training(): that tears down the process group,
         tracker.finish()                  # which the stage still needs to write its artifact
     return metrics
+
+
+def row_lengths(dataset) -> list[int] | None:
+    """Tokens per row (len of input_ids) of a datasets.Dataset or a sequence of dicts; None if it has none."""
+    try:
+        if hasattr(dataset, "column_names"):
+            if "input_ids" not in dataset.column_names:
+                return None
+            return [len(ids) for ids in dataset["input_ids"]]
+        if len(dataset) and isinstance(dataset[0], Mapping) and "input_ids" in dataset[0]:
+            return [len(dataset[i]["input_ids"]) for i in range(len(dataset))]
+    except (TypeError, KeyError, IndexError):
+        pass
+    return None
+
+
+class LengthGroupedSampler(torch.utils.data.Sampler):
+    """Row order that groups similar lengths, like transformers' group_by_length, and exact under resume.
+
+    Each epoch: a permutation from torch.Generator(seed + epoch) (nothing else, so a resumed run
+    rebuilds the same order), cut into megabatches of `mega_batch_mult` global batches (batch_size x
+    num_processes rows); each megabatch is sorted by length, longest first (stable), and the
+    longest megabatch leads, so an out-of-memory shows on the first step. Accelerate then deals the
+    consecutive batches to the processes (BatchSamplerShard): the batches of one step have similar
+    lengths, every process gets disjoint rows, every row comes once per epoch.
+    """
+
+    def __init__(self, lengths: list[int], batch_size: int, num_processes: int = 1, seed: int = 0,
+                 mega_batch_mult: int = 50):
+        self.lengths = list(lengths)
+        self.seed, self.epoch = seed, 0
+        global_batch = batch_size * max(1, num_processes)
+        self.megabatch = global_batch * max(1, min(mega_batch_mult, len(self.lengths) // (4 * global_batch)))
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def __iter__(self):
+        generator = torch.Generator().manual_seed(self.seed + self.epoch)
+        order = torch.randperm(len(self.lengths), generator=generator).tolist()
+        megabatches = [sorted(order[i:i + self.megabatch], key=lambda row: -self.lengths[row])
+                       for i in range(0, len(order), self.megabatch)]
+        if len(megabatches) > 1:
+            longest = max(range(len(megabatches)), key=lambda i: self.lengths[megabatches[i][0]])
+            megabatches[0], megabatches[longest] = megabatches[longest], megabatches[0]
+        for megabatch in megabatches:
+            yield from megabatch
 
 
 def accelerate_skip(loader, num_batches: int):

@@ -23,29 +23,28 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shrinkbert.core.config import build_config, field, make_parser, read_yaml
+from shrinkbert.core.dataspec import DataConfig, resolve_spec
 from shrinkbert.core.errors import ShrinkbertError
 
-QUICK = {"batch_sizes": [1], "seq_lens": ["128", "real"], "runs": 8, "warmup": 2, "max_rows": 200, "memory": "off"}
+QUICK = {"batch_sizes": [1], "seq_lens": ["128", "real"], "runs": 8, "warmup": 2, "max_eval_rows": 200, "memory": "off"}
 
 
 @dataclass
-class EvalConfig:
+class EvalConfig(DataConfig):
     artifacts: list[str] = field([], "artifact directories to compare (also positional)")
-    task: str = field("", "task name or data file (as core.data.load_task takes it)")
     output_dir: str = field("runs/eval", "output directory for the report and the measurement cache (also --out)")
     baseline: str = field("", "the artifact (path or name) ratios are computed against; default: the teacher (the first "
                                  "fine-tuned artifact), else the first")
     split: str = field("test", "which stored split to measure on")
-    seed: int = field(0, "seed that fixed the stored splits")
-    max_rows: int | None = field(None, "measure accuracy on the first N rows of the split only")
-    batch_sizes: list[int] = field([1, 8], "batch sizes to time (comma-separated)")
+    max_eval_rows: int = field(0, "measure accuracy on the first N rows of the split only (0: all)", min=0)
+    batch_sizes: list[int] = field([1, 8], "batch sizes to time (comma-separated)", min=1)
     seq_lens: list[str] = field(["128", "real"], "sequence lengths to time: integers and/or 'real'")
-    runs: int = field(30, "timed calls per variant and case")
-    warmup: int = field(5, "untimed warm-up calls per variant and case")
-    threads: int = field(0, "threads for torch and ONNX Runtime (0: all cores); stated in the report")
-    max_length: int = field(128, "truncation length for accuracy and the 'real' latency batches")
-    eval_batch_size: int = field(32, "batch size of the accuracy pass")
-    torch_attention: str = field("eager", "attention implementation of PyTorch variants: eager or sdpa")
+    runs: int = field(30, "timed calls per variant and case", min=1)
+    warmup: int = field(5, "untimed warm-up calls per variant and case", min=0)
+    threads: int = field(0, "threads for torch and ONNX Runtime (0: all cores); stated in the report", min=0)
+    max_length: int = field(128, "truncation length for accuracy and the 'real' latency batches", min=8, max=8192)
+    eval_batch_size: int = field(32, "batch size of the accuracy pass", min=1)
+    torch_attention: str = field("eager", "attention implementation of PyTorch variants: eager or sdpa", choices=("eager", "sdpa"))
     memory: str = field("isolated", "memory: isolated (each variant alone in a fresh process, ~10 s each), "
                                     "inprocess (approximate), or off")
     quick: bool = field(False, f"a fast look: {QUICK}")
@@ -76,8 +75,6 @@ def parse_args(argv: list[str] | None) -> EvalConfig:
                 setattr(config, key, value)
     if not config.artifacts:
         raise ShrinkbertError("give at least one artifact directory to measure")
-    if not config.task:
-        raise ShrinkbertError("give the task to measure on: --task NAME_OR_PATH")
     if config.torch_attention not in ("eager", "sdpa"):
         raise ShrinkbertError(f"--torch-attention must be eager or sdpa, got {config.torch_attention!r}")
     return config
@@ -105,7 +102,9 @@ def run(config: EvalConfig, rows=None) -> tuple[dict, dict]:
             raise ShrinkbertError(f"--baseline {baseline} is neither one of the artifacts nor a directory")
         artifacts.insert(0, baseline)  # a baseline given by path that is not in the list is measured too
     if rows is None:
-        rows = load_rows(config.task, split=config.split, seed=config.seed, max_rows=config.max_rows)
+        # The task the variants were made on (the lineage records it), unless --task names another.
+        spec = resolve_spec(config, [baseline or "", *artifacts])
+        rows = load_rows(spec, split=config.split, max_rows=config.max_eval_rows or None, cache_dir=config.cache_dir)
     out = Path(config.output_dir)
     cache = MeasurementCache(out / "cache", enabled=config.cache)
     variants = measure(artifacts, rows, settings, cache, progress=config.progress)

@@ -54,47 +54,13 @@ def lineage(path: str | Path, manifest: dict[str, Any] | None = None) -> dict[st
 
 
 def manifest_flags(manifest: dict[str, Any]) -> list[str]:
-    """Warnings a stage recorded in its manifest's metrics: a parity check that did not pass
-    (export: metrics.parity.passed; bundle: metrics.vs_source.passed; also any other '*.passed'
-    or 'parity*' flag set false), and an accuracy-aware int8 search that missed its tolerance."""
-    metrics = manifest.get("metrics") or {}
+    """Warnings for the report: the checks a stage recorded as failed (manifest "checks",
+    [{name, passed, detail}]). Nothing is guessed from metric names."""
+    from shrinkbert.core.artifacts import failed_checks
+
     stage = manifest.get("stage") or "stage"
-    flags: list[str] = []
-    failed_checks = set()
-    for key, value in _walk(metrics):
-        leaf = key.rsplit(".", 1)[-1].lower()
-        parent = key.rsplit(".", 1)[0] if "." in key else key
-        if value is False and (leaf in ("passed", "ok", "pass") or (leaf.startswith("parity") and leaf != "parity_failure_allowed")):
-            failed_checks.add(parent)
-        if isinstance(value, str) and "parity" in key.lower() and value.lower() in ("fail", "failed"):
-            failed_checks.add(key)
-        if leaf == "met" and value is False:
-            flags.append(f"{stage}: {parent} missed its tolerance")
-    if metrics.get("parity_failure_allowed") is True and not failed_checks:
-        failed_checks.add("parity")
-    for check in sorted(failed_checks):
-        detail = _lookup(metrics, check)
-        diff = detail.get("max_abs_logit_diff") if isinstance(detail, dict) else None
-        tol = detail.get("tolerance") if isinstance(detail, dict) else None
-        extra = f" (max |logit diff| {diff:.2g} > {tol:.0g})" if isinstance(diff, (int, float)) and isinstance(tol, (int, float)) else ""
-        flags.insert(0, f"{stage} parity failed: {check}{extra}")
-    return flags
-
-
-def _lookup(tree: Any, dotted: str) -> Any:
-    for part in dotted.split("."):
-        if not isinstance(tree, dict) or part not in tree:
-            return None
-        tree = tree[part]
-    return tree
-
-
-def _walk(tree: Any, prefix: str = ""):
-    if isinstance(tree, dict):
-        for key, value in tree.items():
-            yield from _walk(value, f"{prefix}.{key}" if prefix else str(key))
-    else:
-        yield prefix, tree
+    return [f"{stage} {c.get('name', 'check')} failed" + (f" ({c['detail']})" if c.get("detail") else "")
+            for c in failed_checks(manifest)]
 
 
 def _external_name(path: str) -> str:

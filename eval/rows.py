@@ -42,12 +42,14 @@ def from_lists(task: Task, texts: Sequence[str], labels: Sequence[int], pairs: S
                     [str(p) for p in pairs] if pairs is not None else None, source)
 
 
-def load_rows(task: str, split: str = "test", seed: int = 0, max_rows: int | None = None) -> TestRows:
-    """The stored split of a task through core.data (fixed by seed, so every variant sees the same rows)."""
-    from shrinkbert.core.data import load_task
+def load_rows(spec, split: str = "test", max_rows: int | None = None, cache_dir: str | None = None) -> TestRows:
+    """The stored split of a data spec (core.dataspec): fixed by its split seed, so every variant and
+    every stage sees the same rows."""
+    from shrinkbert.core.dataspec import load_splits
 
     # max_rows keeps a prefix of the stored split, so a quick run's rows are the full run's first rows.
-    task_obj, splits = load_task(task, seed=seed, max_rows=max_rows)
+    task, seed = spec.task, spec.split_seed
+    task_obj, splits = load_splits(spec, cache_dir, max_rows=max_rows)
     if split not in splits:
         raise ShrinkbertError(f"task '{task}' has no '{split}' split (has: {', '.join(splits)})")
     data = splits[split]

@@ -1,1 +1,11 @@
-"""The front door: the `shrinkbert` CLI and the recipe runner that chains stages."""
+"""shrinkbert: make BERT models small and fast without losing what they know.
+
+The front door: the Python API below, the `shrinkbert` CLI (shrinkbert.cli) and the recipe
+runner (shrinkbert.recipe) all call the same stage functions. The rooms install inside this
+namespace: shrinkbert.teachers, .students, .compress, .eval, and the plumbing in .core.
+"""
+from shrinkbert.api import (Artifact, bundle, distill, export, finetune, pretrain, prune, quantize, report, sparsify,
+                            trim_vocab)
+
+__all__ = ["Artifact", "pretrain", "finetune", "distill", "prune", "sparsify", "trim_vocab", "export", "quantize",
+           "bundle", "report"]

@@ -1,13 +1,14 @@
 """Teacher-output caching: run the teacher over a tokenized dataset once, reuse it in every run.
 
 What is stored: the teacher's logits (fp32) for every row and, when asked, chosen hidden states
-(fp16, only each row's real tokens, packed end to end with row offsets), in one safetensors
-file named by a key over: the teacher artifact's hash, the dataset's content (token ids and
-token types of every row, in order), max_length and the hidden layers stored. Change any of them
-and the key changes; nothing is ever reused across teachers or tokenizations.
-
-Attention probabilities are not cached ([heads, L, L] per row is too big): with an attention
-loss the teacher runs live. With cached logits only, distillation never runs the teacher.
+(fp16, only each row's real tokens, packed end to end with row offsets) and chosen layers'
+attention probabilities (fp16, [heads, n, n] over each row's n real tokens only, packed the same
+way), in one safetensors file named by a key over: the teacher artifact's hash, the dataset's
+content (token ids and token types of every row, in order), max_length and the hidden and
+attention layers stored. Change any of them and the key changes; nothing is ever reused across
+teachers or tokenizations. Only the layers the layer map reads are stored, so a 4-layer student
+of a 6-layer teacher on short sentences costs a few hundred MB at most; with everything cached,
+distillation never runs the teacher.
 
 The teacher runs in eval mode (no dropout), so cached outputs equal the live ones up to
 padding-dependent float noise (and fp16 rounding for hidden states).
@@ -49,9 +50,11 @@ def dataset_fingerprint(dataset) -> str:
     return digest.hexdigest()
 
 
-def cache_key(teacher_dir, dataset, max_length: int, hidden_layers=()) -> str:
+def cache_key(teacher_dir, dataset, max_length: int, hidden_layers=(), attention_layers=()) -> str:
     parts = {"v": FORMAT_VERSION, "teacher": teacher_identity(teacher_dir), "data": dataset_fingerprint(dataset),
              "max_length": int(max_length), "hidden": sorted(int(i) for i in hidden_layers)}
+    if attention_layers:  # only then, so logits/hidden caches made before attentions keep their keys
+        parts["attention"] = sorted(int(i) for i in attention_layers)
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:24]
 
 
@@ -59,11 +62,21 @@ class TeacherCache:
     """Cached teacher outputs, looked up per batch by the rows' indices."""
 
     def __init__(self, logits: torch.Tensor, hidden: dict[int, torch.Tensor] | None = None,
-                 offsets: torch.Tensor | None = None, key: str = ""):
+                 offsets: torch.Tensor | None = None, key: str = "",
+                 attentions: dict[int, torch.Tensor] | None = None, attn_offsets: torch.Tensor | None = None):
         self.logits = logits
         self.hidden = hidden or {}
-        self.offsets = offsets
+        self.offsets = offsets  # row r's real tokens: offsets[r]..offsets[r+1] (hidden or attentions stored)
         self.key = key
+        # {index into the teacher's attentions tuple (0-based): flat fp16}; attn_offsets = cumsum(n * n)
+        # over the rows' real tokens n, so row r of a layer with h heads is [h, n, n] from h * attn_offsets[r]
+        self.attentions = attentions or {}
+        self.attn_offsets = attn_offsets
+        self._head_counts: dict[int, int] = {}
+
+    @property
+    def attention_layers(self) -> list[int]:
+        return sorted(self.attentions)
 
     @property
     def hidden_layers(self) -> list[int]:
@@ -73,23 +86,44 @@ class TeacherCache:
         return self.logits.shape[0]
 
     def lookup(self, row_idx: torch.Tensor, seq_len: int, device=None) -> dict:
-        """{"logits": [B, C], "hidden_states": {layer: [B, seq_len, H] fp32, zero past each row's end}}."""
+        """{"logits": [B, C], "hidden_states": {layer: [B, seq_len, H]}, "attentions": {index: [B, heads,
+        seq_len, seq_len]}}, fp32, zero past each row's real tokens (as the live teacher's attention
+        probabilities are on padded keys; padded query rows, which the losses skip, are zero too)."""
         idx = row_idx.detach().cpu().long()
         out = {"logits": self.logits[idx].float()}
+        if self.hidden or self.attentions:
+            # one gather per layer: flat positions of every (row, token) the batch holds, 0 past a row's end
+            n = (self.offsets[idx + 1] - self.offsets[idx]).clamp(max=seq_len)  # [B] real tokens, cut to seq_len
+            full = self.offsets[idx + 1] - self.offsets[idx]  # [B] as stored
+            pos = torch.arange(seq_len)
         if self.hidden:
-            out["hidden_states"] = {}
-            for layer, flat in self.hidden.items():
-                padded = torch.zeros(len(idx), seq_len, flat.shape[-1], dtype=torch.float32)
-                for b, row in enumerate(idx.tolist()):
-                    start, end = int(self.offsets[row]), int(self.offsets[row + 1])
-                    n = min(end - start, seq_len)
-                    padded[b, :n] = flat[start:start + n].float()
-                out["hidden_states"][layer] = padded
+            valid = pos[None, :] < n[:, None]  # [B, L]
+            where = torch.where(valid, self.offsets[idx][:, None] + pos[None, :], 0)
+            out["hidden_states"] = {layer: flat[where].float().masked_fill_(~valid[..., None], 0.0)
+                                    for layer, flat in self.hidden.items()}
+        if self.attentions:
+            rows, cols = pos[None, None, :, None], pos[None, None, None, :]
+            size, cut = full[:, None, None, None], n[:, None, None, None]
+            valid = (rows < cut) & (cols < cut)  # [B, 1, L, L]
+            start = self.attn_offsets[idx][:, None, None, None]
+            index: dict[int, torch.Tensor] = {}  # by head count (a pruned teacher's layers differ)
+            out["attentions"] = {}
+            for layer, flat in self.attentions.items():
+                heads = self._heads(layer, flat)
+                if heads not in index:
+                    flat_pos = heads * start + torch.arange(heads)[None, :, None, None] * size * size + rows * size + cols
+                    index[heads] = torch.where(valid, flat_pos, 0)
+                out["attentions"][layer] = flat[index[heads]].float().masked_fill_(~valid, 0.0)
         if device is not None:
             out["logits"] = out["logits"].to(device)
-            out.get("hidden_states", {}).update(
-                {k: v.to(device) for k, v in out.get("hidden_states", {}).items()})
+            for kind in ("hidden_states", "attentions"):
+                out.get(kind, {}).update({k: v.to(device) for k, v in out.get(kind, {}).items()})
         return out
+
+    def _heads(self, layer: int, flat: torch.Tensor) -> int:
+        if layer not in self._head_counts:
+            self._head_counts[layer] = int(flat.numel() // max(1, int(self.attn_offsets[-1])))
+        return self._head_counts[layer]
 
     def save(self, path: str | Path) -> Path:
         from safetensors.torch import save_file
@@ -101,6 +135,10 @@ class TeacherCache:
             tensors[f"hidden.{layer}"] = flat.contiguous()
         if self.offsets is not None:
             tensors["offsets"] = self.offsets.contiguous()
+        for layer, flat in self.attentions.items():
+            tensors[f"attention.{layer}"] = flat.contiguous()
+        if self.attn_offsets is not None:
+            tensors["attn_offsets"] = self.attn_offsets.contiguous()
         tmp = path.with_name(path.name + f".tmp-{os.getpid()}")
         save_file(tensors, str(tmp), metadata={"key": self.key, "format": str(FORMAT_VERSION)})
         os.replace(tmp, path)
@@ -114,47 +152,66 @@ class TeacherCache:
             key = (handle.metadata() or {}).get("key", "")
             tensors = {name: handle.get_tensor(name) for name in handle.keys()}
         hidden = {int(name.split(".", 1)[1]): t for name, t in tensors.items() if name.startswith("hidden.")}
-        return cls(tensors["logits"], hidden, tensors.get("offsets"), key)
+        attentions = {int(name.split(".", 1)[1]): t for name, t in tensors.items() if name.startswith("attention.")}
+        return cls(tensors["logits"], hidden, tensors.get("offsets"), key, attentions, tensors.get("attn_offsets"))
 
 
 @torch.no_grad()
 def compute_teacher_outputs(teacher, dataset, collate_fn, hidden_layers=(), batch_size: int = 64,
-                            key: str = "", log=print) -> TeacherCache:
-    """Run the teacher (eval mode) over `dataset` in order; rows must carry ROW_INDEX = position."""
+                            key: str = "", log=print, attention_layers=()) -> TeacherCache:
+    """Run the teacher (eval mode) over `dataset` in order; rows must carry ROW_INDEX = position.
+
+    attention_layers: indices into the teacher's attentions tuple (0-based); the teacher must then
+    run eager attention (attn_implementation="eager") to return them."""
     from torch.utils.data import DataLoader
 
     teacher.eval()
     device = next(teacher.parameters()).device
     hidden_layers = sorted(int(i) for i in hidden_layers)
+    attention_layers = sorted(int(i) for i in attention_layers)
     logits_parts, hidden_parts, lengths = [], {i: [] for i in hidden_layers}, []
+    attn_parts: dict[int, list] = {i: [] for i in attention_layers}
     from tqdm.auto import tqdm
 
     loader = DataLoader(dataset, batch_size=batch_size, shuffle=False, collate_fn=collate_fn)
     for batch in tqdm(loader, desc="teacher outputs", unit="batch", leave=False):
         inputs = {k: v.to(device) for k, v in batch.items()
                   if k in ("input_ids", "attention_mask", "token_type_ids")}
-        out = teacher(**inputs, output_hidden_states=bool(hidden_layers))
+        out = teacher(**inputs, output_hidden_states=bool(hidden_layers), output_attentions=bool(attention_layers))
         logits_parts.append(out.logits.float().cpu())
         mask = inputs["attention_mask"].bool().cpu()
         lengths.extend(mask.sum(1).tolist())
         for layer in hidden_layers:
             states = out.hidden_states[layer].cpu().to(torch.float16)
             hidden_parts[layer].extend(states[b][mask[b]] for b in range(states.shape[0]))
+        if attention_layers:
+            real = [m.nonzero().squeeze(1) for m in mask]
+            for layer in attention_layers:
+                probs = out.attentions[layer].detach().cpu()
+                attn_parts[layer].extend(probs[b].index_select(1, r).index_select(2, r).to(torch.float16).reshape(-1)
+                                         for b, r in enumerate(real))
     logits = torch.cat(logits_parts)
     hidden = {layer: torch.cat(parts) for layer, parts in hidden_parts.items()}
-    offsets = torch.tensor(np.concatenate([[0], np.cumsum(lengths)]), dtype=torch.int64) if hidden_layers else None
-    log(f"teacher outputs computed for {len(logits):,} rows (logits{', hidden layers ' + str(hidden_layers) if hidden_layers else ''})")
-    return TeacherCache(logits, hidden, offsets, key)
+    attentions = {layer: torch.cat(parts) for layer, parts in attn_parts.items()}
+    offsets = (torch.tensor(np.concatenate([[0], np.cumsum(lengths)]), dtype=torch.int64)
+               if hidden_layers or attention_layers else None)
+    attn_offsets = None
+    if attention_layers:
+        attn_offsets = torch.tensor(np.concatenate([[0], np.cumsum([n * n for n in lengths])]), dtype=torch.int64)
+    stored = "logits" + (f", hidden layers {hidden_layers}" if hidden_layers else "") + (
+        f", attention layers {[i + 1 for i in attention_layers]}" if attention_layers else "")
+    log(f"teacher outputs computed for {len(logits):,} rows ({stored})")
+    return TeacherCache(logits, hidden, offsets, key, attentions, attn_offsets)
 
 
 def load_or_compute(teacher_dir, teacher_loader, dataset, collate_fn, max_length: int, hidden_layers=(),
                     cache_dir: str | Path = ".cache/shrinkbert/teacher-outputs", batch_size: int = 64,
-                    log=print) -> tuple[TeacherCache, Path, bool]:
+                    log=print, attention_layers=()) -> tuple[TeacherCache, Path, bool]:
     """The cached teacher outputs for `dataset`, computed (with `teacher_loader()`) only on a miss.
 
     Returns (cache, its file, hit?). The dataset must carry ROW_INDEX = its row position.
     """
-    key = cache_key(teacher_dir, dataset, max_length, hidden_layers)
+    key = cache_key(teacher_dir, dataset, max_length, hidden_layers, attention_layers)
     path = Path(cache_dir) / f"{key}.safetensors"
     if path.is_file():
         try:
@@ -164,7 +221,8 @@ def load_or_compute(teacher_dir, teacher_loader, dataset, collate_fn, max_length
                 return cache, path, True
         except Exception as err:  # a corrupt cache file is recomputed, never trusted
             log(f"teacher outputs: ignoring unreadable cache {path} ({type(err).__name__})")
-    cache = compute_teacher_outputs(teacher_loader(), dataset, collate_fn, hidden_layers, batch_size, key, log)
+    cache = compute_teacher_outputs(teacher_loader(), dataset, collate_fn, hidden_layers, batch_size, key, log,
+                                    attention_layers=attention_layers)
     cache.save(path)
     log(f"teacher outputs: cached to {path}")
     return cache, path, False

@@ -14,8 +14,9 @@ hidden/attention losses; its student is a BertForMaskedLM artifact for a later t
 
 With logits-only losses (and `cache` on, the default) the teacher's logits are computed once per
 (teacher, tokenized data, max_length) and reused: the teacher is not even loaded on a cache hit.
-Hidden losses can use the cache too with `--cache-hidden` (fp16 on disk). Attention losses always
-run the teacher live.
+Hidden and attention losses use the cache too (`cache_hidden`, on by default: fp16 on disk, only
+the mapped layers, only each row's real tokens); `--no-cache-hidden` or `--no-cache` run the
+teacher live for them. Mode general always runs it live (its inputs are masked afresh each step).
 
 The saved student is a plain BertConfig model that AutoModelForSequenceClassification (or
 AutoModelForMaskedLM) loads with no custom code. The learned projections used by the hidden and
@@ -33,8 +34,9 @@ import numpy as np
 import torch
 
 from shrinkbert.core.config import field, stage_main, to_dict
+from shrinkbert.core.dataspec import DataConfig, load_splits, resolve_spec
 from shrinkbert.core.errors import ShrinkbertError
-from shrinkbert.core.train import TrainConfig, checkpoint_dir_for, remove_checkpoints, train, train_config
+from shrinkbert.core.train import TrainConfig, checkpoint_dir_for, remove_checkpoints, train
 from shrinkbert.students.losses import DistillLoss, LossWeights, format_layer_map, parse_layer_map
 
 PROJECTIONS_NOTE = ("hidden/embedding losses used learned projections from the student's width to the "
@@ -43,49 +45,48 @@ MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
 @dataclasses.dataclass
-class Config(TrainConfig):
+class Config(TrainConfig, DataConfig):
     teacher: str = field("", "teacher artifact directory (a fine-tuned classifier; an MLM model for mode general)")
-    task: str = field("", "built-in task name or a data file/directory (mode task)")
-    text_column: str = field("text", "text column of a data file")
-    text_pair_column: str | None = field(None, "second text column, for pair tasks")
-    label_column: str = field("label", "label column of a data file")
-    mode: str = field("task", "task: distil on labelled data | general: MLM distillation on raw text")
+    mode: str = field("task", "task: distil on labelled data | general: MLM distillation on raw text", choices=("task", "general"))
     corpus: str = field("", "mode general: comma-separated corpora (sotu, wordnet, .txt files)")
-    mlm_probability: float = field(0.15, "mode general: share of tokens masked")
-    max_train_rows: int = field(0, "use only the first N training rows/lines (0: all)")
-    max_eval_rows: int = field(0, "evaluate on only the first N test rows (0: all)")
+    mlm_probability: float = field(0.15, "mode general: share of tokens masked", above=0, max=1)
+    max_train_rows: int = field(0, "use only the first N training rows/lines (0: all)", min=0)
+    max_eval_rows: int = field(0, "evaluate on only the first N test rows (0: all)", min=0)
     augment: int = field(0, "mode task: add up to N perturbed copies of each training text (masking + n-gram "
-                            "sampling), labelled by the teacher alone (students/augment.py); 0 = off")
+                            "sampling), labelled by the teacher alone (students/augment.py); 0 = off", min=0)
     output_dir: str = field("runs/student", "where the student artifact is written")
     # The student
     target: str = field("", "size target: 25% (of the teacher's parameters), 20MB (fp32 file) or 4ms "
                             "(batch-1 latency at max_length); explicit shape fields below pin dimensions")
-    layers: int = field(0, "student layers (0: from the target, else the teacher's)")
-    hidden: int = field(0, "student hidden size (0: from the target, else the teacher's)")
-    heads: int = field(0, "student attention heads (0: hidden / the teacher's head size)")
-    intermediate: int = field(0, "student FFN width (0: the teacher's FFN/hidden ratio)")
+    layers: int = field(0, "student layers (0: from the target, else the teacher's)", min=0)
+    hidden: int = field(0, "student hidden size (0: from the target, else the teacher's)", min=0)
+    heads: int = field(0, "student attention heads (0: hidden / the teacher's head size)", min=0)
+    intermediate: int = field(0, "student FFN width (0: the teacher's FFN/hidden ratio)", min=0)
     student: str = field("", "distil INTO this existing model artifact (e.g. a pruned one) instead of a new shape")
-    init: str = field("teacher", "teacher: start from (sliced) teacher weights | random")
+    init: str = field("teacher", "teacher: start from (sliced) teacher weights | random", choices=("teacher", "random"))
     init_layers: str = field("", "teacher layers (1-based) the student layers start from, e.g. 2,4,6 (default: uniform)")
-    init_keep: str = field("norm", "which dims to keep when narrower: norm (largest weights) | first")
-    threads: int = field(0, "threads for a latency target's timing (0: all cores)")
+    init_keep: str = field("norm", "which dims to keep when narrower: norm (largest weights) | first", choices=("norm", "first"))
+    threads: int = field(0, "threads for a latency target's timing (0: all cores)", min=0)
+    latency_runtime: str = field("torch", "runtime a latency target is timed on: torch (PyTorch fp32), onnx (fp32 ONNX "
+                                          "Runtime) or onnx-int8 (dynamic int8 with this CPU's defaults): pick the "
+                                          "one the student ships in", choices=("torch", "onnx", "onnx-int8"))
     # The losses
     layer_map: str = field("", "student:teacher layers for hidden/attention losses, e.g. 1:2,2:4,3:6 (0 = "
                                "embeddings); default uniform: student i <- teacher round(i*T/S)")
-    logits_weight: float = field(1.0, "weight of soft-logit KD (KL, T^2-scaled); 0 = off")
-    hidden_weight: float = field(0.0, "weight of hidden-state MSE (projected when widths differ); 0 = off")
-    attention_weight: float = field(0.0, "weight of attention-probability transfer; 0 = off")
-    embedding_weight: float = field(0.0, "weight of embedding-output MSE; 0 = off")
-    hard_weight: float = field(0.0, "weight of cross-entropy with the gold labels; 0 = off")
-    temperature: float = field(2.0, "softmax temperature of the logit KD")
-    attention_loss: str = field("kl", "kl | mse between attention probabilities")
+    logits_weight: float = field(1.0, "weight of soft-logit KD (KL, T^2-scaled); 0 = off", min=0)
+    hidden_weight: float = field(0.0, "weight of hidden-state MSE (projected when widths differ); 0 = off", min=0)
+    attention_weight: float = field(0.0, "weight of attention-probability transfer; 0 = off", min=0)
+    embedding_weight: float = field(0.0, "weight of embedding-output MSE; 0 = off", min=0)
+    hard_weight: float = field(0.0, "weight of cross-entropy with the gold labels; 0 = off", min=0)
+    temperature: float = field(2.0, "softmax temperature of the logit KD", above=0)
+    attention_loss: str = field("kl", "kl | mse between attention probabilities", choices=("kl", "mse"))
     # Teacher outputs
     cache: bool = field(True, "cache the teacher's outputs on disk and reuse them across runs")
-    cache_hidden: bool = field(False, "also cache the hidden states the losses need (fp16)")
-    cache_dir: str = field("", "teacher-output cache directory (default: $SHRINKBERT_CACHE/teacher-outputs)")
-    max_length: int = field(128, "tokens per example (and the sequence length of a latency target)")
-    eval_batch_size: int = field(64, "batch size for the teacher pass and the test evaluation")
-    learning_rate: float = field(1e-4, "peak learning rate (AdamW)")
+    cache_hidden: bool = field(True, "also cache the hidden states and attention maps the losses need (fp16, "
+                                     "real tokens only); off: the teacher runs live for those losses")
+    max_length: int = field(128, "tokens per example (and the sequence length of a latency target)", min=8, max=8192)
+    eval_batch_size: int = field(64, "batch size for the teacher pass and the test evaluation", min=1)
+    learning_rate: float = field(1e-4, "peak learning rate (AdamW)", above=0)
 
 
 def loss_weights(cfg: Config) -> LossWeights:
@@ -120,10 +121,11 @@ def _int_list(text: str) -> list[int] | None:
         raise ShrinkbertError(f"init_layers must be comma-separated layer numbers, got {text!r}") from None
 
 
-def _default_cache_dir() -> Path:
+def teacher_cache_dir(cfg: Config) -> Path:
+    """Teacher outputs live in the one shrinkbert cache, beside the stored splits."""
     from shrinkbert.core.data import default_cache_dir
 
-    return default_cache_dir() / "teacher-outputs"
+    return (Path(cfg.cache_dir).expanduser() if cfg.cache_dir else default_cache_dir()) / "teacher-outputs"
 
 
 def make_collate(tokenizer):
@@ -156,15 +158,14 @@ def _head_kwargs(need_attentions: bool) -> dict:
 # Data
 
 
-def load_data(cfg: Config, tokenizer):
+def load_data(cfg: Config, tokenizer, spec=None):
     """(task or None, train dataset, test dataset or None), tokenized and row-indexed."""
     if cfg.mode == "task":
-        from shrinkbert.core.data import load_task, tokenize_task
+        from shrinkbert.core.data import tokenize_task
 
-        if not cfg.task:
+        if spec is None:
             raise ShrinkbertError("no task given: --task NAME_OR_FILE (or --mode general --corpus ...)")
-        task, splits = load_task(cfg.task, text_column=cfg.text_column, text_pair_column=cfg.text_pair_column,
-                                 label_column=cfg.label_column, seed=cfg.seed)
+        task, splits = load_splits(spec, cfg.cache_dir)
         tokenized = tokenize_task(splits, tokenizer, task, max_length=cfg.max_length)
         train_set, test_set = tokenized["train"], tokenized["test"]
         if cfg.max_train_rows:
@@ -294,7 +295,8 @@ def _choose_shape_once(cfg: Config, teacher_config, general: bool, log):
         result = [choose_shape(teacher_config, target=cfg.target or None, layers=cfg.layers or None,
                                hidden=cfg.hidden or None, heads=cfg.heads or None,
                                intermediate=cfg.intermediate or None, seq_len=cfg.max_length,
-                               threads=cfg.threads or None, head="mlm" if general else "classifier", log=log)]
+                               threads=cfg.threads or None, head="mlm" if general else "classifier", log=log,
+                               runtime=cfg.latency_runtime)]
     if state.num_processes > 1:
         result = broadcast_object_list(result, from_process=0)
     return result[0]
@@ -346,6 +348,7 @@ def make_loss_fn(distill_loss: DistillLoss, teacher=None, cache=None, tokenizer=
     """loss_fn(student, batch) -> (loss, logs). Uses the cache when given, else runs the teacher."""
     need_hidden, need_attn = distill_loss.needs_hidden, distill_loss.needs_attentions
     teacher_hidden_layers = distill_loss.teacher_hidden_layers()
+    teacher_attention_layers = distill_loss.teacher_attention_layers()
 
     def loss_fn(student, batch):
         inputs = _model_inputs(batch)
@@ -362,6 +365,8 @@ def make_loss_fn(distill_loss: DistillLoss, teacher=None, cache=None, tokenizer=
             target = cache.lookup(batch["row_idx"], inputs["input_ids"].shape[1], inputs["input_ids"].device)
             if need_hidden and any(layer not in target.get("hidden_states", {}) for layer in teacher_hidden_layers):
                 raise RuntimeError("the teacher-output cache lacks hidden layers the losses need")
+            if any(layer not in target.get("attentions", {}) for layer in teacher_attention_layers):
+                raise RuntimeError("the teacher-output cache lacks attention layers the losses need")
         else:
             with torch.no_grad():
                 t_out = teacher(**inputs, output_hidden_states=need_hidden, output_attentions=need_attn)
@@ -381,7 +386,7 @@ def _teacher_test_accuracy(cfg, teacher_loader, test_set, collate, log) -> tuple
 
     if cfg.cache:
         cache, _, _ = load_or_compute(cfg.teacher, teacher_loader, test_set, collate, cfg.max_length,
-                                      cache_dir=cfg.cache_dir or _default_cache_dir(),
+                                      cache_dir=teacher_cache_dir(cfg),
                                       batch_size=cfg.eval_batch_size, log=log)
     else:
         cache = compute_teacher_outputs(teacher_loader(), test_set, collate, batch_size=cfg.eval_batch_size, log=log)
@@ -427,7 +432,8 @@ def run(cfg: Config) -> Path:
         raise ShrinkbertError(f"teacher {cfg.teacher} has no MLM head, so mode general cannot distil its MLM "
                               "logits: use --logits-weight 0 with --hidden-weight/--attention-weight, or an MLM teacher")
     tokenizer = load_tokenizer(cfg.teacher, teacher_config)
-    task, train_set, test_set = load_data(cfg, tokenizer)
+    spec = resolve_spec(cfg, [cfg.teacher], required=False) if not general else None
+    task, train_set, test_set = load_data(cfg, tokenizer, spec)
     if task is not None and task.num_labels != teacher_config.num_labels:
         raise ShrinkbertError(f"task '{task.name}' has {task.num_labels} labels but the teacher predicts "
                               f"{teacher_config.num_labels}: distil a teacher fine-tuned on this task")
@@ -454,16 +460,18 @@ def run(cfg: Config) -> Path:
 
     cache = None
     cache_record: dict[str, Any] = {"used": False}
-    live = (general or not cfg.cache or weights.attention
-            or (distill_loss.needs_hidden and not cfg.cache_hidden))
+    live = (general or not cfg.cache
+            or ((distill_loss.needs_hidden or distill_loss.needs_attentions) and not cfg.cache_hidden))
     if not live:
         hidden_layers = distill_loss.teacher_hidden_layers() if distill_loss.needs_hidden else []
+        attention_layers = distill_loss.teacher_attention_layers()
         with _state().main_process_first():  # the others then find the main process's cache
             cache, cache_file, hit = load_or_compute(cfg.teacher, teacher_loader, train_set, collate,
                                                      cfg.max_length, hidden_layers,
-                                                     cfg.cache_dir or _default_cache_dir(),
-                                                     cfg.eval_batch_size, log=_log)
-        cache_record = {"used": True, "file": str(cache_file), "hit": hit, "hidden_layers": hidden_layers}
+                                                     teacher_cache_dir(cfg),
+                                                     cfg.eval_batch_size, log=_log, attention_layers=attention_layers)
+        cache_record = {"used": True, "file": str(cache_file), "hit": hit, "hidden_layers": hidden_layers,
+                        "attention_layers": [i + 1 for i in attention_layers]}
     _log(f"distilling: losses {weights.active()}, layer map {format_layer_map(layer_map)}, teacher "
          f"{'live' if live else 'from cache'}, {len(train_set):,} training rows")
 
@@ -472,7 +480,9 @@ def run(cfg: Config) -> Path:
                            general=general, mlm_probability=cfg.mlm_probability)
     out_dir = Path(cfg.output_dir)
     checkpoint_dir = checkpoint_dir_for(out_dir)
-    train_metrics = train(student, train_set, collate, loss_fn, train_config(cfg), checkpoint_dir,
+    # The whole stage config, not just the loop's knobs: a resume with another teacher, temperature
+    # or loss weight would silently mix two runs.
+    train_metrics = train(student, train_set, collate, loss_fn, cfg, checkpoint_dir,
                           extra_modules=[distill_loss], frozen_modules=[teacher] if teacher is not None else [],
                           desc="distill")
 
@@ -499,7 +509,9 @@ def run(cfg: Config) -> Path:
             student.save_pretrained(tmp, safe_serialization=True)
             tokenizer.save_pretrained(tmp)
             write_manifest(tmp, stage="distill", parents=parents, config=to_dict(cfg), metrics=metrics,
-                           seed=cfg.seed, num_parameters=num_parameters, extra={
+                           seed=cfg.seed, num_parameters=num_parameters,
+                           data=spec.record(task, max_length=cfg.max_length, rows={"train": len(train_set)})
+                           if spec is not None else None, extra={
                                "task": task.to_dict() if task is not None else None,
                                "student": {**student_record, "layer_map": format_layer_map(layer_map),
                                            "loss_weights": dataclasses.asdict(weights),

@@ -166,6 +166,12 @@ class DistillLoss(nn.Module):
             layers.add(0)
         return sorted(layers)
 
+    def teacher_attention_layers(self) -> list[int]:
+        """Indices into the teacher's attentions tuple (0-based: teacher layer - 1) the losses read."""
+        if not self.weights.attention:
+            return []
+        return sorted({t - 1 for s, t in self.layer_map.items() if s > 0 and t > 0})
+
     def _project(self, s_layer: int, hidden):
         proj = self.projections[str(s_layer)] if str(s_layer) in self.projections else None
         return proj(hidden) if proj is not None else hidden

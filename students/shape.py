@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from pathlib import Path
 from typing import Callable
 
 from shrinkbert.core.errors import ShrinkbertError
@@ -203,17 +204,75 @@ def pick_by_size(teacher_config, target: Target, *, head: str = "classifier", **
     return _pick(fitting), rows
 
 
+RUNTIMES = ("torch", "onnx", "onnx-int8")
+
+
+def onnx_timer(runtime: str, threads: int, warmup: int, runs: int) -> Callable:
+    """A timer(model, ids) -> p50 ms that exports the model to ONNX (TorchScript exporter, as
+    compress.export's Optimum path does), int8-quantizes it for 'onnx-int8' with the CPU's own
+    defaults (compress.int8.choose: per-channel, reduce_range on x86 without VNNI), and times it in
+    ONNX Runtime with `threads` intra-op threads, no spinning: the runtime the student ships in."""
+    import tempfile
+
+    import numpy as np
+    import torch
+
+    from shrinkbert.compress.common import ort_session
+    from shrinkbert.core.timing import time_callable
+
+    def timer(model, ids) -> float:
+        with tempfile.TemporaryDirectory() as work:
+            path = Path(work) / "model.onnx"
+            mask = torch.ones_like(ids)
+            with torch.inference_mode():
+                torch.onnx.export(model, (ids, mask), str(path), input_names=["input_ids", "attention_mask"],
+                                  output_names=["logits"], opset_version=17, dynamo=False,
+                                  dynamic_axes={"input_ids": {0: "b", 1: "s"}, "attention_mask": {0: "b", 1: "s"}})
+            if runtime == "onnx-int8":
+                from onnxruntime.quantization import QuantType, quantize_dynamic
+
+                from shrinkbert.compress.int8 import choose
+
+                choice = choose("auto")
+                quantize_dynamic(str(path), str(Path(work) / "int8.onnx"), per_channel=choice["per_channel"],
+                                 reduce_range=choice["reduce_range"],
+                                 weight_type=QuantType.QInt8 if choice["weight_type"] == "s8" else QuantType.QUInt8)
+                path = Path(work) / "int8.onnx"
+            session = ort_session(path, threads)
+            feed = {"input_ids": ids.numpy().astype(np.int64), "attention_mask": mask.numpy().astype(np.int64)}
+            return time_callable(lambda: session.run(None, feed), warmup=warmup, runs=runs)["p50"]
+    return timer
+
+
 def pick_by_latency(teacher_config, target: Target, *, seq_len: int = 128, threads: int | None = None,
                     runs: int = 10, warmup: int = 2, hidden_steps: list[int] | None = None,
                     timer: Callable | None = None, log: Callable[[str], None] = print,
-                    **fixed) -> tuple[Shape, list[dict]]:
+                    runtime: str = "torch", **fixed) -> tuple[Shape, list[dict]]:
     """Time random-init BERTs of a small grid of shapes at batch 1 and pick the preferred that fits.
 
     Grid: hidden in quarters of the teacher's width (rounded to whole heads), layers 1..teacher's.
     Latency grows with layers at a fixed width, so once a shape misses the target the deeper ones
     at that width are skipped untimed. The vocabulary size does not change latency (a lookup), so
     candidates are built with a small vocabulary to build fast.
+
+    runtime: where the student ships and is timed: torch (PyTorch fp32 in-process), onnx (fp32 ONNX
+    Runtime) or onnx-int8 (dynamic int8 with this CPU's defaults, ONNX Runtime). torch's global
+    thread count is left as it was found.
     """
+    import torch
+
+    if runtime not in RUNTIMES:
+        raise ShrinkbertError(f"latency runtime must be one of {', '.join(RUNTIMES)}, got '{runtime}'")
+    previous = torch.get_num_threads()
+    try:
+        return _pick_by_latency(teacher_config, target, seq_len=seq_len, threads=threads, runs=runs, warmup=warmup,
+                                hidden_steps=hidden_steps, timer=timer, log=log, runtime=runtime, **fixed)
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _pick_by_latency(teacher_config, target: Target, *, seq_len, threads, runs, warmup, hidden_steps, timer, log,
+                     runtime, **fixed) -> tuple[Shape, list[dict]]:
     import torch
     from transformers import BertForSequenceClassification
 
@@ -227,6 +286,8 @@ def pick_by_latency(teacher_config, target: Target, *, seq_len: int = 128, threa
                     for q in (1, 2, 3, 4)}
         hidden_steps = sorted(quarters)
     shapes = candidate_shapes(teacher_config, hidden_steps=hidden_steps, **fixed)
+    if timer is None and runtime != "torch":
+        timer = onnx_timer(runtime, threads, warmup, runs)
     timer = timer or (lambda model, ids: time_callable(lambda: model(input_ids=ids), warmup=warmup, runs=runs)["p50"])
     seq_len = min(seq_len, teacher_config.max_position_embeddings)
     ids = torch.randint(0, 1000, (1, seq_len))
@@ -250,11 +311,11 @@ def pick_by_latency(teacher_config, target: Target, *, seq_len: int = 128, threa
             else:
                 too_slow.add(key)
         rows.append(row)
-    log(format_table(rows, f"candidates for {target.text} at batch 1, seq {seq_len}, {threads} threads "
+    log(format_table(rows, f"candidates for {target.text} at batch 1, seq {seq_len}, {runtime}, {threads} threads "
                            "(p50 ms; '-' = skipped, a shallower one at this width was already too slow)"))
     if not fitting:
         fastest = min((r for r in rows if r["p50_ms"] is not None), key=lambda r: r["p50_ms"])
-        raise ShrinkbertError(f"target {target.text} cannot be met at seq {seq_len} with {threads} threads: "
+        raise ShrinkbertError(f"target {target.text} cannot be met at seq {seq_len} on {runtime} with {threads} threads: "
                               f"the fastest candidate ({fastest['shape']}) takes {fastest['p50_ms']:.2f} ms")
     return _pick(fitting), rows
 
@@ -286,7 +347,7 @@ def format_table(rows: list[dict], title: str = "") -> str:
 def choose_shape(teacher_config, *, target: str | None = None, layers: int | None = None,
                  hidden: int | None = None, heads: int | None = None, intermediate: int | None = None,
                  seq_len: int = 128, threads: int | None = None, head: str = "classifier",
-                 log: Callable[[str], None] = print) -> tuple[Shape, dict]:
+                 log: Callable[[str], None] = print, runtime: str = "torch") -> tuple[Shape, dict]:
     """The student shape from a target and/or explicit fields; returns (shape, record for the manifest)."""
     fixed = {"layers": layers, "hidden": hidden, "heads": heads, "intermediate": intermediate}
     if layers and layers > teacher_config.num_hidden_layers:
@@ -298,13 +359,15 @@ def choose_shape(teacher_config, *, target: str | None = None, layers: int | Non
     else:
         parsed = parse_target(target)
         if parsed.kind == "ms":
-            shape, rows = pick_by_latency(teacher_config, parsed, seq_len=seq_len, threads=threads, log=log, **fixed)
+            shape, rows = pick_by_latency(teacher_config, parsed, seq_len=seq_len, threads=threads, log=log,
+                                          runtime=runtime, **fixed)
         else:
             shape, rows = pick_by_size(teacher_config, parsed, head=head, **fixed)
             fitting_rows = sorted((r for r in rows if r["fits"]), key=lambda r: -r["params"])
             log(format_table(fitting_rows[:10], f"{len(fitting_rows)} of {len(rows)} candidate shapes fit "
                                                 f"{target}; the 10 largest:"))
         record = {"how": f"target {target}", "target": target, "rule": "max layers*hidden, then hidden, then FFN",
+                  "latency_runtime": runtime if parsed.kind == "ms" else None,
                   "candidates": rows}
         validate_shape(shape)
     params = count_parameters(shape_config(teacher_config, shape), head=head)

@@ -21,27 +21,24 @@ import torch
 
 from shrinkbert.core.artifacts import atomic_artifact, write_manifest
 from shrinkbert.core.config import field, stage_main, to_dict
+from shrinkbert.core.dataspec import DataConfig
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.train import TrainConfig
 
 
 @dataclasses.dataclass
-class Config(TrainConfig):
+class Config(TrainConfig, DataConfig):
     output_dir: str = field("runs/teacher", "where the fine-tuned classifier artifact is written")
     model: str = field("minilm", "starting model: a model dir, an MLM artifact, 'minilm', or a hub name")
     tokenizer: str = field("", "tokenizer dir (default: the model's own)")
-    task: str = field("movie-snippets", "built-in task (movie-snippets, bbc-news, nyt-next-sentence) or a data file/dir")
-    text_column: str = field("text", "column holding the text (user files)")
-    text_pair_column: str = field("", "column holding the second text of a pair (user files; empty: single text)")
-    label_column: str = field("label", "column holding the label (user files)")
-    cache_dir: str = field("", "cache for built-in data and stored splits (default: $SHRINKBERT_CACHE or ~/.cache/shrinkbert)")
-    max_rows: int = field(0, "use at most this many rows per split (0: all)")
-    max_length: int = field(128, "tokens per example; longer inputs are truncated")
-    eval_batch_size: int = field(64, "batch size for validation and test")
-    keep: str = field("best", "best (the epoch with the highest validation accuracy) or final")
-    learning_rate: float = field(1e-4, "peak learning rate (AdamW); MiniLM likes 1e-4, BERT-base 2e-5 to 5e-5")
-    batch_size: int = field(32, "examples per batch per process")
-    epochs: float = field(3, "passes over the training data")
+    max_train_rows: int = field(0, "train on the first N rows of the train split only (0: all)", min=0)
+    max_eval_rows: int = field(0, "validate and test on the first N rows of those splits only (0: all)", min=0)
+    max_length: int = field(128, "tokens per example; longer inputs are truncated", min=8, max=8192)
+    eval_batch_size: int = field(64, "batch size for validation and test", min=1)
+    keep: str = field("best", "best (the epoch with the highest validation accuracy) or final", choices=("best", "final"))
+    learning_rate: float = field(1e-4, "peak learning rate (AdamW); MiniLM likes 1e-4, BERT-base 2e-5 to 5e-5", above=0)
+    batch_size: int = field(32, "examples per batch per process", min=1)
+    epochs: float = field(3, "passes over the training data", min=0)
 
 
 def predict(model, dataset, collate, batch_size: int) -> tuple[np.ndarray, np.ndarray, float]:
@@ -90,16 +87,17 @@ def run(cfg: Config) -> Path:
     from safetensors.torch import load_model as load_weights
     from safetensors.torch import save_model as save_weights
 
-    from shrinkbert.core.data import load_task, tokenize_task
+    from shrinkbert.core.data import limit_rows, tokenize_task
+    from shrinkbert.core.dataspec import load_splits, resolve_spec
     from shrinkbert.core.models import count_parameters
     from shrinkbert.core.train import LATEST, checkpoint_dir_for, is_main_process, remove_checkpoints, train, wait_for_everyone
-    from shrinkbert.teachers.common import model_inputs, pad_collate
+    from shrinkbert.teachers.common import model_inputs, pad_collate, resolve_model_dir
 
     if cfg.keep not in ("best", "final"):
         raise ShrinkbertError(f"keep must be best or final, got '{cfg.keep}'")
-    task, splits = load_task(cfg.task, text_column=cfg.text_column, text_pair_column=cfg.text_pair_column or None,
-                             label_column=cfg.label_column, seed=cfg.seed, cache_dir=cfg.cache_dir or None,
-                             max_rows=cfg.max_rows or None)
+    spec = resolve_spec(cfg, [resolve_model_dir(cfg.model)])
+    task, splits = load_splits(spec, cfg.cache_dir)
+    splits = limit_rows(splits, cfg.max_train_rows, cfg.max_eval_rows)
     model, tokenizer, model_dir = load_classifier(cfg, task)
     positions = getattr(model.config, "max_position_embeddings", cfg.max_length)
     if cfg.max_length > positions:
@@ -149,7 +147,9 @@ def run(cfg: Config) -> Path:
             model.save_pretrained(tmp, safe_serialization=True)
             tokenizer.save_pretrained(tmp)
             write_manifest(tmp, stage="finetune", parents=[model_dir], config=to_dict(cfg), metrics=result,
-                           seed=cfg.seed, num_parameters=count_parameters(model), extra={"task": task.to_dict()})
+                           seed=cfg.seed, num_parameters=count_parameters(model),
+                           data=spec.record(task, max_length=cfg.max_length, rows={k: len(v) for k, v in splits.items()}),
+                           extra={"task": task.to_dict()})
         print(f"finetune: {task.name} validation accuracy {result['validation_accuracy']:.4f}, "
               f"test accuracy {result['test_accuracy']:.4f} in {result['train_time_s']:.0f} s -> {out}")
     wait_for_everyone()

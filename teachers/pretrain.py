@@ -42,19 +42,19 @@ class Config(TrainConfig):
     preset: str = field("tiny", f"shape when training from scratch: {', '.join(PRESETS)}")
     tokenizer: str = field("", "tokenizer dir (required from scratch; default: the model's own)")
     corpus: list[str] = field(["sotu"], "built-in corpora (sotu, wordnet) and/or .txt files, comma-separated")
-    max_lines: int = field(0, "use at most this many lines of text (0: all)")
-    max_length: int = field(128, "tokens per example, [CLS] and [SEP] included")
+    max_train_rows: int = field(0, "use at most this many lines (rows) of text (0: all)", min=0)
+    max_length: int = field(128, "tokens per example, [CLS] and [SEP] included", min=8, max=8192)
     nsp: bool = field(False, "add next-sentence prediction (BertForPreTraining, sentence-pair examples)")
-    masking: str = field("dynamic", "dynamic (new masks every batch) or static (masks fixed per example)")
-    mlm_probability: float = field(0.15, "fraction of tokens selected for prediction")
-    head_warmup_steps: int = field(100, "continued runs: steps training only the new MLM head first")
-    head_learning_rate: float = field(5e-4, "learning rate for the head warm-up")
-    heldout_fraction: float = field(0.02, "fraction of the text held out to measure MLM loss")
-    heldout_max_examples: int = field(512, "at most this many held-out examples")
-    eval_batch_size: int = field(64, "batch size for the held-out loss")
-    learning_rate: float = field(1e-4, "peak learning rate (AdamW)")
-    epochs: float = field(1, "passes over the training text")
-    checkpoint_every: int = field(500, "save a resumable checkpoint every N optimizer steps (0: never)")
+    masking: str = field("dynamic", "dynamic (new masks every batch) or static (masks fixed per example)", choices=("dynamic", "static"))
+    mlm_probability: float = field(0.15, "fraction of tokens selected for prediction", above=0, max=1)
+    head_warmup_steps: int = field(100, "continued runs: steps training only the new MLM head first", min=0)
+    head_learning_rate: float = field(5e-4, "learning rate for the head warm-up", above=0)
+    heldout_fraction: float = field(0.02, "fraction of the text held out to measure MLM loss", above=0, below=1)
+    heldout_max_examples: int = field(512, "at most this many held-out examples", min=1)
+    eval_batch_size: int = field(64, "batch size for the held-out loss", min=1)
+    learning_rate: float = field(1e-4, "peak learning rate (AdamW)", above=0)
+    epochs: float = field(1, "passes over the training text", min=0)
+    checkpoint_every: int = field(500, "save a resumable checkpoint every N optimizer steps (0: never)", min=0)
 
 
 def preset_config(name: str, vocab_size: int, max_position_embeddings: int = 512, **overrides):
@@ -286,7 +286,7 @@ def run(cfg: Config) -> Path:
         raise ShrinkbertError(f"max_length {cfg.max_length} exceeds the model's "
                               f"{model.config.max_position_embeddings} positions")
 
-    lines = load_corpus(cfg.corpus, max_lines=cfg.max_lines or None)
+    lines = load_corpus(cfg.corpus, max_lines=cfg.max_train_rows or None)
     n_heldout = max(1, int(len(lines) * cfg.heldout_fraction))
     if len(lines) - n_heldout < 2:
         raise ShrinkbertError(f"the corpus has {len(lines)} lines: too few to pretrain on")

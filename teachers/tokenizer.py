@@ -25,13 +25,13 @@ SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 class Config:
     output_dir: str = field("runs/tokenizer", "where the tokenizer artifact is written")
     corpus: list[str] = field(["sotu"], "built-in corpora (sotu, wordnet) and/or .txt files, comma-separated")
-    max_lines: int = field(0, "use at most this many lines of text (0: all)")
-    vocab_size: int = field(8000, "WordPiece vocabulary size, special tokens included")
-    min_frequency: int = field(2, "a merge must be seen this often to enter the vocabulary")
-    limit_alphabet: int = field(1000, "at most this many single characters in the vocabulary")
+    max_train_rows: int = field(0, "use at most this many lines (rows) of text (0: all)", min=0)
+    vocab_size: int = field(8000, "WordPiece vocabulary size, special tokens included", min=16)
+    min_frequency: int = field(2, "a merge must be seen this often to enter the vocabulary", min=0)
+    limit_alphabet: int = field(1000, "at most this many single characters in the vocabulary", min=1)
     lowercase: bool = field(True, "lower-case and strip accents (uncased BERT)")
-    model_max_length: int = field(512, "longest input the tokenizer will produce when truncating")
-    seed: int = field(0, "recorded for lineage; WordPiece training is deterministic")
+    model_max_length: int = field(512, "longest input the tokenizer will produce when truncating", min=8)
+    seed: int = field(0, "recorded for lineage; WordPiece training is deterministic", min=0)
 
 
 def train_tokenizer(lines: list[str], vocab_size: int = 8000, min_frequency: int = 2, lowercase: bool = True,
@@ -66,7 +66,7 @@ def run(cfg: Config) -> Path:
     if not is_main_process():  # tokenizer training is one process' work
         return out
     start = time.perf_counter()
-    lines = load_corpus(cfg.corpus, max_lines=cfg.max_lines or None)
+    lines = load_corpus(cfg.corpus, max_lines=cfg.max_train_rows or None)
     tokenizer = train_tokenizer(lines, cfg.vocab_size, cfg.min_frequency, cfg.lowercase, cfg.limit_alphabet,
                                 cfg.model_max_length)
     sample = lines[: min(len(lines), 2000)]

@@ -52,7 +52,7 @@ def onnx_dir(model_dir, data, tmp_path_factory) -> Path:
     from shrinkbert.compress import export
 
     return export.run(export.Config(model=str(model_dir), output_dir=str(tmp_path_factory.mktemp("onnx") / "fp32"),
-                                    data=data, parity_rows=24))
+                                    task=data, parity_rows=24))
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +60,7 @@ def int8_dir(onnx_dir, data, tmp_path_factory) -> Path:
     from shrinkbert.compress import quantize
 
     return quantize.run(quantize.Config(model=str(onnx_dir), output_dir=str(tmp_path_factory.mktemp("q") / "int8"),
-                                        data=data, eval_rows=32))
+                                        task=data, max_eval_rows=32))
 
 
 def test_export_parity_and_dynamic_axes(onnx_dir):
@@ -87,8 +87,8 @@ def test_prune_removes_heads_and_neurons_and_still_loads_and_exports(model_dir, 
 
     from shrinkbert.compress import export, prune
 
-    out = prune.run(prune.Config(model=str(model_dir), output_dir=str(tmp_path / "pruned"), data=data,
-                                 head_fraction=0.5, neuron_fraction=0.5, importance_rows=32, eval_rows=16))
+    out = prune.run(prune.Config(model=str(model_dir), output_dir=str(tmp_path / "pruned"), task=data,
+                                 head_fraction=0.5, neuron_fraction=0.5, importance_rows=32, max_eval_rows=16))
     m = metrics(out)
     assert m["before"]["heads"] == 8 and m["after"]["heads"] == 4
     assert m["after"]["intermediate_size"] == 32 and m["after"]["ffn_neurons"] == 64
@@ -167,7 +167,7 @@ def test_static_int8_with_npz_calibration_and_relative_paths(onnx_dir, tmp_path,
     monkeypatch.chdir(tmp_path)  # relative paths must survive the temp-dir work of calibration
     out = quantize.run(quantize.Config(model="fp32", output_dir="static", mode="static",
                                        calibration_data="calib.npz", min_calibration_rows=8,
-                                       per_channel=True, eval_rows=0))
+                                       per_channel=True, max_eval_rows=0))
     m = metrics(out)
     assert m["mode"] == "static" and m["quantized_nodes"] > 0
 
@@ -207,8 +207,8 @@ def test_corrupt_onnx_is_one_clear_error(onnx_dir, tmp_path, capsys):
 def test_accuracy_aware_speaks_module_names(onnx_dir, data, tmp_path):
     from shrinkbert.compress import quantize
 
-    out = quantize.run(quantize.Config(model=str(onnx_dir), output_dir=str(tmp_path / "aa"), data=data,
-                                       accuracy_aware=True, tolerance=0.0, eval_rows=16,
+    out = quantize.run(quantize.Config(model=str(onnx_dir), output_dir=str(tmp_path / "aa"), task=data,
+                                       accuracy_aware=True, tolerance=0.0, max_eval_rows=16,
                                        exclude=["encoder.layer.0.attention"]))
     m = metrics(out)
     modules = [row["module"] for row in m["accuracy_aware"]["sensitivity"]]
@@ -241,12 +241,12 @@ print(json.dumps({"logits": p.logits(texts).tolist(), "pred": p.predict(texts),
 def test_bundle_checks_its_labels_against_the_pytorch_reference(int8_dir, model_dir, data, tmp_path):
     from shrinkbert.compress import bundle
 
-    out = bundle.run(bundle.Config(model=str(int8_dir), output_dir=str(tmp_path / "edge"), data=data,
+    out = bundle.run(bundle.Config(model=str(int8_dir), output_dir=str(tmp_path / "edge"), task=data,
                                    reference=str(model_dir), parity_rows=16, reference_agreement=0.0))
     recorded = metrics(out)["vs_reference"]
     assert recorded["rows"] == 16 and 0.0 <= recorded["label_agreement"] <= 1.0 and recorded["passed"]
     with pytest.raises(ShrinkbertError, match=r"labels agree with .*\(need 101%\)"):
-        bundle.run(bundle.Config(model=str(int8_dir), output_dir=str(tmp_path / "strict"), data=data,
+        bundle.run(bundle.Config(model=str(int8_dir), output_dir=str(tmp_path / "strict"), task=data,
                                  reference=str(model_dir), parity_rows=16, reference_agreement=1.01))
     assert not (tmp_path / "strict").exists()
 
@@ -257,7 +257,7 @@ def test_bundle_runs_without_torch_and_agrees_with_onnx(int8_dir, onnx_dir, data
     from shrinkbert.compress import bundle
     from shrinkbert.compress.common import ort_logits, ort_session
 
-    out = bundle.run(bundle.Config(model=str(int8_dir), output_dir=str(tmp_path / "edge"), data=data,
+    out = bundle.run(bundle.Config(model=str(int8_dir), output_dir=str(tmp_path / "edge"), task=data,
                                    reference=str(onnx_dir), parity_rows=16))
     assert {p.name for p in out.iterdir()} >= {"model.onnx", "tokenizer.json", "labels.json", "predict.py",
                                                "requirements.txt", "shrinkbert.json"}

@@ -72,7 +72,7 @@ def test_csv_splits_are_seeded_stored_and_disjoint(tiny_csv, tmp_path, monkeypat
 
 def test_seed_changes_the_split_and_max_rows_takes_a_prefix(tiny_csv, tmp_path):
     _, seed0 = load_task(str(tiny_csv), cache_dir=tmp_path)
-    _, seed1 = load_task(str(tiny_csv), cache_dir=tmp_path, seed=1)
+    _, seed1 = load_task(str(tiny_csv), cache_dir=tmp_path, split_seed=1)
     assert rows_of(seed0["test"]) != rows_of(seed1["test"])
     _, quick = load_task(str(tiny_csv), cache_dir=tmp_path, max_rows=4)
     assert {k: len(v) for k, v in quick.items()} == {"train": 4, "validation": 4, "test": 4}

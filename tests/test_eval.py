@@ -54,7 +54,8 @@ def bundle_dir(onnx_dir, tmp_path_factory) -> Path:
                                                  "pad_token_id": 0, "pad_token": "[PAD]", "model_file": "model.onnx"}))
     write_manifest(out, stage="bundle", parents=[onnx_dir],
                    metrics={"vs_source": {"max_abs_logit_diff": 0.5, "tolerance": 1e-4, "passed": False},
-                            "parity_failure_allowed": True})
+                            "parity_failure_allowed": True},
+                   checks=[{"name": "parity", "passed": False, "detail": "max |logit diff| 5e-01 (tolerance 1e-04)"}])
     return out
 
 
@@ -108,7 +109,7 @@ def test_metric_modules_load_with_no_network(monkeypatch):
 def test_metric_modules_ship_as_package_data():
     import tomllib
 
-    pattern = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["core"]
+    pattern = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["shrinkbert.core"]
     matched = sorted(p.relative_to(ROOT / "core").as_posix() for glob in pattern for p in (ROOT / "core").glob(glob))
     assert {"metrics/accuracy/accuracy.py", "metrics/f1/f1.py",
             "metrics/matthews_correlation/matthews_correlation.py"} <= set(matched)
@@ -258,7 +259,8 @@ def test_ratios_and_flags(rows, tmp_path):
 
     parent_manifest = {"stage": "export", "parents": []}
     child_manifest = {"stage": "sparsify", "parents": [{"path": "/x/parent", "hash": "h-parent", "stage": "export"}],
-                      "metrics": {"parity": {"max_abs_logit_diff": 0.2, "tolerance": 1e-4, "passed": False}}}
+                      "metrics": {"parity": {"max_abs_logit_diff": 0.2, "tolerance": 1e-4, "passed": False}},
+                      "checks": [{"name": "parity", "passed": False, "detail": "max |logit diff| 0.2"}]}
     variants = [_variant("teacher", "/x/teacher", 10.0, 0.90, 400), _variant("parent", "/x/parent", 2.0, 0.88, 100,
                 parent_manifest, "h-parent"), _variant("child", "/x/child", 2.5, 0.87, 100, child_manifest, "h-child")]
     report = build_report(variants, rows, Settings(batch_sizes=[1], seq_lens=["16"], threads=1))
@@ -355,7 +357,7 @@ def test_recipe_style_config_file(tiny_bert, tiny_csv, tmp_path, monkeypatch):
 
     monkeypatch.setenv("SHRINKBERT_CACHE", str(tmp_path / "cache"))
     params = {"artifacts": [str(tiny_bert)], "task": str(tiny_csv), "batch_sizes": [1], "seq_lens": ["16"],
-              "output_dir": str(tmp_path / "report"), "seed": 0, "quick": True, "runs": 2, "progress": False}
+              "output_dir": str(tmp_path / "report"), "split_seed": 0, "quick": True, "runs": 2, "progress": False}
     build_config(harness.Config, params)  # what the recipe runner validates before running
     config_file = tmp_path / "shrinkbert.eval.yaml"
     config_file.write_text(yaml.safe_dump(params))

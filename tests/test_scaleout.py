@@ -75,9 +75,8 @@ def test_bert_base_sst2_recipe_shrunk_runs_on_two_cpu_processes(tiny_bert, tmp_p
     result = run_recipe("bert-base-sst2.yaml", out, [
         f"teacher.model={tiny_bert}", f"teacher.task={data}", "teacher.epochs=1", "teacher.batch_size=4",
         "teacher.log_with=''", "teacher.learning_rate=1.0e-3",
-        f"student.task={data}", "student.layers=1", "student.epochs=1", "student.batch_size=4",
-        f"student-onnx.data={data}", f"student-int8.data={data}", "student-int8.eval_rows=16",
-        f"report.task={data}", "report.quick=true", "report.memory=off", "report.batch_sizes=[1]",
+        "student.layers=1", "student.epochs=1", "student.batch_size=4",  # the task: inherited from the teacher
+        "student-int8.max_eval_rows=16", "report.quick=true", "report.memory=off", "report.batch_sizes=[1]",
     ], tmp_path / "cache")
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     assert read_manifest(out / "teacher")["metrics"]["num_processes"] == 2

@@ -457,3 +457,81 @@ def test_distill_with_a_transfer_set_trains_on_teacher_labelled_copies(teacher4,
     assert plain["metrics"]["train_rows"] < augmented["metrics"]["train_rows"] <= 3 * plain["metrics"]["train_rows"]
     with pytest.raises(ShrinkbertError, match="no gold label"):
         run(_cfg(teacher4, tiny_csv, tmp_path / "x", augment=2, logits_weight=0, hard_weight=1.0))
+
+
+def test_cached_hidden_states_and_attentions_match_live_within_fp16(teacher4, tiny_csv, cache_env):
+    """Attention maps are cached compactly (mapped layers, real tokens, fp16) and read back padded."""
+    from shrinkbert.core.data import load_task, tokenize_task
+    from shrinkbert.core.models import load_tokenizer
+    from shrinkbert.students.cache import TeacherCache, load_or_compute
+    from shrinkbert.students.distill import _with_row_index, make_collate, make_loss_fn
+    from shrinkbert.students.losses import DistillLoss, LossWeights
+
+    tokenizer = load_tokenizer(teacher4)
+    task, splits = load_task(str(tiny_csv))
+    data = _with_row_index(tokenize_task(splits, tokenizer, task, max_length=32)["train"])
+    collate = make_collate(tokenizer)
+    teacher = _load(teacher4, attn_implementation="eager")
+    weights = LossWeights(logits=1, hidden=1, attention=1)
+    loss = DistillLoss(weights, {1: 2, 2: 4}, 32, 32, temperature=2.0)
+    assert loss.teacher_attention_layers() == [1, 3]
+    cache, path, hit = load_or_compute(teacher4, lambda: teacher, data, collate, 32, loss.teacher_hidden_layers(),
+                                       cache_dir=cache_env, batch_size=16, log=lambda _: None,
+                                       attention_layers=loss.teacher_attention_layers())
+    logits_only, other, _ = load_or_compute(teacher4, lambda: teacher, data, collate, 32, loss.teacher_hidden_layers(),
+                                            cache_dir=cache_env, log=lambda _: None)
+    assert other != path and not logits_only.attentions  # the attention layers are part of the key
+    stored = TeacherCache.load(path)
+    assert stored.attention_layers == [1, 3] and stored.attentions[1].dtype == torch.float16
+    real = sum(len(r) for r in data["input_ids"])
+    squares = sum(len(r) ** 2 for r in data["input_ids"])
+    assert stored.attentions[1].numel() == 4 * squares and stored.hidden[2].shape == (real, 32)  # unpadded
+
+    batch = collate([data[i] for i in (5, 1, 7, 2)])  # other rows, other padding than the cache pass
+    mask = batch["attention_mask"].bool()
+    with torch.no_grad():
+        live = teacher(**{k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids")},
+                       output_hidden_states=True, output_attentions=True)
+    got = stored.lookup(batch["row_idx"], batch["input_ids"].shape[1])
+    for layer in (2, 4):
+        want = live.hidden_states[layer][mask]
+        assert torch.allclose(got["hidden_states"][layer][mask], want, rtol=2e-3, atol=2e-3)
+    for index in (1, 3):
+        want, have = live.attentions[index], got["attentions"][index]
+        assert have.shape == want.shape
+        keys = mask[:, None, None, :].expand_as(want)
+        queries = mask[:, None, :, None].expand_as(want)
+        assert torch.allclose(have[keys & queries], want[keys & queries], rtol=2e-3, atol=1e-3)
+        assert not have[~keys].any() and not want[~keys].any()  # padded keys get no probability, live or cached
+    torch.manual_seed(0)
+    student = _load(teacher4, attn_implementation="eager")
+    cached_loss, cached_logs = make_loss_fn(loss, cache=stored)(student, batch)
+    live_loss, live_logs = make_loss_fn(loss, teacher=teacher)(student, batch)
+    assert cached_logs.keys() == live_logs.keys() == {"loss_logits", "loss_hidden", "loss_attention"}
+    for key in live_logs:
+        assert cached_logs[key] == pytest.approx(live_logs[key], rel=2e-3, abs=2e-3), key
+
+
+def test_hidden_and_attention_distillation_with_warm_cache_never_runs_the_teacher(teacher4, tiny_csv, cache_env,
+                                                                                  tmp_path, monkeypatch):
+    import shrinkbert.students.distill as distill
+    from shrinkbert.core.artifacts import read_manifest
+
+    weights = {"hidden_weight": 1, "attention_weight": 1, "layers": 2, "max_steps": 2}
+    first = distill.run(_cfg(teacher4, tiny_csv, tmp_path / "a", **weights))  # warms the cache
+    record = read_manifest(first)["student"]["teacher_outputs"]
+    assert record["used"] and record["attention_layers"] == [2, 4] and record["hidden_layers"] == [2, 4]
+    real_load = distill.load_teacher
+
+    def load_teacher_that_cannot_run(cfg, need_attentions):
+        teacher = real_load(cfg, need_attentions)
+
+        def refuse(*args, **kwargs):
+            raise AssertionError("the teacher ran")
+
+        teacher.forward = refuse
+        return teacher
+
+    monkeypatch.setattr(distill, "load_teacher", load_teacher_that_cannot_run)
+    out = distill.run(_cfg(teacher4, tiny_csv, tmp_path / "b", **weights))
+    assert read_manifest(out)["student"]["teacher_outputs"]["hit"] is True

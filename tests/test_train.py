@@ -196,3 +196,61 @@ def test_resume_refuses_other_settings(tiny_bert, tmp_path):
     with pytest.raises(ShrinkbertError, match="other settings.*learning_rate"):
         train(model, ds, collate, loss_fn, TrainConfig(epochs=1, batch_size=4, checkpoint_every=1,
                                                        learning_rate=1.0), tmp_path / "ckpt")
+
+
+def test_length_grouped_sampler_every_row_once_per_epoch():
+    """1 and 2 processes, dealt out by Accelerate's own shard logic: disjoint, complete, grouped, seeded."""
+    from accelerate.data_loader import BatchSamplerShard
+    from torch.utils.data import BatchSampler
+
+    from shrinkbert.core.train import LengthGroupedSampler
+
+    gen = torch.Generator().manual_seed(0)
+    lengths = torch.randint(3, 120, (960,), generator=gen).tolist()
+    batch_size = 8
+    for procs in (1, 2):
+        sampler = LengthGroupedSampler(lengths, batch_size, procs, seed=3)
+        orders = []
+        for epoch in (0, 1):
+            sampler.set_epoch(epoch)
+            per_process = [[i for batch in BatchSamplerShard(BatchSampler(sampler, batch_size, False), procs, rank)
+                            for i in batch] for rank in range(procs)]
+            seen = [i for rows in per_process for i in rows]
+            assert sorted(seen) == list(range(len(lengths))), "every row exactly once per epoch"
+            orders.append(list(sampler))
+            # padding: a grouped batch pads far less than a random one
+            batches = [list(b) for b in BatchSampler(sampler, batch_size, False)]
+            padded = sum(len(b) * max(lengths[i] for i in b) for b in batches)
+            assert padded < 1.15 * sum(lengths)
+        assert orders[0] != orders[1], "a new shuffle every epoch"
+        sampler.set_epoch(1)
+        again = LengthGroupedSampler(lengths, batch_size, procs, seed=3)
+        again.set_epoch(1)
+        assert list(again) == list(sampler) == orders[1], "the order depends on seed and epoch only"
+
+
+def test_length_grouped_resume_sees_the_same_batches(tiny_bert, tmp_path):
+    """A run that dies after a checkpoint and is rerun sees exactly the batches an unbroken run saw."""
+    model, ds, collate, loss_fn = tiny_classification(tiny_bert, n=60)
+
+    def recording(seen, die_at=None):
+        def fn(m, batch):
+            if die_at is not None and len(seen) == die_at:
+                raise KeyboardInterrupt("killed")
+            seen.append([tuple(r.tolist()) for r in batch["input_ids"]])
+            return loss_fn(m, batch)
+        return fn
+
+    cfg = TrainConfig(learning_rate=1e-3, epochs=3, batch_size=4, checkpoint_every=4, log_every=1)
+    assert cfg.group_by_length
+    whole: list = []
+    train(model, ds, collate, recording(whole), cfg, tmp_path / "a")
+    model2, *_ = tiny_classification(tiny_bert, n=60)
+    first: list = []
+    with pytest.raises(KeyboardInterrupt):  # dies mid-epoch 2, after the checkpoint at step 20
+        train(model2, ds, collate, recording(first, die_at=22), cfg, tmp_path / "b")
+    rest: list = []
+    train(model2, ds, collate, recording(rest), cfg, tmp_path / "b")
+    assert first == whole[:22] and rest == whole[20:], "the resumed run saw other batches"
+    assert len(whole) == 45
+    assert whole[:15] != whole[15:30]  # reshuffled per epoch

@@ -1,0 +1,112 @@
+"""The data contract: which rows an artifact was made from, recorded in its manifest and inherited.
+
+A user names the data once (`--task` plus, for their own files, the column names); every later
+stage reads the spec from its parent artifact's manifest, so `export`, `quantize`, `bundle` and
+`eval` need no `--task` (a flag still overrides). The split seed is the data's own setting, not
+the training seed: a student trained with `--seed 1` sees exactly the teacher's train rows and
+never one of its validation or test rows.
+
+    spec = resolve_spec(cfg, parents=[cfg.model])   # cfg's fields, blanks filled from the lineage
+    task, splits = load_splits(spec, cfg.cache_dir) # the stored train/validation/test splits
+    write_manifest(..., data=spec.record(task, max_length=cfg.max_length))
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from shrinkbert.core.config import field
+from shrinkbert.core.errors import ShrinkbertError
+
+DEFAULTS = {"text_column": "text", "text_pair_column": "", "label_column": "label", "split_seed": 0}
+
+
+@dataclass
+class DataConfig:
+    """The data fields every stage shares; empty means "what the parent artifact was made on"."""
+    task: str = field("", "built-in task (movie-snippets, bbc-news, nyt-next-sentence) or a data file/dir; "
+                          "empty: the task the parent artifact was made on")
+    text_column: str = field("", "column holding the text (user files; empty: inherited, else 'text')")
+    text_pair_column: str = field("", "column holding a pair's second text (user files; empty: inherited, else none)")
+    label_column: str = field("", "column holding the label (user files; empty: inherited, else 'label')")
+    split_seed: int | None = field(None, "seed that fixes the stored train/validation/test split, independent of "
+                                         "--seed (empty: inherited, else 0)")
+    cache_dir: str = field("", "shrinkbert's cache: downloads, stored splits, tokenized splits, teacher outputs "
+                               "(default: $SHRINKBERT_CACHE or ~/.cache/shrinkbert)")
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    task: str
+    text_column: str = "text"
+    text_pair_column: str = ""
+    label_column: str = "label"
+    split_seed: int = 0
+
+    def record(self, task=None, **extra: Any) -> dict[str, Any]:
+        """What goes into a manifest's "data": the spec, the task's label names, and anything the
+        stage adds (max_length, which split and how many rows it read)."""
+        record = dataclasses.asdict(self)
+        if task is not None:
+            record["label_names"] = list(task.label_names)
+            record["task_name"] = task.name
+        record.update(extra)
+        return record
+
+
+def lineage_spec(paths: Sequence[str | Path]) -> dict[str, Any] | None:
+    """The data spec recorded by the first of `paths` that is an artifact carrying one."""
+    from shrinkbert.core.artifacts import is_artifact, read_manifest
+
+    for path in paths:
+        if path and is_artifact(path):
+            recorded = read_manifest(path).get("data")
+            if isinstance(recorded, dict) and recorded.get("task"):
+                return recorded
+    return None
+
+
+def _absolute_if_file(task: str) -> str:
+    """A user file is recorded by absolute path, so a later stage run from elsewhere finds it."""
+    from shrinkbert.core.tasks import BUILTIN_TASKS
+
+    if task in BUILTIN_TASKS:
+        return task
+    path = Path(task).expanduser()
+    return str(path.resolve()) if path.exists() else task
+
+
+def resolve_spec(cfg: Any, parents: Sequence[str | Path] = (), required: bool = True) -> DataSpec | None:
+    """The stage's data spec: its own non-empty fields, the rest from the lineage, then defaults.
+
+    Columns and split seed are inherited only along with the task they belong to: a user who
+    names another task does not get the parent's column names for it.
+    """
+    inherited = lineage_spec(parents) or {}
+    task = getattr(cfg, "task", "") or ""
+    own_task = bool(task)
+    if not task:
+        task = inherited.get("task", "")
+    if not task:
+        if required:
+            raise ShrinkbertError("no task given and the parent artifact records none: pass --task NAME_OR_FILE")
+        return None
+    base = inherited if (not own_task or _absolute_if_file(task) == inherited.get("task")) else {}
+    values = {}
+    for key, default in DEFAULTS.items():
+        mine = getattr(cfg, key, None)
+        values[key] = mine if mine not in (None, "") else base.get(key, default)
+    return DataSpec(task=_absolute_if_file(task), text_column=values["text_column"] or "text",
+                    text_pair_column=values["text_pair_column"] or "", label_column=values["label_column"] or "label",
+                    split_seed=int(values["split_seed"]))
+
+
+def load_splits(spec: DataSpec, cache_dir: str | None = None, max_rows: int | None = None):
+    """(Task, DatasetDict train/validation/test) of a spec: the stored splits, the same for every stage."""
+    from shrinkbert.core.data import load_task
+
+    return load_task(spec.task, text_column=spec.text_column, text_pair_column=spec.text_pair_column or None,
+                     label_column=spec.label_column, split_seed=spec.split_seed, cache_dir=cache_dir or None,
+                     max_rows=max_rows)

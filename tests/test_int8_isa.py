@@ -1,0 +1,202 @@
+"""int8 that reads the CPU (issue 15): the ISA decides the defaults, the manifest records them, the user
+overrides each; static int8 keeps LayerNorm/GELU/residual Add/Softmax inputs float; an accuracy-aware
+tolerance that cannot be met says so in one line. Tiny models only."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from shrinkbert.core.errors import ShrinkbertError
+
+AVX2 = {"fpu", "sse4_2", "avx", "avx2", "fma"}
+AVX512 = AVX2 | {"avx512f", "avx512bw"}
+VNNI = AVX512 | {"avx512_vnni"}
+
+
+def fake_cpu(monkeypatch, flags: set[str], machine: str = "x86_64") -> None:
+    from shrinkbert.compress import int8
+
+    monkeypatch.setattr(int8, "cpu_flags", lambda: set(flags))
+    monkeypatch.setattr(int8.platform, "machine", lambda: machine)
+
+
+@pytest.mark.parametrize("flags,machine,isa,reduce_range", [
+    (AVX2, "x86_64", "avx2", True),
+    (AVX512, "x86_64", "avx512", True),
+    (VNNI, "x86_64", "avx512_vnni", False),
+    ({"fp", "asimd"}, "aarch64", "arm64", False),
+])
+def test_the_isa_decides_the_defaults(monkeypatch, flags, machine, isa, reduce_range):
+    from shrinkbert.compress import int8
+
+    fake_cpu(monkeypatch, flags, machine)
+    choice = int8.choose("auto")
+    assert choice["isa"] == isa
+    assert choice["per_channel"] is True and choice["weight_type"] == "s8"
+    assert choice["reduce_range"] is reduce_range
+    assert set(choice["source"].values()) == {"isa"}
+    qconfig, recorded = int8.quantization_config("auto", False, None, [])
+    assert qconfig.per_channel is True and qconfig.reduce_range is reduce_range
+    assert recorded["isa"] == isa
+
+
+def test_each_choice_is_overridable(monkeypatch):
+    from onnxruntime.quantization import QuantType
+
+    from shrinkbert.compress import int8
+
+    fake_cpu(monkeypatch, AVX2)
+    choice = int8.choose("auto", per_channel=False, reduce_range=False, weight_type="u8")
+    assert (choice["per_channel"], choice["reduce_range"], choice["weight_type"]) == (False, False, "u8")
+    assert set(choice["source"].values()) == {"user"}
+    qconfig, _ = int8.quantization_config("avx512_vnni", False, None, [], None, "u8")
+    assert qconfig.weights_dtype == QuantType.QUInt8 and qconfig.reduce_range is False  # the named ISA's default
+    with pytest.raises(ShrinkbertError, match="weight_type"):
+        int8.choose("avx2", weight_type="s4")
+    with pytest.raises(ShrinkbertError, match="isa must be"):
+        int8.choose("sse2")
+
+
+@pytest.fixture(scope="module")
+def onnx_dir(tmp_path_factory) -> Path:
+    from shrinkbert.compress import export
+    from shrinkbert.core.testing import make_tiny_bert
+
+    model = make_tiny_bert(tmp_path_factory.mktemp("isa") / "model")
+    return export.run(export.Config(model=str(model), output_dir=str(tmp_path_factory.mktemp("isa") / "fp32"),
+                                    parity_rows=4))
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> str:
+    from shrinkbert.core.testing import write_tiny_csv
+
+    return str(write_tiny_csv(tmp_path_factory.mktemp("isadata") / "tiny.csv", n=120))
+
+
+def test_manifest_records_the_isa_and_every_choice(monkeypatch, onnx_dir, tmp_path):
+    from shrinkbert.compress import quantize
+
+    fake_cpu(monkeypatch, {"fp", "asimd"}, "aarch64")
+    out = quantize.run(quantize.Config(model=str(onnx_dir), output_dir=str(tmp_path / "arm"), max_eval_rows=0))
+    m = json.loads((out / "shrinkbert.json").read_text())["metrics"]
+    assert m["isa"] == "arm64" and m["int8_choice"]["reduce_range"] is False and m["int8_choice"]["per_channel"]
+    fake_cpu(monkeypatch, AVX2)
+    out = quantize.run(quantize.Config(model=str(onnx_dir), output_dir=str(tmp_path / "avx2"), max_eval_rows=0,
+                                       per_channel=False))
+    choice = json.loads((out / "shrinkbert.json").read_text())["metrics"]["int8_choice"]
+    assert choice["isa"] == "avx2" and choice["reduce_range"] is True and choice["per_channel"] is False
+    assert choice["source"] == {"per_channel": "user", "reduce_range": "isa", "weight_type": "isa"}
+
+
+def test_fused_graph_gets_the_same_choices(monkeypatch, tmp_path):
+    """The O2 path (quantize_dynamic with DefaultTensorType) receives the ISA's per-channel and reduce_range."""
+    from shrinkbert.compress import int8
+
+    seen = {}
+
+    def fake_quantize_dynamic(src, dst, **kwargs):
+        seen.update(kwargs)
+
+    import onnxruntime.quantization as ortq
+
+    monkeypatch.setattr(ortq, "quantize_dynamic", fake_quantize_dynamic)
+    fake_cpu(monkeypatch, AVX2)
+    qconfig, _ = int8.quantization_config("auto", False, None, ["n1"])
+    int8.quantize_file(tmp_path / "in.onnx", tmp_path / "out.onnx", qconfig, fused=True)
+    assert seen["per_channel"] is True and seen["reduce_range"] is True and seen["nodes_to_exclude"] == ["n1"]
+    assert "DefaultTensorType" in seen["extra_options"]
+
+
+def test_static_keeps_layernorm_gelu_add_softmax_float(onnx_dir):
+    import onnx
+
+    from shrinkbert.compress import int8
+    from shrinkbert.compress.common import onnx_file
+
+    graph = onnx.load(str(onnx_file(onnx_dir)))
+    kinds = int8.float_nodes(graph, list(int8.FLOAT_KINDS))
+    assert all(kinds[k] for k in int8.FLOAT_KINDS), {k: len(v) for k, v in kinds.items()}
+    ops = {n.name: n.op_type for n in graph.graph.node}
+    assert not any(ops[n] in ("MatMul", "Gemm") for names in kinds.values() for n in names)
+    assert any(ops[n] == "Softmax" for n in kinds["softmax_input"])
+    with pytest.raises(ShrinkbertError, match="keep_float"):
+        int8.float_nodes(graph, ["dropout"])
+
+
+def test_a_tolerance_that_cannot_be_met_says_so(tmp_path):
+    """Accuracy that comes back only with every module float: not met, and the search says why."""
+    from shrinkbert.compress import accuracy_aware
+
+    groups = {"encoder.layer.0.attention": ["a"], "encoder.layer.0.output": ["b"], "classifier": ["c"]}
+    labels = [0, 1] * 50
+    fp32 = np.eye(2)[labels].astype(np.float32)
+    wrong = fp32[:, ::-1].copy()
+
+    def quantize(dst, nodes):
+        dst.write_text(",".join(sorted(nodes)))
+        return dst
+
+    def evaluate(path):  # right only when every group is kept float
+        return fp32 if path.read_text() == "a,b,c" else wrong
+
+    result = accuracy_aware.search(tmp_path, groups, [], quantize, evaluate, labels, fp32, 0.5, margin_z=1.0)
+    assert not result["met"] and result["everything_kept"]
+    assert result["steps"][0]["loss_points"] == 100.0 and result["rows"] == 100
+
+
+def test_the_stage_refuses_an_unmeetable_tolerance_in_one_line(monkeypatch, onnx_dir, data, tmp_path, capsys):
+    from shrinkbert.compress import accuracy_aware, quantize
+
+    def unmeetable(src, groups, base, quantize_fn, evaluate, labels, fp32_logits, tolerance, margin_z=0.0):
+        return {"table": [], "kept_fp32": list(groups), "met": False, "everything_kept": True, "rows": len(labels),
+                "steps": [{"kept_fp32": [], "accuracy": 0.5, "loss_points": 3.0, "se_points": 1.2}],
+                "loss_points": 0.0, "se_points": 0.0, "bound_points": 0.0, "accuracy_all_int8": 0.5}
+
+    monkeypatch.setattr(accuracy_aware, "search", unmeetable)
+    args = ["--model", str(onnx_dir), "--output-dir", str(tmp_path / "aa"), "--task", data, "--accuracy-aware",
+            "--tolerance", "0.1"]
+    assert quantize.main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot be met" in err[0] and "every module float" in err[0]
+    assert not (tmp_path / "aa").exists()
+    assert quantize.main(args + ["--allow-unmet"]) == 0
+    m = json.loads((tmp_path / "aa" / "shrinkbert.json").read_text())["metrics"]["accuracy_aware"]
+    assert m["met"] is False and m["validation_rows"] > 0
+
+
+def _tiny_config():
+    from transformers import BertConfig
+
+    return BertConfig(vocab_size=1000, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                      intermediate_size=64, max_position_embeddings=64)
+
+
+@pytest.mark.parametrize("runtime", ["onnx", "onnx-int8"])
+def test_latency_target_on_the_shipping_runtime_leaves_torch_threads_alone(runtime):
+    import torch
+
+    from shrinkbert.students.shape import parse_target, pick_by_latency
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        lines = []
+        shape, rows = pick_by_latency(_tiny_config(), parse_target("10000ms"), seq_len=16, threads=2, runs=2,
+                                      warmup=1, hidden_steps=[32], runtime=runtime, log=lines.append)
+        assert torch.get_num_threads() == 1  # as it was found, though timing used 2
+        assert shape.layers == 2 and all(r["p50_ms"] is not None for r in rows)
+        assert runtime in lines[0] and "2 threads" in lines[0]
+        with pytest.raises(ShrinkbertError) as err:
+            pick_by_latency(_tiny_config(), parse_target("0.0001ms"), seq_len=16, threads=2, runs=2, warmup=1,
+                            hidden_steps=[32], runtime=runtime, log=lambda _: None)
+        message = str(err.value)
+        assert "\n" not in message and "cannot be met" in message and runtime in message
+        assert torch.get_num_threads() == 1
+        with pytest.raises(ShrinkbertError, match="runtime must be one of"):
+            pick_by_latency(_tiny_config(), parse_target("1ms"), runtime="tensorrt", log=lambda _: None)
+    finally:
+        torch.set_num_threads(before)
