@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--teacher", default=str(ROOT / "runs/shared-teacher"), help="fine-tuned PyTorch teacher artifact")
-    p.add_argument("--task", default="", help="task (empty: the one the teacher was fine-tuned on)")
+    p.add_argument("--task", default="movie-snippets", help="task the teacher was fine-tuned on")
     p.add_argument("--out", default=str(ROOT / "runs/bench/int8"))
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seq-len", type=int, default=128)
@@ -62,12 +62,16 @@ def variants(calibrations: list[str], block: int) -> list[tuple[str, str, dict, 
         ("dyn-isa-default", "fp32", dict(), "dynamic, the ISA's defaults"),
         ("o2-int8-per-tensor", "fp32-o2", dict(per_channel=False, reduce_range=False, weight_type="s8"),
          "O2 fused + dynamic, per-tensor s8 (the old default)"),
+        ("o2-int8-pc-reduce-range", "fp32-o2", dict(per_channel=True, reduce_range=True, weight_type="s8"),
+         "O2 fused + dynamic, per-channel s8, reduce_range"),
+        ("o2-int8-u8u8", "fp32-o2", dict(per_channel=True, reduce_range=False, weight_type="u8"),
+         "O2 fused + dynamic, per-channel u8u8"),
         ("o2-int8-isa-default", "fp32-o2", dict(), "O2 fused + dynamic, the ISA's defaults"),
     ]
     for method in calibrations:
         rows.append((f"static-{method}", "fp32", dict(mode="static", calibration=method),
-                     f"static QDQ, {method}, MatMul/Gemm only, LN/GELU/Add/Softmax float"))
-    rows.append(("int4", "fp32", dict(mode="int4", int4_block_size=block), f"weight-only int4 MatMulNBits, block {block}"))
+                     f"static QDQ, {method}, MatMul/Gemm/Gather; LN/GELU/Add/Softmax float"))
+    rows.append(("int4", "fp32", dict(mode="int4", int4_block_size=block), f"weight-only int4 (MatMulNBits + GatherBlockQuantized), block {block}"))
     return rows
 
 

@@ -12,6 +12,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.predict import accuracy  # noqa: F401  (the compress stages score through it)
 
 # Used for parity checks only when no task data is given (recorded as "builtin" in the manifest).
 BUILTIN_SENTENCES = [
@@ -122,20 +123,10 @@ def onnx_file(path: str | Path) -> Path:
 
 
 def ort_session(path: str | Path, threads: int | None = None):
-    """An ONNX Runtime CPU session; a corrupt or truncated file is one clear ShrinkbertError."""
-    import onnxruntime as ort
+    """The session of an ONNX artifact directory (or file), under the kit's one thread policy."""
+    from shrinkbert.core.ortsession import ort_session as open_session
 
-    file = onnx_file(path)
-    options = ort.SessionOptions()
-    if threads:
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    try:
-        return ort.InferenceSession(str(file), options, providers=["CPUExecutionProvider"])
-    except Exception as err:  # ORT raises its own Fail/InvalidProtobuf/InvalidGraph types
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ShrinkbertError(f"{file} is not a loadable ONNX model (corrupt or truncated?): {first[:300]}") from None
+    return open_session(onnx_file(path), threads)
 
 
 def check_onnx_file(path: str | Path):
@@ -162,12 +153,6 @@ def ort_logits(session, tokenizer, rows, max_length: int = 128, batch_size: int 
             feed["token_type_ids"] = np.zeros_like(feed["input_ids"])
         out.append(session.run(None, feed)[0])
     return np.concatenate(out)
-
-
-def accuracy(logits: np.ndarray, labels: list[int | None]) -> float | None:
-    if not labels or any(l is None for l in labels):
-        return None
-    return float((logits.argmax(-1) == np.asarray(labels)).mean())
 
 
 def parity(reference: np.ndarray, candidate: np.ndarray) -> dict[str, float]:

@@ -38,7 +38,7 @@ class Config(DataConfig):
     parity_rows: int = field(64, "rows for the parity check", min=1)
     tolerance: float = field(1e-3, "largest allowed |logit difference| between ONNX and PyTorch", min=0)
     allow_parity_failure: bool = field(False, "write the artifact even when parity fails (recorded)")
-    optimization: str = field("none", "ORTOptimizer level: none, O1 or O2 (fusions); measured, not assumed")
+    optimization: str = field("none", "ORTOptimizer level: none, O1 or O2 (fusions); measured, not assumed", choices=("none", "O1", "O2"))
     opset: int = field(0, "ONNX opset (0: Optimum's default for the model)", min=0)
     max_length: int = field(128, "tokens per row in the parity check and latency probe", min=8, max=8192)
     threads: int = field(0, "ONNX Runtime threads for the checks (0: ORT default)", min=0)

@@ -36,14 +36,17 @@ def detect_isa() -> str:
 
 
 WEIGHT_TYPES = ("s8", "u8")
-# What each instruction set gets unless the user overrides it. Measured on the fine-tuned MiniLM
-# teacher, dynamic int8 through ORT 1.31 on an AMD EPYC with AVX2 only (issue 15, bench/int8.py):
-# per-channel weights beat per-tensor, and per-channel + reduce_range (7-bit weights) was the most
-# accurate variant; u8u8 was below it. VNNI and ARM kernels do not saturate: full range there.
+# What each instruction set gets unless the user overrides it. Measured with bench/int8.py on a
+# fine-tuned MiniLM teacher, ORT 1.31, AMD EPYC family 25 (AVX2, no VNNI), 1,007 test rows:
+# per-channel beat per-tensor everywhere (-1.19 -> +0.20 pt unfused); on the O2-fused path that ships,
+# per-channel + reduce_range lost 0.00 pt at 1.52x (per-tensor: -0.79 pt); unfused it lost 0.70 pt.
+# u8u8 kept accuracy unfused (0.00 pt) but ran 1.24x instead of 1.46x, so reduce_range is the x86
+# default (issue 15's family-23 EPYC also measured per-channel + reduce_range best). VNNI and ARM
+# kernels do not saturate: full range there.
 ISA_DEFAULTS = {
     "avx2": {"per_channel": True, "reduce_range": True, "weight_type": "s8",
              "why": "x86 without VNNI: u8s8 kernels can saturate, so 7-bit weights (reduce_range); "
-                    "per-channel + reduce_range measured best on the teacher"},
+                    "per-channel + reduce_range kept accuracy on the O2 path at full int8 speed (u8u8 was slower)"},
     "avx512": {"per_channel": True, "reduce_range": True, "weight_type": "s8",
                "why": "AVX512 without VNNI: u8s8 kernels can saturate, so 7-bit weights (reduce_range)"},
     "avx512_vnni": {"per_channel": True, "reduce_range": False, "weight_type": "s8",
@@ -109,7 +112,7 @@ def quantization_config(isa: str, static: bool, per_channel: bool | None, exclud
 
 # Static int8: what stays float by default (the ops users keep out of static int8, optimum issue 151).
 FLOAT_KINDS = ("layernorm", "gelu", "residual_add", "softmax_input")
-STATIC_OPS = ["MatMul", "Gemm"]
+STATIC_OPS = ["MatMul", "Gemm", "Gather"]  # Gather: the embedding tables (weight-only, no activation range)
 
 
 def float_nodes(model, kinds: list[str]) -> dict[str, list[str]]:
@@ -223,17 +226,23 @@ def quantize_file(src: Path, dst: Path, qconfig, ranges: dict | None = None, fus
 
 def quantize_int4(src: Path, dst: Path, block_size: int = 32, exclude_nodes: list[str] = (),
                   accuracy_level: int = 0) -> Path:
-    """Weight-only 4-bit (ONNX Runtime's MatMulNBits): MatMul weights in blocks of block_size, symmetric;
-    activations stay float (accuracy_level 4: int8 activations inside the kernel)."""
+    """Weight-only 4-bit: MatMul weights (MatMulNBits) and the embedding tables (GatherBlockQuantized) in
+    blocks of block_size, symmetric; activations stay float (accuracy_level 4: int8 activations inside
+    the kernel)."""
     import onnx
     from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
     require(block_size >= 16 and block_size & (block_size - 1) == 0,
             f"int4 block_size must be a power of two >= 16, got {block_size}")
     model = onnx.load(str(src))
+    from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig
+
+    ops, axes = ("MatMul", "Gather"), (("MatMul", 0), ("Gather", 1))
+    algo = DefaultWeightOnlyQuantConfig(block_size=block_size, is_symmetric=True, accuracy_level=accuracy_level or None,
+                                        op_types_to_quantize=ops, quant_axes=axes)
     quantizer = MatMulNBitsQuantizer(model, bits=4, block_size=block_size, is_symmetric=True,
-                                     accuracy_level=accuracy_level or None,
-                                     nodes_to_exclude=list(exclude_nodes))
+                                     accuracy_level=accuracy_level or None, nodes_to_exclude=list(exclude_nodes),
+                                     op_types_to_quantize=ops, quant_axes=axes, algo_config=algo)
     quantizer.process()
     onnx.save_model(quantizer.model.model, str(dst))
     return Path(dst)
@@ -243,7 +252,7 @@ def quantized_node_count(path: Path) -> int:
     import onnx
 
     ops = {"MatMulInteger", "DynamicQuantizeLinear", "QLinearMatMul", "QuantizeLinear", "QAttention",
-           "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "QGemm", "MatMulNBits"}
+           "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "QGemm", "MatMulNBits", "GatherBlockQuantized"}
     return sum(1 for n in onnx.load(str(path), load_external_data=False).graph.node if n.op_type in ops)
 
 

@@ -63,6 +63,15 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
         raise ShrinkbertError(f"{path / MANIFEST} is not valid JSON: {err}") from None
 
 
+def file_sha256(path: str | Path, digest=None):
+    """sha256 of a file's bytes, streamed (hex); or, given a running digest, feed the file into it."""
+    running = digest if digest is not None else hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            running.update(block)
+    return running.hexdigest() if digest is None else running
+
+
 def artifact_hash(path: str | Path) -> str:
     """sha256 over the content files (weights, graphs, configs, vocab), manifest excluded."""
     path = Path(path)
@@ -71,9 +80,7 @@ def artifact_hash(path: str | Path) -> str:
         if file.name == MANIFEST or not file.name.endswith(CONTENT_SUFFIXES):
             continue
         digest.update(str(file.relative_to(path)).encode())
-        with open(file, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
+        file_sha256(file, digest)
     return digest.hexdigest()
 
 

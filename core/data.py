@@ -21,6 +21,7 @@ from typing import Sequence
 
 import datasets
 
+from shrinkbert.core.artifacts import file_sha256
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.tasks import BUILTIN_TASKS, Task
 from shrinkbert.core.userdata import (SPLIT_NAMES, check_utf8, encode_labels, first_line, looks_like_path, quiet_datasets,
@@ -86,14 +87,6 @@ def _digest(*parts) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
-def _file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("._")[:60] or "task"
 
@@ -147,9 +140,9 @@ def _source(name_or_path: str, options: dict, cache_root: Path) -> tuple[str, st
     path = Path(name_or_path).expanduser()
     if path.is_dir():
         files = split_files(path)
-        return "path", path.name, {s: _file_digest(f) for s, f in files.items()}
+        return "path", path.name, {s: file_sha256(f) for s, f in files.items()}
     if path.is_file():
-        return "path", path.stem, _file_digest(path)
+        return "path", path.stem, file_sha256(path)
     if looks_like_path(name_or_path):
         raise ShrinkbertError(f"data file {path} does not exist")
     return "hub", name_or_path, name_or_path

@@ -231,7 +231,16 @@ def train(model: torch.nn.Module, train_dataset, collate_fn: Callable, loss_fn: 
             if not (latest / TRAIN_STATE).is_file():
                 raise ShrinkbertError(f"checkpoint {latest} has no {TRAIN_STATE} (made by an older shrinkbert?); "
                                       "delete it to start afresh or pass --no-resume")
-            accelerator.load_state(str(latest))
+            try:  # Accelerate loads with weights_only=True: a crafted pickle is refused, not run
+                from accelerate.utils.other import load as weights_only_load
+
+                for rng_file in latest.glob("random_states_*.pkl"):  # Accelerate only logs a failure
+                    weights_only_load(rng_file)                      # here, and resume is no longer exact
+                accelerator.load_state(str(latest))
+            except Exception as err:
+                first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+                raise ShrinkbertError(f"checkpoint {latest} cannot be loaded safely ({type(err).__name__}: "
+                                      f"{first[:200]}); delete it or pass --no-resume") from None
             saved = json.loads((latest / TRAIN_STATE).read_text())
             scheduler.load_state_dict(saved["scheduler"])
             state.load_state_dict(saved["state"])

@@ -21,6 +21,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.ortsession import ort_session
 
 KINDS = ("pytorch", "onnx", "bundle")
 WEIGHT_SUFFIXES = (".safetensors", ".onnx", ".onnx_data", ".onnx.data", ".bin")
@@ -65,23 +66,6 @@ def onnx_parameter_count(model_file: Path) -> int:
 
     graph = onnx.load(str(model_file), load_external_data=False).graph
     return int(sum(int(np.prod(init.dims)) if len(init.dims) else 1 for init in graph.initializer))
-
-
-def ort_session(model_file: str | Path, threads: int):
-    """An InferenceSession with the threads stated and spinning off (STACK.md)."""
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    options.add_session_config_entry("session.inter_op.allow_spinning", "0")
-    try:
-        return ort.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"])
-    except Exception as err:  # ORT raises its own Fail/InvalidGraph types
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ShrinkbertError(f"cannot load ONNX graph {model_file}: {first}") from None
 
 
 class Runner:

@@ -159,7 +159,7 @@ class TeacherCache:
 @torch.no_grad()
 def compute_teacher_outputs(teacher, dataset, collate_fn, hidden_layers=(), batch_size: int = 64,
                             key: str = "", log=print, attention_layers=()) -> TeacherCache:
-    """Run the teacher (eval mode) over `dataset` in order; rows must carry ROW_INDEX = position.
+    """Run the teacher (eval mode) over `dataset`; results in row order (rows must carry ROW_INDEX = position).
 
     attention_layers: indices into the teacher's attentions tuple (0-based); the teacher must then
     run eager attention (attn_implementation="eager") to return them."""
@@ -169,30 +169,44 @@ def compute_teacher_outputs(teacher, dataset, collate_fn, hidden_layers=(), batc
     device = next(teacher.parameters()).device
     hidden_layers = sorted(int(i) for i in hidden_layers)
     attention_layers = sorted(int(i) for i in attention_layers)
-    logits_parts, hidden_parts, lengths = [], {i: [] for i in hidden_layers}, []
-    attn_parts: dict[int, list] = {i: [] for i in attention_layers}
     from tqdm.auto import tqdm
 
-    loader = DataLoader(dataset, batch_size=batch_size, shuffle=False, collate_fn=collate_fn)
+    # Shortest rows first, so that each batch pads little; results are put back in row order.
+    n_rows = len(dataset)
+    if "input_ids" in getattr(dataset, "column_names", ()):
+        row_lengths = [len(ids) for ids in dataset["input_ids"]]
+        order = sorted(range(n_rows), key=row_lengths.__getitem__)
+    else:
+        order = list(range(n_rows))
+    logits_rows: list = [None] * n_rows
+    hidden_rows = {i: [None] * n_rows for i in hidden_layers}
+    attn_rows: dict[int, list] = {i: [None] * n_rows for i in attention_layers}
+    lengths = [0] * n_rows
+    loader = DataLoader(dataset, batch_size=batch_size, sampler=order, collate_fn=collate_fn)
+    done = 0
     for batch in tqdm(loader, desc="teacher outputs", unit="batch", leave=False):
         inputs = {k: v.to(device) for k, v in batch.items()
                   if k in ("input_ids", "attention_mask", "token_type_ids")}
         out = teacher(**inputs, output_hidden_states=bool(hidden_layers), output_attentions=bool(attention_layers))
-        logits_parts.append(out.logits.float().cpu())
+        positions = order[done:done + len(inputs["input_ids"])]
+        done += len(positions)
+        logits = out.logits.float().cpu()
         mask = inputs["attention_mask"].bool().cpu()
-        lengths.extend(mask.sum(1).tolist())
+        real = [m.nonzero().squeeze(1) for m in mask]
+        for b, row in enumerate(positions):
+            logits_rows[row] = logits[b]
+            lengths[row] = len(real[b])
         for layer in hidden_layers:
             states = out.hidden_states[layer].cpu().to(torch.float16)
-            hidden_parts[layer].extend(states[b][mask[b]] for b in range(states.shape[0]))
-        if attention_layers:
-            real = [m.nonzero().squeeze(1) for m in mask]
-            for layer in attention_layers:
-                probs = out.attentions[layer].detach().cpu()
-                attn_parts[layer].extend(probs[b].index_select(1, r).index_select(2, r).to(torch.float16).reshape(-1)
-                                         for b, r in enumerate(real))
-    logits = torch.cat(logits_parts)
-    hidden = {layer: torch.cat(parts) for layer, parts in hidden_parts.items()}
-    attentions = {layer: torch.cat(parts) for layer, parts in attn_parts.items()}
+            for b, row in enumerate(positions):
+                hidden_rows[layer][row] = states[b].index_select(0, real[b])
+        for layer in attention_layers:
+            probs = out.attentions[layer].detach().cpu().to(torch.float16)
+            for b, row in enumerate(positions):
+                attn_rows[layer][row] = probs[b].index_select(1, real[b]).index_select(2, real[b]).reshape(-1)
+    logits = torch.stack(logits_rows) if n_rows else torch.zeros(0)
+    hidden = {layer: torch.cat(parts) for layer, parts in hidden_rows.items()}
+    attentions = {layer: torch.cat(parts) for layer, parts in attn_rows.items()}
     offsets = (torch.tensor(np.concatenate([[0], np.cumsum(lengths)]), dtype=torch.int64)
                if hidden_layers or attention_layers else None)
     attn_offsets = None

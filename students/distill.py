@@ -36,6 +36,8 @@ import torch
 from shrinkbert.core.config import field, stage_main, to_dict
 from shrinkbert.core.dataspec import DataConfig, load_splits, resolve_spec
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.masking import Masker
+from shrinkbert.core.predict import accuracy, predict
 from shrinkbert.core.train import TrainConfig, checkpoint_dir_for, remove_checkpoints, train
 from shrinkbert.students.losses import DistillLoss, LossWeights, format_layer_map, parse_layer_map
 
@@ -248,6 +250,7 @@ def build_student(cfg: Config, teacher_config, weights: LossWeights, log=_log):
         if new_head:  # e.g. a general-distilled MLM student: the task's labels come from the teacher
             kwargs.update(num_labels=teacher_config.num_labels, id2label=teacher_config.id2label,
                           label2id=teacher_config.label2id)
+        torch.manual_seed(cfg.seed)  # a new classifier head is initialised from the global RNG
         student = load_model(cls, cfg.student, **kwargs)
         if student.config.vocab_size != teacher_config.vocab_size:
             raise ShrinkbertError(f"student {cfg.student} has a {student.config.vocab_size}-token vocabulary and the "
@@ -306,41 +309,8 @@ def _model_inputs(batch: dict) -> dict:
     return {k: batch[k] for k in MODEL_INPUTS if k in batch}
 
 
-@torch.no_grad()
-def predict(model, dataset, collate, batch_size: int = 64) -> np.ndarray:
-    from torch.utils.data import DataLoader
-
-    model.eval()
-    device = next(model.parameters()).device
-    outputs = []
-    for batch in DataLoader(dataset, batch_size=batch_size, shuffle=False, collate_fn=collate):
-        logits = model(**{k: v.to(device) for k, v in _model_inputs(batch).items()}).logits
-        outputs.append(logits.float().cpu().numpy())
-    return np.concatenate(outputs) if outputs else np.zeros((0, 0))
-
-
-def accuracy(logits: np.ndarray, labels) -> float:
-    labels = np.asarray(labels)
-    return float((logits.argmax(-1) == labels).mean()) if len(labels) else float("nan")
-
-
 # ---------------------------------------------------------------------------------------------
 # The loss function the training loop calls
-
-
-def mask_tokens(input_ids, attention_mask, tokenizer, probability: float):
-    """BERT masking (80% [MASK], 10% random, 10% kept) on real, non-special tokens; returns (ids, masked)."""
-    special = torch.zeros_like(input_ids, dtype=torch.bool)
-    for token_id in tokenizer.all_special_ids:
-        special |= input_ids == token_id
-    candidates = attention_mask.bool() & ~special
-    masked = (torch.rand(input_ids.shape, device=input_ids.device) < probability) & candidates
-    ids = input_ids.clone()
-    replace = masked & (torch.rand(ids.shape, device=ids.device) < 0.8)
-    ids[replace] = tokenizer.mask_token_id
-    randomize = masked & ~replace & (torch.rand(ids.shape, device=ids.device) < 0.5)
-    ids[randomize] = torch.randint(len(tokenizer), ids.shape, device=ids.device)[randomize]
-    return ids, masked
 
 
 def make_loss_fn(distill_loss: DistillLoss, teacher=None, cache=None, tokenizer=None,
@@ -348,6 +318,7 @@ def make_loss_fn(distill_loss: DistillLoss, teacher=None, cache=None, tokenizer=
     """loss_fn(student, batch) -> (loss, logs). Uses the cache when given, else runs the teacher."""
     need_hidden, need_attn = distill_loss.needs_hidden, distill_loss.needs_attentions
     teacher_hidden_layers = distill_loss.teacher_hidden_layers()
+    masker = Masker(tokenizer, mlm_probability) if general else None
     teacher_attention_layers = distill_loss.teacher_attention_layers()
 
     def loss_fn(student, batch):
@@ -355,8 +326,8 @@ def make_loss_fn(distill_loss: DistillLoss, teacher=None, cache=None, tokenizer=
         positions = labels = None
         if general:
             labels = inputs["input_ids"]
-            masked_ids, positions = mask_tokens(inputs["input_ids"], inputs["attention_mask"], tokenizer,
-                                                mlm_probability)
+            masked_ids, mlm_labels = masker(inputs["input_ids"])
+            positions = mlm_labels != -100
             if not positions.any():  # keep the MLM terms defined on tiny batches
                 positions = inputs["attention_mask"].bool().clone()
             inputs = {**inputs, "input_ids": masked_ids}
@@ -491,7 +462,7 @@ def run(cfg: Config) -> Path:
     if state.is_main_process:
         student = student.cpu().eval()
         if test_set is not None:
-            student_logits = predict(student, test_set, collate, cfg.eval_batch_size)
+            student_logits, _ = predict(student, test_set, collate, cfg.eval_batch_size)
             metrics["test_accuracy"] = accuracy(student_logits, test_set["labels"])
             metrics["teacher_test_accuracy"], _ = _teacher_test_accuracy(cfg, teacher_loader, test_set, collate, _log)
             metrics["retention"] = metrics["test_accuracy"] / max(metrics["teacher_test_accuracy"], 1e-12)

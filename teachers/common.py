@@ -46,11 +46,3 @@ def pad_collate(pad_token_id: int):
         return batch
 
     return collate
-
-
-def model_inputs(model, batch: dict) -> dict:
-    """The batch's entries the model's forward accepts (DistilBERT-like models take no token_type_ids)."""
-    import inspect
-
-    accepted = inspect.signature(model.forward).parameters
-    return {k: v for k, v in batch.items() if k in accepted}

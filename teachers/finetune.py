@@ -16,13 +16,13 @@ import shutil
 import sys
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from shrinkbert.core.artifacts import atomic_artifact, write_manifest
 from shrinkbert.core.config import field, stage_main, to_dict
 from shrinkbert.core.dataspec import DataConfig
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.predict import accuracy, cross_entropy, model_inputs, predict
 from shrinkbert.core.train import TrainConfig
 
 
@@ -39,33 +39,6 @@ class Config(TrainConfig, DataConfig):
     learning_rate: float = field(1e-4, "peak learning rate (AdamW); MiniLM likes 1e-4, BERT-base 2e-5 to 5e-5", above=0)
     batch_size: int = field(32, "examples per batch per process", min=1)
     epochs: float = field(3, "passes over the training data", min=0)
-
-
-def predict(model, dataset, collate, batch_size: int) -> tuple[np.ndarray, np.ndarray, float]:
-    """(predicted label ids, gold label ids, mean cross-entropy) over a tokenized split."""
-    from shrinkbert.teachers.common import model_inputs
-
-    device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    preds, golds, loss_sum = [], [], 0.0
-    with torch.no_grad():
-        for start in range(0, len(dataset), batch_size):
-            rows = [dataset[i] for i in range(start, min(start + batch_size, len(dataset)))]
-            batch = {k: v.to(device) for k, v in collate(rows).items()}
-            labels = batch.pop("labels")
-            logits = model(**model_inputs(model, batch)).logits.float()
-            loss_sum += float(torch.nn.functional.cross_entropy(logits, labels, reduction="sum"))
-            preds.append(logits.argmax(-1).cpu().numpy())
-            golds.append(labels.cpu().numpy())
-    model.train(was_training)
-    if not preds:
-        return np.zeros(0, int), np.zeros(0, int), float("nan")
-    return np.concatenate(preds), np.concatenate(golds), loss_sum / len(dataset)
-
-
-def accuracy(preds: np.ndarray, golds: np.ndarray) -> float:
-    return float((preds == golds).mean()) if len(golds) else float("nan")
 
 
 def load_classifier(cfg: Config, task):
@@ -91,7 +64,7 @@ def run(cfg: Config) -> Path:
     from shrinkbert.core.dataspec import load_splits, resolve_spec
     from shrinkbert.core.models import count_parameters
     from shrinkbert.core.train import LATEST, checkpoint_dir_for, is_main_process, remove_checkpoints, train, wait_for_everyone
-    from shrinkbert.teachers.common import model_inputs, pad_collate, resolve_model_dir
+    from shrinkbert.teachers.common import pad_collate, resolve_model_dir
 
     if cfg.keep not in ("best", "final"):
         raise ShrinkbertError(f"keep must be best or final, got '{cfg.keep}'")
@@ -117,8 +90,8 @@ def run(cfg: Config) -> Path:
         return out_.loss, {"accuracy": (out_.logits.argmax(-1) == batch["labels"]).float().mean()}
 
     def eval_fn(m):
-        preds, golds, loss = predict(m, data["validation"], collate, cfg.eval_batch_size)
-        acc = accuracy(preds, golds)
+        logits, golds = predict(m, data["validation"], collate, cfg.eval_batch_size)
+        acc, loss = accuracy(logits, golds), cross_entropy(logits, golds)
         score_file = best_dir / "score.json"
         best = json.loads(score_file.read_text())["validation_accuracy"] if score_file.is_file() else -1.0
         if acc > best and is_main_process():
@@ -140,8 +113,8 @@ def run(cfg: Config) -> Path:
               "validation_examples": len(data["validation"]), "test_examples": len(data["test"]),
               "loss_curve": [[h["step"], h["loss"]] for h in metrics["history"] if h["kind"] == "train"]}
     if is_main_process():
-        preds, golds, test_loss = predict(model, data["test"], collate, cfg.eval_batch_size)
-        result.update(test_accuracy=accuracy(preds, golds), test_loss=test_loss)
+        logits, golds = predict(model, data["test"], collate, cfg.eval_batch_size)
+        result.update(test_accuracy=accuracy(logits, golds), test_loss=cross_entropy(logits, golds))
         model.config.id2label, model.config.label2id = task.id2label, task.label2id
         with atomic_artifact(out) as tmp:
             model.save_pretrained(tmp, safe_serialization=True)

@@ -24,6 +24,7 @@ import torch
 from shrinkbert.core.artifacts import atomic_artifact, write_manifest
 from shrinkbert.core.config import field, stage_main, to_dict
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.masking import Masker
 from shrinkbert.core.train import TrainConfig
 
 PRESETS = {  # name -> BertConfig shape
@@ -64,46 +65,6 @@ def preset_config(name: str, vocab_size: int, max_position_embeddings: int = 512
         raise ShrinkbertError(f"unknown preset '{name}' (known: {', '.join(PRESETS)})")
     return BertConfig(vocab_size=vocab_size, max_position_embeddings=max_position_embeddings,
                       **{**PRESETS[name], **overrides})
-
-
-# --------------------------------------------------------------------------------------------
-# Masking
-
-
-class Masker:
-    """BERT's 80/10/10 masking over the non-special tokens of a batch of input_ids."""
-
-    def __init__(self, tokenizer, probability: float = 0.15):
-        if not 0 < probability < 1:
-            raise ShrinkbertError(f"mlm_probability must be between 0 and 1, got {probability}")
-        if tokenizer.mask_token_id is None:
-            raise ShrinkbertError("the tokenizer has no [MASK] token, so it cannot be used for MLM")
-        self.probability = probability
-        self.mask_id = tokenizer.mask_token_id
-        self.special_ids = torch.tensor(sorted(set(tokenizer.all_special_ids)), dtype=torch.long)
-        special = set(self.special_ids.tolist())
-        self.random_ids = torch.tensor([i for i in range(len(tokenizer)) if i not in special], dtype=torch.long)
-
-    def __call__(self, input_ids: torch.Tensor, generator: torch.Generator | None = None):
-        """(masked input_ids, labels with -100 where nothing is predicted); input_ids is not modified."""
-        device = input_ids.device if generator is None else generator.device
-
-        def draw(p, shape):
-            return torch.bernoulli(torch.full(shape, p, device=device), generator=generator).bool()
-
-        if self.special_ids.device != torch.device(device):  # keep the lookup tables where the batches are
-            self.special_ids, self.random_ids = self.special_ids.to(device), self.random_ids.to(device)
-        ids = input_ids.to(device)
-        special = torch.isin(ids, self.special_ids)
-        selected = draw(self.probability, ids.shape) & ~special
-        to_mask = draw(0.8, ids.shape) & selected
-        to_random = draw(0.5, ids.shape) & selected & ~to_mask
-        random_ids = self.random_ids[torch.randint(len(self.random_ids), ids.shape, device=device,
-                                                              generator=generator)]
-        masked = torch.where(to_mask, torch.full_like(ids, self.mask_id), ids)
-        masked = torch.where(to_random, random_ids, masked)
-        labels = torch.where(selected, ids, torch.full_like(ids, -100))
-        return masked.to(input_ids.device), labels.to(input_ids.device)
 
 
 # --------------------------------------------------------------------------------------------
@@ -174,7 +135,7 @@ def masked_forward(model, batch: dict, labels: torch.Tensor):
     The vocabulary projection is the costliest matmul of a small BERT (hidden x 30k for every token);
     only ~15% of positions carry a label, so the head runs on those rows alone (6-7x less head work).
     """
-    from shrinkbert.teachers.common import model_inputs
+    from shrinkbert.core.predict import model_inputs
 
     from transformers import PreTrainedModel
 
@@ -248,6 +209,9 @@ def load_start(cfg: Config):
     from shrinkbert.teachers.common import resolve_model_dir
 
     model_cls = BertForPreTraining if cfg.nsp else BertForMaskedLM
+    # Seeded before any load: a continued run's new MLM head is initialised from the global RNG, and
+    # unseeded it made two runs of the same recipe and seed train different teachers.
+    torch.manual_seed(cfg.seed)
     if cfg.model:
         path = check_model_dir(resolve_model_dir(cfg.model))
         from transformers import AutoConfig
@@ -264,7 +228,6 @@ def load_start(cfg: Config):
     if not cfg.tokenizer:
         raise ShrinkbertError("pretraining from scratch needs --tokenizer (train one: python -m shrinkbert.teachers.tokenizer)")
     tokenizer = load_tokenizer(cfg.tokenizer)
-    torch.manual_seed(cfg.seed)
     model = model_cls(preset_config(cfg.preset, len(tokenizer), max(512, cfg.max_length)))
     return model, tokenizer, [cfg.tokenizer], False
 

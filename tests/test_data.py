@@ -286,7 +286,7 @@ def test_fetch_refuses_bad_checksums_and_leaves_no_half_cache(tmp_path, monkeypa
         (tmp_path / "hello.txt").write_text("hi")
         tarred.add(tmp_path / "hello.txt", arcname="toy/hello.txt")
     monkeypatch.setenv("SHRINKBERT_ARCHIVES", str(mirror))
-    good = builtin.Archive("toy-1", "npm", "toy@1", "toy.tar.gz", builtin.sha256_of(mirror / "toy.tar.gz"))
+    good = builtin.Archive("toy-1", "npm", "toy@1", "toy.tar.gz", builtin.file_sha256(mirror / "toy.tar.gz"))
     monkeypatch.setitem(builtin.ARCHIVES, "bad", builtin.Archive("toy-1", "npm", "toy@1", "toy.tar.gz", "0" * 64))
     one_line_error("expected 0000.*refusing", builtin.fetch, "bad", tmp_path / "cache")
     assert list((tmp_path / "cache" / "downloads").iterdir()) == []

@@ -190,3 +190,26 @@ def test_fuzzed_near_valid_recipes_plan_or_fail_in_one_line(tmp_path, data):
     except ShrinkbertError as err:
         assert str(err) and "\n" not in str(err)
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+@pytest.mark.parametrize("quick", [False, True])
+def test_demo_recipe_plans_every_stage(quick, tmp_path):
+    """The demo's own recipe, planned as `shrinkbert run recipes/demo.yaml [--quick] --dry-run` would:
+    every stage's parameters pass its Config's checks, every reference names a stage upstream."""
+    recipe = load_recipe(ROOT / "recipes" / "demo.yaml", output_dir=tmp_path / "demo", quick=quick)
+    rows = plan(recipe)
+    names = [stage.name for stage, _, _ in rows]
+    assert names[0] == "mlm" and names[-1] == "report" and {"teacher", "edge-int8", "bundle"} <= set(names)
+    assert all(action == "run" for _, _, action in rows)
+    outputs = {str(tmp_path / "demo" / name) for name in names}
+    for position, (stage, params, _) in enumerate(rows):
+        assert set(stage.depends_on) <= set(names[:position]), stage.name
+        assert params["output_dir"] == str(tmp_path / "demo" / stage.name)
+        refs = [v for v in params.values() if isinstance(v, str) and v.startswith(str(tmp_path))]
+        assert set(refs) <= outputs, (stage.name, refs)
+    params = {stage.name: p for stage, p, _ in rows}
+    if quick:
+        assert params["teacher"]["epochs"] == 1 and params["report"]["quick"] is True
+    else:
+        assert "quick" not in params["report"] or params["report"]["quick"] is False
+    assert not (tmp_path / "demo").exists() or not any((tmp_path / "demo").iterdir())  # planning writes nothing

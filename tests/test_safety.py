@@ -104,3 +104,30 @@ def test_bad_data_files_fail_in_one_line_and_overwrite_nothing(name, tiny_bert, 
     assert code == 2 and last.startswith("error: ") and message in last, last
     assert [p.name for p in out.iterdir()] == ["previous.txt"]
     assert (out / "previous.txt").read_text() == "an earlier artifact"
+
+
+@pytest.mark.parametrize("module, args, message", [
+    ("prune", ["--model", "{missing}", "--importance", "magnitude"], "does not exist"),
+    ("prune", ["--model", "{model}", "--head-fraction", "1.5"], "'head_fraction' must be >= 0 and < 1"),
+    ("export", ["--model", "{missing}"], "does not exist"),
+    ("export", ["--model", "{model}", "--optimization", "O9"], "'optimization' must be one of none, O1, O2"),
+    ("bundle", ["--model", "{model}"], "expected one model.onnx"),
+    ("bundle", ["--model", "{missing}"], "does not exist"),
+    ("sparsify", ["--model", "{model}", "--sparsity", "1"], "'sparsity' must be >= 0 and < 1"),
+    ("sparsify", ["--model", "{pickle}"], "pickle checkpoint and is refused"),
+    ("trim_vocab", ["--model", "{model}", "--corpus-files", "{missing}"], "does not exist"),
+    ("trim_vocab", ["--model", "{truncated}"], "cannot load model"),
+])
+def test_compress_stages_refuse_bad_input_in_one_line_and_write_nothing(module, args, message, tiny_bert, tmp_path):
+    paths = {"model": str(tiny_bert), "missing": str(tmp_path / "no-such-dir"),
+             "pickle": str(broken_copy(tiny_bert, tmp_path, "pickle")),
+             "truncated": str(broken_copy(tiny_bert, tmp_path, "truncated"))}
+    out = tmp_path / "out"
+    argv = [a.format(**paths) for a in args] + ["--output-dir", str(out), "--cache-dir", str(tmp_path / "cache")]
+    result = subprocess.run([sys.executable, "-m", f"shrinkbert.compress.{module}", *argv],
+                            cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr, result.stderr[-2000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and message in errors[0], result.stderr[-2000:]
+    assert not out.exists() and not list(tmp_path.glob(".partial-*"))

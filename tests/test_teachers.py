@@ -41,7 +41,7 @@ def cache(tmp_path):
 
 
 def test_masking_statistics(tokenizer):
-    from shrinkbert.teachers.pretrain import Masker
+    from shrinkbert.core.masking import Masker
 
     masker = Masker(tokenizer, 0.15)
     gen = torch.Generator().manual_seed(0)
@@ -72,7 +72,7 @@ def test_masking_statistics(tokenizer):
 
 
 def test_masking_is_seeded(tokenizer):
-    from shrinkbert.teachers.pretrain import Masker
+    from shrinkbert.core.masking import Masker
 
     masker = Masker(tokenizer)
     ids = masker.random_ids[torch.randint(len(masker.random_ids), (8, 32))]

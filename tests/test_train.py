@@ -254,3 +254,48 @@ def test_length_grouped_resume_sees_the_same_batches(tiny_bert, tmp_path):
     assert first == whole[:22] and rest == whole[20:], "the resumed run saw other batches"
     assert len(whole) == 45
     assert whole[:15] != whole[15:30]  # reshuffled per epoch
+
+
+class _Payload:
+    """Unpickling this runs a shell command: what a crafted checkpoint would do."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
+def test_crafted_pickle_checkpoint_is_refused_by_every_loader(tiny_bert, tmp_path):
+    """Resume (every file Accelerate unpickles) and the model loader refuse a pickle that runs code."""
+    import shutil
+
+    from transformers import AutoModelForSequenceClassification
+
+    from shrinkbert.core.errors import ShrinkbertError
+    from shrinkbert.core.models import load_model
+    from shrinkbert.core.train import LATEST
+
+    model, ds, collate, loss_fn = tiny_classification(tiny_bert, n=16)
+    cfg = TrainConfig(epochs=1, batch_size=8, checkpoint_every=1)
+    train(model, ds, collate, loss_fn, cfg, tmp_path / "ckpt")
+    latest = tmp_path / "ckpt" / (tmp_path / "ckpt" / LATEST).read_text().strip()
+    pickled = sorted(p.name for p in latest.iterdir() if p.suffix in (".bin", ".pkl", ".pt"))
+    assert "optimizer.bin" in pickled and any(n.startswith("random_states") for n in pickled), pickled
+    marker = tmp_path / "pwned"
+    for name in pickled:
+        crafted = tmp_path / f"ckpt-{name}"
+        shutil.copytree(tmp_path / "ckpt", crafted)
+        torch.save({"state": _Payload(marker)}, crafted / latest.name / name)
+        with pytest.raises(ShrinkbertError, match="cannot be loaded safely"):
+            train(model, ds, collate, loss_fn, cfg, crafted)
+        assert not marker.exists(), f"resume unpickled a crafted {name} and ran its code"
+
+    bad_model = tmp_path / "model"
+    shutil.copytree(tiny_bert, bad_model)
+    torch.save({"state": _Payload(marker)}, bad_model / "pytorch_model.bin")
+    load_model(AutoModelForSequenceClassification, bad_model)  # safetensors beside it: the pickle is never read
+    (bad_model / "model.safetensors").unlink()
+    with pytest.raises(ShrinkbertError, match="pickle checkpoint and is refused"):
+        load_model(AutoModelForSequenceClassification, bad_model)
+    assert not marker.exists()

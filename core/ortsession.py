@@ -1,0 +1,28 @@
+"""One thread policy for every ONNX Runtime session the kit opens (stages' checks and the report's
+timings alike), so a latency a stage measures and the one the report prints mean the same thing."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from shrinkbert.core.errors import ShrinkbertError
+
+
+def ort_session(model_file: str | Path, threads: int | None = None):
+    """A CPU InferenceSession: `threads` intra-op threads (0/None: ONNX Runtime's default, one per
+    physical core), one inter-op thread, sequential execution, and spinning off (spinning worker
+    threads slow the next PyTorch call in the same process: STACK.md). A corrupt or truncated
+    file is one clear ShrinkbertError."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    if threads:
+        options.intra_op_num_threads = int(threads)
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    try:
+        return ort.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"])
+    except Exception as err:  # ORT raises its own Fail/InvalidProtobuf/InvalidGraph types
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ShrinkbertError(f"{model_file} is not a loadable ONNX model (corrupt or truncated?): {first[:300]}") from None

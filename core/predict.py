@@ -1,0 +1,54 @@
+"""One home for running a classifier over a tokenized split and scoring it.
+
+Every stage that reports accuracy (fine-tuning, distillation, pruning, export checks) goes through
+`predict` and `accuracy`, so "accuracy" means the same computation everywhere.
+"""
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import torch
+
+MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def model_inputs(model, batch: dict) -> dict:
+    """The batch's entries the model's forward accepts (DistilBERT-like models take no token_type_ids)."""
+    accepted = inspect.signature(model.forward).parameters
+    return {k: v for k, v in batch.items() if k in accepted}
+
+
+@torch.no_grad()
+def predict(model, dataset, collate, batch_size: int = 64) -> tuple[np.ndarray, np.ndarray | None]:
+    """(logits, gold labels or None) over a tokenized split, in row order; the model's train/eval
+    mode is restored afterwards."""
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    logits, labels = [], []
+    for start in range(0, len(dataset), batch_size):
+        batch = collate([dataset[i] for i in range(start, min(start + batch_size, len(dataset)))])
+        if "labels" in batch:
+            labels.append(batch["labels"].numpy())
+        inputs = {k: v.to(device) for k, v in model_inputs(model, batch).items() if k in MODEL_INPUTS}
+        logits.append(model(**inputs).logits.float().cpu().numpy())
+    model.train(was_training)
+    num_labels = getattr(model.config, "num_labels", 0)
+    out = np.concatenate(logits) if logits else np.zeros((0, num_labels), np.float32)
+    return out, (np.concatenate(labels) if labels else None)
+
+
+def accuracy(logits: np.ndarray, labels) -> float | None:
+    """Share of rows whose arg-max matches the label; None when there are no (or unlabelled) rows."""
+    if labels is None or len(labels) == 0 or any(label is None for label in labels):
+        return None
+    return float((np.asarray(logits).argmax(-1) == np.asarray(labels)).mean())
+
+
+def cross_entropy(logits: np.ndarray, labels) -> float:
+    """Mean cross-entropy of the rows (nan with no rows)."""
+    if labels is None or len(labels) == 0:
+        return float("nan")
+    return float(torch.nn.functional.cross_entropy(torch.from_numpy(np.asarray(logits, np.float32)),
+                                                   torch.as_tensor(np.asarray(labels), dtype=torch.long)))
