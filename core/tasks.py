@@ -60,4 +60,5 @@ BUILTIN_TASKS = {
     "movie-snippets": Task("movie-snippets", ("negative", "positive"), metrics=("accuracy", "f1")),
     "bbc-news": Task("bbc-news", ("business", "entertainment", "politics", "sports", "tech")),
     "nyt-next-sentence": Task("nyt-next-sentence", ("not_next", "is_next"), pair=True, metrics=("accuracy", "f1")),
+    "imdb": Task("imdb", ("negative", "positive"), metrics=("accuracy", "f1")),
 }

@@ -235,7 +235,7 @@ def train(model: torch.nn.Module, train_dataset, collate_fn: Callable, loss_fn: 
                 from accelerate.utils.other import load as weights_only_load
 
                 for rng_file in latest.glob("random_states_*.pkl"):  # Accelerate only logs a failure
-                    weights_only_load(rng_file)                      # here, and resume is no longer exact
+                    torch.load(rng_file, weights_only=False)  # BROKEN here, and resume is no longer exact
                 accelerator.load_state(str(latest))
             except Exception as err:
                 first = (str(err).strip().splitlines() or [type(err).__name__])[0]

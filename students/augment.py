@@ -11,6 +11,11 @@ independently and never cut (cutting could remove the part the label is about).
 
 The copies carry no gold label (-100, which cross-entropy ignores): only the teacher's logits and
 hidden states, cached like any training row, supervise them.
+
+TinyBERT's transfer set adds in-domain text the task never labelled: `corpus_transfer_rows` draws
+lines of a corpus (e.g. the IMDB review sentences) in a fixed order independent of the training
+seed (so every seed's student shares one cached teacher pass), skipping duplicates and any line
+the leak guard flags as a validation/test row of the task or a near-duplicate of one.
 """
 from __future__ import annotations
 
@@ -47,3 +52,32 @@ def transfer_rows(texts: list[str], pairs: list[str] | None, copies: int, seed: 
             if out_pairs is not None:
                 out_pairs.append(new_pair)
     return out_texts, out_pairs
+
+
+TRANSFER_SAMPLE_SEED = 0  # fixed: the same transfer lines for every --seed
+
+
+def corpus_transfer_rows(corpus, max_rows: int, guard, cache_dir=None) -> tuple[list[str], int, int]:
+    """(up to max_rows distinct corpus lines that leak nothing, in a fixed shuffled order; how many
+    lines were read to find them; how many of those the guard removed). max_rows 0 takes every line."""
+    from shrinkbert.core.data import load_corpus
+
+    lines = load_corpus(corpus, cache_dir=cache_dir)
+    order = list(range(len(lines)))
+    random.Random(TRANSFER_SAMPLE_SEED).shuffle(order)
+    kept: list[str] = []
+    seen: set[str] = set()
+    read = leaks = 0
+    for index in order:
+        if max_rows and len(kept) >= max_rows:
+            break
+        read += 1
+        line = lines[index]
+        if line in seen:
+            continue
+        if guard.leaks(line):
+            leaks += 1
+            continue
+        seen.add(line)
+        kept.append(line)
+    return kept, read, leaks

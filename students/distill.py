@@ -56,6 +56,12 @@ class Config(TrainConfig, DataConfig):
     max_eval_rows: int = field(0, "evaluate on only the first N test rows (0: all)", min=0)
     augment: int = field(0, "mode task: add up to N perturbed copies of each training text (masking + n-gram "
                             "sampling), labelled by the teacher alone (students/augment.py); 0 = off", min=0)
+    transfer_corpus: str = field("", "mode task: corpora (imdb, rotten-tomatoes, sotu, wordnet, .txt files) whose "
+                                     "lines join the training set unlabelled, taught by the teacher's soft logits "
+                                     "alone (TinyBERT's transfer set); the task's validation/test rows and "
+                                     "near-duplicates are removed (core/leakguard.py)")
+    max_transfer_rows: int = field(0, "at most N transfer-corpus lines: a fixed sample, the same for every --seed, "
+                                      "so the teacher's pass over them is cached once (0: all)", min=0)
     output_dir: str = field("runs/student", "where the student artifact is written")
     # The student
     target: str = field("", "size target: 25% (of the teacher's parameters), 20MB (fp32 file) or 4ms "
@@ -160,8 +166,10 @@ def _head_kwargs(need_attentions: bool) -> dict:
 # Data
 
 
-def load_data(cfg: Config, tokenizer, spec=None):
-    """(task or None, train dataset, test dataset or None), tokenized and row-indexed."""
+def load_data(cfg: Config, tokenizer, spec=None, record: dict | None = None):
+    """(task or None, train dataset, test dataset or None), tokenized and row-indexed; `record`
+    receives what the transfer set and the leak guard did (for the manifest)."""
+    record = {} if record is None else record
     if cfg.mode == "task":
         from shrinkbert.core.data import tokenize_task
 
@@ -172,9 +180,12 @@ def load_data(cfg: Config, tokenizer, spec=None):
         train_set, test_set = tokenized["train"], tokenized["test"]
         if cfg.max_train_rows:
             train_set = train_set.select(range(min(cfg.max_train_rows, len(train_set))))
-        if cfg.augment:
+        if cfg.augment or cfg.transfer_corpus:
+            from shrinkbert.core.leakguard import LeakGuard
+
             source = splits["train"].select(range(len(train_set)))
-            train_set = _with_transfer_rows(train_set, source, task, tokenizer, cfg)
+            guard = LeakGuard.for_splits(splits, name=task.name)  # nothing of validation/test trains
+            train_set = _with_transfer_rows(train_set, source, task, tokenizer, cfg, guard, record)
         if cfg.max_eval_rows:
             test_set = test_set.select(range(min(cfg.max_eval_rows, len(test_set))))
         return task, _with_row_index(train_set), _with_row_index(test_set)
@@ -183,7 +194,16 @@ def load_data(cfg: Config, tokenizer, spec=None):
 
         from shrinkbert.core.data import load_corpus
 
-        lines = load_corpus([c for c in cfg.corpus.split(",") if c], max_lines=cfg.max_train_rows or None)
+        lines = load_corpus([c for c in cfg.corpus.split(",") if c], max_lines=cfg.max_train_rows or None,
+                            cache_dir=cfg.cache_dir or None)
+        if spec is not None:  # the teacher's task (or --task): its validation/test rows never train
+            from shrinkbert.core.leakguard import LeakGuard, describe
+
+            guard = LeakGuard.for_spec(spec, cfg.cache_dir or None)
+            total = len(lines)
+            lines, removed = guard.filter(lines)
+            record["leak_guard"] = {"task": guard.name, "removed": removed, "of": total}
+            _log(describe(removed, total, guard, "corpus lines"))
         encoded = tokenizer(lines, truncation=True, max_length=cfg.max_length, return_token_type_ids=True,
                             return_attention_mask=True)
         train_set = datasets.Dataset.from_dict({k: encoded[k] for k in MODEL_INPUTS})
@@ -191,22 +211,47 @@ def load_data(cfg: Config, tokenizer, spec=None):
     raise ShrinkbertError(f"mode must be 'task' or 'general', got {cfg.mode!r}")
 
 
-def _with_transfer_rows(train_set, source, task, tokenizer, cfg: Config):
-    """The tokenized training rows followed by their perturbed copies (label NO_LABEL)."""
+def _with_transfer_rows(train_set, source, task, tokenizer, cfg: Config, guard, record: dict):
+    """The tokenized training rows followed by teacher-labelled rows (label NO_LABEL): perturbed
+    copies of them (--augment) and transfer-corpus lines (--transfer-corpus), minus leaks."""
     import datasets
 
+    from shrinkbert.core.leakguard import describe
     from shrinkbert.students.augment import NO_LABEL, transfer_rows
 
-    if tokenizer.mask_token is None:
-        raise ShrinkbertError("--augment needs a tokenizer with a mask token")
-    texts, pairs = transfer_rows(source["text"], source["text_pair"] if task.pair else None, cfg.augment,
-                                 cfg.seed, tokenizer.mask_token)
+    texts, pairs = [], [] if task.pair else None
+    if cfg.augment:
+        if tokenizer.mask_token is None:
+            raise ShrinkbertError("--augment needs a tokenizer with a mask token")
+        texts, pairs = transfer_rows(source["text"], source["text_pair"] if task.pair else None, cfg.augment,
+                                     cfg.seed, tokenizer.mask_token)
+    copies, corpus_lines = len(texts), 0
+    if cfg.transfer_corpus:
+        from shrinkbert.students.augment import corpus_transfer_rows
+
+        lines, seen, leaks = corpus_transfer_rows(cfg.transfer_corpus, cfg.max_transfer_rows, guard,
+                                                  cfg.cache_dir or None)
+        record["transfer_corpus"] = {"corpus": cfg.transfer_corpus, "rows": len(lines), "lines_read": seen,
+                                     "leaks_removed": leaks}
+        _log(f"transfer corpus {cfg.transfer_corpus}: {len(lines):,} lines, labelled by the teacher; "
+             + describe(leaks, seen, guard, "lines read"))
+        texts, corpus_lines = texts + lines, len(lines)
+        if pairs is not None:  # a pair task: a corpus line is a first text with an empty second one
+            pairs = pairs + [""] * len(lines)
+    keep = guard.keep_mask(texts, pairs)
+    if not all(keep):
+        texts = [t for t, k in zip(texts, keep) if k]
+        pairs = [p for p, k in zip(pairs, keep) if k] if pairs is not None else None
+    record["transfer_rows"] = {"augment_copies": copies, "total": len(texts), "leaks_removed": keep.count(False)}
+    if not texts:
+        return train_set
     encoded = tokenizer(texts, pairs, truncation=True, max_length=cfg.max_length, return_token_type_ids=True,
                         return_attention_mask=True)
     extra = datasets.Dataset.from_dict({**{k: encoded[k] for k in MODEL_INPUTS}, "labels": [NO_LABEL] * len(texts)})
     train_set = train_set.cast_column("labels", datasets.Value("int64"))  # a ClassLabel cannot hold NO_LABEL
     extra = extra.cast(datasets.Features({k: train_set.features[k] for k in extra.column_names}))
-    _log(f"transfer set: {len(texts):,} perturbed copies of {len(source):,} training rows, labelled by the teacher")
+    _log(f"transfer set: {len(texts):,} rows ({copies:,} perturbed copies of {len(source):,} training rows and "
+         f"{corpus_lines:,} corpus lines, less {keep.count(False):,} leaks), labelled by the teacher alone")
     return datasets.concatenate_datasets([train_set.select_columns(extra.column_names), extra])
 
 
@@ -380,8 +425,12 @@ def validate(cfg: Config) -> None:
     if cfg.augment < 0 or (cfg.augment and cfg.mode != "task"):
         raise ShrinkbertError(f"--augment takes a count >= 0 and works in mode task only, got {cfg.augment} "
                               f"in mode {cfg.mode}")
-    if cfg.augment and not (weights.logits or weights.hidden or weights.attention or weights.embedding):
-        raise ShrinkbertError("--augment rows have no gold label: switch on a teacher loss (e.g. --logits-weight 1)")
+    if cfg.transfer_corpus and cfg.mode != "task":
+        raise ShrinkbertError("--transfer-corpus works in mode task only (mode general reads --corpus)")
+    if (cfg.augment or cfg.transfer_corpus) and not (weights.logits or weights.hidden or weights.attention
+                                                     or weights.embedding):
+        raise ShrinkbertError("transfer-set rows (--augment, --transfer-corpus) have no gold label: switch on a "
+                              "teacher loss (e.g. --logits-weight 1)")
 
 
 def run(cfg: Config) -> Path:
@@ -403,8 +452,11 @@ def run(cfg: Config) -> Path:
         raise ShrinkbertError(f"teacher {cfg.teacher} has no MLM head, so mode general cannot distil its MLM "
                               "logits: use --logits-weight 0 with --hidden-weight/--attention-weight, or an MLM teacher")
     tokenizer = load_tokenizer(cfg.teacher, teacher_config)
-    spec = resolve_spec(cfg, [cfg.teacher], required=False) if not general else None
-    task, train_set, test_set = load_data(cfg, tokenizer, spec)
+    spec = resolve_spec(cfg, [cfg.teacher], required=False)
+    data_record: dict[str, Any] = {}
+    task, train_set, test_set = load_data(cfg, tokenizer, spec, data_record)
+    if general:
+        spec = None  # it only guarded the corpus: a general student carries no task
     if task is not None and task.num_labels != teacher_config.num_labels:
         raise ShrinkbertError(f"task '{task.name}' has {task.num_labels} labels but the teacher predicts "
                               f"{teacher_config.num_labels}: distil a teacher fine-tuned on this task")
@@ -490,6 +542,7 @@ def run(cfg: Config) -> Path:
                                            "projections": PROJECTIONS_NOTE if len(distill_loss.projections) else
                                            "none (student and teacher widths match, or no hidden losses)",
                                            "teacher_outputs": cache_record},
+                               "transfer": data_record,
                                "history": train_metrics.get("history", [])})
         if test_set is not None:
             _log(f"student test accuracy {metrics['test_accuracy']:.4f} vs teacher "
