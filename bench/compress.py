@@ -121,6 +121,7 @@ def main(argv=None) -> int:
 
     from shrinkbert.compress import bundle, export, prune, quantize
     from shrinkbert.compress.common import align_labels, load_rows
+    from shrinkbert.core.dataspec import DataSpec
     from shrinkbert.compress.int8 import detect_isa
     from shrinkbert.core.device import describe_machine
 
@@ -131,16 +132,16 @@ def main(argv=None) -> int:
     results: dict = {"machine": describe_machine(), "threads": args.threads, "seq_len": args.seq_len,
                      "teacher": str(teacher), "task": args.task, "isa": detect_isa()}
 
-    fp32 = stage(export, out / "onnx-fp32", args.reuse, model=str(teacher), data=args.task, parity_rows=64)
-    o2 = stage(export, out / "onnx-fp32-O2", args.reuse, model=str(teacher), data=args.task, parity_rows=64,
+    fp32 = stage(export, out / "onnx-fp32", args.reuse, model=str(teacher), task=args.task, parity_rows=64)
+    o2 = stage(export, out / "onnx-fp32-O2", args.reuse, model=str(teacher), task=args.task, parity_rows=64,
                optimization="O2")
-    int8 = stage(quantize, out / "onnx-int8", args.reuse, model=str(fp32), data=args.task, eval_rows=512)
-    int8_o2 = stage(quantize, out / "onnx-int8-O2", args.reuse, model=str(o2), data=args.task, eval_rows=512)
-    static = stage(quantize, out / "onnx-int8-static", args.reuse, model=str(fp32), data=args.task, eval_rows=512,
+    int8 = stage(quantize, out / "onnx-int8", args.reuse, model=str(fp32), task=args.task, max_eval_rows=512)
+    int8_o2 = stage(quantize, out / "onnx-int8-O2", args.reuse, model=str(o2), task=args.task, max_eval_rows=512)
+    static = stage(quantize, out / "onnx-int8-static", args.reuse, model=str(fp32), task=args.task, max_eval_rows=512,
                    mode="static", calibration="minmax", calibration_rows=256, per_channel=True)
     aware = None
     if not args.no_accuracy_aware:
-        aware = stage(quantize, out / "onnx-int8-aware", args.reuse, model=str(fp32), data=args.task, eval_rows=512,
+        aware = stage(quantize, out / "onnx-int8-aware", args.reuse, model=str(fp32), task=args.task, max_eval_rows=512,
                       accuracy_aware=True, tolerance=args.tolerance)
         m = json.loads((aware / "shrinkbert.json").read_text())["metrics"]
         results["accuracy_aware"] = {"tolerance_points": args.tolerance, "kept_fp32": m["kept_fp32"],
@@ -148,10 +149,10 @@ def main(argv=None) -> int:
                                      "val_accuracy_int8": m["val_accuracy_int8"],
                                      "most_sensitive": m["accuracy_aware"]["sensitivity"][:5]}
 
-    edge = stage(bundle, out / "edge-bundle", args.reuse, model=str(int8), data=args.task, reference=str(teacher))
+    edge = stage(bundle, out / "edge-bundle", args.reuse, model=str(int8), task=args.task, reference=str(teacher))
     results["edge_bundle"] = json.loads((edge / "shrinkbert.json").read_text())["metrics"]
     tokenizer = AutoTokenizer.from_pretrained(str(fp32))
-    rows, task = load_rows(args.task, "test", args.max_test_rows or None)
+    rows, task = load_rows(DataSpec(args.task), "test", args.max_test_rows or None)
     labels = align_labels(rows, task, AutoConfig.from_pretrained(str(fp32)).id2label)
     results["test_rows"] = len(rows)
     files = {"fp32": fp32 / "model.onnx", "fp32-O2": o2 / "model.onnx", "int8": int8 / "model.onnx",
@@ -171,9 +172,9 @@ def main(argv=None) -> int:
         results["int8-aware_accuracy_loss_points"] = round(100 * (acc["fp32"] - acc["int8-aware"]), 2)
 
     if not args.no_prune:
-        pruned = stage(prune, out / "pruned", args.reuse, model=str(teacher), data=args.task,
+        pruned = stage(prune, out / "pruned", args.reuse, model=str(teacher), task=args.task,
                        head_fraction=args.prune_fraction, neuron_fraction=args.prune_fraction, importance_rows=512)
-        pruned_onnx = stage(export, out / "pruned-onnx-fp32", args.reuse, model=str(pruned), data=args.task)
+        pruned_onnx = stage(export, out / "pruned-onnx-fp32", args.reuse, model=str(pruned), task=args.task)
         files["pruned-fp32"] = pruned_onnx / "model.onnx"
         results["pruned_structure"] = json.loads((pruned / "shrinkbert.json").read_text())["metrics"]["after"]
         results["test_accuracy"]["pruned_no_recovery"] = test_accuracy(pruned, rows, labels, tokenizer)

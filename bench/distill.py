@@ -119,7 +119,8 @@ def step_times(args, teacher: Path, student_dir: Path) -> dict:
     from shrinkbert.core.data import load_task, tokenize_task
     from shrinkbert.core.models import load_model, load_tokenizer
     from shrinkbert.students.cache import load_or_compute
-    from shrinkbert.students.distill import _default_cache_dir, _with_row_index, make_collate, make_loss_fn
+    from shrinkbert.core.data import default_cache_dir
+    from shrinkbert.students.distill import _with_row_index, make_collate, make_loss_fn
     from shrinkbert.students.losses import DistillLoss, LossWeights
 
     tokenizer = load_tokenizer(teacher)
@@ -131,7 +132,7 @@ def step_times(args, teacher: Path, student_dir: Path) -> dict:
     collate = make_collate(tokenizer)
     teacher_model = load_model(AutoModelForSequenceClassification, teacher).eval()
     cache, _, _ = load_or_compute(teacher, lambda: teacher_model, train, collate, args.max_length,
-                                  cache_dir=_default_cache_dir(), log=lambda _: None)
+                                  cache_dir=default_cache_dir() / "teacher-outputs", log=lambda _: None)
     distill_loss = DistillLoss(LossWeights(logits=1.0), {}, 1, 1, temperature=args.temperature)
     variants = {
         "student alone (CE)": lambda m, b: (m(**{k: b[k] for k in ("input_ids", "attention_mask", "token_type_ids")},

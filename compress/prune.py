@@ -22,7 +22,7 @@ import torch
 
 from shrinkbert.compress.common import accuracy, align_labels, load_pt, load_rows, torch_logits
 from shrinkbert.compress.importance import bert_layers, score
-from shrinkbert.core.artifacts import atomic_artifact, write_manifest
+from shrinkbert.core.artifacts import save_model_artifact
 from shrinkbert.core.config import field, stage_main, to_dict
 from shrinkbert.core.dataspec import DataConfig, resolve_spec
 from shrinkbert.core.errors import ShrinkbertError, require
@@ -159,11 +159,9 @@ def run(cfg: Config) -> Path:
                "val_accuracy_before": acc_before, "val_accuracy_after_no_recovery": acc_after,
                "eval_rows": len(eval_rows),
                "note": "accuracy is before recovery; chain students.distill with the unpruned model as teacher"}
-    with atomic_artifact(cfg.output_dir) as tmp:
-        model.save_pretrained(tmp, safe_serialization=True)
-        tokenizer.save_pretrained(tmp)
-        write_manifest(tmp, stage="prune", parents=[cfg.model], config=to_dict(cfg), metrics=metrics,
-                       num_parameters=after["num_parameters"], data=spec.record(task) if spec else None)
+    save_model_artifact(cfg.output_dir, model, tokenizer, stage="prune", parents=[cfg.model], config=to_dict(cfg),
+                        metrics=metrics, num_parameters=after["num_parameters"],
+                        data=spec.record(task) if spec else None)
     return Path(cfg.output_dir)
 
 

@@ -122,6 +122,16 @@ def write_manifest(out_dir: str | Path, *, stage: str, parents: list[str | Path]
     return manifest
 
 
+def save_model_artifact(out_dir: str | Path, model, tokenizer, **manifest) -> dict[str, Any]:
+    """The ending every PyTorch stage shares: the model (safetensors) and its tokenizer saved with
+    `save_pretrained`, then the manifest (`write_manifest`'s keywords), all landing atomically."""
+    with atomic_artifact(out_dir) as tmp:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        written = write_manifest(tmp, **manifest)
+    return written
+
+
 def check(name: str, passed: bool, detail: str = "") -> dict[str, Any]:
     """One entry of a manifest's "checks": what was verified, whether it held, and the evidence."""
     return {"name": name, "passed": bool(passed), "detail": detail}

@@ -437,7 +437,7 @@ def run(cfg: Config) -> Path:
     """Distil; write the student artifact to cfg.output_dir and return its path."""
     from transformers import AutoConfig
 
-    from shrinkbert.core.artifacts import atomic_artifact, write_manifest
+    from shrinkbert.core.artifacts import save_model_artifact
     from shrinkbert.core.models import count_parameters, load_tokenizer
     from shrinkbert.students.cache import load_or_compute
 
@@ -528,22 +528,19 @@ def run(cfg: Config) -> Path:
         student.config._attn_implementation = None  # back to the library default in the saved config
         student.config.architectures = None
         parents = [cfg.teacher] + ([cfg.student] if cfg.student else [])
-        with atomic_artifact(out_dir) as tmp:
-            student.save_pretrained(tmp, safe_serialization=True)
-            tokenizer.save_pretrained(tmp)
-            write_manifest(tmp, stage="distill", parents=parents, config=to_dict(cfg), metrics=metrics,
-                           seed=cfg.seed, num_parameters=num_parameters,
-                           data=spec.record(task, max_length=cfg.max_length, rows={"train": len(train_set)})
-                           if spec is not None else None, extra={
-                               "task": task.to_dict() if task is not None else None,
-                               "student": {**student_record, "layer_map": format_layer_map(layer_map),
-                                           "loss_weights": dataclasses.asdict(weights),
-                                           "temperature": cfg.temperature,
-                                           "projections": PROJECTIONS_NOTE if len(distill_loss.projections) else
-                                           "none (student and teacher widths match, or no hidden losses)",
-                                           "teacher_outputs": cache_record},
-                               "transfer": data_record,
-                               "history": train_metrics.get("history", [])})
+        save_model_artifact(out_dir, student, tokenizer, stage="distill", parents=parents, config=to_dict(cfg),
+                            metrics=metrics, seed=cfg.seed, num_parameters=num_parameters,
+                            data=spec.record(task, max_length=cfg.max_length, rows={"train": len(train_set)})
+                            if spec is not None else None, extra={
+                                "task": task.to_dict() if task is not None else None,
+                                "student": {**student_record, "layer_map": format_layer_map(layer_map),
+                                            "loss_weights": dataclasses.asdict(weights),
+                                            "temperature": cfg.temperature,
+                                            "projections": PROJECTIONS_NOTE if len(distill_loss.projections) else
+                                            "none (student and teacher widths match, or no hidden losses)",
+                                            "teacher_outputs": cache_record},
+                                "transfer": data_record,
+                                "history": train_metrics.get("history", [])})
         if test_set is not None:
             _log(f"student test accuracy {metrics['test_accuracy']:.4f} vs teacher "
                  f"{metrics['teacher_test_accuracy']:.4f} (retention {metrics['retention']:.1%}), "

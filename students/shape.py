@@ -9,7 +9,8 @@ no target they are the shape (unset ones default to the teacher's); with a targe
 dimension and the picker chooses the rest.
 
 The rule that picks among shapes that fit (a capacity prior, not a measurement of accuracy):
-prefer the largest layers x hidden; on a tie, the wider model (hidden), then the wider FFN. Head
+prefer the largest layers x hidden^2 (about the encoder's weights; see `Shape.prior`); on a tie,
+the wider model (hidden), then the wider FFN. Head
 size stays the teacher's (heads = hidden / teacher head size) so the student's heads are whole
 teacher heads, and the FFN keeps the teacher's FFN/hidden ratio. Layers never exceed the
 teacher's, so every student layer can start from a teacher layer.

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from shrinkbert.core.artifacts import atomic_artifact, write_manifest
+from shrinkbert.core.artifacts import save_model_artifact
 from shrinkbert.core.config import field, stage_main, to_dict
 from shrinkbert.core.dataspec import DataConfig
 from shrinkbert.core.errors import ShrinkbertError
@@ -116,13 +116,11 @@ def run(cfg: Config) -> Path:
         logits, golds = predict(model, data["test"], collate, cfg.eval_batch_size)
         result.update(test_accuracy=accuracy(logits, golds), test_loss=cross_entropy(logits, golds))
         model.config.id2label, model.config.label2id = task.id2label, task.label2id
-        with atomic_artifact(out) as tmp:
-            model.save_pretrained(tmp, safe_serialization=True)
-            tokenizer.save_pretrained(tmp)
-            write_manifest(tmp, stage="finetune", parents=[model_dir], config=to_dict(cfg), metrics=result,
-                           seed=cfg.seed, num_parameters=count_parameters(model),
-                           data=spec.record(task, max_length=cfg.max_length, rows={k: len(v) for k, v in splits.items()}),
-                           extra={"task": task.to_dict()})
+        save_model_artifact(out, model, tokenizer, stage="finetune", parents=[model_dir], config=to_dict(cfg),
+                            metrics=result, seed=cfg.seed, num_parameters=count_parameters(model),
+                            data=spec.record(task, max_length=cfg.max_length,
+                                             rows={k: len(v) for k, v in splits.items()}),
+                            extra={"task": task.to_dict()})
         print(f"finetune: {task.name} validation accuracy {result['validation_accuracy']:.4f}, "
               f"test accuracy {result['test_accuracy']:.4f} in {result['train_time_s']:.0f} s -> {out}")
     wait_for_everyone()

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from shrinkbert.core.artifacts import atomic_artifact, write_manifest
+from shrinkbert.core.artifacts import save_model_artifact
 from shrinkbert.core.config import field, stage_main, to_dict
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.masking import Masker
@@ -297,13 +297,10 @@ def run(cfg: Config) -> Path:
         result["head_warmup"] = {"steps": head_metrics["steps"], "train_loss": head_metrics["train_loss"]}
 
     if is_main_process():
-        with atomic_artifact(out) as tmp:
-            model.save_pretrained(tmp, safe_serialization=True)
-            tokenizer.save_pretrained(tmp)
-            write_manifest(tmp, stage="pretrain", parents=parents + [c for c in cfg.corpus if Path(c).is_file()],
-                           config=to_dict(cfg), metrics=result, seed=cfg.seed,
-                           num_parameters=count_parameters(model),
-                           extra={"corpus": list(cfg.corpus)})
+        save_model_artifact(out, model, tokenizer, stage="pretrain",
+                            parents=parents + [c for c in cfg.corpus if Path(c).is_file()], config=to_dict(cfg),
+                            metrics=result, seed=cfg.seed, num_parameters=count_parameters(model),
+                            extra={"corpus": list(cfg.corpus)})
         print(f"pretrain: held-out MLM loss {result['heldout_mlm_loss_before']:.3f} -> "
               f"{result['heldout_mlm_loss_after']:.3f} in {result['train_time_s']:.0f} s -> {out}")
     wait_for_everyone()
