@@ -235,7 +235,7 @@ def train(model: torch.nn.Module, train_dataset, collate_fn: Callable, loss_fn: 
                 from accelerate.utils.other import load as weights_only_load
 
                 for rng_file in latest.glob("random_states_*.pkl"):  # Accelerate only logs a failure
-                    torch.load(rng_file, weights_only=False)  # BROKEN here, and resume is no longer exact
+                    weights_only_load(rng_file)                      # here, and resume is no longer exact
                 accelerator.load_state(str(latest))
             except Exception as err:
                 first = (str(err).strip().splitlines() or [type(err).__name__])[0]
@@ -377,10 +377,13 @@ class LengthGroupedSampler(torch.utils.data.Sampler):
 
     Each epoch: a permutation from torch.Generator(seed + epoch) (nothing else, so a resumed run
     rebuilds the same order), cut into megabatches of `mega_batch_mult` global batches (batch_size x
-    num_processes rows); each megabatch is sorted by length, longest first (stable), and the
-    longest megabatch leads, so an out-of-memory shows on the first step. Accelerate then deals the
-    consecutive batches to the processes (BatchSamplerShard): the batches of one step have similar
-    lengths, every process gets disjoint rows, every row comes once per epoch.
+    num_processes rows); each megabatch is sorted by length, longest first (stable), and cut into
+    global batches, whose order is then shuffled by the same generator (a run of long-to-short
+    batches would correlate the gradient with length over 50 steps; only a last, partial batch
+    stays last, so that batch boundaries do not shift) with the longest batch first, so an
+    out-of-memory shows on the first step. Accelerate then deals the consecutive batches to the
+    processes (BatchSamplerShard): the batches of one step have similar lengths, every process
+    gets disjoint rows, every row comes once per epoch.
     """
 
     def __init__(self, lengths: list[int], batch_size: int, num_processes: int = 1, seed: int = 0,
@@ -388,6 +391,7 @@ class LengthGroupedSampler(torch.utils.data.Sampler):
         self.lengths = list(lengths)
         self.seed, self.epoch = seed, 0
         global_batch = batch_size * max(1, num_processes)
+        self.global_batch = global_batch
         self.megabatch = global_batch * max(1, min(mega_batch_mult, len(self.lengths) // (4 * global_batch)))
 
     def set_epoch(self, epoch: int) -> None:
@@ -401,11 +405,17 @@ class LengthGroupedSampler(torch.utils.data.Sampler):
         order = torch.randperm(len(self.lengths), generator=generator).tolist()
         megabatches = [sorted(order[i:i + self.megabatch], key=lambda row: -self.lengths[row])
                        for i in range(0, len(order), self.megabatch)]
-        if len(megabatches) > 1:
-            longest = max(range(len(megabatches)), key=lambda i: self.lengths[megabatches[i][0]])
-            megabatches[0], megabatches[longest] = megabatches[longest], megabatches[0]
-        for megabatch in megabatches:
-            yield from megabatch
+        rows = [row for megabatch in megabatches for row in megabatch]
+        size = self.global_batch
+        batches = [rows[i:i + size] for i in range(0, len(rows) - len(rows) % size, size)]
+        tail = rows[len(batches) * size:]
+        batches = [batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()]
+        if len(batches) > 1:
+            longest = max(range(len(batches)), key=lambda i: max(self.lengths[row] for row in batches[i]))
+            batches[0], batches[longest] = batches[longest], batches[0]
+        for batch in batches:
+            yield from batch
+        yield from tail
 
 
 def accelerate_skip(loader, num_batches: int):

@@ -18,6 +18,7 @@ STAGES: dict[str, tuple[str, str]] = {
     "quantize": ("shrinkbert.compress.quantize", "int8 through ONNX Runtime (dynamic, static, accuracy-aware)"),
     "bundle": ("shrinkbert.compress.bundle", "edge bundle: int8 ONNX + tokenizer + torch-free predictor"),
     "eval": ("shrinkbert.eval.harness", "measure variants: accuracy, latency, size; the report"),
+    "frontier": ("shrinkbert.frontier", "students at a ladder of speed-ups over seeds: one table, one plot"),
 }
 
 # Stages that train, and so may run on several processes under `accelerate launch`.

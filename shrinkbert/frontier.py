@@ -1,0 +1,298 @@
+"""The accuracy-speed frontier: students distilled to a ladder of speed-ups, over seeds, in one table.
+
+    shrinkbert frontier --teacher runs/demo/teacher --speedups 2x,4x,8x,15x,25x --seeds 3 \\
+        --output-dir runs/frontier [--transfer-corpus imdb --max-transfer-rows 50000]
+
+For each speed-up target N (against the teacher in PyTorch fp32, batch 1, sequence max_length):
+  1. the latency target is the teacher's probed p50 / N, and the student's shape is picked by
+     timing candidate shapes on the runtime the student ships in (--runtime, default onnx-int8:
+     students/shape.py pick_by_latency); seed 0 picks the shape, the other seeds reuse it;
+  2. each seed distils a student of that shape (students/distill.py, every distill option here
+     passes through), exports it (ONNX, O2 fusions) and quantizes it (dynamic int8);
+  3. one interleaved measurement (eval/measure.py) times the teacher in PyTorch fp32, the
+     teacher's own O2 + int8 ONNX export and every int8 student, and scores them on the same test rows.
+The table (frontier.md, frontier.json) gives per target: the shape, retention (student int8 test
+accuracy / teacher PyTorch test accuracy) as mean ± sd over seeds, speed-up against the teacher in
+PyTorch fp32 and against the teacher's O2 + int8 ONNX, and the file size; frontier.png plots
+retention against speed-up. Artifacts already in the output folder are reused (--no-resume redoes them).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+from shrinkbert.core.config import field, stage_main, to_dict
+from shrinkbert.core.dataspec import DataConfig
+from shrinkbert.core.errors import ShrinkbertError
+
+
+@dataclasses.dataclass
+class Config(DataConfig):
+    teacher: str = field("", "fine-tuned teacher artifact")
+    output_dir: str = field("runs/frontier", "where students, exports, frontier.md/.json/.png are written")
+    speedups: str = field("2x,4x,8x,15x,25x", "speed-up targets against the teacher (PyTorch fp32, batch 1)")
+    seeds: int = field(3, "training seeds per target (0..N-1); retention is reported as mean ± sd", min=1)
+    runtime: str = field("onnx-int8", "runtime the student ships in, on which its shape is picked",
+                         choices=("torch", "onnx", "onnx-int8"))
+    resume: bool = field(True, "reuse student/export/int8 artifacts already in the output folder")
+    # passed to every distillation
+    epochs: float = field(3, "distillation epochs", min=0)
+    max_steps: int = field(0, "distillation optimizer steps (0: from epochs)", min=0)
+    batch_size: int = field(32, "distillation batch size", min=1)
+    learning_rate: float = field(1e-4, "distillation peak learning rate", above=0)
+    max_length: int = field(128, "tokens per row: training, timing (the sequence length of the targets) and eval",
+                            min=8, max=8192)
+    max_train_rows: int = field(0, "first N training rows (0: all)", min=0)
+    max_eval_rows: int = field(0, "first N test rows for the table (0: all)", min=0)
+    hidden_weight: float = field(0.0, "hidden-state KD weight", min=0)
+    attention_weight: float = field(0.0, "attention KD weight", min=0)
+    augment: int = field(0, "perturbed copies per training row in the transfer set", min=0)
+    transfer_corpus: str = field("", "corpora for a teacher-labelled transfer set (e.g. imdb)")
+    max_transfer_rows: int = field(0, "at most N transfer-corpus lines (0: all)", min=0)
+    # timing
+    threads: int = field(0, "threads for shape picking and timing (0: all cores)", min=0)
+    runs: int = field(30, "timed runs per variant in the final measurement", min=1)
+    warmup: int = field(5, "untimed runs first", min=0)
+
+
+def parse_speedups(text: str) -> list[float]:
+    values = []
+    for part in str(text).replace(" ", "").split(","):
+        if not part:
+            continue
+        try:
+            value = float(part.lower().rstrip("x"))
+        except ValueError:
+            raise ShrinkbertError(f"speed-up targets look like 2x,4x,8x; got {part!r}") from None
+        if value <= 1:
+            raise ShrinkbertError(f"a speed-up target must be above 1x, got {part!r}")
+        values.append(value)
+    if not values:
+        raise ShrinkbertError("no speed-up targets given (--speedups 2x,4x,8x)")
+    return sorted(set(values))
+
+
+def _log(message: str) -> None:
+    print(f"frontier: {message}", file=sys.stderr, flush=True)
+
+
+def probe_teacher_ms(teacher: str, max_length: int, threads: int) -> float:
+    """The teacher's batch-1 p50 in PyTorch fp32 at max_length tokens: the speed-ups' reference."""
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
+    from shrinkbert.core.models import load_model
+    from shrinkbert.core.timing import time_callable
+
+    model = load_model(AutoModelForSequenceClassification, teacher).eval()
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        ids = torch.full((1, max_length), 100 % model.config.vocab_size, dtype=torch.long)
+        inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": torch.zeros_like(ids)}
+        with torch.inference_mode():
+            return time_callable(lambda: model(**inputs), warmup=3, runs=15)["p50"]
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _stage(name: str, out: Path, resume: bool, **kwargs) -> Path:
+    from shrinkbert.api import run_stage
+    from shrinkbert.core.artifacts import is_artifact
+
+    if resume and is_artifact(out):
+        _log(f"reusing {out}")
+        return out
+    return Path(run_stage(name, output_dir=str(out), **kwargs).path)
+
+
+def _int8(model: Path, where: Path, cfg: Config, resume: bool) -> Path:
+    data = {"cache_dir": cfg.cache_dir} if cfg.cache_dir else {}
+    onnx = _stage("export", where.with_name(where.name + "-onnx"), resume, model=str(model), optimization="O2",
+                  max_length=cfg.max_length, threads=cfg.threads, **data)
+    return _stage("quantize", where.with_name(where.name + "-int8"), resume, model=str(onnx), mode="dynamic",
+                  max_length=cfg.max_length, threads=cfg.threads, max_eval_rows=min(cfg.max_eval_rows or 256, 256),
+                  **data)
+
+
+def _distill_kwargs(cfg: Config) -> dict[str, Any]:
+    keys = ("task", "text_column", "text_pair_column", "label_column", "split_seed", "cache_dir", "epochs",
+            "max_steps", "batch_size", "learning_rate", "max_length", "max_train_rows", "max_eval_rows",
+            "hidden_weight", "attention_weight", "augment", "transfer_corpus", "max_transfer_rows", "threads")
+    values = {k: getattr(cfg, k) for k in keys}
+    return {k: v for k, v in values.items() if v not in ("", None)}
+
+
+def _mean_sd(values: list[float]) -> tuple[float | None, float | None]:
+    values = [v for v in values if v is not None and not math.isnan(v)]
+    if not values:
+        return None, None
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
+def run(cfg: Config) -> Path:
+    import os
+
+    from shrinkbert.core.artifacts import read_manifest
+    from shrinkbert.core.dataspec import resolve_spec
+
+    if not cfg.teacher:
+        raise ShrinkbertError("no teacher given: --teacher DIR")
+    speedups = parse_speedups(cfg.speedups)
+    threads = cfg.threads or os.cpu_count() or 1
+    out = Path(cfg.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    spec = resolve_spec(cfg, [cfg.teacher])
+    teacher_ms = probe_teacher_ms(cfg.teacher, cfg.max_length, threads)
+    _log(f"teacher PyTorch fp32 p50 {teacher_ms:.2f} ms (batch 1, seq {cfg.max_length}, {threads} threads)")
+    teacher_int8 = _int8(Path(cfg.teacher), out / "teacher", cfg, cfg.resume)
+
+    points: list[dict[str, Any]] = []
+    for speedup in speedups:
+        target_ms = teacher_ms / speedup
+        point: dict[str, Any] = {"speedup_target": speedup, "target_ms": target_ms, "students": [], "shape": None}
+        shape_args: dict[str, Any] = {"target": f"{target_ms:.4f}ms", "latency_runtime": cfg.runtime}
+        for seed in range(cfg.seeds):
+            where = out / "students" / f"{speedup:g}x-seed{seed}"
+            try:
+                student = _stage("distill", where, cfg.resume, teacher=cfg.teacher, seed=seed, **shape_args,
+                                 **_distill_kwargs(cfg))
+            except ShrinkbertError as err:
+                if "cannot be met" not in str(err):
+                    raise
+                point["unmet"] = str(err).splitlines()[0]
+                _log(f"{speedup:g}x: {point['unmet']}")
+                break
+            shape = read_manifest(student)["student"]["shape"]
+            if point["shape"] is None:  # seed 0 picked it on the shipping runtime; the other seeds reuse it
+                point["shape"] = shape
+                shape_args = {"layers": shape["layers"], "hidden": shape["hidden"], "heads": shape["heads"],
+                              "intermediate": shape["intermediate"]}
+            point["students"].append({"seed": seed, "student": str(student),
+                                      "int8": str(_int8(student, where, cfg, cfg.resume))})
+        points.append(point)
+
+    table = measure_frontier(cfg, spec, Path(cfg.teacher), teacher_int8, points, threads)
+    table["teacher_probe_ms"] = teacher_ms
+    table["config"] = to_dict(cfg)
+    (out / "frontier.json").write_text(json.dumps(table, indent=2, default=str))
+    (out / "frontier.md").write_text(format_table(table))
+    plot_frontier(table, out / "frontier.png")
+    print(format_table(table))
+    _log(f"table written to {out / 'frontier.md'}, plot {out / 'frontier.png'}")
+    return out
+
+
+def measure_frontier(cfg: Config, spec, teacher: Path, teacher_int8: Path, points: list[dict], threads: int) -> dict:
+    """Time and score the teacher, its int8 export and every int8 student in one interleaved run."""
+    from shrinkbert.eval.measure import Settings, measure
+    from shrinkbert.eval.rows import load_rows
+
+    rows = load_rows(spec, split="test", max_rows=cfg.max_eval_rows or None, cache_dir=cfg.cache_dir or None)
+    settings = Settings(batch_sizes=[1], seq_lens=[str(cfg.max_length)], runs=cfg.runs, warmup=cfg.warmup,
+                        threads=threads, max_length=cfg.max_length, memory="off")
+    paths = [str(teacher), str(teacher_int8)] + [s["int8"] for p in points for s in p["students"]]
+    variants = {v.path: v for v in measure(paths, rows, settings, progress=False)}
+    case = settings.headline.label
+
+    def figures(path: str) -> dict[str, Any]:
+        variant = variants[path]
+        if not variant.ok:
+            raise ShrinkbertError(f"measuring {path} failed: {variant.error}")
+        return {"accuracy": variant.accuracy["metrics"]["accuracy"], "p50_ms": variant.latency[case]["p50"],
+                "size_bytes": variant.static["size_bytes"]}
+
+    base, base_int8 = figures(str(teacher)), figures(str(teacher_int8))
+    rows_out = []
+    for point in points:
+        measured = [{**s, **figures(s["int8"])} for s in point["students"]]
+        row = {"speedup_target": point["speedup_target"], "target_ms": point["target_ms"], "shape": point["shape"],
+               "seeds": len(measured), "unmet": point.get("unmet"), "students": measured}
+        if measured:
+            row["retention_mean"], row["retention_sd"] = _mean_sd([m["accuracy"] / base["accuracy"] for m in measured])
+            row["accuracy_mean"], row["accuracy_sd"] = _mean_sd([m["accuracy"] for m in measured])
+            row["speedup_vs_torch"], _ = _mean_sd([base["p50_ms"] / m["p50_ms"] for m in measured])
+            row["speedup_vs_teacher_int8"], _ = _mean_sd([base_int8["p50_ms"] / m["p50_ms"] for m in measured])
+            row["p50_ms"], _ = _mean_sd([m["p50_ms"] for m in measured])
+            row["size_mb"], _ = _mean_sd([m["size_bytes"] / 1e6 for m in measured])
+            row["x_smaller"] = base["size_bytes"] / 1e6 / row["size_mb"]
+        rows_out.append(row)
+    return {"test_rows": len(rows), "threads": threads, "seq_len": cfg.max_length, "runtime": cfg.runtime,
+            "teacher": {**base, "path": str(teacher)}, "teacher_int8": {**base_int8, "path": str(teacher_int8)},
+            "points": rows_out}
+
+
+def _shape_text(shape: dict | None) -> str:
+    if not shape:
+        return "-"
+    return f"{shape['layers']}L/H{shape['hidden']}/A{shape['heads']}/F{shape['intermediate']}"
+
+
+def format_table(table: dict) -> str:
+    t, ti = table["teacher"], table["teacher_int8"]
+    lines = [f"Frontier: O2 + int8 ONNX students, shapes picked on {table['runtime']}, {table['test_rows']} test rows, "
+             f"batch 1, seq {table['seq_len']}, {table['threads']} threads, one interleaved run",
+             "",
+             "| target | shape | seeds | retention (mean ± sd) | test acc | p50 ms | speed-up vs teacher PyTorch fp32 "
+             "| vs teacher O2+int8 ONNX | size MB | x smaller |",
+             "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|",
+             f"| teacher (PyTorch fp32) | | | 100.0% | {t['accuracy']:.4f} | {t['p50_ms']:.2f} | 1.00x | "
+             f"{ti['p50_ms'] / t['p50_ms']:.2f}x | {t['size_bytes'] / 1e6:.1f} | 1.0x |",
+             f"| teacher O2+int8 ONNX | | | {ti['accuracy'] / t['accuracy']:.1%} | {ti['accuracy']:.4f} | "
+             f"{ti['p50_ms']:.2f} | {t['p50_ms'] / ti['p50_ms']:.2f}x | 1.00x | {ti['size_bytes'] / 1e6:.1f} | "
+             f"{t['size_bytes'] / ti['size_bytes']:.1f}x |"]
+    for row in table["points"]:
+        if not row["seeds"]:
+            lines.append(f"| {row['speedup_target']:g}x | unmet | 0 | | | | | | | |")
+            continue
+        lines.append(f"| {row['speedup_target']:g}x | {_shape_text(row['shape'])} | {row['seeds']} | "
+                     f"{row['retention_mean']:.1%} ± {row['retention_sd']:.1%} | {row['accuracy_mean']:.4f} | "
+                     f"{row['p50_ms']:.2f} | {row['speedup_vs_torch']:.2f}x | {row['speedup_vs_teacher_int8']:.2f}x | "
+                     f"{row['size_mb']:.2f} | {row['x_smaller']:.1f}x |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_frontier(table: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    measured = [r for r in table["points"] if r["seeds"]]
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    if measured:
+        xs = [r["speedup_vs_torch"] for r in measured]
+        ys = [100 * r["retention_mean"] for r in measured]
+        ax.errorbar(xs, ys, yerr=[100 * r["retention_sd"] for r in measured], fmt="o-", capsize=3,
+                    label="int8 ONNX students (mean ± sd over seeds)")
+        for r, x, y in zip(measured, xs, ys):
+            ax.annotate(f"{r['speedup_target']:g}x target\n{_shape_text(r['shape'])}", (x, y), fontsize=7,
+                        textcoords="offset points", xytext=(4, 4))
+    t, ti = table["teacher"], table["teacher_int8"]
+    ax.plot([1.0], [100.0], "s", color="black", label="teacher PyTorch fp32")
+    ax.plot([t["p50_ms"] / ti["p50_ms"]], [100 * ti["accuracy"] / t["accuracy"]], "D", color="grey",
+            label="teacher O2+int8 ONNX")
+    ax.set_xscale("log")
+    ax.set_xlabel("speed-up vs teacher PyTorch fp32 (batch 1, log scale)")
+    ax.set_ylabel("retention of teacher test accuracy (%)")
+    ax.axhline(97, color="red", linewidth=0.6, linestyle="--")
+    ax.grid(True, which="both", linewidth=0.3)
+    ax.legend(fontsize=7, loc="lower left")
+    ax.set_title(f"accuracy-speed frontier ({table['test_rows']} test rows)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return stage_main(Config, run, "Distil students to a ladder of speed-ups over seeds; one table and one plot.",
+                      argv, prog="shrinkbert frontier")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

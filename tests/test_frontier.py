@@ -1,0 +1,48 @@
+"""`shrinkbert frontier`: students at speed-up targets over seeds, exported, quantized, one table + plot."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from shrinkbert.core.errors import ShrinkbertError
+
+
+def test_parse_speedups():
+    from shrinkbert.frontier import parse_speedups
+
+    assert parse_speedups("4x, 2x,2,15X") == [2.0, 4.0, 15.0]
+    for bad in ("", "fast", "1x", "0.5x"):
+        with pytest.raises(ShrinkbertError):
+            parse_speedups(bad)
+
+
+def test_frontier_on_tiny_models_writes_the_table_and_plot(tiny_csv, tmp_path, monkeypatch):
+    from shrinkbert.cli import main
+    from shrinkbert.core.testing import make_tiny_bert
+
+    monkeypatch.setenv("SHRINKBERT_CACHE", str(tmp_path / "cache"))
+    teacher = make_tiny_bert(tmp_path / "teacher", layers=4, hidden=64, intermediate=128, seed=2)
+    out = tmp_path / "frontier"
+    args = ["frontier", "--teacher", str(teacher), "--task", str(tiny_csv), "--speedups", "1.3x",
+            "--seeds", "2", "--runtime", "torch", "--max-steps", "2", "--batch-size", "8", "--max-length", "32",
+            "--threads", "1", "--runs", "3", "--warmup", "1", "--output-dir", str(out)]
+    assert main(args) == 0
+    table = json.loads((out / "frontier.json").read_text())
+    assert table["teacher"]["accuracy"] > 0 and table["teacher_int8"]["p50_ms"] > 0
+    (point,) = table["points"]
+    assert point["speedup_target"] == 1.3 and point["seeds"] == 2 and not point["unmet"]
+    assert [s["seed"] for s in point["students"]] == [0, 1]
+    assert all(s["int8"].endswith("-int8") for s in point["students"])
+    assert point["shape"]["layers"] < 4 or point["shape"]["hidden"] < 64
+    assert point["retention_sd"] >= 0 and point["speedup_vs_torch"] > 0 and point["speedup_vs_teacher_int8"] > 0
+    assert point["size_mb"] > 0 and point["x_smaller"] > 1
+    markdown = (out / "frontier.md").read_text()
+    assert "| 1.3x |" in markdown and "±" in markdown and "vs teacher O2+int8 ONNX" in markdown
+    assert (out / "frontier.png").stat().st_size > 1000
+    # the second seed reused the first seed's shape; a re-run reuses every artifact
+    from shrinkbert.core.artifacts import read_manifest
+
+    shapes = [read_manifest(s["student"])["student"]["shape"] for s in point["students"]]
+    assert shapes[0] == shapes[1]
+    assert main(args) == 0
