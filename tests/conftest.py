@@ -27,3 +27,12 @@ def tiny_csv(tmp_path_factory) -> Path:
     from shrinkbert.core.testing import write_tiny_csv
 
     return write_tiny_csv(tmp_path_factory.mktemp("data") / "tiny.csv")
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on now (the OS picks it), for a process group's rendezvous."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

@@ -287,3 +287,24 @@ def test_bundle_runs_without_torch_and_agrees_with_onnx(int8_dir, onnx_dir, data
     cli = subprocess.run([sys.executable, str(out / "predict.py"), "the movie was good"], capture_output=True,
                          text=True, timeout=120, cwd=tmp_path)
     assert cli.returncode == 0 and cli.stdout.split("\t")[0] in ("negative", "positive")
+
+
+def test_o2_export_then_fused_int8_keeps_labels(model_dir, data, tmp_path):
+    """The demo's edge path: ONNX export with O2 fusions, then dynamic int8 on the fused graph."""
+    import onnx
+
+    from shrinkbert.compress import export, quantize
+
+    fused = export.run(export.Config(model=str(model_dir), output_dir=str(tmp_path / "o2"), task=data,
+                                     parity_rows=16, optimization="O2"))
+    m = metrics(fused)
+    assert m["optimization"] == "O2" and m["parity"]["passed"] and m["parity"]["label_agreement"] == 1.0
+    ops = {node.op_type for node in onnx.load(str(fused / "model.onnx")).graph.node}
+    assert {"Attention", "SkipLayerNormalization"} <= ops, f"O2 fused nothing: {sorted(ops)}"
+    int8 = quantize.run(quantize.Config(model=str(fused), output_dir=str(tmp_path / "o2-int8"), task=data,
+                                        max_eval_rows=32))
+    int8_ops = {node.op_type for node in onnx.load(str(int8 / "model.onnx")).graph.node}
+    assert "QAttention" in int8_ops, f"int8 did not quantize the fused attention: {sorted(int8_ops)}"
+    assert (int8 / "model.onnx").stat().st_size < (fused / "model.onnx").stat().st_size
+    q = metrics(int8)
+    assert q["val_accuracy_int8"] >= q["val_accuracy_fp32"] - 0.1, q

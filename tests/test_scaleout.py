@@ -19,8 +19,12 @@ CPU_2PROC = ROOT / "recipes" / "accelerate" / "cpu-2proc.yaml"
 
 
 def run_recipe(recipe: str, out: Path, overrides: list[str], cache: Path) -> subprocess.CompletedProcess:
+    from conftest import free_port
+
+    launch = out.parent / CPU_2PROC.name  # the shipped config on a free port, not Accelerate's fixed 29500
+    launch.write_text(CPU_2PROC.read_text() + f"main_process_port: {free_port()}\n")
     cmd = [sys.executable, "-m", "shrinkbert.cli", "run", str(ROOT / "recipes" / recipe), "--output-dir", str(out),
-           "--launch-config", str(CPU_2PROC)]
+           "--launch-config", str(launch)]
     for assignment in overrides:
         cmd += ["--set", assignment]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "SHRINKBERT_CACHE": str(cache),

@@ -333,10 +333,13 @@ def test_finetune_under_accelerate_launch_two_processes(tiny_bert, tiny_csv, tmp
     from shrinkbert.core.artifacts import read_manifest
 
     out = tmp_path / "ddp"
+    from conftest import free_port
+
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+           "--main_process_port", str(free_port()),
            *_finetune_cmd(tiny_bert, tiny_csv, out, cache, ["--epochs", "2"])]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MASTER_PORT": "29531"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
     result = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = read_manifest(out)["metrics"]
