@@ -141,13 +141,18 @@ def failed_checks(manifest: dict[str, Any]) -> list[dict[str, Any]]:
     return [c for c in manifest.get("checks") or [] if not c.get("passed", True)]
 
 
-def _process_start(pid: int) -> str | None:
-    """The start time of process `pid` (Linux /proc), which tells a live owner from a reused pid."""
+def _process_stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (Linux), or None."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[19]
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
+
+
+def _process_start(pid: int) -> str | None:
+    """The start time of process `pid` (Linux /proc), which tells a live owner from a reused pid."""
+    fields = _process_stat(pid)
+    return fields[19] if fields and len(fields) > 19 else None
 
 
 def _owner_tag() -> str:
@@ -163,6 +168,9 @@ def _owner_alive(pid: int, start: str | None) -> bool:
         pass
     except OSError:
         return False
+    fields = _process_stat(pid)
+    if fields and fields[0] in ("Z", "X"):
+        return False  # killed and not yet reaped: it writes nothing more
     if start and start != "0":
         actual = _process_start(pid)
         if actual is not None and actual != start:

@@ -342,6 +342,16 @@ def print_plan(recipe: Recipe, rows) -> None:
         print(f"        {json.dumps(shown, default=str)}")
 
 
+def format_stage_times(stage_times: list[tuple[str, str, float | None]], total: float) -> str:
+    """The wall time of every stage of one run, so a budget can be checked stage by stage."""
+    lines = ["stage times:", f"  {'stage':<20} {'uses':<11} {'seconds':>8} {'share':>6}"]
+    for name, uses, seconds in stage_times:
+        shown = "reused" if seconds is None else f"{seconds:8.0f}"
+        share = "" if seconds is None or total <= 0 else f"{seconds / total:6.0%}"
+        lines.append(f"  {name:<20} {uses:<11} {shown:>8} {share:>6}")
+    return "\n".join(lines)
+
+
 def run_recipe(recipe: Recipe, from_stage: str | None = None, dry_run: bool = False) -> int:
     rows = plan(recipe, from_stage)
     print_plan(recipe, rows)
@@ -352,9 +362,11 @@ def run_recipe(recipe: Recipe, from_stage: str | None = None, dry_run: bool = Fa
     configs.mkdir(exist_ok=True)
     state = _read_state(recipe)
     started = time.time()
+    stage_times: list[tuple[str, str, float | None]] = []
     for i, (stage, params, action) in enumerate(rows, 1):
         if action == "reuse":
             print(f"\n=== [{i}/{len(rows)}] {stage.name}: up to date, reusing {recipe.out_dir(stage.name)}")
+            stage_times.append((stage.name, stage.uses, None))
             continue
         import yaml
 
@@ -373,8 +385,11 @@ def run_recipe(recipe: Recipe, from_stage: str | None = None, dry_run: bool = Fa
             raise ShrinkbertError(f"stage '{stage.name}' exited 0 but wrote no artifact into {recipe.out_dir(stage.name)}")
         state[stage.name] = stage_key(recipe, stage, params)
         _write_state(recipe, state)
-        print(f"=== {stage.name} done in {time.time() - stage_start:.0f} s", flush=True)
-    print(f"\nrecipe '{recipe.name}' finished in {time.time() - started:.0f} s; outputs in {recipe.output_dir}")
+        stage_times.append((stage.name, stage.uses, time.time() - stage_start))
+        print(f"=== {stage.name} done in {stage_times[-1][2]:.0f} s", flush=True)
+    total = time.time() - started
+    print(f"\nrecipe '{recipe.name}' finished in {total:.0f} s ({total / 60:.1f} min); outputs in {recipe.output_dir}")
+    print(format_stage_times(stage_times, total))
     return 0
 
 

@@ -251,7 +251,7 @@ def test_sentence_pair_finetune(tiny_bert, tmp_path, cache):
             writer.writerow([a, b, "positive" if label_b else "negative"])  # the label lives in the second text
     out = tmp_path / "pair-teacher"
     assert finetune.main(["--model", str(tiny_bert), "--task", str(data), "--text-column", "premise",
-                          "--text-pair-column", "hypothesis", "--epochs", "8", "--batch-size", "8",
+                          "--text-pair-column", "hypothesis", "--epochs", "12", "--batch-size", "8",
                           "--learning-rate", "3e-3", "--cache-dir", cache, "--output-dir", str(out),
                           "--keep", "final"]) == 0
     manifest = read_manifest(out)
