@@ -30,3 +30,8 @@ want teacher && bench teacher "$PY" bench/teacher_finetune.py --epochs 2
 want pretrain && bench pretrain "$PY" bench/pretrain_curve.py
 want load && bench load "$PY" bench/load.py
 want edge_venv && bench edge_venv bash bench/edge_venv.sh runs/demo/bundle
+want int8 && bench int8 "$PY" bench/int8.py --teacher "$TEACHER"
+want finetune_vs_trainer && bench finetune_vs_trainer "$PY" bench/finetune_vs_trainer.py
+want distill_step && bench distill_step "$PY" bench/distill_step.py --teacher "$TEACHER"
+want cpu_knobs && bench cpu_knobs "$PY" bench/cpu_knobs.py
+want frontier && bench frontier .venv/bin/shrinkbert frontier --teacher "$TEACHER" --speedups 2x,4x,8x,15x,25x --seeds 3 --runtime onnx-int8 --output-dir runs/bench/frontier

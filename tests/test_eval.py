@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shrinkbert.core.artifacts import write_manifest
 from shrinkbert.core.tasks import Task
 from shrinkbert.core.testing import tiny_sentences
 
@@ -31,33 +30,32 @@ def rows():
 
 @pytest.fixture(scope="module")
 def onnx_dir(tiny_bert, tmp_path_factory) -> Path:
-    """The tiny BERT exported to ONNX (Optimum layout), with a manifest naming tiny_bert as parent."""
-    from optimum.exporters.onnx import main_export
+    """The tiny BERT exported by the export stage itself, so the harness reads what compress writes."""
+    from shrinkbert.compress import export
 
     out = tmp_path_factory.mktemp("onnx") / "tiny-onnx"
-    main_export(str(tiny_bert), out, task="text-classification", do_validation=False)
-    write_manifest(out, stage="export", parents=[tiny_bert], metrics={"parity": {"passed": True}})
-    return out
+    return Path(export.run(export.Config(model=str(tiny_bert), output_dir=str(out), parity_rows=8, max_length=32)))
 
 
 @pytest.fixture(scope="module")
-def bundle_dir(onnx_dir, tmp_path_factory) -> Path:
-    """An edge bundle laid out as compress.bundle writes it, with compress's own predict.py."""
-    template = ROOT / "compress" / "edge_predictor.py"
-    assert template.is_file(), "compress/edge_predictor.py moved: the bundle tests must not skip silently"
+def bundle_dir(onnx_dir, tiny_bert, tmp_path_factory) -> Path:
+    """A bundle written by the bundle stage, checked against a reference whose labels are all flipped
+    (its classifier negated): the agreement check fails, is allowed, and the report must flag it."""
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
+    from shrinkbert.compress import bundle
+
+    flipped = tmp_path_factory.mktemp("flipped") / "flipped"
+    shutil.copytree(tiny_bert, flipped)
+    model = AutoModelForSequenceClassification.from_pretrained(flipped)
+    with torch.no_grad():
+        model.classifier.weight.neg_()
+        model.classifier.bias.neg_()
+    model.save_pretrained(flipped, safe_serialization=True)
     out = tmp_path_factory.mktemp("bundle") / "tiny-bundle"
-    out.mkdir()
-    shutil.copy2(onnx_dir / "model.onnx", out / "model.onnx")
-    shutil.copy2(onnx_dir / "tokenizer.json", out / "tokenizer.json")
-    shutil.copy2(template, out / "predict.py")
-    (out / "labels.json").write_text(json.dumps({"id2label": {"0": "negative", "1": "positive"},
-                                                 "label2id": {"negative": 0, "positive": 1}, "max_length": 128,
-                                                 "pad_token_id": 0, "pad_token": "[PAD]", "model_file": "model.onnx"}))
-    write_manifest(out, stage="bundle", parents=[onnx_dir],
-                   metrics={"vs_source": {"max_abs_logit_diff": 0.5, "tolerance": 1e-4, "passed": False},
-                            "parity_failure_allowed": True},
-                   checks=[{"name": "parity", "passed": False, "detail": "max |logit diff| 5e-01 (tolerance 1e-04)"}])
-    return out
+    return Path(bundle.run(bundle.Config(model=str(onnx_dir), output_dir=str(out), reference=str(flipped),
+                                         allow_parity_failure=True, parity_rows=16, max_length=32)))
 
 
 @pytest.fixture(scope="module")
@@ -198,7 +196,7 @@ def test_report_files_are_written(first_run, tiny_bert, onnx_dir, bundle_dir):
     assert report["headline_case"] == "b1/s16"
     bundle_row = next(r for r in report["variants"] if r["name"] == bundle_dir.name)
     assert bundle_row["lineage"] == "tiny-init → export → bundle"
-    assert any("parity failed" in f for f in bundle_row["flags"])
+    assert any("reference_agreement failed" in f for f in bundle_row["flags"])
     markdown = files["md"].read_text()
     assert "tiny-init → export → bundle" in markdown and "| b2/real |" in markdown
     summary = files["csv"].read_text().splitlines()

@@ -345,3 +345,49 @@ def test_finetune_under_accelerate_launch_two_processes(tiny_bert, tiny_csv, tmp
     metrics = read_manifest(out)["metrics"]
     assert metrics["num_processes"] == 2
     assert metrics["steps"] == 2 * -(-metrics["train_examples"] // 8)  # 4 rows x 2 processes per step
+
+
+def test_keep_best_restores_the_best_epochs_weights_across_a_resume(tiny_bert, tiny_csv, tmp_path, cache, monkeypatch):
+    """Validation scores are scripted (0.9, 0.5, then the run dies, then 0.6 after the resume): the
+    artifact must hold the weights the model had when it scored 0.9, in epoch 1 of the first process."""
+    import hashlib
+
+    from safetensors.torch import load_file
+
+    from shrinkbert.teachers import finetune
+
+    def weights_hash(state: dict) -> str:
+        digest = hashlib.sha256()
+        for name in sorted(state):
+            digest.update(name.encode() + state[name].detach().cpu().contiguous().numpy().tobytes())
+        return digest.hexdigest()
+
+    script, weights_at_validation = [0.9, 0.5, "kill", 0.6], []
+    real_predict, real_accuracy = finetune.predict, finetune.accuracy
+
+    def spy_predict(model, dataset, *args, **kwargs):
+        weights_at_validation.append(weights_hash(model.state_dict()))
+        return real_predict(model, dataset, *args, **kwargs)
+
+    def scripted_accuracy(logits, golds):
+        if not script:  # the test pass after training: the real thing
+            return real_accuracy(logits, golds)
+        step = script.pop(0)
+        if step == "kill":
+            raise KeyboardInterrupt  # the process dies during epoch 3's validation
+        return step
+
+    monkeypatch.setattr(finetune, "predict", spy_predict)
+    monkeypatch.setattr(finetune, "accuracy", scripted_accuracy)
+    args = ["--model", str(tiny_bert), "--task", str(tiny_csv), "--epochs", "3", "--batch-size", "8",
+            "--learning-rate", "1e-3", "--checkpoint-every", "1", "--cache-dir", cache, "--keep", "best",
+            "--output-dir", str(tmp_path / "teacher")]
+    with pytest.raises(KeyboardInterrupt):
+        finetune.main(args)
+    assert len(weights_at_validation) == 3 and not (tmp_path / "teacher").exists()
+    assert finetune.main(args) == 0  # resumes from the last checkpoint
+    saved = load_file(str(tmp_path / "teacher" / "model.safetensors"))
+    assert weights_at_validation[3] == weights_at_validation[2]  # the resume restored the exact weights
+    assert weights_hash(saved) == weights_at_validation[0] != weights_at_validation[3]
+    metrics = json.loads((tmp_path / "teacher" / "shrinkbert.json").read_text())["metrics"]
+    assert metrics["validation_accuracy"] == 0.9
