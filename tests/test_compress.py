@@ -167,9 +167,12 @@ def test_static_int8_with_npz_calibration_and_relative_paths(onnx_dir, tmp_path,
     monkeypatch.chdir(tmp_path)  # relative paths must survive the temp-dir work of calibration
     out = quantize.run(quantize.Config(model="fp32", output_dir="static", mode="static",
                                        calibration_data="calib.npz", min_calibration_rows=8,
-                                       per_channel=True, max_eval_rows=0))
+                                       per_channel=True, max_eval_rows=16))
     m = metrics(out)
     assert m["mode"] == "static" and m["quantized_nodes"] > 0
+    # static int8 must keep what the model predicts, not only run (the fp32 logits are far apart)
+    assert m["eval_rows"] == 16 and m["vs_fp32"]["label_agreement"] >= 0.9
+    assert m["val_accuracy_loss_points"] <= 10.0
 
 
 def test_calibration_of_wrong_shape_or_too_small_is_one_clear_error(onnx_dir, tmp_path):

@@ -217,3 +217,36 @@ def test_int4_is_a_weight_only_size_option(onnx_dir, tmp_path):
     with pytest.raises(ShrinkbertError, match="block_size"):
         quantize.run(quantize.Config(model=str(onnx_dir), output_dir=str(tmp_path / "bad"), mode="int4",
                                      int4_block_size=24, max_eval_rows=0))
+
+
+def test_accuracy_aware_ranks_by_sensitivity_and_keeps_the_fewest_modules_float(tmp_path):
+    """Scripted int8 damage: quantizing group B flips 6 of 100 rows, A flips 2, C none. The search must
+    rank B, A, C; with a 3-point tolerance keep only B; with a 1-point tolerance keep B and A."""
+    import json
+
+    import numpy as np
+
+    from shrinkbert.compress.accuracy_aware import search
+
+    labels = [i % 2 for i in range(100)]
+    fp32_logits = np.array([[0.0, 1.0] if y else [1.0, 0.0] for y in labels], dtype=np.float32)
+    damage = {"B": range(0, 6), "A": range(10, 12), "C": range(0)}
+    groups = {"A": ["a1"], "B": ["b1", "b2"], "C": ["c1"]}
+
+    def quantize(dst, exclude_nodes):
+        dst.write_text(json.dumps(sorted(exclude_nodes)))
+        return dst
+
+    def evaluate(path):
+        kept_float = set(json.loads(path.read_text()))
+        logits = fp32_logits.copy()
+        for group, rows in damage.items():
+            if not set(groups[group]) <= kept_float:
+                logits[list(rows)] = logits[list(rows)][:, ::-1]
+        return logits
+
+    loose = search(tmp_path / "src.onnx", groups, [], quantize, evaluate, labels, fp32_logits, tolerance_points=3.0)
+    assert [row["module"] for row in loose["table"]] == ["B", "A", "C"]
+    assert loose["kept_fp32"] == ["B"] and loose["met"]
+    tight = search(tmp_path / "src.onnx", groups, [], quantize, evaluate, labels, fp32_logits, tolerance_points=1.0)
+    assert tight["kept_fp32"] == ["B", "A"] and tight["met"]

@@ -88,9 +88,10 @@ def test_killed_inside_a_stage_resumes_without_redoing_finished_ones(env):
     cmd = [sys.executable, "-m", "shrinkbert.cli", "run", str(path), "--output-dir", str(env / "out")]
     proc = subprocess.Popen(cmd, cwd=ROOT, start_new_session=True)
     deadline = time.time() + 120
-    while runs(env) != ["a", "b"] and time.time() < deadline:
-        time.sleep(0.2)
-    time.sleep(1.0)  # b is now inside its write
+    # kill only once b is inside its write (its partial directory exists), not before it starts
+    while not list((env / "out").glob(".partial-b-*")) and time.time() < deadline:
+        time.sleep(0.1)
+    assert runs(env) == ["a", "b"] and list((env / "out").glob(".partial-b-*")), "b never started writing"
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     assert not (env / "out" / "b").exists(), "a killed stage must leave no artifact"
