@@ -124,13 +124,13 @@ def test_python_api_returns_artifacts_and_takes_in_memory_models_and_datasets(ti
     from shrinkbert import Artifact, distill, export, quantize, report
 
     rows = tiny_sentences(80, seed=11)
-    dataset = datasets.Dataset.from_dict({"text": [t for t, _ in rows],
-                                          "label": ["pos" if y else "neg" for _, y in rows]})
+    dataset = datasets.Dataset.from_dict({"body": [t for t, _ in rows],
+                                          "category": ["pos" if y else "neg" for _, y in rows]})
     teacher = AutoModelForSequenceClassification.from_pretrained(tiny_bert)
     teacher.config.id2label, teacher.config.label2id = {0: "neg", 1: "pos"}, {"neg": 0, "pos": 1}
     tokenizer = AutoTokenizer.from_pretrained(tiny_bert)
-    student = distill(teacher=teacher, tokenizer=tokenizer, dataset=dataset, layers=1,
-                      output_dir=tmp_path / "student", **TINY_TRAIN)
+    student = distill(teacher=teacher, tokenizer=tokenizer, dataset=dataset, text_column="body",
+                      label_column="category", layers=1, output_dir=tmp_path / "student", **TINY_TRAIN)
     assert isinstance(student, Artifact) and student.stage == "distill"
     assert 0.0 <= student.metrics["test_accuracy"] <= 1.0
     assert type(student.load()).__name__ == "BertForSequenceClassification"
@@ -138,6 +138,7 @@ def test_python_api_returns_artifacts_and_takes_in_memory_models_and_datasets(ti
                     output_dir=tmp_path / "int8", max_eval_rows=8, max_length=32)
     assert type(int8.load()).__name__ == "ORTModelForSequenceClassification"
     assert int8.data["task"] == student.data["task"] and int8.data["label_names"] == ["neg", "pos"]
+    assert int8.data["text_column"] == "body" and int8.data["label_column"] == "category"
     table = report(student, int8, output_dir=tmp_path / "report", quick=True, memory="off", batch_sizes=[1],
                    seq_lens=["16"], runs=2, progress=False, plot=False)
     assert [v["name"] for v in table["variants"]] == ["student", "int8"]
