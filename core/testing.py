@@ -72,3 +72,21 @@ def write_tiny_csv(path: str | Path, n: int = 64, seed: int = 0) -> Path:
         for text, label in tiny_sentences(n, seed):
             writer.writerow([text, "positive" if label else "negative"])
     return path
+
+
+def flipped_copy(model_dir: str | Path, out_dir: str | Path) -> Path:
+    """A copy of a classifier artifact with its classifier negated, so every label it predicts flips:
+    a reference that any agreement check must reject."""
+    import shutil
+
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
+    out_dir = Path(out_dir)
+    shutil.copytree(model_dir, out_dir)
+    model = AutoModelForSequenceClassification.from_pretrained(out_dir)
+    with torch.no_grad():
+        model.classifier.weight.neg_()
+        model.classifier.bias.neg_()
+    model.save_pretrained(out_dir, safe_serialization=True)
+    return out_dir

@@ -25,7 +25,6 @@ embedding losses are training-only and are not saved (the manifest says so).
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from pathlib import Path
 from typing import Any

@@ -243,9 +243,7 @@ print(json.dumps({"logits": p.logits(texts).tolist(), "pred": p.predict(texts),
 
 def test_bundle_checks_its_labels_against_the_pytorch_reference(int8_dir, model_dir, data, tmp_path):
     from shrinkbert.compress import bundle
-
-    import torch
-    from transformers import AutoModelForSequenceClassification
+    from shrinkbert.core.testing import flipped_copy
 
     # the int8 bundle against its own fp32 PyTorch model: labels agree on (nearly) every row
     out = bundle.run(bundle.Config(model=str(int8_dir), output_dir=str(tmp_path / "edge"), task=data,
@@ -253,13 +251,7 @@ def test_bundle_checks_its_labels_against_the_pytorch_reference(int8_dir, model_
     recorded = metrics(out)["vs_reference"]
     assert recorded["rows"] == 16 and recorded["label_agreement"] >= 0.9 and recorded["passed"]
     # against a reference whose labels are swapped (classifier negated), the same check must fail
-    flipped = tmp_path / "flipped"
-    shutil.copytree(model_dir, flipped)
-    model = AutoModelForSequenceClassification.from_pretrained(flipped)
-    with torch.no_grad():
-        model.classifier.weight.neg_()
-        model.classifier.bias.neg_()
-    model.save_pretrained(flipped, safe_serialization=True)
+    flipped = flipped_copy(model_dir, tmp_path / "flipped")
     with pytest.raises(ShrinkbertError, match=r"labels agree with .*\(need 90%\)"):
         bundle.run(bundle.Config(model=str(int8_dir), output_dir=str(tmp_path / "strict"), task=data,
                                  reference=str(flipped), parity_rows=16))

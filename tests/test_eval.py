@@ -41,18 +41,10 @@ def onnx_dir(tiny_bert, tmp_path_factory) -> Path:
 def bundle_dir(onnx_dir, tiny_bert, tmp_path_factory) -> Path:
     """A bundle written by the bundle stage, checked against a reference whose labels are all flipped
     (its classifier negated): the agreement check fails, is allowed, and the report must flag it."""
-    import torch
-    from transformers import AutoModelForSequenceClassification
-
     from shrinkbert.compress import bundle
+    from shrinkbert.core.testing import flipped_copy
 
-    flipped = tmp_path_factory.mktemp("flipped") / "flipped"
-    shutil.copytree(tiny_bert, flipped)
-    model = AutoModelForSequenceClassification.from_pretrained(flipped)
-    with torch.no_grad():
-        model.classifier.weight.neg_()
-        model.classifier.bias.neg_()
-    model.save_pretrained(flipped, safe_serialization=True)
+    flipped = flipped_copy(tiny_bert, tmp_path_factory.mktemp("flipped") / "flipped")
     out = tmp_path_factory.mktemp("bundle") / "tiny-bundle"
     return Path(bundle.run(bundle.Config(model=str(onnx_dir), output_dir=str(out), reference=str(flipped),
                                          allow_parity_failure=True, parity_rows=16, max_length=32)))
