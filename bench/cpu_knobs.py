@@ -31,12 +31,10 @@ def main(argv=None) -> int:
     from shrinkbert.core.models import load_model
     from shrinkbert.teachers.common import resolve_model_dir
 
-    sys.path.insert(0, str(ROOT / "bench"))
-    from finetune_vs_trainer import cpu_line
 
     cores = torch.get_num_threads()
     flags = cpu_flags()
-    print(f"machine: {describe_machine()}; CPU: {cpu_line()}; torch {torch.__version__}, {cores} threads; "
+    print(f"machine: {describe_machine()}; torch {torch.__version__}, {cores} threads; "
           f"avx512_bf16: {'avx512_bf16' in flags}, amx_bf16: {'amx_bf16' in flags}", flush=True)
     path = resolve_model_dir("minilm")
 

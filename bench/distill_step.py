@@ -47,11 +47,9 @@ def main(argv=None) -> int:
     from shrinkbert.students.distill import _with_row_index, make_collate, make_loss_fn
     from shrinkbert.students.losses import DistillLoss, LossWeights, format_layer_map, parse_layer_map
 
-    sys.path.insert(0, str(ROOT / "bench"))
-    from finetune_vs_trainer import cpu_line
 
     threads = set_threads(args.threads or None)
-    print(f"machine: {describe_machine()}; CPU: {cpu_line()}; torch {torch.__version__}, {threads} threads", flush=True)
+    print(f"machine: {describe_machine()}; torch {torch.__version__}, {threads} threads", flush=True)
     teacher_dir = Path(args.teacher)
     tokenizer = load_tokenizer(teacher_dir)
     task, splits = load_task(args.task)

@@ -48,7 +48,7 @@ def main() -> int:
     work = Path(args.work_dir)
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    print(f"machine: {describe_machine()}; CPU: {cpu_line()}; torch {torch.__version__}, {torch.get_num_threads()} torch threads", flush=True)
+    print(f"machine: {describe_machine()}; torch {torch.__version__}, {torch.get_num_threads()} torch threads", flush=True)
     cfg = finetune.Config(model=args.model, task=args.task, epochs=args.epochs, batch_size=args.batch_size,
                           learning_rate=args.learning_rate, max_length=args.max_length, seed=args.seed,
                           output_dir=str(work / "shrinkbert"), resume=False)
@@ -110,18 +110,6 @@ def main() -> int:
         print(f"\nthroughput shrinkbert / Trainer: {speedup:.2f}x (goal >= 1.5x); test accuracy "
               f"{s['test_accuracy'] - t['test_accuracy']:+.4f} ({'met' if speedup >= 1.5 else 'short'})")
     return 0
-
-
-def cpu_line() -> str:
-    """The CPU's model name, family and model number from /proc/cpuinfo."""
-    fields = {}
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            fields.setdefault(key.strip(), value.strip())
-    except OSError:
-        return "unknown"
-    return f"{fields.get('model name', '?')} (family {fields.get('cpu family', '?')} model {fields.get('model', '?')})"
 
 
 def run_trainer(args, model, tokenizer, train_set, test_set, work: Path) -> dict:

@@ -58,12 +58,10 @@ ISA_DEFAULTS = {
 
 def cpu_description() -> str:
     """'AMD EPYC ... (avx2)': the CPU model and the detected int8 instruction set, for every int8 figure."""
-    from shrinkbert.core.device import _cpuinfo, cpu_model
+    from shrinkbert.core.device import cpu_model
 
-    family, model = _cpuinfo("cpu family"), _cpuinfo("model\t")
-    where = f" family {family} model {model}" if family and model else ""
     vnni = "avx512_vnni" in cpu_flags() or "avx512vnni" in cpu_flags()
-    return f"{cpu_model() or platform.machine()}{where}, int8 ISA {detect_isa()}{'' if vnni else ' (no VNNI)'}"
+    return f"{cpu_model() or platform.machine()}, int8 ISA {detect_isa()}{'' if vnni else ' (no VNNI)'}"
 
 
 def resolve_isa(isa: str) -> str:

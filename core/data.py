@@ -239,8 +239,7 @@ def load_task(name_or_path: str, *, text_column: str = "text", text_pair_column:
         _store(store, task, splits, source)
     task, splits = _load_store(store)
     if max_rows:
-        splits = datasets.DatasetDict({name: split.select(range(min(max_rows, len(split))))
-                                       for name, split in splits.items()})
+        splits = limit_rows(splits, max_rows, max_rows)
     return task, splits
 
 

@@ -1,7 +1,9 @@
 """Threads and devices: state them explicitly, because latency on a shared CPU depends on them."""
 from __future__ import annotations
 
+import contextlib
 import os
+from typing import Iterator
 
 
 def set_threads(num_threads: int | None = None) -> int:
@@ -11,6 +13,19 @@ def set_threads(num_threads: int | None = None) -> int:
     num_threads = num_threads or os.cpu_count() or 1
     torch.set_num_threads(num_threads)
     return num_threads
+
+
+@contextlib.contextmanager
+def torch_threads(num_threads: int | None = None) -> Iterator[int]:
+    """`set_threads` for the duration of a block, then torch's thread count as it was found (a
+    latency probe must not change the threads of the training that follows it)."""
+    import torch
+
+    previous = torch.get_num_threads()
+    try:
+        yield set_threads(num_threads)
+    finally:
+        torch.set_num_threads(previous)
 
 
 def _cpuinfo(prefix: str) -> str:
@@ -31,8 +46,11 @@ def cpu_flags() -> set[str]:
 
 
 def cpu_model() -> str:
-    """The CPU's model name (Linux), or '' where there is none."""
-    return _cpuinfo("model name")
+    """The CPU's model name with its family and model numbers (Linux; "AMD EPYC" alone does not say
+    which generation), or '' where there is none."""
+    name = _cpuinfo("model name")
+    family, model = _cpuinfo("cpu family"), _cpuinfo("model\t")
+    return f"{name} family {family} model {model}" if name and family and model else name
 
 
 def describe_machine() -> str:

@@ -67,16 +67,19 @@ def parse_args(argv: list[str] | None) -> EvalConfig:
     values.update(args)
     if paths:
         values["artifacts"] = paths
+    return make_config(values)
+
+
+def make_config(values: dict) -> EvalConfig:
+    """The EvalConfig of plain values (command line + YAML, or the Python API's keywords): with
+    `quick`, its settings fill every key the values do not name; at least one artifact."""
     config = build_config(EvalConfig, values)
     if config.quick:
-        explicit = set(args) | (set(read_yaml(config_file)) if config_file else set())
         for key, value in QUICK.items():
-            if key not in explicit:
+            if key not in values:
                 setattr(config, key, value)
     if not config.artifacts:
         raise ShrinkbertError("give at least one artifact directory to measure")
-    if config.torch_attention not in ("eager", "sdpa"):
-        raise ShrinkbertError(f"--torch-attention must be eager or sdpa, got {config.torch_attention!r}")
     return config
 
 

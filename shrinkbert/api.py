@@ -172,13 +172,11 @@ def report(*artifacts, **kwargs) -> dict[str, Any]:
 
     Named `report`, not `evaluate`, so it never shadows the Hugging Face `evaluate` library.
     """
-    from shrinkbert.core.config import build_config
-    from shrinkbert.eval.harness import EvalConfig, run
+    from shrinkbert.eval.harness import make_config, run
 
     if artifacts:
         kwargs["artifacts"] = list(artifacts)
-    config = build_config(EvalConfig, {k: _plain(v) for k, v in kwargs.items()})
-    result, files = run(config)
+    result, files = run(make_config({k: _plain(v) for k, v in kwargs.items()}))
     return {**result, "files": {k: str(v) for k, v in files.items()}}
 
 

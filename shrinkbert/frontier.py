@@ -86,19 +86,15 @@ def probe_teacher_ms(teacher: str, max_length: int, threads: int) -> float:
     import torch
     from transformers import AutoModelForSequenceClassification
 
+    from shrinkbert.core.device import torch_threads
     from shrinkbert.core.models import load_model
     from shrinkbert.core.timing import time_callable
 
     model = load_model(AutoModelForSequenceClassification, teacher).eval()
-    previous = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
+    with torch_threads(threads), torch.inference_mode():
         ids = torch.full((1, max_length), 100 % model.config.vocab_size, dtype=torch.long)
         inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": torch.zeros_like(ids)}
-        with torch.inference_mode():
-            return time_callable(lambda: model(**inputs), warmup=3, runs=15)["p50"]
-    finally:
-        torch.set_num_threads(previous)
+        return time_callable(lambda: model(**inputs), warmup=3, runs=15)["p50"]
 
 
 def _stage(name: str, out: Path, resume: bool, **kwargs) -> Path:

@@ -260,16 +260,13 @@ def pick_by_latency(teacher_config, target: Target, *, seq_len: int = 128, threa
     Runtime) or onnx-int8 (dynamic int8 with this CPU's defaults, ONNX Runtime). torch's global
     thread count is left as it was found.
     """
-    import torch
+    from shrinkbert.core.device import torch_threads
 
     if runtime not in RUNTIMES:
         raise ShrinkbertError(f"latency runtime must be one of {', '.join(RUNTIMES)}, got '{runtime}'")
-    previous = torch.get_num_threads()
-    try:
-        return _pick_by_latency(teacher_config, target, seq_len=seq_len, threads=threads, runs=runs, warmup=warmup,
+    with torch_threads(threads) as threads_used:
+        return _pick_by_latency(teacher_config, target, seq_len=seq_len, threads=threads_used, runs=runs, warmup=warmup,
                                 hidden_steps=hidden_steps, timer=timer, log=log, runtime=runtime, **fixed)
-    finally:
-        torch.set_num_threads(previous)
 
 
 def _pick_by_latency(teacher_config, target: Target, *, seq_len, threads, runs, warmup, hidden_steps, timer, log,
@@ -277,10 +274,8 @@ def _pick_by_latency(teacher_config, target: Target, *, seq_len, threads, runs, 
     import torch
     from transformers import BertForSequenceClassification
 
-    from shrinkbert.core.device import set_threads
     from shrinkbert.core.timing import time_callable
 
-    threads = set_threads(threads)
     head_dim = _head_dim(teacher_config)
     if hidden_steps is None and not fixed.get("hidden"):
         quarters = {max(head_dim, int(round(teacher_config.hidden_size * q / 4 / head_dim)) * head_dim)

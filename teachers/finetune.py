@@ -41,14 +41,15 @@ class Config(TrainConfig, DataConfig):
     epochs: float = field(3, "passes over the training data", min=0)
 
 
-def load_classifier(cfg: Config, task):
-    """(model, tokenizer, model dir) with a classification head sized for the task."""
+def load_classifier(cfg: Config, task, model_dir: Path | None = None):
+    """(model, tokenizer, model dir) with a classification head sized for the task; `model_dir` is
+    cfg.model already resolved to a directory (resolved here when not given)."""
     from transformers import AutoModelForSequenceClassification
 
     from shrinkbert.core.models import check_model_dir, load_model, load_tokenizer
     from shrinkbert.teachers.common import resolve_model_dir
 
-    path = check_model_dir(resolve_model_dir(cfg.model))
+    path = check_model_dir(model_dir or resolve_model_dir(cfg.model))
     torch.manual_seed(cfg.seed)  # a new head is initialised from the seed
     model = load_model(AutoModelForSequenceClassification, path, num_labels=task.num_labels,
                        id2label=task.id2label, label2id=task.label2id, ignore_mismatched_sizes=True)
@@ -68,10 +69,11 @@ def run(cfg: Config) -> Path:
 
     if cfg.keep not in ("best", "final"):
         raise ShrinkbertError(f"keep must be best or final, got '{cfg.keep}'")
-    spec = resolve_spec(cfg, [resolve_model_dir(cfg.model)])
+    model_dir = resolve_model_dir(cfg.model)
+    spec = resolve_spec(cfg, [model_dir])
     task, splits = load_splits(spec, cfg.cache_dir)
     splits = limit_rows(splits, cfg.max_train_rows, cfg.max_eval_rows)
-    model, tokenizer, model_dir = load_classifier(cfg, task)
+    model, tokenizer, model_dir = load_classifier(cfg, task, model_dir)
     positions = getattr(model.config, "max_position_embeddings", cfg.max_length)
     if cfg.max_length > positions:
         raise ShrinkbertError(f"max_length {cfg.max_length} exceeds the model's {positions} positions")

@@ -55,3 +55,10 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+@pytest.fixture()
+def cache_env(tmp_path, monkeypatch) -> Path:
+    """A cache of the test's own (SHRINKBERT_CACHE), for tests that count or inspect what lands in it."""
+    monkeypatch.setenv("SHRINKBERT_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"

@@ -19,13 +19,6 @@ ROOT = Path(__file__).resolve().parents[1]
 TINY_TRAIN = {"epochs": 1, "batch_size": 8, "max_length": 32, "checkpoint_every": 0, "log_every": 100}
 
 
-@pytest.fixture()
-def cache(tmp_path, monkeypatch) -> Path:
-    where = tmp_path / "cache"
-    monkeypatch.setenv("SHRINKBERT_CACHE", str(where))
-    return where
-
-
 @pytest.fixture(scope="module")
 def body_csv(tmp_path_factory) -> Path:
     """A user's file with its own column names: body (text) and category (label names)."""
@@ -51,7 +44,7 @@ def _spy_training_rows(monkeypatch, module) -> list:
     return seen
 
 
-def test_another_training_seed_trains_on_the_same_rows_and_never_a_test_row(tiny_bert, body_csv, cache, tmp_path,
+def test_another_training_seed_trains_on_the_same_rows_and_never_a_test_row(tiny_bert, body_csv, cache_env, tmp_path,
                                                                              monkeypatch):
     import shrinkbert.core.train as core_train
     import shrinkbert.students.distill as distill_module
@@ -70,7 +63,7 @@ def test_another_training_seed_trains_on_the_same_rows_and_never_a_test_row(tiny
     assert student.data["task"] == teacher.data["task"] == str(body_csv.resolve())
     assert student.data["text_column"] == "body" and student.data["label_column"] == "category"
     assert student.data["split_seed"] == teacher.data["split_seed"] == 0
-    assert len(list((cache / "tasks").iterdir())) == 1, "a second training seed made a second split"
+    assert len(list((cache_env / "tasks").iterdir())) == 1, "a second training seed made a second split"
 
     spec = DataSpec(**{k: teacher.data[k] for k in ("task", "text_column", "text_pair_column", "label_column",
                                                   "split_seed")})
@@ -82,9 +75,9 @@ def test_another_training_seed_trains_on_the_same_rows_and_never_a_test_row(tiny
     assert not (set(student_rows[0]) & held_out)
 
 
-def test_custom_columns_through_every_stage_from_the_cli_with_no_task_after_finetune(tiny_bert, body_csv, cache,
+def test_custom_columns_through_every_stage_from_the_cli_with_no_task_after_finetune(tiny_bert, body_csv, cache_env,
                                                                                       tmp_path):
-    env = {**os.environ, "SHRINKBERT_CACHE": str(cache), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "SHRINKBERT_CACHE": str(cache_env), "OMP_NUM_THREADS": "1"}
     out = tmp_path / "runs"
     steps = [
         ["finetune", "--model", str(tiny_bert), "--task", str(body_csv), "--text-column", "body",
@@ -117,7 +110,7 @@ def test_custom_columns_through_every_stage_from_the_cli_with_no_task_after_fine
     assert all(v["metrics"].get("accuracy") is not None for v in report["variants"])
 
 
-def test_python_api_returns_artifacts_and_takes_in_memory_models_and_datasets(tiny_bert, cache, tmp_path):
+def test_python_api_returns_artifacts_and_takes_in_memory_models_and_datasets(tiny_bert, cache_env, tmp_path):
     import datasets
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
@@ -144,7 +137,7 @@ def test_python_api_returns_artifacts_and_takes_in_memory_models_and_datasets(ti
     assert [v["name"] for v in table["variants"]] == ["student", "int8"]
 
 
-def test_resume_refuses_a_run_whose_stage_config_changed(tiny_bert, tiny_csv, cache, tmp_path, monkeypatch):
+def test_resume_refuses_a_run_whose_stage_config_changed(tiny_bert, tiny_csv, cache_env, tmp_path, monkeypatch):
     import shrinkbert.students.distill as distill_module
     from shrinkbert import distill, finetune
     from shrinkbert.core.errors import ShrinkbertError

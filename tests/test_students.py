@@ -19,12 +19,6 @@ def teacher4(tmp_path_factory) -> Path:
     return make_tiny_bert(tmp_path_factory.mktemp("t4") / "teacher", layers=4, seed=1)
 
 
-@pytest.fixture()
-def cache_env(tmp_path, monkeypatch) -> Path:
-    monkeypatch.setenv("SHRINKBERT_CACHE", str(tmp_path / "cache"))
-    return tmp_path / "cache"
-
-
 def _load(path, **kwargs):
     from transformers import AutoModelForSequenceClassification
 
@@ -358,12 +352,8 @@ def test_end_to_end_distill_writes_a_loadable_student_with_lineage(teacher4, tin
     assert parents == [str(teacher4.resolve()), str(out.resolve())]
 
 
-def test_logits_only_distillation_with_warm_cache_never_runs_the_teacher(teacher4, tiny_csv, cache_env,
-                                                                          tmp_path, monkeypatch):
-    import shrinkbert.students.distill as distill
-
-    cfg = _cfg(teacher4, tiny_csv, tmp_path / "a", layers=2, max_steps=2)
-    distill.run(cfg)  # warms the cache (train and test logits)
+def _forbid_running_the_teacher(distill, monkeypatch) -> None:
+    """From here on, a teacher that distill loads fails the test the moment it runs."""
     real_load = distill.load_teacher
 
     def load_teacher_that_cannot_run(cfg, need_attentions):
@@ -376,6 +366,15 @@ def test_logits_only_distillation_with_warm_cache_never_runs_the_teacher(teacher
         return teacher
 
     monkeypatch.setattr(distill, "load_teacher", load_teacher_that_cannot_run)
+
+
+def test_logits_only_distillation_with_warm_cache_never_runs_the_teacher(teacher4, tiny_csv, cache_env,
+                                                                          tmp_path, monkeypatch):
+    import shrinkbert.students.distill as distill
+
+    cfg = _cfg(teacher4, tiny_csv, tmp_path / "a", layers=2, max_steps=2)
+    distill.run(cfg)  # warms the cache (train and test logits)
+    _forbid_running_the_teacher(distill, monkeypatch)
     out = distill.run(_cfg(teacher4, tiny_csv, tmp_path / "b", layers=2, max_steps=2))
     from shrinkbert.core.artifacts import read_manifest
 
@@ -521,17 +520,6 @@ def test_hidden_and_attention_distillation_with_warm_cache_never_runs_the_teache
     first = distill.run(_cfg(teacher4, tiny_csv, tmp_path / "a", **weights))  # warms the cache
     record = read_manifest(first)["student"]["teacher_outputs"]
     assert record["used"] and record["attention_layers"] == [2, 4] and record["hidden_layers"] == [2, 4]
-    real_load = distill.load_teacher
-
-    def load_teacher_that_cannot_run(cfg, need_attentions):
-        teacher = real_load(cfg, need_attentions)
-
-        def refuse(*args, **kwargs):
-            raise AssertionError("the teacher ran")
-
-        teacher.forward = refuse
-        return teacher
-
-    monkeypatch.setattr(distill, "load_teacher", load_teacher_that_cannot_run)
+    _forbid_running_the_teacher(distill, monkeypatch)
     out = distill.run(_cfg(teacher4, tiny_csv, tmp_path / "b", **weights))
     assert read_manifest(out)["student"]["teacher_outputs"]["hit"] is True

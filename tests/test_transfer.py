@@ -17,12 +17,6 @@ def teacher(tmp_path_factory) -> Path:
     return make_tiny_bert(tmp_path_factory.mktemp("tt") / "teacher", layers=2, seed=3)
 
 
-@pytest.fixture()
-def cache_env(tmp_path, monkeypatch) -> Path:
-    monkeypatch.setenv("SHRINKBERT_CACHE", str(tmp_path / "cache"))
-    return tmp_path / "cache"
-
-
 def _cfg(teacher, task, out, **overrides):
     from shrinkbert.core.config import build_config
     from shrinkbert.students.distill import Config
