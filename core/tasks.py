@@ -11,7 +11,8 @@ from typing import Any
 
 from shrinkbert.core.errors import ShrinkbertError
 
-KNOWN_METRICS = ("accuracy", "f1", "matthews_correlation")
+KNOWN_METRICS = ("accuracy", "f1", "matthews_correlation", "seqeval")
+KINDS = ("sequence", "token")  # one label per row | one label per word (tagging: NER, part of speech)
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,9 @@ class Task:
     label_names: tuple[str, ...]
     pair: bool = False  # True: rows have "text" and "text_pair" ([CLS] a [SEP] b [SEP])
     metrics: tuple[str, ...] = ("accuracy",)  # names of evaluate metrics
+    # "token": rows are {"tokens": [words], "tags": [label index per word]}; "accuracy" is then
+    # word accuracy and "seqeval" entity-level precision/recall/F1 over BIO tags.
+    kind: str = "sequence"
 
     def __post_init__(self):
         # Accept lists from YAML/JSON but store tuples, so a Task stays hashable and frozen.
@@ -29,6 +33,12 @@ class Task:
             raise ShrinkbertError(f"task '{self.name}' needs at least 2 labels, got {list(self.label_names)}")
         if len(set(self.label_names)) != len(self.label_names):
             raise ShrinkbertError(f"task '{self.name}' has duplicate label names: {list(self.label_names)}")
+        if self.kind not in KINDS:
+            raise ShrinkbertError(f"task '{self.name}': kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
+        if self.kind == "token" and self.pair:
+            raise ShrinkbertError(f"task '{self.name}': a token task cannot be a pair task")
+        if "seqeval" in self.metrics and self.kind != "token":
+            raise ShrinkbertError(f"task '{self.name}': seqeval scores token tasks only")
         unknown = [m for m in self.metrics if m not in KNOWN_METRICS]
         if unknown:
             raise ShrinkbertError(f"task '{self.name}': unknown metric(s) {unknown} (known: {', '.join(KNOWN_METRICS)})")
@@ -36,6 +46,10 @@ class Task:
     @property
     def num_labels(self) -> int:
         return len(self.label_names)
+
+    @property
+    def is_token(self) -> bool:
+        return self.kind == "token"
 
     @property
     def id2label(self) -> dict[int, str]:
@@ -51,7 +65,8 @@ class Task:
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> "Task":
         return cls(name=values["name"], label_names=tuple(values["label_names"]),
-                   pair=bool(values.get("pair", False)), metrics=tuple(values.get("metrics", ("accuracy",))))
+                   pair=bool(values.get("pair", False)), metrics=tuple(values.get("metrics", ("accuracy",))),
+                   kind=values.get("kind", "sequence"))
 
 
 # Built-in tasks: label names fixed here so every run agrees on what index means what.
@@ -61,4 +76,11 @@ BUILTIN_TASKS = {
     "bbc-news": Task("bbc-news", ("business", "entertainment", "politics", "sports", "tech")),
     "nyt-next-sentence": Task("nyt-next-sentence", ("not_next", "is_next"), pair=True, metrics=("accuracy", "f1")),
     "imdb": Task("imdb", ("negative", "positive"), metrics=("accuracy", "f1")),
+    # The 12 universal tags of Petrov, Das & McDonald (2012), mapped from the Brown tagset.
+    "brown-pos": Task("brown-pos", ("ADJ", "ADP", "ADV", "CONJ", "DET", "NOUN", "NUM", "PRON", "PRT", "VERB", "X", "."),
+                      metrics=("accuracy",), kind="token"),
+    # WNUT-16 Twitter NER (training split), BIO over 10 entity types: O first, then B-/I- per type.
+    "wnut16-ner": Task("wnut16-ner", ("O",) + tuple(f"{p}-{t}" for t in (
+        "company", "facility", "geo-loc", "movie", "musicartist", "other", "person", "product", "sportsteam",
+        "tvshow") for p in ("B", "I")), metrics=("seqeval", "accuracy"), kind="token"),
 }

@@ -24,10 +24,11 @@ def tiny_vocab() -> list[str]:
 
 def make_tiny_bert(out_dir: str | Path, num_labels: int = 2, hidden: int = 32, layers: int = 2,
                    heads: int = 4, intermediate: int = 64, seed: int = 0, with_manifest: bool = True,
-                   label_names: list[str] | None = None) -> Path:
-    """Write a random-init BertForSequenceClassification + fast tokenizer to out_dir."""
+                   label_names: list[str] | None = None, token: bool = False) -> Path:
+    """Write a random-init BertForSequenceClassification (token=True: BertForTokenClassification)
+    + fast tokenizer to out_dir."""
     import torch
-    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+    from transformers import BertConfig, BertForSequenceClassification, BertForTokenClassification, BertTokenizerFast
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -40,7 +41,7 @@ def make_tiny_bert(out_dir: str | Path, num_labels: int = 2, hidden: int = 32, l
                         max_position_embeddings=128, num_labels=num_labels,
                         id2label=dict(enumerate(label_names)), label2id={n: i for i, n in enumerate(label_names)})
     torch.manual_seed(seed)
-    model = BertForSequenceClassification(config)
+    model = (BertForTokenClassification if token else BertForSequenceClassification)(config)
     model.save_pretrained(out_dir, safe_serialization=True)
     tokenizer.save_pretrained(out_dir)
     if with_manifest:
@@ -71,6 +72,41 @@ def write_tiny_csv(path: str | Path, n: int = 64, seed: int = 0) -> Path:
         writer.writerow(["text", "label"])
         for text, label in tiny_sentences(n, seed):
             writer.writerow([text, "positive" if label else "negative"])
+    return path
+
+
+TINY_TAGS = ["O", "B-POS", "I-POS", "B-NEG", "I-NEG"]
+
+
+def tiny_tagged(n: int, seed: int = 0) -> list[tuple[list[str], list[str]]]:
+    """Sentences whose sentiment words are entities (B-POS/B-NEG, a following "very" is I-), the rest O:
+    a tagging task a tiny model can learn."""
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(n):
+        words, tags = [], []
+        for _ in range(rng.randint(3, 8)):
+            pick = rng.random()
+            if pick < 0.25:
+                kind = rng.choice(["POS", "NEG"])
+                words.append(rng.choice(POSITIVE if kind == "POS" else NEGATIVE))
+                tags.append(f"B-{kind}")
+                if rng.random() < 0.3:
+                    words.append("very")
+                    tags.append(f"I-{kind}")
+            else:
+                words.append(rng.choice(NEUTRAL))
+                tags.append("O")
+        rows.append((words, tags))
+    return rows
+
+
+def write_tiny_conll(path: str | Path, n: int = 64, seed: int = 0) -> Path:
+    """A CoNLL-style file (token TAB tag, blank line between sentences) of tiny_tagged rows."""
+    path = Path(path)
+    with open(path, "w") as handle:
+        for words, tags in tiny_tagged(n, seed):
+            handle.write("".join(f"{w}\t{t}\n" for w, t in zip(words, tags)) + "\n")
     return path
 
 
