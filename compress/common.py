@@ -1,7 +1,10 @@
 """Helpers every compress stage shares: loading a model, taking real rows, running both runtimes.
 
-Rows are plain dicts {"text", "text_pair" (or None), "label" (or None)}: the stages here only
-need texts to feed and labels to score, so nothing below depends on where the rows came from.
+Rows are plain dicts {"text", "text_pair" (or None), "label" (or None)}, or for a token task
+{"tokens": [words], "tags": [tag per word] (or None)}: the stages here only need inputs to feed and
+labels to score, so nothing below depends on where the rows came from. A token classifier's
+logits come back one row per word (its first sub-token, core/tagging.py) and its labels one per
+word, so accuracy, parity and tolerances are computed the same way for both kinds.
 """
 from __future__ import annotations
 
@@ -35,14 +38,21 @@ BUILTIN_SENTENCES = [
 ]
 
 
+def is_token_model(config) -> bool:
+    """True for a token classifier (its architecture, or its saved config's)."""
+    return any(str(a).endswith("ForTokenClassification") for a in (getattr(config, "architectures", None) or []))
+
+
 def load_rows(spec, split: str = "validation", max_rows: int | None = 256,
-              cache_dir: str | None = None) -> tuple[list[dict[str, Any]], Any]:
-    """Rows of a task split (the data spec's stored splits), or the built-in sentences when spec is None.
+              cache_dir: str | None = None, words: bool = False) -> tuple[list[dict[str, Any]], Any]:
+    """Rows of a task split (the data spec's stored splits), or the built-in sentences when spec is None
+    (split into words when `words`: for a token classifier).
 
     Returns (rows, task); task is None for the built-in sentences (no labels).
     """
     if spec is None:
-        rows = [{"text": t, "text_pair": None, "label": None} for t in BUILTIN_SENTENCES]
+        rows = [({"tokens": t.split(), "tags": None} if words else {"text": t, "text_pair": None, "label": None})
+                for t in BUILTIN_SENTENCES]
         return rows[:max_rows] if max_rows else rows, None
     from shrinkbert.core.dataspec import load_splits
 
@@ -54,6 +64,9 @@ def load_rows(spec, split: str = "validation", max_rows: int | None = 256,
         if name not in dsd:
             raise ShrinkbertError(f"task {data} has no '{name}' split (has: {', '.join(dsd)})")
         part = dsd[name]
+        if task.is_token:
+            rows.extend({"tokens": list(t), "tags": list(g)} for t, g in zip(part["tokens"], part["tags"]))
+            continue
         pairs = part["text_pair"] if "text_pair" in part.column_names else [None] * len(part)
         labels = part["label"] if "label" in part.column_names else [None] * len(part)
         rows.extend({"text": t, "text_pair": p, "label": l} for t, p, l in zip(part["text"], pairs, labels))
@@ -64,19 +77,55 @@ def load_rows(spec, split: str = "validation", max_rows: int | None = 256,
     return rows, task
 
 
-def align_labels(rows: list[dict[str, Any]], task, id2label: dict) -> list[int | None]:
-    """Labels as the model's own ids: map through label names when task and model both name them."""
-    labels = [r["label"] for r in rows]
+class WordLabels(list):
+    """A token task's gold labels, one per scored word, with the words per row (for entity F1)."""
+
+    def __init__(self, labels, counts):
+        super().__init__(labels)
+        self.counts = list(counts)
+
+
+def align_labels(rows: list[dict[str, Any]], task, id2label: dict, tokenizer=None,
+                 max_length: int = 128) -> list[int | None]:
+    """Labels as the model's own ids: map through label names when task and model both name them.
+    Token rows give one label per word that fits in max_length (a WordLabels; needs the tokenizer)."""
+    token_rows = bool(rows) and "tokens" in rows[0]
+    labels = [r["tags"] if token_rows else r["label"] for r in rows]
     if task is None or any(l is None for l in labels):
         return [None] * len(rows)
     model_names = {str(v): int(k) for k, v in (id2label or {}).items()}
     if model_names and set(task.label_names) <= set(model_names):
-        return [model_names[task.label_names[l]] for l in labels]
-    return [int(l) for l in labels]
+        to_model = [model_names[name] for name in task.label_names]
+    else:
+        to_model = list(range(task.num_labels))
+    if not token_rows:
+        return [to_model[l] for l in labels]
+    from shrinkbert.core.tagging import encode_words, encoded_word_ids, gold_words
+
+    if tokenizer is None:
+        raise ShrinkbertError("token rows need the tokenizer to find which words fit")
+    encoded = encode_words(tokenizer, [r["tokens"] for r in rows], max_length)
+    flat, counts = gold_words([[to_model[t] for t in tags] for tags in labels], encoded_word_ids(encoded, len(rows)))
+    return WordLabels(flat, counts)
+
+
+def task_scores(task, logits: np.ndarray, labels) -> dict[str, float | None]:
+    """The task's metrics from logits and align_labels' labels: accuracy, plus entity F1 for NER."""
+    if task is not None and task.is_token and isinstance(labels, WordLabels):
+        from shrinkbert.core.tagging import tag_scores
+
+        return tag_scores(task, np.asarray(logits).argmax(-1), labels, labels.counts)
+    return {"accuracy": accuracy(logits, labels)}
 
 
 def encode(tokenizer, rows: Sequence[dict[str, Any]], max_length: int = 128, padding: Any = True,
            return_tensors: str = "np") -> dict[str, Any]:
+    """Model inputs of rows (a BatchEncoding: for token rows its word_ids map sub-tokens to words)."""
+    if rows and "tokens" in rows[0]:
+        from shrinkbert.core.tagging import encode_words
+
+        return encode_words(tokenizer, [r["tokens"] for r in rows], max_length, padding=padding,
+                            return_tensors=return_tensors)
     texts = [r["text"] for r in rows]
     pairs = [r["text_pair"] for r in rows]
     pairs = pairs if all(p is not None for p in pairs) else None
@@ -86,12 +135,14 @@ def encode(tokenizer, rows: Sequence[dict[str, Any]], max_length: int = 128, pad
 
 def load_pt(path: str | Path, eager: bool = False):
     """(model, tokenizer) of a PyTorch artifact, in eval mode."""
-    from transformers import AutoModelForSequenceClassification
+    from transformers import AutoConfig, AutoModelForSequenceClassification, AutoModelForTokenClassification
 
     from shrinkbert.core.models import load_model, load_tokenizer
 
     kwargs = {"attn_implementation": "eager"} if eager else {}
-    model = load_model(AutoModelForSequenceClassification, path, **kwargs).eval()
+    token = is_token_model(AutoConfig.from_pretrained(str(path)))
+    cls = AutoModelForTokenClassification if token else AutoModelForSequenceClassification
+    model = load_model(cls, path, **kwargs).eval()
     tokenizer = load_tokenizer(path, model.config)
     return model, tokenizer
 
@@ -103,8 +154,20 @@ def torch_logits(model, tokenizer, rows, max_length: int = 128, batch_size: int 
     with torch.inference_mode():
         for i in range(0, len(rows), batch_size):
             batch = encode(tokenizer, rows[i:i + batch_size], max_length, return_tensors="pt")
-            out.append(model(**batch).logits.float().numpy())
+            logits = model(**batch).logits.float().numpy()
+            out.append(per_word(logits, batch, rows[i:i + batch_size]))
     return np.concatenate(out) if out else np.zeros((0, model.config.num_labels), np.float32)
+
+
+def per_word(logits: np.ndarray, batch, rows) -> np.ndarray:
+    """Sequence logits as they are; a token classifier's (rows, seq, labels) as one row per word."""
+    if logits.ndim == 2:
+        return logits
+    if not rows or "tokens" not in rows[0]:
+        raise ShrinkbertError("a token classifier needs word rows (a token task, or --task naming one)")
+    from shrinkbert.core.tagging import encoded_word_ids, gather_words
+
+    return gather_words(logits, encoded_word_ids(batch, len(rows)))
 
 
 def onnx_file(path: str | Path) -> Path:
@@ -151,7 +214,7 @@ def ort_logits(session, tokenizer, rows, max_length: int = 128, batch_size: int 
         feed = {k: np.asarray(v, dtype=np.int64) for k, v in batch.items() if k in names}
         if "token_type_ids" in names and "token_type_ids" not in feed:
             feed["token_type_ids"] = np.zeros_like(feed["input_ids"])
-        out.append(session.run(None, feed)[0])
+        out.append(per_word(session.run(None, feed)[0], batch, rows[i:i + batch_size]))
     return np.concatenate(out)
 
 

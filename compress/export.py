@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shrinkbert.compress.common import (align_labels, accuracy, load_pt, load_rows, onnx_file, ort_logits,
+from shrinkbert.compress.common import (align_labels, accuracy, is_token_model, load_pt, load_rows, onnx_file, ort_logits,
                              ort_session, parity, torch_logits)
 from shrinkbert.core.artifacts import atomic_artifact, check, write_manifest
 from shrinkbert.core.config import field, stage_main, to_dict
@@ -44,13 +44,14 @@ class Config(DataConfig):
     threads: int = field(0, "ONNX Runtime threads for the checks (0: ORT default)", min=0)
 
 
-def export_graph(model_dir: str | Path, out: Path, opset: int = 0) -> None:
+def export_graph(model_dir: str | Path, out: Path, opset: int = 0, token: bool = False) -> None:
     from optimum.exporters.onnx import main_export
 
     kwargs = {"opset": opset} if opset else {}
+    task = "token-classification" if token else "text-classification"
     try:
         with contextlib.redirect_stdout(io.StringIO()):
-            main_export(str(model_dir), output=str(out), task="text-classification", device="cpu",
+            main_export(str(model_dir), output=str(out), task=task, device="cpu",
                         do_validation=False, **kwargs)
     except (ValueError, KeyError, RuntimeError) as err:
         raise ShrinkbertError(f"ONNX export of {model_dir} failed: {str(err).splitlines()[0][:300]}") from None
@@ -99,11 +100,12 @@ def run(cfg: Config) -> Path:
     check_model_dir(cfg.model)
     model, tokenizer = load_pt(cfg.model)
     spec = resolve_spec(cfg, [cfg.model], required=False)  # no task anywhere: built-in sentences
-    rows, task = load_rows(spec, "validation", cfg.parity_rows, cfg.cache_dir)
-    labels = align_labels(rows, task, model.config.id2label)
+    token = is_token_model(model.config)
+    rows, task = load_rows(spec, "validation", cfg.parity_rows, cfg.cache_dir, words=token)
+    labels = align_labels(rows, task, model.config.id2label, tokenizer, cfg.max_length)
     with atomic_artifact(cfg.output_dir) as tmp:
         tmp = Path(tmp)
-        export_graph(cfg.model, tmp, cfg.opset)
+        export_graph(cfg.model, tmp, cfg.opset, token=token)
         metrics: dict = {"optimization": cfg.optimization}
         if cfg.optimization != "none":
             plain_ms = latency_probe(onnx_file(tmp), tokenizer, cfg.max_length, cfg.threads)

@@ -56,6 +56,9 @@ def score(model, tokenizer, rows: list[dict[str, Any]], labels: list[int | None]
             batch = encode(tokenizer, chunk, max_length, return_tensors="pt")
             logits = model(**batch).logits
             target = labels[start:start + batch_size]
+            if logits.dim() == 3:  # a tagger: scored on its own predictions at every real token
+                logits = logits[batch["attention_mask"].bool()]
+                target = [None]
             target = (torch.tensor(target) if all(t is not None for t in target)
                       else logits.detach().argmax(-1))
             loss = torch.nn.functional.cross_entropy(logits, target)

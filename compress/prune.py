@@ -134,12 +134,12 @@ def run(cfg: Config) -> Path:
     eval_rows, eval_labels, task = [], [], None
     if spec is not None and cfg.max_eval_rows:
         eval_rows, task = load_rows(spec, "validation", cfg.max_eval_rows, cfg.cache_dir)
-        eval_labels = align_labels(eval_rows, task, model.config.id2label)
+        eval_labels = align_labels(eval_rows, task, model.config.id2label, tokenizer, cfg.max_length)
     acc_before = accuracy(torch_logits(model, tokenizer, eval_rows, cfg.max_length), eval_labels) if eval_rows else None
 
     if cfg.importance == "taylor":
         rows, task = load_rows(spec, "train", cfg.importance_rows, cfg.cache_dir)
-        labels = align_labels(rows, task, model.config.id2label)
+        labels = align_labels(rows, task, model.config.id2label, tokenizer, cfg.max_length)
         head_scores, neuron_scores = score(model, tokenizer, rows, labels, cfg.max_length, cfg.batch_size)
     else:
         head_scores, neuron_scores = magnitude_scores(model)

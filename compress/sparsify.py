@@ -72,7 +72,7 @@ def run(cfg: Config) -> Path:
     spec = resolve_spec(cfg, [cfg.model], required=False)
     if spec is not None and cfg.max_eval_rows:
         rows, task = load_rows(spec, "validation", cfg.max_eval_rows, cfg.cache_dir)
-        labels = align_labels(rows, task, model.config.id2label)
+        labels = align_labels(rows, task, model.config.id2label, tokenizer, cfg.max_length)
     acc_before = accuracy(torch_logits(model, tokenizer, rows, cfg.max_length), labels) if rows else None
     weights = next(Path(cfg.model).glob("*.safetensors"))
     size_before, gz_before = weights.stat().st_size, gzip_size(weights)

@@ -41,8 +41,11 @@ def corpus_texts(cfg: Config, spec=None) -> list[str | tuple[str, str]]:
     if spec is not None:
         from shrinkbert.core.dataspec import load_splits
 
-        _task, dsd = load_splits(spec, cfg.cache_dir)
+        task, dsd = load_splits(spec, cfg.cache_dir)
         for split in dsd.values():
+            if task.is_token:  # the words joined: the pre-tokenizer splits them back the same way
+                texts.extend(" ".join(words) for words in split["tokens"])
+                continue
             pairs = split["text_pair"] if "text_pair" in split.column_names else None
             texts.extend(zip(split["text"], pairs) if pairs else split["text"])
     for file in cfg.corpus_files:

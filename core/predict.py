@@ -1,7 +1,9 @@
 """One home for running a classifier over a tokenized split and scoring it.
 
 Every stage that reports accuracy (fine-tuning, distillation, pruning, export checks) goes through
-`predict` and `accuracy`, so "accuracy" means the same computation everywhere.
+`predict` and `accuracy`, so "accuracy" means the same computation everywhere. A token
+classifier's predictions come back one row per scored word (core/tagging.py), so the same
+functions give word accuracy and cross-entropy; `score_split` adds the task's own metrics.
 """
 from __future__ import annotations
 
@@ -22,17 +24,26 @@ def model_inputs(model, batch: dict) -> dict:
 @torch.no_grad()
 def predict(model, dataset, collate, batch_size: int = 64) -> tuple[np.ndarray, np.ndarray | None]:
     """(logits, gold labels or None) over a tokenized split, in row order; the model's train/eval
-    mode is restored afterwards."""
+    mode is restored afterwards. For a token classifier: one row per scored word (its first
+    sub-token), in row then word order."""
+    from shrinkbert.core.tagging import flat_labelled
+
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
     logits, labels = [], []
     for start in range(0, len(dataset), batch_size):
         batch = collate([dataset[i] for i in range(start, min(start + batch_size, len(dataset)))])
-        if "labels" in batch:
-            labels.append(batch["labels"].numpy())
         inputs = {k: v.to(device) for k, v in model_inputs(model, batch).items() if k in MODEL_INPUTS}
-        logits.append(model(**inputs).logits.float().cpu().numpy())
+        out = model(**inputs).logits.float().cpu().numpy()
+        gold = batch["labels"].numpy() if "labels" in batch else None
+        if out.ndim == 3:  # per sub-token: keep each scored word's row
+            if gold is None:
+                raise ValueError("a token classifier's split needs its aligned labels to find the words")
+            out, gold, _ = flat_labelled(out, gold)
+        logits.append(out)
+        if gold is not None:
+            labels.append(gold)
     model.train(was_training)
     num_labels = getattr(model.config, "num_labels", 0)
     out = np.concatenate(logits) if logits else np.zeros((0, num_labels), np.float32)
@@ -52,3 +63,17 @@ def cross_entropy(logits: np.ndarray, labels) -> float:
         return float("nan")
     return float(torch.nn.functional.cross_entropy(torch.from_numpy(np.asarray(logits, np.float32)),
                                                    torch.as_tensor(np.asarray(labels), dtype=torch.long)))
+
+
+def score_split(model, dataset, collate, task, batch_size: int = 64) -> dict[str, float]:
+    """The task's scores on a tokenized split: accuracy and loss, and for a token task word accuracy
+    plus (seqeval tasks) entity precision/recall/F1."""
+    logits, labels = predict(model, dataset, collate, batch_size)
+    if task is not None and task.is_token:
+        from shrinkbert.core.tagging import tag_scores, word_counts
+
+        scores = tag_scores(task, logits.argmax(-1), labels, word_counts(dataset["labels"]))
+    else:
+        scores = {"accuracy": accuracy(logits, labels)}
+    scores["loss"] = cross_entropy(logits, labels)
+    return scores

@@ -63,8 +63,11 @@ class TeacherCache:
 
     def __init__(self, logits: torch.Tensor, hidden: dict[int, torch.Tensor] | None = None,
                  offsets: torch.Tensor | None = None, key: str = "",
-                 attentions: dict[int, torch.Tensor] | None = None, attn_offsets: torch.Tensor | None = None):
+                 attentions: dict[int, torch.Tensor] | None = None, attn_offsets: torch.Tensor | None = None,
+                 per_token: bool = False):
+        # [rows, labels]; a token classifier's (per_token): [all real tokens, labels], rows cut by offsets
         self.logits = logits
+        self.per_token = per_token
         self.hidden = hidden or {}
         self.offsets = offsets  # row r's real tokens: offsets[r]..offsets[r+1] (hidden or attentions stored)
         self.key = key
@@ -83,22 +86,25 @@ class TeacherCache:
         return sorted(self.hidden)
 
     def __len__(self) -> int:
-        return self.logits.shape[0]
+        return len(self.offsets) - 1 if self.per_token else self.logits.shape[0]
 
     def lookup(self, row_idx: torch.Tensor, seq_len: int, device=None) -> dict:
         """{"logits": [B, C], "hidden_states": {layer: [B, seq_len, H]}, "attentions": {index: [B, heads,
         seq_len, seq_len]}}, fp32, zero past each row's real tokens (as the live teacher's attention
         probabilities are on padded keys; padded query rows, which the losses skip, are zero too)."""
         idx = row_idx.detach().cpu().long()
-        out = {"logits": self.logits[idx].float()}
-        if self.hidden or self.attentions:
+        out = {} if self.per_token else {"logits": self.logits[idx].float()}
+        if self.hidden or self.attentions or self.per_token:
             # one gather per layer: flat positions of every (row, token) the batch holds, 0 past a row's end
             n = (self.offsets[idx + 1] - self.offsets[idx]).clamp(max=seq_len)  # [B] real tokens, cut to seq_len
             full = self.offsets[idx + 1] - self.offsets[idx]  # [B] as stored
             pos = torch.arange(seq_len)
-        if self.hidden:
+        if self.hidden or self.per_token:
             valid = pos[None, :] < n[:, None]  # [B, L]
             where = torch.where(valid, self.offsets[idx][:, None] + pos[None, :], 0)
+        if self.per_token:  # [B, L, labels], zero past each row's real tokens (the losses read labelled ones)
+            out["logits"] = self.logits[where].float().masked_fill_(~valid[..., None], 0.0)
+        if self.hidden:
             out["hidden_states"] = {layer: flat[where].float().masked_fill_(~valid[..., None], 0.0)
                                     for layer, flat in self.hidden.items()}
         if self.attentions:
@@ -140,7 +146,8 @@ class TeacherCache:
         if self.attn_offsets is not None:
             tensors["attn_offsets"] = self.attn_offsets.contiguous()
         tmp = path.with_name(path.name + f".tmp-{os.getpid()}")
-        save_file(tensors, str(tmp), metadata={"key": self.key, "format": str(FORMAT_VERSION)})
+        save_file(tensors, str(tmp), metadata={"key": self.key, "format": str(FORMAT_VERSION),
+                                               "per_token": str(self.per_token)})
         os.replace(tmp, path)
         return path
 
@@ -149,11 +156,13 @@ class TeacherCache:
         from safetensors import safe_open
 
         with safe_open(str(path), framework="pt") as handle:
-            key = (handle.metadata() or {}).get("key", "")
+            meta = handle.metadata() or {}
+            key = meta.get("key", "")
             tensors = {name: handle.get_tensor(name) for name in handle.keys()}
         hidden = {int(name.split(".", 1)[1]): t for name, t in tensors.items() if name.startswith("hidden.")}
         attentions = {int(name.split(".", 1)[1]): t for name, t in tensors.items() if name.startswith("attention.")}
-        return cls(tensors["logits"], hidden, tensors.get("offsets"), key, attentions, tensors.get("attn_offsets"))
+        return cls(tensors["logits"], hidden, tensors.get("offsets"), key, attentions, tensors.get("attn_offsets"),
+                   per_token=meta.get("per_token") == "True")
 
 
 @torch.no_grad()
@@ -193,8 +202,9 @@ def compute_teacher_outputs(teacher, dataset, collate_fn, hidden_layers=(), batc
         logits = out.logits.float().cpu()
         mask = inputs["attention_mask"].bool().cpu()
         real = [m.nonzero().squeeze(1) for m in mask]
+        per_token = logits.dim() == 3  # a token classifier: each row's real tokens' logits
         for b, row in enumerate(positions):
-            logits_rows[row] = logits[b]
+            logits_rows[row] = logits[b].index_select(0, real[b]) if per_token else logits[b]
             lengths[row] = len(real[b])
         for layer in hidden_layers:
             states = out.hidden_states[layer].cpu().to(torch.float16)
@@ -204,18 +214,19 @@ def compute_teacher_outputs(teacher, dataset, collate_fn, hidden_layers=(), batc
             probs = out.attentions[layer].detach().cpu().to(torch.float16)
             for b, row in enumerate(positions):
                 attn_rows[layer][row] = probs[b].index_select(1, real[b]).index_select(2, real[b]).reshape(-1)
-    logits = torch.stack(logits_rows) if n_rows else torch.zeros(0)
+    per_token = n_rows > 0 and logits_rows[0].dim() == 2
+    logits = (torch.cat(logits_rows) if per_token else torch.stack(logits_rows)) if n_rows else torch.zeros(0)
     hidden = {layer: torch.cat(parts) for layer, parts in hidden_rows.items()}
     attentions = {layer: torch.cat(parts) for layer, parts in attn_rows.items()}
     offsets = (torch.tensor(np.concatenate([[0], np.cumsum(lengths)]), dtype=torch.int64)
-               if hidden_layers or attention_layers else None)
+               if hidden_layers or attention_layers or per_token else None)
     attn_offsets = None
     if attention_layers:
         attn_offsets = torch.tensor(np.concatenate([[0], np.cumsum([n * n for n in lengths])]), dtype=torch.int64)
     stored = "logits" + (f", hidden layers {hidden_layers}" if hidden_layers else "") + (
         f", attention layers {[i + 1 for i in attention_layers]}" if attention_layers else "")
-    log(f"teacher outputs computed for {len(logits):,} rows ({stored})")
-    return TeacherCache(logits, hidden, offsets, key, attentions, attn_offsets)
+    log(f"teacher outputs computed for {n_rows:,} rows ({stored}{' per token' if per_token else ''})")
+    return TeacherCache(logits, hidden, offsets, key, attentions, attn_offsets, per_token=per_token)
 
 
 def load_or_compute(teacher_dir, teacher_loader, dataset, collate_fn, max_length: int, hidden_layers=(),

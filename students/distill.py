@@ -18,8 +18,12 @@ Hidden and attention losses use the cache too (`cache_hidden`, on by default: fp
 the mapped layers, only each row's real tokens); `--no-cache-hidden` or `--no-cache` run the
 teacher live for them. Mode general always runs it live (its inputs are masked afresh each step).
 
+Token tasks (tagging) distil per token: the soft-logit (and hard) losses compare the labelled
+words' first sub-tokens, the hidden/attention losses every real token; the cache keeps the
+teacher's per-token logits. Transfer sets (--augment, --transfer-corpus) are for sequence tasks.
+
 The saved student is a plain BertConfig model that AutoModelForSequenceClassification (or
-AutoModelForMaskedLM) loads with no custom code. The learned projections used by the hidden and
+AutoModelForTokenClassification / AutoModelForMaskedLM) loads with no custom code. The learned projections used by the hidden and
 embedding losses are training-only and are not saved (the manifest says so).
 """
 from __future__ import annotations
@@ -36,7 +40,8 @@ from shrinkbert.core.config import field, stage_main, to_dict
 from shrinkbert.core.dataspec import DataConfig, load_splits, resolve_spec
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.masking import Masker
-from shrinkbert.core.predict import accuracy, predict
+from shrinkbert.core.predict import accuracy, score_split
+from shrinkbert.core.tagging import IGNORE, primary_metric
 from shrinkbert.core.train import TrainConfig, checkpoint_dir_for, remove_checkpoints, train
 from shrinkbert.students.losses import DistillLoss, LossWeights, format_layer_map, parse_layer_map
 
@@ -145,7 +150,11 @@ def make_collate(tokenizer):
         batch = dict(tokenizer.pad(inputs, padding=True, return_tensors="pt"))
         for key in ("labels", "row_idx"):
             if key in features[0]:
-                batch[key] = torch.tensor([f[key] for f in features], dtype=torch.long)
+                values = [f[key] for f in features]
+                if isinstance(values[0], (list, tuple)):  # a tagger's labels: padded to the inputs with IGNORE
+                    width = batch["input_ids"].shape[1]
+                    values = [list(v) + [IGNORE] * (width - len(v)) for v in values]
+                batch[key] = torch.tensor(values, dtype=torch.long)
         return batch
 
     return collate
@@ -175,6 +184,9 @@ def load_data(cfg: Config, tokenizer, spec=None, record: dict | None = None):
         if spec is None:
             raise ShrinkbertError("no task given: --task NAME_OR_FILE (or --mode general --corpus ...)")
         task, splits = load_splits(spec, cfg.cache_dir)
+        if task.is_token and (cfg.augment or cfg.transfer_corpus):
+            raise ShrinkbertError(f"--augment and --transfer-corpus make sentence-level transfer sets; task "
+                                  f"'{task.name}' is a token task")
         tokenized = tokenize_task(splits, tokenizer, task, max_length=cfg.max_length)
         train_set, test_set = tokenized["train"], tokenized["test"]
         if cfg.max_train_rows:
@@ -259,7 +271,7 @@ def _with_transfer_rows(train_set, source, task, tokenizer, cfg: Config, guard, 
 
 
 def load_teacher(cfg: Config, need_attentions: bool):
-    from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoModelForSequenceClassification
+    from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM
 
     from shrinkbert.core.models import check_model_dir, load_model
 
@@ -268,14 +280,27 @@ def load_teacher(cfg: Config, need_attentions: bool):
     if cfg.mode == "general":
         cls = AutoModelForMaskedLM if _is_mlm(config) else AutoModel
     else:
-        cls = AutoModelForSequenceClassification
+        cls = _classifier_class(config)
     return load_model(cls, cfg.teacher, **_head_kwargs(need_attentions)).eval()
+
+
+def _is_token(config) -> bool:
+    return any(str(a).endswith("ForTokenClassification") for a in (config.architectures or []))
+
+
+def _classifier_class(teacher_config, auto: bool = True):
+    """The Auto (or Bert) class of a classifier like the teacher's: token or sequence."""
+    from transformers import (AutoModelForSequenceClassification, AutoModelForTokenClassification,
+                              BertForSequenceClassification, BertForTokenClassification)
+
+    if _is_token(teacher_config):
+        return AutoModelForTokenClassification if auto else BertForTokenClassification
+    return AutoModelForSequenceClassification if auto else BertForSequenceClassification
 
 
 def build_student(cfg: Config, teacher_config, weights: LossWeights, log=_log):
     """(student model, record for the manifest): an existing model, or a new shape initialised."""
-    from transformers import (AutoModelForMaskedLM, AutoModelForSequenceClassification, BertForMaskedLM,
-                              BertForSequenceClassification)
+    from transformers import AutoModelForMaskedLM, BertForMaskedLM
 
     from shrinkbert.core.models import load_model
     from shrinkbert.students.init import init_from_teacher
@@ -286,11 +311,12 @@ def build_student(cfg: Config, teacher_config, weights: LossWeights, log=_log):
     if cfg.student:
         if cfg.target or cfg.layers or cfg.hidden or cfg.heads or cfg.intermediate:
             raise ShrinkbertError("--student distils into an existing model: do not also give a target or shape")
-        cls = AutoModelForMaskedLM if general else AutoModelForSequenceClassification
+        cls = AutoModelForMaskedLM if general else _classifier_class(teacher_config)
         from transformers import AutoConfig
 
         student_arch = AutoConfig.from_pretrained(cfg.student).architectures or []
-        new_head = not general and not any(a.endswith("ForSequenceClassification") for a in student_arch)
+        head = "ForTokenClassification" if _is_token(teacher_config) else "ForSequenceClassification"
+        new_head = not general and not any(a.endswith(head) for a in student_arch)
         if new_head:  # e.g. a general-distilled MLM student: the task's labels come from the teacher
             kwargs.update(num_labels=teacher_config.num_labels, id2label=teacher_config.id2label,
                           label2id=teacher_config.label2id)
@@ -313,7 +339,7 @@ def build_student(cfg: Config, teacher_config, weights: LossWeights, log=_log):
     config = shape_config(teacher_config, shape)
     config.architectures = None
     torch.manual_seed(cfg.seed)
-    cls = BertForMaskedLM if general else BertForSequenceClassification
+    cls = BertForMaskedLM if general else _classifier_class(teacher_config, auto=False)
     student = cls._from_config(config, **kwargs)
     if cfg.init == "teacher":
         teacher_for_init = load_teacher(cfg, need_attentions=False)
@@ -358,8 +384,9 @@ def _model_inputs(batch: dict) -> dict:
 
 
 def make_loss_fn(distill_loss: DistillLoss, teacher=None, cache=None, tokenizer=None,
-                 general: bool = False, mlm_probability: float = 0.15):
-    """loss_fn(student, batch) -> (loss, logs). Uses the cache when given, else runs the teacher."""
+                 general: bool = False, mlm_probability: float = 0.15, token: bool = False):
+    """loss_fn(student, batch) -> (loss, logs). Uses the cache when given, else runs the teacher.
+    token: a tagger's logits are compared at its labelled words' first sub-tokens only."""
     need_hidden, need_attn = distill_loss.needs_hidden, distill_loss.needs_attentions
     teacher_hidden_layers = distill_loss.teacher_hidden_layers()
     masker = Masker(tokenizer, mlm_probability) if general else None
@@ -375,6 +402,9 @@ def make_loss_fn(distill_loss: DistillLoss, teacher=None, cache=None, tokenizer=
             if not positions.any():  # keep the MLM terms defined on tiny batches
                 positions = inputs["attention_mask"].bool().clone()
             inputs = {**inputs, "input_ids": masked_ids}
+        elif token:
+            labels = batch["labels"]
+            positions = labels != IGNORE
         out = student(**inputs, output_hidden_states=need_hidden, output_attentions=need_attn)
         if cache is not None:
             target = cache.lookup(batch["row_idx"], inputs["input_ids"].shape[1], inputs["input_ids"].device)
@@ -394,6 +424,13 @@ def make_loss_fn(distill_loss: DistillLoss, teacher=None, cache=None, tokenizer=
 
 # ---------------------------------------------------------------------------------------------
 # The stage
+
+
+def _teacher_test_scores(cfg, teacher_loader, test_set, collate, task, log) -> dict[str, float]:
+    """The teacher's scores on the test rows (a sequence task's from its cached logits)."""
+    if task is not None and task.is_token:
+        return score_split(teacher_loader(), test_set, collate, task, cfg.eval_batch_size)
+    return {"accuracy": _teacher_test_accuracy(cfg, teacher_loader, test_set, collate, log)[0]}
 
 
 def _teacher_test_accuracy(cfg, teacher_loader, test_set, collate, log) -> tuple[float, np.ndarray]:
@@ -499,7 +536,8 @@ def run(cfg: Config) -> Path:
 
     teacher = teacher_loader() if live else None
     loss_fn = make_loss_fn(distill_loss, teacher=teacher, cache=cache, tokenizer=tokenizer,
-                           general=general, mlm_probability=cfg.mlm_probability)
+                           general=general, mlm_probability=cfg.mlm_probability,
+                           token=task is not None and task.is_token)
     out_dir = Path(cfg.output_dir)
     checkpoint_dir = checkpoint_dir_for(out_dir)
     # The whole stage config, not just the loop's knobs: a resume with another teacher, temperature
@@ -512,11 +550,14 @@ def run(cfg: Config) -> Path:
     metrics: dict[str, Any] = {k: v for k, v in train_metrics.items() if k != "history"}
     if state.is_main_process:
         student = student.cpu().eval()
+        judged_by, judged_name = primary_metric(task)
         if test_set is not None:
-            student_logits, _ = predict(student, test_set, collate, cfg.eval_batch_size)
-            metrics["test_accuracy"] = accuracy(student_logits, test_set["labels"])
-            metrics["teacher_test_accuracy"], _ = _teacher_test_accuracy(cfg, teacher_loader, test_set, collate, _log)
-            metrics["retention"] = metrics["test_accuracy"] / max(metrics["teacher_test_accuracy"], 1e-12)
+            scores = score_split(student, test_set, collate, task, cfg.eval_batch_size)
+            metrics.update({f"test_{k}": v for k, v in scores.items() if k != "loss"})
+            teacher_scores = _teacher_test_scores(cfg, teacher_loader, test_set, collate, task, _log)
+            metrics.update({f"teacher_test_{k}": v for k, v in teacher_scores.items() if k != "loss"})
+            # retention: of the task's primary metric (accuracy; entity F1 for a seqeval task)
+            metrics["retention"] = metrics[f"test_{judged_by}"] / max(metrics[f"teacher_test_{judged_by}"], 1e-12)
             metrics["test_rows"] = len(test_set)
         metrics["train_rows"] = len(train_set)  # transfer-set copies (--augment) included
         num_parameters = count_parameters(student)
@@ -541,8 +582,8 @@ def run(cfg: Config) -> Path:
                                 "transfer": data_record,
                                 "history": train_metrics.get("history", [])})
         if test_set is not None:
-            _log(f"student test accuracy {metrics['test_accuracy']:.4f} vs teacher "
-                 f"{metrics['teacher_test_accuracy']:.4f} (retention {metrics['retention']:.1%}), "
+            _log(f"student test {judged_name} {metrics[f'test_{judged_by}']:.4f} vs teacher "
+                 f"{metrics[f'teacher_test_{judged_by}']:.4f} (retention {metrics['retention']:.1%}), "
                  f"{num_parameters:,} parameters ({metrics['parameter_ratio']:.1%} of the teacher)")
         _log(f"student written to {out_dir}")
     remove_checkpoints(checkpoint_dir)

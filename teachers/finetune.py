@@ -1,12 +1,15 @@
-"""Fine-tune a teacher for sequence classification (one sentence or a sentence pair).
+"""Fine-tune a teacher for sequence classification (one sentence or a sentence pair) or token
+classification (tagging: named entities, part of speech).
 
     python -m shrinkbert.teachers.finetune --model minilm --task movie-snippets --output-dir runs/teacher
     accelerate launch -m shrinkbert.teachers.finetune --model runs/mlm --task data.csv --label-column sentiment
 
 The starting model is any safetensors model directory (an MLM artifact, the built-in MiniLM, a
-classifier) or a hub name; its classification head is (re)made for the task's labels. Validation
-accuracy is measured after every epoch and the best epoch's weights are kept (`keep=best`), then
-test accuracy is measured once. The artifact carries id2label/label2id from the task.
+classifier) or a hub name; its classification head is (re)made for the task's labels. The task's
+primary metric (accuracy; entity F1 for a seqeval-scored tagging task) is measured on validation
+after every epoch and the best epoch's weights are kept (`keep=best`), then the test split is scored
+once. The artifact carries id2label/label2id from the task. A token task labels each word on its
+first sub-token (`--label-all-subtokens` labels every sub-token in training; scoring stays on first).
 """
 from __future__ import annotations
 
@@ -22,7 +25,8 @@ from shrinkbert.core.artifacts import save_model_artifact
 from shrinkbert.core.config import field, stage_main, to_dict
 from shrinkbert.core.dataspec import DataConfig
 from shrinkbert.core.errors import ShrinkbertError
-from shrinkbert.core.predict import accuracy, cross_entropy, model_inputs, predict
+from shrinkbert.core.predict import model_inputs, score_split
+from shrinkbert.core.tagging import IGNORE, primary_metric
 from shrinkbert.core.train import TrainConfig
 
 
@@ -35,7 +39,9 @@ class Config(TrainConfig, DataConfig):
     max_eval_rows: int = field(0, "validate and test on the first N rows of those splits only (0: all)", min=0)
     max_length: int = field(128, "tokens per example; longer inputs are truncated", min=8, max=8192)
     eval_batch_size: int = field(64, "batch size for validation and test", min=1)
-    keep: str = field("best", "best (the epoch with the highest validation accuracy) or final", choices=("best", "final"))
+    keep: str = field("best", "best (the epoch with the best validation score: accuracy, or entity F1 for NER) or final",
+                      choices=("best", "final"))
+    label_all_subtokens: bool = field(False, "token tasks: train on every sub-token of a word, not only its first")
     learning_rate: float = field(1e-4, "peak learning rate (AdamW); MiniLM likes 1e-4, BERT-base 2e-5 to 5e-5", above=0)
     batch_size: int = field(32, "examples per batch per process", min=1)
     epochs: float = field(3, "passes over the training data", min=0)
@@ -44,14 +50,15 @@ class Config(TrainConfig, DataConfig):
 def load_classifier(cfg: Config, task, model_dir: Path | None = None):
     """(model, tokenizer, model dir) with a classification head sized for the task; `model_dir` is
     cfg.model already resolved to a directory (resolved here when not given)."""
-    from transformers import AutoModelForSequenceClassification
+    from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
 
     from shrinkbert.core.models import check_model_dir, load_model, load_tokenizer
     from shrinkbert.teachers.common import resolve_model_dir
 
     path = check_model_dir(model_dir or resolve_model_dir(cfg.model))
     torch.manual_seed(cfg.seed)  # a new head is initialised from the seed
-    model = load_model(AutoModelForSequenceClassification, path, num_labels=task.num_labels,
+    cls = AutoModelForTokenClassification if task.is_token else AutoModelForSequenceClassification
+    model = load_model(cls, path, num_labels=task.num_labels,
                        id2label=task.id2label, label2id=task.label2id, ignore_mismatched_sizes=True)
     tokenizer = load_tokenizer(cfg.tokenizer or path, model.config)
     return model, tokenizer, path
@@ -77,7 +84,8 @@ def run(cfg: Config) -> Path:
     positions = getattr(model.config, "max_position_embeddings", cfg.max_length)
     if cfg.max_length > positions:
         raise ShrinkbertError(f"max_length {cfg.max_length} exceeds the model's {positions} positions")
-    data = tokenize_task(splits, tokenizer, task, cfg.max_length)
+    data = tokenize_task(splits, tokenizer, task, cfg.max_length, label_all_subtokens=cfg.label_all_subtokens)
+    judged_by, judged_name = primary_metric(task)
     collate = pad_collate(tokenizer.pad_token_id)
 
     out = Path(cfg.output_dir)
@@ -89,49 +97,52 @@ def run(cfg: Config) -> Path:
 
     def loss_fn(m, batch):
         out_ = m(**model_inputs(m, batch))
-        return out_.loss, {"accuracy": (out_.logits.argmax(-1) == batch["labels"]).float().mean()}
+        scored = batch["labels"] != IGNORE  # every row for a classifier; labelled sub-tokens for a tagger
+        hits = (out_.logits.argmax(-1) == batch["labels"])[scored]
+        return out_.loss, {"accuracy": hits.float().mean()}
 
     def eval_fn(m):
-        logits, golds = predict(m, data["validation"], collate, cfg.eval_batch_size)
-        acc, loss = accuracy(logits, golds), cross_entropy(logits, golds)
+        scores = score_split(m, data["validation"], collate, task, cfg.eval_batch_size)
+        score = scores[judged_by]
         score_file = best_dir / "score.json"
-        best = json.loads(score_file.read_text())["validation_accuracy"] if score_file.is_file() else -1.0
-        if acc > best and is_main_process():
+        best = json.loads(score_file.read_text())["score"] if score_file.is_file() else -1.0
+        if score > best and is_main_process():
             best_dir.mkdir(parents=True, exist_ok=True)
             save_weights(m, str(best_dir / "model.safetensors"))
-            score_file.write_text(json.dumps({"validation_accuracy": acc}))
-        return {"validation_accuracy": acc, "validation_loss": loss}
+            score_file.write_text(json.dumps({"score": score, "metric": judged_by}))
+        return {f"validation_{k}": v for k, v in scores.items()}
 
     metrics = train(model, data["train"], collate, loss_fn, cfg, ckpt / "run", eval_fn=eval_fn, desc="finetune")
     wait_for_everyone()
-    per_epoch = [h["validation_accuracy"] for h in metrics["history"] if h["kind"] == "eval"]
+    per_epoch = [h[f"validation_{judged_by}"] for h in metrics["history"] if h["kind"] == "eval"]
     if cfg.keep == "best" and (best_dir / "model.safetensors").is_file():
         load_weights(model, str(best_dir / "model.safetensors"))
-    result = {"validation_accuracy": max(per_epoch) if cfg.keep == "best" and per_epoch else metrics["validation_accuracy"],
-              "validation_accuracy_per_epoch": per_epoch,
+    result = {f"validation_{judged_by}": (max(per_epoch) if cfg.keep == "best" and per_epoch
+                                          else metrics[f"validation_{judged_by}"]),
+              f"validation_{judged_by}_per_epoch": per_epoch,
               "train_time_s": metrics["train_time_s"], "train_loss": metrics["train_loss"],
               "steps": metrics["steps"], "epochs": metrics["epochs"], "tokens_per_s": metrics["tokens_per_s"],
               "num_processes": metrics["num_processes"], "train_examples": len(data["train"]),
               "validation_examples": len(data["validation"]), "test_examples": len(data["test"]),
               "loss_curve": [[h["step"], h["loss"]] for h in metrics["history"] if h["kind"] == "train"]}
     if is_main_process():
-        logits, golds = predict(model, data["test"], collate, cfg.eval_batch_size)
-        result.update(test_accuracy=accuracy(logits, golds), test_loss=cross_entropy(logits, golds))
+        result.update({f"test_{k}": v for k, v in score_split(model, data["test"], collate, task,
+                                                             cfg.eval_batch_size).items()})
         model.config.id2label, model.config.label2id = task.id2label, task.label2id
         save_model_artifact(out, model, tokenizer, stage="finetune", parents=[model_dir], config=to_dict(cfg),
                             metrics=result, seed=cfg.seed, num_parameters=count_parameters(model),
                             data=spec.record(task, max_length=cfg.max_length,
                                              rows={k: len(v) for k, v in splits.items()}),
                             extra={"task": task.to_dict()})
-        print(f"finetune: {task.name} validation accuracy {result['validation_accuracy']:.4f}, "
-              f"test accuracy {result['test_accuracy']:.4f} in {result['train_time_s']:.0f} s -> {out}")
+        print(f"finetune: {task.name} validation {judged_name} {result[f'validation_{judged_by}']:.4f}, "
+              f"test {judged_name} {result[f'test_{judged_by}']:.4f} in {result['train_time_s']:.0f} s -> {out}")
     wait_for_everyone()
     remove_checkpoints(ckpt)
     return out
 
 
 def main(argv=None) -> int:
-    return stage_main(Config, run, "Fine-tune a BERT-like model for text (pair) classification.", argv)
+    return stage_main(Config, run, "Fine-tune a BERT-like model for text (pair) or token classification.", argv)
 
 
 if __name__ == "__main__":
