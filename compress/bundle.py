@@ -7,6 +7,10 @@ transformers' tokenizer (same graph, so any difference is tokenization or packag
 reference artifact is given (the fp32 ONNX or PyTorch model) the bundle's labels must agree with it
 on at least `reference_agreement` of those rows (int8 may flip a few borderline rows, so the
 logits are recorded, not held to the source tolerance).
+
+A token classifier (labels.json "kind": "token") is checked word by word: its parity rows are word
+rows, the logits compared are each word's first sub-token's, agreement is the share of words whose
+tag matches, and a seqeval task's entity F1 is recorded beside word accuracy.
 """
 from __future__ import annotations
 
@@ -19,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from shrinkbert.compress.common import (accuracy, align_labels, check_onnx_file, load_pt, load_rows, onnx_file, ort_logits,
-                             ort_session, parity, torch_logits)
+from shrinkbert.compress.common import (accuracy, align_labels, check_onnx_file, is_token_model, load_pt, load_rows,
+                                        onnx_file, ort_logits, ort_session, parity, task_scores, torch_logits)
 from shrinkbert.core.artifacts import atomic_artifact, check, read_manifest, write_manifest
 from shrinkbert.core.config import field, stage_main, to_dict
 from shrinkbert.core.dataspec import DataConfig, resolve_spec
@@ -58,7 +62,7 @@ def labels_json(src: Path, tokenizer, max_length: int) -> dict:
     return {"id2label": {str(k): v for k, v in sorted(config.id2label.items())},
             "label2id": {v: int(k) for k, v in config.id2label.items()},
             "max_length": max_length, "pad_token_id": tokenizer.pad_token_id, "pad_token": tokenizer.pad_token,
-            "model_file": "model.onnx"}, config
+            "model_file": "model.onnx", "kind": "token" if is_token_model(config) else "sequence"}, config
 
 
 def reference_logits(path: str, rows, max_length: int) -> np.ndarray:
@@ -82,8 +86,10 @@ def run(cfg: Config) -> Path:
     tokenizer = AutoTokenizer.from_pretrained(str(src_dir), use_fast=True)
     meta, config = labels_json(src_dir, tokenizer, cfg.max_length)
     spec = resolve_spec(cfg, [cfg.model, cfg.reference], required=False)  # no task anywhere: built-in sentences
-    rows, task = load_rows(spec, "validation", cfg.parity_rows, cfg.cache_dir)
-    labels = align_labels(rows, task, config.id2label)
+    token = meta["kind"] == "token"
+    unit = "words" if token else "rows"
+    rows, task = load_rows(spec, "validation", cfg.parity_rows, cfg.cache_dir, words=token)
+    labels = align_labels(rows, task, config.id2label, tokenizer, cfg.max_length)
     # Same batches on both sides: dynamic int8 scales depend on the whole batch (padding included).
     source = ort_logits(ort_session(src), tokenizer, rows, cfg.max_length, batch_size=16)
     with atomic_artifact(cfg.output_dir) as tmp:
@@ -96,10 +102,17 @@ def run(cfg: Config) -> Path:
         from shrinkbert.compress.edge_predictor import Predictor
 
         predictor = Predictor(tmp)
-        texts = [r["text"] for r in rows]
-        pairs = [r["text_pair"] for r in rows] if all(r["text_pair"] is not None for r in rows) else None
-        bundle = np.concatenate([predictor.logits(texts[i:i + 16], pairs[i:i + 16] if pairs else None)
-                                 for i in range(0, len(texts), 16)])
+        if token:  # the same word rows and batches as the source's ort_logits
+            bundle = np.concatenate([predictor.word_logits([r["tokens"] for r in rows[i:i + 16]])
+                                     for i in range(0, len(rows), 16)])
+        else:
+            texts = [r["text"] for r in rows]
+            pairs = [r["text_pair"] for r in rows] if all(r["text_pair"] is not None for r in rows) else None
+            bundle = np.concatenate([predictor.logits(texts[i:i + 16], pairs[i:i + 16] if pairs else None)
+                                     for i in range(0, len(texts), 16)])
+        require(bundle.shape == source.shape,
+                f"the bundle's predictor gives {bundle.shape[0]} outputs where {src} gives {source.shape[0]} "
+                f"on the same {len(rows)} rows; no bundle written")
         vs_source = parity(source, bundle)
         passed = vs_source["max_abs_logit_diff"] <= cfg.tolerance
         metrics = {"vs_source": {**vs_source, "tolerance": cfg.tolerance, "passed": passed,
@@ -107,17 +120,29 @@ def run(cfg: Config) -> Path:
                    "bundle_mb": round(sum(f.stat().st_size for f in tmp.iterdir()) / 1e6, 3),
                    "model_mb": round(src.stat().st_size / 1e6, 3),
                    "val_accuracy_bundle": accuracy(bundle, labels), "parity_failure_allowed": False}
+        entity_f1 = (token and task is not None and "seqeval" in task.metrics
+                     and metrics["val_accuracy_bundle"] is not None)
+        if token:  # vs_source/vs_reference "rows" count words here
+            metrics.update(kind="token", parity_texts=len(rows))
+        if entity_f1:
+            metrics["val_entity_f1_bundle"] = task_scores(task, bundle, labels)["entity_f1"]
         if cfg.reference:
             ref = reference_logits(cfg.reference, rows, cfg.max_length)
+            require(ref.shape == bundle.shape,
+                    f"reference {cfg.reference} gives {ref.shape[0]} outputs of {ref.shape[-1]} labels for "
+                    f"{bundle.shape[0]} {unit} of {bundle.shape[-1]} (not the same kind of classifier?); "
+                    "no bundle written")
             vs_reference = parity(ref, bundle)
             agreed = vs_reference["label_agreement"] >= cfg.reference_agreement
             metrics["vs_reference"] = {**vs_reference, "reference": str(Path(cfg.reference).resolve()),
                                        "val_accuracy_reference": accuracy(ref, labels),
                                        "min_label_agreement": cfg.reference_agreement, "passed": agreed}
+            if entity_f1:
+                metrics["vs_reference"]["val_entity_f1_reference"] = task_scores(task, ref, labels)["entity_f1"]
             if not agreed and not cfg.allow_parity_failure:
                 raise ShrinkbertError(
                     f"bundle parity failed: its labels agree with {cfg.reference} on "
-                    f"{vs_reference['label_agreement']:.1%} of {vs_reference['rows']} rows "
+                    f"{vs_reference['label_agreement']:.1%} of {vs_reference['rows']} {unit} "
                     f"(need {cfg.reference_agreement:.0%}); no bundle written")
             passed = passed and agreed
         if not passed:
@@ -130,11 +155,11 @@ def run(cfg: Config) -> Path:
         parent_params = read_manifest(src_dir).get("num_parameters") if (src_dir / "shrinkbert.json").is_file() else None
         checks = [check("parity", vs_source["max_abs_logit_diff"] <= cfg.tolerance,
                         f"max |logit diff| vs {src_dir.name} {vs_source['max_abs_logit_diff']:.2e} "
-                        f"(tolerance {cfg.tolerance:.0e}) on {vs_source['rows']} rows")]
+                        f"(tolerance {cfg.tolerance:.0e}) on {vs_source['rows']} {unit}")]
         if cfg.reference:
             checks.append(check("reference_agreement", metrics["vs_reference"]["passed"],
                                 f"labels agree with {cfg.reference} on {metrics['vs_reference']['label_agreement']:.1%} "
-                                f"of {metrics['vs_reference']['rows']} rows (need {cfg.reference_agreement:.0%})"))
+                                f"of {metrics['vs_reference']['rows']} {unit} (need {cfg.reference_agreement:.0%})"))
         write_manifest(tmp, stage="bundle", parents=parents, config=to_dict(cfg), metrics=metrics,
                        num_parameters=parent_params, data=spec.record(task) if spec else None, checks=checks)
     return Path(cfg.output_dir)

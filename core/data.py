@@ -3,6 +3,8 @@
 `load_task` turns a built-in name, a user file (.csv .tsv .jsonl .json .parquet), a directory of
 train/validation/test files, or a hub name into a DatasetDict with splits train/validation/test
 and columns "text", optional "text_pair", "label" (ClassLabel index into task.label_names).
+A token task (task.kind "token": brown-pos, wnut16-ner, .conll/.txt/CoNLL-like .tsv files, tables
+of word lists) has columns "tokens" (Sequence of strings) and "tags" (Sequence of ClassLabel).
 The first call stores the splits under <cache>/tasks/<name>-<source hash>-seed<seed>/; later
 calls load them, so the test rows never change between runs, variants or machines.
 """
@@ -24,8 +26,9 @@ import datasets
 from shrinkbert.core.artifacts import file_sha256
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.tasks import BUILTIN_TASKS, Task
-from shrinkbert.core.userdata import (SPLIT_NAMES, check_utf8, encode_labels, first_line, looks_like_path, quiet_datasets,
-                           read_table, split_files, standardize)
+from shrinkbert.core.userdata import (SPLIT_NAMES, check_utf8, encode_labels, encode_tags, first_line, is_conll,
+                                      looks_like_path, quiet_datasets, read_conll, read_table, split_files, standardize,
+                                      standardize_tokens, tag_metrics, token_columns)
 
 # Bump when the way stored splits are built changes, so stale stores are not reused.
 STORE_VERSION = 2
@@ -44,7 +47,11 @@ def default_cache_dir() -> Path:
 
 
 def _carve(table: datasets.Dataset, fraction: float, seed: int) -> tuple[datasets.Dataset, datasets.Dataset]:
-    """Split off `fraction` of the rows, stratified by label where every class allows it."""
+    """Split off `fraction` of the rows, stratified by label where every class allows it (a token
+    task's rows have no one label: a plain seeded split)."""
+    if "label" not in table.column_names:
+        parts = table.train_test_split(test_size=fraction, seed=seed)
+        return parts["train"], parts["test"]
     try:
         parts = table.train_test_split(test_size=fraction, seed=seed, stratify_by_column="label")
     except ValueError:  # a class too small to stratify: a plain seeded shuffle split
@@ -91,10 +98,36 @@ def _safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("._")[:60] or "task"
 
 
-def _read_user_splits(path: Path, text_columns: Sequence[str]) -> dict[str, datasets.Dataset]:
-    if path.is_dir():
-        return {split: read_table(file, text_columns) for split, file in split_files(path).items()}
-    return {"train": read_table(path, text_columns)}
+def _read_user_splits(path: Path, text_columns: Sequence[str],
+                      options: dict) -> dict[str, tuple[datasets.Dataset, str, bool]]:
+    """split -> (rows, the file they came from, whether it was read as CoNLL: {"tokens", "tags"})."""
+    files = split_files(path) if path.is_dir() else {"train": path}
+    read = {}
+    for split, file in files.items():
+        conll = is_conll(file, options["text_column"])
+        read[split] = (read_conll(file, options["label_column"]) if conll else read_table(file, text_columns),
+                       str(file), conll)
+    return read
+
+
+def _token_splits(read: dict[str, tuple[datasets.Dataset, str, bool]], where: str,
+                  options: dict) -> dict[str, datasets.Dataset] | None:
+    """The {"tokens", "tags"} rows of each split of a token source; None for a source of texts."""
+    tokens = {}
+    for split, (table, file, conll) in read.items():
+        if conll:
+            tokens[split] = table
+        elif columns := token_columns(table, options["text_column"], options["label_column"]):
+            tokens[split] = standardize_tokens(table, file, *columns)
+    if not tokens:
+        return None
+    if len(tokens) != len(read):
+        texts = [split for split in read if split not in tokens]
+        raise ShrinkbertError(f"{where}: {', '.join(tokens)} hold tagged words but {', '.join(texts)} hold texts; "
+                              "give every split in one format")
+    if options["text_pair_column"]:
+        raise ShrinkbertError(f"{where} holds tagged words: a token task has no text_pair_column")
+    return tokens
 
 
 def _read_hub(name: str, cache_root: Path) -> dict[str, datasets.Dataset]:
@@ -158,14 +191,27 @@ def _build(kind: str, name_or_path: str, display: str, options: dict, seed: int,
         labelled = {}
         for split_name, split in splits.items():
             features = split.features.copy()
-            features["label"] = datasets.ClassLabel(names=list(task.label_names))
+            if task.is_token:
+                features["tokens"] = datasets.Sequence(datasets.Value("string"))
+                features["tags"] = datasets.Sequence(datasets.ClassLabel(names=list(task.label_names)))
+            else:
+                features["label"] = datasets.ClassLabel(names=list(task.label_names))
             with quiet_datasets():
                 labelled[split_name] = split.cast(features)
         return task, make_splits(labelled, name_or_path, seed)
     where = str(Path(name_or_path).expanduser()) if kind == "path" else f"hub dataset '{name_or_path}'"
     text_columns = [c for c in (options["text_column"], options["text_pair_column"]) if c]
-    raw = _read_user_splits(Path(name_or_path).expanduser(), text_columns) if kind == "path" else _drop_unlabelled(
-        _read_hub(name_or_path, cache_root), options["label_column"])
+    if kind == "path":
+        read = _read_user_splits(Path(name_or_path).expanduser(), text_columns, options)
+    else:
+        hub = _drop_unlabelled(_read_hub(name_or_path, cache_root), options["label_column"])
+        read = {split: (table, f"{where} ({split})", False) for split, table in hub.items()}
+    tokens = _token_splits(read, where, options)
+    if tokens is not None:
+        label_names, tokens = encode_tags(tokens, where, options["label_names"])
+        task = Task(display, label_names, kind="token", metrics=tuple(options["metrics"] or tag_metrics(label_names)))
+        return task, make_splits(tokens, where, seed)
+    raw = {split: table for split, (table, _, _) in read.items()}
     splits = {split: standardize(table, f"{where}" + (f" ({split})" if len(raw) > 1 else ""), options["text_column"],
                                   options["text_pair_column"], options["label_column"])
               for split, table in raw.items()}
@@ -211,8 +257,12 @@ def load_task(name_or_path: str, *, text_column: str = "text", text_pair_column:
               metrics: Sequence[str] | None = None) -> tuple[Task, datasets.DatasetDict]:
     """The task and its train/validation/test splits (stored on first use, loaded after).
 
-    name_or_path: a built-in task (movie-snippets, bbc-news, nyt-next-sentence), a .csv/.tsv/
-    .jsonl/.json/.parquet file, a directory of train/validation/test files, or a hub dataset.
+    name_or_path: a built-in task (movie-snippets, bbc-news, nyt-next-sentence, imdb, brown-pos,
+    wnut16-ner), a .csv/.tsv/.jsonl/.json/.parquet file, a tagged file (.conll, .txt, or a .tsv that
+    userdata.is_conll takes for CoNLL), a directory of train/validation/test files, or a hub dataset.
+    For a tagged file label_column picks the tag field: "label" the last, a number that 0-based field;
+    a table whose text column holds word lists (or, at the default options, with list columns
+    "tokens" and "tags") is a token task too. Its labels are the data's, "O" first, then sorted.
     split_seed: fixes which rows land in train/validation/test; it is the data's own setting, never
     the training seed, so runs with different training seeds share the same rows.
     label_names: the labels in index order (default: the sorted distinct labels of the data).
@@ -259,7 +309,7 @@ def limit_rows(splits: datasets.DatasetDict, max_train_rows: int = 0, max_eval_r
 
 
 def tokenize_task(dataset_dict: datasets.DatasetDict, tokenizer, task: Task,
-                  max_length: int = 128) -> datasets.DatasetDict:
+                  max_length: int = 128, label_all_subtokens: bool = False) -> datasets.DatasetDict:
     """input_ids, attention_mask, token_type_ids and "labels"; unpadded (the collator pads).
 
     Takes a DatasetDict from load_task (or one split of it, a Dataset) and returns the same kind.
@@ -271,6 +321,8 @@ def tokenize_task(dataset_dict: datasets.DatasetDict, tokenizer, task: Task,
     """
     columns = (dataset_dict.column_names if isinstance(dataset_dict, datasets.Dataset)
                else next(iter(dataset_dict.values())).column_names)
+    if task.is_token:
+        return _tokenize_words(dataset_dict, tokenizer, max_length, label_all_subtokens, columns)
     if task.pair and "text_pair" not in columns:
         raise ShrinkbertError(f"task '{task.name}' is a pair task but its rows have no text_pair column")
 
@@ -282,6 +334,32 @@ def tokenize_task(dataset_dict: datasets.DatasetDict, tokenizer, task: Task,
     with quiet_datasets():
         tokenized = dataset_dict.map(encode, batched=True, remove_columns=[c for c in columns if c != "label"])
     return tokenized.rename_column("label", "labels")
+
+
+def _tokenize_words(dataset_dict, tokenizer, max_length: int, label_all_subtokens: bool, columns) -> datasets.DatasetDict:
+    """A token task's rows -> sub-token inputs and one label per sub-token (core/tagging.py's rule).
+
+    Only the train split may label every sub-token (label_all_subtokens): validation and test
+    always score first sub-tokens, so every stage reports the same word-level numbers."""
+    from shrinkbert.core.tagging import align_labels, encode_words
+
+    if "tokens" not in columns or "tags" not in columns:
+        raise ShrinkbertError("a token task's rows need 'tokens' and 'tags' columns")
+
+    def encode(batch, all_subtokens):
+        encoded = encode_words(tokenizer, batch["tokens"], max_length)
+        encoded["labels"] = [align_labels(encoded.word_ids(i), tags, all_subtokens)
+                             for i, tags in enumerate(batch["tags"])]
+        return dict(encoded)
+
+    def one(split, name):
+        with quiet_datasets():
+            return split.map(encode, batched=True, remove_columns=columns,
+                             fn_kwargs={"all_subtokens": label_all_subtokens and name == "train"})
+
+    if isinstance(dataset_dict, datasets.Dataset):
+        return one(dataset_dict, "test")
+    return datasets.DatasetDict({name: one(split, name) for name, split in dataset_dict.items()})
 
 
 def load_corpus(names_or_paths: list[str] | str, max_lines: int | None = None, cache_dir=None) -> list[str]:

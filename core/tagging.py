@@ -9,7 +9,8 @@ the same number in every stage and runtime.
 Every scorer in the kit works on flat arrays: a token task's predictions become one row per word
 (the word's first sub-token logits) and its gold labels one label per word, so `core.predict.accuracy`,
 the parity checks and the int8 tolerance need no second code path. Words past max_length are not
-scored (they were never seen); `word_counts` keeps the sentence boundaries for entity-level F1.
+scored (they were never seen), nor are words the tokenizer turns into nothing (a zero-width space);
+`word_counts` keeps the sentence boundaries for entity-level F1.
 """
 from __future__ import annotations
 
@@ -71,9 +72,11 @@ def gold_words(tags: Sequence[Sequence[int]], word_ids: Sequence[Sequence[int | 
     """(flat gold labels of the words that fit, words per row), matching gather_words' order."""
     flat, counts = [], []
     for row_tags, ids in zip(tags, word_ids):
-        seen = len(first_positions(ids))
-        flat.extend(int(t) for t in row_tags[:seen])
-        counts.append(seen)
+        # by word index, not by count: a word the tokenizer turns into nothing (a zero-width space)
+        # has no sub-token and is skipped in the middle of a row
+        scored = [int(row_tags[ids[p]]) for p in first_positions(ids)]
+        flat.extend(scored)
+        counts.append(len(scored))
     return flat, counts
 
 

@@ -1,4 +1,5 @@
-"""User data files (.csv .tsv .jsonl .json .parquet) read through `datasets` into the task shape.
+"""User data files (.csv .tsv .jsonl .json .parquet) read through `datasets` into the task shape,
+and tagged files (.conll .txt, CoNLL-like .tsv, tables of word lists) into the token-task shape.
 
 Every way a file can be wrong (missing, empty, not UTF-8, bad quoting, missing columns,
 unknown labels) ends as one ShrinkbertError line naming the file and what to do.
@@ -18,6 +19,8 @@ from shrinkbert.core.errors import ShrinkbertError
 
 LOADERS = {".csv": ("csv", {}), ".tsv": ("csv", {"delimiter": "\t"}), ".jsonl": ("json", {}),
            ".json": ("json", {}), ".parquet": ("parquet", {})}
+CONLL_SUFFIXES = (".conll", ".txt")  # one word per line; .tsv too when it looks so (is_conll)
+DATA_SUFFIXES = (*LOADERS, *CONLL_SUFFIXES)
 SPLIT_NAMES = {"train": ("train",), "validation": ("validation", "valid", "val", "dev"), "test": ("test",)}
 
 
@@ -48,7 +51,7 @@ def first_line(err: BaseException) -> str:
 
 
 def looks_like_path(name: str) -> bool:
-    return Path(name).suffix.lower() in LOADERS or name.startswith(("/", ".", "~"))
+    return Path(name).suffix.lower() in DATA_SUFFIXES or name.startswith(("/", ".", "~"))
 
 
 def check_utf8(path: Path) -> None:
@@ -88,7 +91,7 @@ def read_table(path: str | Path, text_columns: Sequence[str] = ()) -> datasets.D
         raise ShrinkbertError(f"{path} is not a file")
     suffix = path.suffix.lower()
     if suffix not in LOADERS:
-        raise ShrinkbertError(f"{path}: unsupported file type '{suffix}' (use one of {', '.join(LOADERS)})")
+        raise ShrinkbertError(f"{path}: unsupported file type '{suffix}' (use one of {', '.join(DATA_SUFFIXES)})")
     if path.stat().st_size == 0:
         raise ShrinkbertError(f"{path} is empty")
     if suffix != ".parquet":
@@ -114,14 +117,14 @@ def split_files(directory: Path) -> dict[str, Path]:
     found = {}
     for split, aliases in SPLIT_NAMES.items():
         candidates = [p for alias in aliases for p in sorted(directory.glob(f"{alias}.*"))
-                      if p.suffix.lower() in LOADERS]
+                      if p.suffix.lower() in DATA_SUFFIXES]
         if len(candidates) > 1:
             raise ShrinkbertError(f"{directory} holds several {split} files: {', '.join(p.name for p in candidates)}")
         if candidates:
             found[split] = candidates[0]
     if "train" not in found:
-        raise ShrinkbertError(f"{directory} holds no train file (expected train.csv/.tsv/.jsonl/.json/.parquet, "
-                              "and optionally validation.* and test.*)")
+        raise ShrinkbertError(f"{directory} holds no train file (expected train.csv/.tsv/.jsonl/.json/.parquet/"
+                              ".conll/.txt, and optionally validation.* and test.*)")
     return found
 
 
@@ -236,3 +239,217 @@ def encode_labels(splits: dict[str, datasets.Dataset], where: str,
         with quiet_datasets():
             encoded[name] = split.map(to_index, batched=True, features=features)
     return label_names, encoded
+
+
+# ---------------------------------------------------------------------------------------------
+# Tagged words (token tasks): CoNLL files and tables of word lists, as {"tokens": [...], "tags": [...]}
+
+
+def _existing_file(path: str | Path) -> Path:
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise ShrinkbertError(f"data file {path} does not exist")
+    if not path.is_file():
+        raise ShrinkbertError(f"{path} is not a file")
+    return path
+
+
+def is_conll(path: str | Path, text_column: str = "text") -> bool:
+    """Whether a user file is read as CoNLL (one word per line) rather than as a table.
+
+    .conll and .txt files always are. A .tsv is when a blank line separates its rows, or when its
+    first line is not a header naming the text column (text_column; for the default "text" also
+    "sentence"); a .tsv whose header names the text column, with no blank line between rows, stays a
+    classification table."""
+    path = Path(path).expanduser()
+    suffix = path.suffix.lower()
+    if suffix in CONLL_SUFFIXES:
+        return True
+    if suffix != ".tsv" or not path.is_file():
+        return False
+    names = {text_column} | ({"sentence"} if text_column == "text" else set())
+    header, blank = None, False
+    with open(path, encoding="utf-8-sig", errors="replace") as handle:
+        for line in handle:
+            if not line.strip():
+                blank = header is not None
+            elif header is None:
+                header = line
+                if not {field.strip() for field in line.rstrip("\r\n").split("\t")} & names:
+                    return True
+            elif blank:
+                return True
+    return False
+
+
+def _tag_field(label_column: str, path: Path) -> int | None:
+    """The 0-based field holding the tag (None: the last field) from the label_column option."""
+    label_column = str(label_column or "label").strip()
+    if label_column == "label":
+        return None
+    if not label_column.isdigit():
+        raise ShrinkbertError(f"{path} is read as CoNLL, whose fields have no names: label_column must be a "
+                              f"0-based field number or 'label' (the last field), got {label_column!r}")
+    if int(label_column) == 0:
+        raise ShrinkbertError(f"{path}: label_column 0 is the word itself; the tag is another field")
+    return int(label_column)
+
+
+def read_conll(path: str | Path, label_column: str = "label") -> datasets.Dataset:
+    """A CoNLL-style file as rows {"tokens": [word, ...], "tags": [tag, ...]} (tags as written).
+
+    One word per line, whitespace-separated fields, the word first; a blank line ends a sentence;
+    -DOCSTART- lines are skipped. The tag is the last field, or field number `label_column` (0-based)
+    when that is a number. Every word line must have as many fields as the first one."""
+    path = _existing_file(path)
+    check_utf8(path)
+    column = _tag_field(label_column, path)
+    hint = ("; read as CoNLL (one word per line): a .tsv table needs a header naming its text column "
+            "(text_column)") if path.suffix.lower() == ".tsv" else ""
+    sentences, sentence_tags, words, tags, expected = [], [], [], [], None
+    with open(path, encoding="utf-8-sig") as handle:
+        for number, line in enumerate(handle, 1):
+            fields = line.split()
+            if not fields or fields[0] == "-DOCSTART-":  # a sentence (or document) ends
+                if words:
+                    sentences.append(words)
+                    sentence_tags.append(tags)
+                words, tags = [], []
+                continue
+            if expected is None:
+                expected = len(fields)
+                if expected < 2:
+                    raise ShrinkbertError(f"{path} line {number}: 1 field, expected a word and its tag{hint}")
+                if column is not None and column >= expected:
+                    raise ShrinkbertError(f"{path}: label_column {column} is past the {expected} fields of line "
+                                          f"{number} (fields count from 0)")
+            elif len(fields) != expected:
+                raise ShrinkbertError(f"{path} line {number}: {len(fields)} fields, expected {expected}{hint}")
+            words.append(fields[0])
+            tags.append(fields[-1 if column is None else column])
+    if words:
+        sentences.append(words)
+        sentence_tags.append(tags)
+    if not sentences:
+        raise ShrinkbertError(f"{path} holds no tagged words")
+    return datasets.Dataset.from_dict({"tokens": sentences, "tags": sentence_tags})
+
+
+def _is_list(feature) -> bool:
+    return isinstance(feature, (datasets.Sequence, datasets.LargeList, list))
+
+
+def token_columns(table: datasets.Dataset, text_column: str, label_column: str) -> tuple[str, str] | None:
+    """(words column, tags column) of a table that holds a list of words per row; None for a table
+    of texts. With the options at their defaults ("text", "label"), a list column "tokens" is the
+    words, and "tags" (else "label") their tags."""
+    features = table.features
+    if (text_column, label_column) == ("text", "label") and _is_list(features.get("tokens")):
+        return "tokens", "tags" if "tags" in features else label_column
+    if _is_list(features.get(text_column)):
+        return text_column, label_column
+    return None
+
+
+def standardize_tokens(table: datasets.Dataset, where: str, tokens_column: str, tags_column: str) -> datasets.Dataset:
+    """A table's word lists and tag lists as {"tokens", "tags"} rows, checked row by row: a list of
+    non-empty words without whitespace, and exactly one tag (a name or a whole number) per word."""
+    columns = table.column_names
+    if tags_column not in columns:
+        raise ShrinkbertError(f"{where} has no tags column '{tags_column}' (columns: {', '.join(map(str, columns))}); "
+                              "pass label_column=...")
+    feature = table.features[tags_column]
+    if isinstance(feature, (datasets.Value, datasets.ClassLabel)):
+        raise ShrinkbertError(f"{where}: column '{tags_column}' holds one {type(feature).__name__} per row, not a "
+                              f"list of tags (one per word of '{tokens_column}')")
+    inner = getattr(feature, "feature", None)
+    names = inner.names if isinstance(inner, datasets.ClassLabel) else None
+    all_words, all_tags, kinds = [], [], set()
+    for index, (words, tags) in enumerate(zip(table[tokens_column], table[tags_column])):
+        row = f"{where} row {index + 1}"
+        if not isinstance(words, list):
+            raise ShrinkbertError(f"{row}: '{tokens_column}' is not a list of words")
+        if not words:
+            raise ShrinkbertError(f"{row}: empty list of words")
+        if not isinstance(tags, list):
+            raise ShrinkbertError(f"{row}: '{tags_column}' is not a list of tags")
+        if len(tags) != len(words):
+            raise ShrinkbertError(f"{row}: {len(tags)} tags for {len(words)} words")
+        clean = []
+        for position, word in enumerate(words, 1):
+            word = "" if word is None or isinstance(word, (bool, list, dict)) else str(word).strip()
+            if not word or len(word.split()) != 1:
+                raise ShrinkbertError(f"{row}: word {position} ({words[position - 1]!r}) is empty or holds "
+                                      "whitespace; give one word per list item")
+            clean.append(word)
+        keys = []
+        for position, tag in enumerate(tags, 1):
+            if names is not None and isinstance(tag, int) and 0 <= tag < len(names):
+                tag = names[tag]  # a ClassLabel list (a hub or saved dataset): its names are the tags
+            key = _label_key(tag)
+            if key is None or isinstance(key, (float, list, dict)):
+                problem = "has no tag" if key is None else f"has tag {tag!r}, neither a name nor a whole number"
+                raise ShrinkbertError(f"{row}: word {position} {problem}")
+            kinds.add(type(key))
+            keys.append(key)
+        if len(kinds) > 1:
+            raise ShrinkbertError(f"{row}: tags mix numbers and names")
+        all_words.append(clean)
+        all_tags.append(keys)
+    if not all_words:
+        raise ShrinkbertError(f"{where} has no data rows")
+    return datasets.Dataset.from_dict({"tokens": all_words, "tags": all_tags})
+
+
+def _tag_order(values: set) -> list:
+    """"O" first when present, then the others sorted (numbers by value)."""
+    return sorted(values, key=lambda v: (v != "O", v))
+
+
+def encode_tags(splits: dict[str, datasets.Dataset], where: str, label_names: Sequence[str] | None = None
+                ) -> tuple[tuple[str, ...], dict[str, datasets.Dataset]]:
+    """Tags as indices into the label names: given, or the data's own ("O" first if present, then
+    sorted). Columns become tokens: Sequence(Value("string")), tags: Sequence(ClassLabel(names))."""
+    values = set()
+    for split in splits.values():
+        for row in split["tags"]:
+            values.update(row)
+    kinds = {type(v) for v in values}
+    if len(kinds) > 1:
+        raise ShrinkbertError(f"{where}: tags mix numbers and names ({sorted(map(str, values))[:6]})")
+    if label_names is not None:
+        label_names = tuple(str(n) for n in label_names)
+        if kinds == {int} and not set(label_names) >= {str(v) for v in values}:
+            bad = sorted(v for v in values if not 0 <= v < len(label_names))
+            if bad:
+                raise ShrinkbertError(f"{where}: tag {bad[0]} is not an index into the given label names "
+                                      f"{list(label_names)}")
+            lookup = {v: v for v in values}
+        else:
+            bad = sorted(str(v) for v in values if str(v) not in label_names)
+            if bad:
+                raise ShrinkbertError(f"{where}: tag '{bad[0]}' is not one of the given label names "
+                                      f"{list(label_names)}")
+            lookup = {v: label_names.index(str(v)) for v in values}
+    else:
+        ordered = _tag_order(values)
+        label_names = tuple(str(v) for v in ordered)
+        lookup = {v: i for i, v in enumerate(ordered)}
+    if len(label_names) < 2:
+        raise ShrinkbertError(f"{where} has only one tag value ({label_names[0]!r}); a tagger needs at least 2")
+    features = datasets.Features({"tokens": datasets.Sequence(datasets.Value("string")),
+                                  "tags": datasets.Sequence(datasets.ClassLabel(names=list(label_names)))})
+    encoded = {}
+    for name, split in splits.items():
+        rows = split.to_dict()
+        encoded[name] = datasets.Dataset.from_dict(
+            {"tokens": rows["tokens"], "tags": [[lookup[v] for v in row] for row in rows["tags"]]}, features=features)
+    return label_names, encoded
+
+
+def tag_metrics(label_names: Sequence[str]) -> tuple[str, ...]:
+    """seqeval's entity scores and word accuracy when the tags are BIO (every tag but O starts with
+    B- or I-), else word accuracy alone."""
+    if all(name == "O" or name.startswith(("B-", "I-")) for name in label_names):
+        return "seqeval", "accuracy"
+    return ("accuracy",)

@@ -23,7 +23,7 @@ from shrinkbert.eval.latency import Case, measure_interleaved, plan_cases
 from shrinkbert.eval.lineage import lineage
 from shrinkbert.eval.memory import MODES, PeakRSS
 from shrinkbert.eval.rows import TestRows
-from shrinkbert.eval.runners import detect_kind, open_runner
+from shrinkbert.eval.runners import detect_kind, is_token_artifact, open_runner
 
 CACHE_VERSION = 2
 
@@ -134,7 +134,12 @@ def measure(paths: list[str], rows: TestRows, settings: Settings, cache: Measure
                 warn(variant, f"{err}; lineage and parity unknown")
             variant.content_hash = artifact_hash(variant.path)
             code = Path(variant.path) / "predict.py"
-            variant.key = cache_key(variant.content_hash, code.read_text() if code.is_file() else "", variant.kind)
+            identity = [variant.content_hash, code.read_text() if code.is_file() else "", variant.kind]
+            if is_token_artifact(variant.path):
+                # A token classifier is loaded with its own head now (it once loaded as a sequence one):
+                # its key differs, so nothing measured the old way is reused. Sequence keys are unchanged.
+                identity.append("token-classifier")
+            variant.key = cache_key(*identity)
             variant.lineage = lineage(variant.path, variant.manifest or None)
         except (ShrinkbertError, OSError) as err:
             fail(variant, _one_line(err))
@@ -325,6 +330,8 @@ def label_columns(id2label: dict[int, str] | None, label_names: tuple[str, ...])
 
 
 def _accuracy(runner, rows: TestRows, settings: Settings) -> dict[str, Any]:
+    if rows.is_token:
+        return _tag_accuracy(runner, rows, settings)
     predictions: list[int] = []
     columns = label_columns(runner.id2label(), rows.task.label_names)
     step = settings.eval_batch_size
@@ -332,6 +339,9 @@ def _accuracy(runner, rows: TestRows, settings: Settings) -> dict[str, Any]:
         texts = rows.texts[start:start + step]
         pairs = rows.pairs[start:start + step] if rows.pairs is not None else None
         logits = np.asarray(runner.predict(texts, pairs, settings.max_length))
+        if logits.ndim == 3:
+            raise ShrinkbertError(f"the model tags words (a token classifier) but task '{rows.task.name}' "
+                                  "is a sequence task")
         if logits.ndim != 2 or logits.shape[0] != len(texts):
             raise ShrinkbertError(f"the model returned logits of shape {logits.shape} for {len(texts)} rows")
         if columns is not None:
@@ -342,4 +352,42 @@ def _accuracy(runner, rows: TestRows, settings: Settings) -> dict[str, Any]:
         predictions.extend(int(p) for p in logits.argmax(axis=1))
     metrics = compute_metrics(rows.task.metrics, predictions, rows.labels, num_labels=rows.task.num_labels)
     return {"metrics": metrics, "n": len(rows), "predictions": predictions,
+            "label_order": "index" if columns is None else f"by name: task label i = model output {columns}"}
+
+
+def _tag_accuracy(runner, rows: TestRows, settings: Settings) -> dict[str, Any]:
+    """A token task: each word scored on its first sub-token (core/tagging.py), words past the
+    variant's truncation (or that its tokenizer turns into nothing) dropped with their gold tags;
+    word accuracy, and for a seqeval task entity precision/recall/F1 (tag_scores)."""
+    from shrinkbert.core.tagging import tag_scores
+
+    columns = label_columns(runner.id2label(), rows.task.label_names)
+    predictions: list[int] = []
+    golds: list[int] = []
+    counts: list[int] = []
+    step = settings.eval_batch_size
+    for start in range(0, len(rows), step):
+        words = rows.words[start:start + step]
+        tags = rows.labels[start:start + step]
+        logits, scored = runner.predict_words(words, settings.max_length)
+        logits = np.asarray(logits)
+        if len(scored) != len(words) or any(not all(0 <= i < len(w) for i in s) for s, w in zip(scored, words)):
+            raise ShrinkbertError(f"the model scored words {scored} of rows of {[len(w) for w in words]} words")
+        total = sum(len(s) for s in scored)
+        if logits.ndim != 2 or logits.shape[0] != total:
+            raise ShrinkbertError(f"the model returned word logits of shape {logits.shape} for {total} words")
+        if columns is not None:
+            logits = logits[:, columns]
+        if logits.shape[1] != rows.task.num_labels:
+            raise ShrinkbertError(f"the model has {logits.shape[1]} outputs but task '{rows.task.name}' "
+                                  f"has {rows.task.num_labels} labels")
+        predictions.extend(int(p) for p in logits.argmax(axis=1))
+        for row_tags, indices in zip(tags, scored):
+            golds.extend(int(row_tags[i]) for i in indices)  # the gold tags of the words scored
+            counts.append(len(indices))
+    if not golds:
+        raise ShrinkbertError(f"no word of the {len(rows)} test rows could be scored")
+    metrics = tag_scores(rows.task, predictions, golds, counts)
+    return {"metrics": metrics, "n": len(rows), "words": len(golds), "words_dropped": rows.num_words - len(golds),
+            "predictions": predictions, "word_counts": counts,
             "label_order": "index" if columns is None else f"by name: task label i = model output {columns}"}

@@ -1,4 +1,5 @@
 """The Pareto plot: accuracy against p50 latency (log x), marker area = file size, frontier drawn.
+The y axis is the task's primary metric: for a token task entity F1 or word accuracy, named so.
 
 Labels are placed greedily (fastest variant first) at the candidate spot that overlaps the
 fewest markers and already-placed labels; the legends sit outside the axes so they never hide
@@ -88,17 +89,18 @@ def pareto_plot(report: dict[str, Any], path: str | Path) -> Path:
 
     head = report["headline_case"]
     metric = report["primary_metric"]
+    metric_name = report.get("primary_metric_name") or metric  # "entity F1", "word accuracy" for token tasks
     s = report["settings"]
     rows = [r for r in report["variants"]
             if not r["error"] and r["metrics"].get(metric) is not None
             and (r.get("latency_ms") or {}).get(head, {}).get("p50") is not None]
     fig, ax = plt.subplots(figsize=(10.5, 6), dpi=120)
     threads = f"{s['threads']} thread{'s' if s['threads'] != 1 else ''}"
-    ax.set_title(f"{report['title']}\n{metric} vs p50 latency, batch {head.split('/')[0][1:]}, "
+    ax.set_title(f"{report['title']}\n{metric_name} vs p50 latency, batch {head.split('/')[0][1:]}, "
                  f"{'real test lengths' if head.endswith('real') else 'seq len ' + head.split('/s')[-1]}, "
                  f"{threads}, {report['test_rows']['n']} test rows", fontsize=11)
     ax.set_xlabel(f"p50 latency per batch (ms, log scale)   ← faster")
-    ax.set_ylabel(f"{metric} on the test rows   (higher is better)")
+    ax.set_ylabel(f"{metric_name} on the test rows   (higher is better)")
     if not rows:
         ax.text(0.5, 0.5, "no variant was measured", ha="center", va="center", transform=ax.transAxes)
         fig.savefig(path, format="png")

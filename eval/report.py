@@ -3,6 +3,9 @@
 Every row carries its lineage (from shrinkbert.json), its ratios to the baseline at the
 headline case (speed-up, size ratio, accuracy retention), and flags: slower than (or as slow
 as) its nearest measured ancestor, export parity failed, or an error line.
+
+A token task (tagging) is judged by its primary metric (core.tagging.primary_metric: entity F1
+for a seqeval task, else word accuracy): retention, the plot's y axis and the tables name it.
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from typing import Any
 from shrinkbert.core.artifacts import library_versions
 from shrinkbert.core.device import describe_machine
 from shrinkbert.core.metrics import f1_average
+from shrinkbert.core.tagging import primary_metric
 from shrinkbert.eval.latency import REAL
 from shrinkbert.eval.lineage import manifest_flags
 from shrinkbert.eval.memory import METHODS as MEMORY_METHODS
@@ -39,7 +43,7 @@ def build_report(variants: list[Variant], rows: TestRows, settings: Settings, ba
                  title: str | None = None) -> dict[str, Any]:
     """The whole report as one JSON-able dict; the tables and the plot are drawn from it."""
     headline = settings.headline.label
-    primary = rows.task.metrics[0]
+    primary, primary_name = primary_metric(rows.task) if rows.is_token else (rows.task.metrics[0],) * 2
     measured = [v for v in variants if v.ok]
     if baseline:
         base = next((v for v in variants if v.name == baseline or v.path == baseline), None)
@@ -73,6 +77,8 @@ def build_report(variants: list[Variant], rows: TestRows, settings: Settings, ba
             "runtime": v.static.get("runtime"),
             "metrics": dict(v.accuracy.get("metrics") or {}),
             "test_rows": v.accuracy.get("n"),
+            **({"test_words": v.accuracy.get("words"), "words_dropped": v.accuracy.get("words_dropped")}
+               if rows.is_token else {}),
             "latency_ms": v.latency,
             "size_bytes": v.static.get("size_bytes"),
             "num_parameters": v.static.get("num_parameters"),
@@ -90,7 +96,9 @@ def build_report(variants: list[Variant], rows: TestRows, settings: Settings, ba
                 "retention": _ratio(score(v), score(base)),
             }
             base_pred, own_pred = base.accuracy.get("predictions"), v.accuracy.get("predictions")
-            if base_pred and own_pred and len(base_pred) == len(own_pred):
+            # Token tasks: word by word, only when both scored the same words of every row.
+            same_words = base.accuracy.get("word_counts") == v.accuracy.get("word_counts")
+            if base_pred and own_pred and len(base_pred) == len(own_pred) and same_words:
                 row["agreement_with_baseline"] = sum(a == b for a, b in zip(base_pred, own_pred)) / len(own_pred)
         if v.ok:
             ancestor = _nearest_measured_ancestor(v, by_hash, by_path)
@@ -114,7 +122,10 @@ def build_report(variants: list[Variant], rows: TestRows, settings: Settings, ba
         "task": rows.task.to_dict(),
         "f1_average": f1_average(rows.task.num_labels) if "f1" in rows.task.metrics else None,
         "primary_metric": primary,
-        "test_rows": {"source": rows.source, "n": len(rows), "fingerprint": rows.fingerprint, **lengths},
+        "primary_metric_name": primary_name,
+        "metric_columns": [list(c) for c in metric_columns(rows.task)],
+        "test_rows": {"source": rows.source, "n": len(rows), "fingerprint": rows.fingerprint,
+                      **({"words": rows.num_words} if rows.is_token else {}), **lengths},
         "baseline": base.name if base else None,
         "baseline_note": baseline_note,
         "headline_case": headline,
@@ -179,17 +190,44 @@ def _params(value) -> str:
     return f"{value / 1e6:.2f}M" if value >= 1e5 else f"{value / 1e3:.1f}k"
 
 
+def metric_columns(task) -> list[tuple[str, str, str]]:
+    """(column, key in a variant's metrics, name for tables) per reported metric. A sequence task:
+    its metrics as they are. A token task: entity F1/precision/recall for seqeval, word accuracy."""
+    if getattr(task, "kind", "sequence") != "token":
+        return [(m, m, m) for m in task.metrics]
+    columns = []
+    for metric in task.metrics:
+        if metric == "seqeval":
+            columns += [("entity_f1", "entity_f1", "entity F1"), ("entity_precision", "entity_precision", "entity precision"),
+                        ("entity_recall", "entity_recall", "entity recall")]
+        elif metric == "accuracy":
+            columns.append(("word_accuracy", "accuracy", "word accuracy"))
+        else:
+            columns.append((metric, metric, metric))
+    return columns
+
+
+def _metric_columns(report: dict[str, Any]) -> list[tuple[str, str, str]]:
+    if report.get("metric_columns"):
+        return [tuple(c) for c in report["metric_columns"]]
+    return [(m, m, m) for m in report["task"]["metrics"]]  # a report written before token tasks
+
+
+def _primary_name(report: dict[str, Any]) -> str:
+    return report.get("primary_metric_name") or report["primary_metric"]
+
+
 def summary_table(report: dict[str, Any]) -> list[dict[str, Any]]:
     """One flat dict per variant: the summary both the Markdown and the CSV show."""
     head = report["headline_case"]
-    metric_names = report["task"]["metrics"]
+    columns = _metric_columns(report)
     table = []
     for row in report["variants"]:
         lat = (row.get("latency_ms") or {}).get(head) or {}
         ratios = row.get("ratios") or {}
         entry = {"variant": row["name"], "kind": row["kind"], "lineage": row["lineage"]}
-        for name in metric_names:
-            entry[name] = row["metrics"].get(name)
+        for column, key, _ in columns:
+            entry[column] = row["metrics"].get(key)
         entry.update({
             f"p50_ms@{head}": lat.get("p50"), f"p90_ms@{head}": lat.get("p90"), f"p99_ms@{head}": lat.get("p99"),
             f"rows_per_s@{head}": lat.get("throughput_per_s"),
@@ -208,10 +246,14 @@ def summary_table(report: dict[str, Any]) -> list[dict[str, Any]]:
 def to_markdown(report: dict[str, Any]) -> str:
     s = report["settings"]
     head = report["headline_case"]
-    metric_names = report["task"]["metrics"]
+    columns = _metric_columns(report)
+    token = report["task"].get("kind") == "token"
+    words = report["test_rows"].get("words")
     lines = [f"# {report['title']}", ""]
-    lines.append(f"Task **{report['task']['name']}** ({len(report['task']['label_names'])} labels), "
-                 f"{report['test_rows']['n']} test rows from {report['test_rows']['source'] or 'the given rows'}. "
+    lines.append(f"Task **{report['task']['name']}** ({len(report['task']['label_names'])} labels"
+                 f"{', token classification' if token else ''}), {report['test_rows']['n']} test rows"
+                 f"{f' ({words} words)' if words is not None else ''} from "
+                 f"{report['test_rows']['source'] or 'the given rows'}. "
                  f"Baseline: **{report['baseline']}**. Headline case: **{head}** (batch/sequence length). "
                  f"Threads: **{s['threads']}**. Machine: {report['machine']}.")
     if report.get("baseline_note"):
@@ -223,14 +265,14 @@ def to_markdown(report: dict[str, Any]) -> str:
                       "spread out (see p90/p99); the interleaved ratios are the figures to trust, and `min` the "
                       "least disturbed one."]
     lines += ["", f"## Summary at {head}", ""]
-    header = (["variant", "lineage"] + metric_names +
+    header = (["variant", "lineage"] + [name for _, _, name in columns] +
               ["p50 ms", "speed-up", "size MB", "x smaller", "retention", "agrees", "params", "RAM MB", "process MB", "flags"])
     lines.append("| " + " | ".join(header) + " |")
     lines.append("|" + "|".join(["---"] * 2 + ["--:"] * (len(header) - 3) + ["---"]) + "|")
     for row, entry in zip(report["variants"], summary_table(report)):
         name = f"**{row['name']}**" if row["name"] == report["baseline"] else row["name"]
         cells = [name, row["lineage"] or "–"]
-        cells += [_fmt(entry[m], ".4f") for m in metric_names]
+        cells += [_fmt(entry[column], ".4f") for column, _, _ in columns]
         cells += [_fmt(entry[f"p50_ms@{head}"], ".2f"), _fmt(entry["speedup"], ".2f", "x"),
                   _mb(row["size_bytes"]), _fmt(entry["size_ratio"], ".1f", "x"),
                   _fmt(None if entry["retention"] is None else entry["retention"] * 100, ".1f", "%"),
@@ -248,17 +290,29 @@ def to_markdown(report: dict[str, Any]) -> str:
             cells = [_fmt(st.get(k), ".2f") for k in ("min", "p50", "p90", "p99", "mean")]
             cells += [_fmt(st.get("throughput_per_s"), ".1f"), _fmt(st.get("mean_tokens_per_row"), ".1f")]
             lines.append(f"| {row['name']} | {case} | " + " | ".join(cells) + " |")
+    if token:
+        dropped = [r.get("words_dropped") for r in report["variants"] if r.get("words_dropped")]
+        accuracy_line = (f"- Metrics: {', '.join(name for _, _, name in columns)} over the words of the test rows, "
+                         "each word scored on its first sub-token (words past the truncation length are not "
+                         f"scored{f', up to {max(dropped)} per variant' if dropped else ''})"
+                         + ("; entity scores by seqeval over the BIO tags" if "seqeval" in report["task"]["metrics"] else "")
+                         + f", through `evaluate` (local modules in core/metrics); inputs truncated at {s['max_length']} "
+                         "tokens (edge bundles use their own Predictor and truncation). Latency inputs are each "
+                         "row's words joined by spaces.")
+    else:
+        accuracy_line = (f"- Accuracy: {', '.join(name for _, _, name in columns)} through `evaluate` (local modules in core/metrics)"
+                         + (f", F1 {report['f1_average']}" if report.get("f1_average") else "")
+                         + f"; inputs truncated at {s['max_length']} tokens (edge bundles use their own Predictor).")
     lines += ["", "## How this was measured", "",
-              f"- Accuracy: {', '.join(metric_names)} through `evaluate` (local modules in core/metrics)"
-              + (f", F1 {report['f1_average']}" if report.get("f1_average") else "")
-              + f"; inputs truncated at {s['max_length']} tokens (edge bundles use their own Predictor).",
+              accuracy_line,
               f"- Latency: {s['timing']}; {s['warmup']} warm-up + {s['runs']} timed calls per variant and case; "
               f"`sNNN` = every row padded to NNN tokens, `real` = batches of consecutive test rows (spread over the "
               f"whole test set) padded to the longest in the batch. Speed-up = baseline p50 / variant p50 at {head}.",
               f"- Threads: {s['threads_detail']}. PyTorch attention: {s['torch_attention']}.",
               f"- Memory: {s['memory']}.", f"- Size: {s['size']}; x smaller = baseline size / variant size.",
-              "- Retention = variant / baseline on " + report["primary_metric"]
-              + "; agrees = share of test rows where the variant predicts the baseline's label.",
+              "- Retention = variant / baseline on " + _primary_name(report)
+              + (f"; agrees = share of {'words' if token else 'test rows'} where the variant predicts the "
+                 "baseline's label."),
               "- Flags: not faster than its nearest measured ancestor at the headline case; export parity failed "
               "(from the manifest's metrics). Timings are noisy on a shared machine: compare ratios within one run."]
     errors = [r for r in report["variants"] if r["error"]]

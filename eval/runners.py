@@ -6,6 +6,15 @@ Every runner answers the same three calls, so the harness never asks what it is 
     runner.forward(inputs) -> logits (np.ndarray [batch, labels])    (the timed call: model only)
     runner.predict(texts, pairs, max_length) -> logits               (end to end, for accuracy)
 
+A token classifier (tagging) is timed the same way (forward on encoded texts; its logits are
+[batch, seq, labels]) and scored through one more call:
+
+    runner.predict_words(word_lists, max_length) -> (logits [words, labels], scored word indices per row)
+
+one logits row per word (its first sub-token, core/tagging.py), row after row; words past
+max_length (and words the tokenizer turns into nothing) are not scored, and the indices say which
+of each row's gold tags to keep.
+
 Threads are set explicitly for both runtimes (STACK.md): torch intra-op threads, and ORT
 intra_op_num_threads with spinning off, so an ORT session does not slow the next torch call.
 """
@@ -25,6 +34,19 @@ from shrinkbert.core.ortsession import ort_session
 
 KINDS = ("pytorch", "onnx", "bundle")
 WEIGHT_SUFFIXES = (".safetensors", ".onnx", ".onnx_data", ".onnx.data", ".bin")
+
+
+def is_token_artifact(path: str | Path) -> bool:
+    """True when the artifact's config.json (PyTorch or ONNX dir) names a token classifier."""
+    from types import SimpleNamespace
+
+    from shrinkbert.compress.common import is_token_model
+
+    try:
+        config = json.loads((Path(path) / "config.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return is_token_model(SimpleNamespace(architectures=config.get("architectures") if isinstance(config, dict) else None))
 
 
 def detect_kind(path: str | Path) -> str:
@@ -87,6 +109,23 @@ class Runner:
     def predict(self, texts: Sequence[str], pairs: Sequence[str] | None, max_length: int) -> np.ndarray:
         return self.forward(self.encode(texts, pairs, max_length))
 
+    def predict_words(self, words: Sequence[Sequence[str]], max_length: int) -> tuple[np.ndarray, list[list[int]]]:
+        """(one logits row per word that fits in max_length, the scored words' indices per row)."""
+        from shrinkbert.core.tagging import encode_words, encoded_word_ids, gather_words
+
+        encoded = encode_words(self.tokenizer, [list(w) for w in words], max_length, padding="longest",
+                               return_tensors="np")
+        word_ids = encoded_word_ids(encoded, len(words))
+        logits = np.asarray(self.forward(self._prepare({k: np.asarray(v, dtype=np.int64) for k, v in encoded.items()})))
+        if logits.ndim != 3:
+            raise ShrinkbertError(f"the model returned logits of shape {logits.shape}: a sequence classifier "
+                                  "cannot tag words (a token task needs a token classifier)")
+        return gather_words(logits, word_ids), [_scored_words(ids) for ids in word_ids]
+
+    def _prepare(self, encoded: dict[str, np.ndarray]) -> dict[str, Any]:
+        """Tokenizer output (int64 arrays) as this runner's forward takes it."""
+        raise NotImplementedError
+
     def model_files(self) -> list[Path]:
         return sorted(p for p in self.path.iterdir() if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES))
 
@@ -123,19 +162,26 @@ class TorchRunner(Runner):
     def __init__(self, path, threads, manifest=None, attention: str = "eager"):
         super().__init__(path, threads, manifest)
         import torch
-        from transformers import AutoModelForSequenceClassification
+        from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
 
         from shrinkbert.core.models import load_model, load_tokenizer
 
         torch.set_num_threads(threads)
         self.attention = attention
-        self.model = load_model(AutoModelForSequenceClassification, self.path, attn_implementation=attention).eval()
+        self.token = is_token_artifact(self.path)  # a token classifier: its own head, logits per sub-token
+        model_cls = AutoModelForTokenClassification if self.token else AutoModelForSequenceClassification
+        self.model = load_model(model_cls, self.path, attn_implementation=attention).eval()
         self.tokenizer = load_tokenizer(self.path, self.model.config)
 
     def encode(self, texts, pairs, max_length, pad_to=None):
         import torch
 
         return {k: torch.from_numpy(v) for k, v in self._hf_encode(self.tokenizer, texts, pairs, max_length, pad_to).items()}
+
+    def _prepare(self, encoded):
+        import torch
+
+        return {k: torch.from_numpy(v) for k, v in encoded.items()}
 
     def forward(self, inputs):
         import torch
@@ -158,7 +204,7 @@ class TorchRunner(Runner):
         return _int_keys(getattr(self.model.config, "id2label", None))
 
     def describe(self):
-        return f"pytorch fp32 eager, attention={self.attention}"
+        return f"pytorch fp32 eager, attention={self.attention}" + (", token classifier" if self.token else "")
 
     def close(self):
         self.model = None
@@ -182,6 +228,9 @@ class OnnxRunner(Runner):
 
     def encode(self, texts, pairs, max_length, pad_to=None):
         encoded = self._hf_encode(self.tokenizer, texts, pairs, max_length, pad_to)
+        return _feed(encoded, self.input_names)
+
+    def _prepare(self, encoded):
         return _feed(encoded, self.input_names)
 
     def forward(self, inputs):
@@ -312,6 +361,38 @@ class BundleRunner(Runner):
         out = predictor.predict(batch)
         return _labels_to_onehot(out, self.labels)
 
+    def predict_words(self, words, max_length):
+        """Per-word logits from the Predictor's own word_logits (its tokenizer, its truncation at the
+        bundle's max_length; `max_length` here is not used). Which words it scored is read from the
+        bundle's tokenizer.json at that length, and checked against the rows it returned."""
+        fn = getattr(self.predictor, "word_logits", None)
+        if fn is None:
+            raise ShrinkbertError(f"{self.path / 'predict.py'}: its Predictor has no word_logits, so the bundle "
+                                  "cannot tag words (re-make it with this version of the bundle stage)")
+        words = [list(w) for w in words]
+        out = fn(words)
+        if isinstance(out, (list, tuple)) and len(out) == len(words) and all(np.ndim(o) == 2 for o in out):
+            out = _concat([np.asarray(o, dtype=np.float32) for o in out])  # one array per row
+        out = np.asarray(out, dtype=np.float32)
+        if out.ndim != 2:
+            raise ShrinkbertError(f"the bundle's word_logits returned shape {out.shape}; expected [words, labels]")
+        scored = self._scored_words(words)
+        if out.shape[0] != sum(len(s) for s in scored):
+            raise ShrinkbertError(f"the bundle's word_logits returned {out.shape[0]} rows, but its tokenizer "
+                                  f"(truncating at {self._bundle_max_length()}) keeps {sum(len(s) for s in scored)} "
+                                  "words: cannot tell which words were scored")
+        return out, scored
+
+    def _bundle_max_length(self) -> int:
+        length = self.labels.get("max_length") if isinstance(self.labels, dict) else None
+        return int(length or getattr(self.predictor, "max_length", 0) or 128)
+
+    def _scored_words(self, words: list[list[str]]) -> list[list[int]]:
+        tok = self.tokenizer
+        tok.enable_truncation(self._bundle_max_length())
+        tok.no_padding()
+        return [_scored_words(e.word_ids) for e in tok.encode_batch(words, is_pretokenized=True)]
+
     def model_files(self):
         return [self.model_file]
 
@@ -327,6 +408,17 @@ class BundleRunner(Runner):
     def close(self):
         self.session = None
         self.predictor = None
+
+
+def _scored_words(word_ids) -> list[int]:
+    """Indices of the words that start a sub-token (core.tagging.first_positions' words)."""
+    from shrinkbert.core.tagging import first_positions
+
+    return [int(word_ids[p]) for p in first_positions(word_ids)]
+
+
+def _concat(parts: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros((0, 0), np.float32)
 
 
 def _int_keys(mapping) -> dict[int, str] | None:

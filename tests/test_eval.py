@@ -94,7 +94,7 @@ def test_metric_modules_load_with_no_network(monkeypatch):
     for name in ("accuracy", "f1", "matthews_correlation"):
         module = metrics.load_metric(name)
         assert module.name == name
-    assert metrics.available() == ["accuracy", "f1", "matthews_correlation"]
+    assert metrics.available() == ["accuracy", "f1", "matthews_correlation", "seqeval"]
 
 
 def test_metric_modules_ship_as_package_data():
