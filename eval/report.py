@@ -23,6 +23,8 @@ from shrinkbert.core.metrics import f1_average
 from shrinkbert.core.tagging import primary_metric
 from shrinkbert.eval.latency import REAL
 from shrinkbert.eval.lineage import manifest_flags
+from shrinkbert.eval.targets import describe as describe_target
+from shrinkbert.eval.targets import judge, target_record, variant_runtime
 from shrinkbert.eval.memory import METHODS as MEMORY_METHODS
 from shrinkbert.eval.measure import Settings, Variant
 from shrinkbert.eval.rows import TestRows
@@ -111,6 +113,13 @@ def build_report(variants: list[Variant], rows: TestRows, settings: Settings, ba
                     row["flags"].append(f"not faster than its parent {ancestor.name} "
                                         f"(p50 {mine:.2f} vs {theirs:.2f} ms at {headline})")
             row["flags"].extend(manifest_flags(v.manifest) if v.manifest else [])
+            ancestors = (v.lineage or {}).get("ancestors", [])
+            record = target_record(v.manifest or {}, ancestors)
+            if record is not None:
+                row["target"] = judge(record, variant_runtime(v.kind, v.manifest or {}, ancestors), row)
+                if row["target"]["met"] is False:
+                    row["flags"].append(f"misses its target: {describe_target(row['target'])} "
+                                        f"({row['target']['judged_on']})")
         else:
             row["flags"].append(f"error: {v.error}")
         out_rows.append(row)
@@ -266,7 +275,8 @@ def to_markdown(report: dict[str, Any]) -> str:
                       "least disturbed one."]
     lines += ["", f"## Summary at {head}", ""]
     header = (["variant", "lineage"] + [name for _, _, name in columns] +
-              ["p50 ms", "speed-up", "size MB", "x smaller", "retention", "agrees", "params", "RAM MB", "process MB", "flags"])
+              ["p50 ms", "speed-up", "size MB", "x smaller", "retention", "agrees", "params", "RAM MB", "process MB",
+               "target", "flags"])
     lines.append("| " + " | ".join(header) + " |")
     lines.append("|" + "|".join(["---"] * 2 + ["--:"] * (len(header) - 3) + ["---"]) + "|")
     for row, entry in zip(report["variants"], summary_table(report)):
@@ -278,6 +288,7 @@ def to_markdown(report: dict[str, Any]) -> str:
                   _fmt(None if entry["retention"] is None else entry["retention"] * 100, ".1f", "%"),
                   _fmt(None if entry["agreement"] is None else entry["agreement"] * 100, ".1f", "%"),
                   _params(row["num_parameters"]), _mb(row["memory_bytes"]), _mb(row.get("process_peak_bytes")),
+                  describe_target(row["target"]) if row.get("target") else "–",
                   "⚠ " + "; ".join(row["flags"]) if row["flags"] else ""]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     lines += ["", "## Latency per case (ms per batch; rows/s = throughput)", "",
@@ -313,8 +324,12 @@ def to_markdown(report: dict[str, Any]) -> str:
               "- Retention = variant / baseline on " + _primary_name(report)
               + (f"; agrees = share of {'words' if token else 'test rows'} where the variant predicts the "
                  "baseline's label."),
-              "- Flags: not faster than its nearest measured ancestor at the headline case; export parity failed "
-              "(from the manifest's metrics). Timings are noisy on a shared machine: compare ratios within one run."]
+              "- Target: the `--target` the variant's student was distilled to, judged on this report's own "
+              "figures (a latency target: p50 at batch 1 and the student's sequence length, on the runtime it was "
+              "picked for; a share: parameters vs the teacher's; a size: the model file); ✓ met, ✗ missed, – not "
+              "judged here.",
+              "- Flags: not faster than its nearest measured ancestor at the headline case; a check its stage "
+              "recorded as failed (export parity, bundle agreement, int8 tolerance); a missed target. Timings are noisy on a shared machine: compare ratios within one run."]
     errors = [r for r in report["variants"] if r["error"]]
     warnings = [(r["name"], w) for r in report["variants"] for w in r["warnings"]]
     if errors or warnings:
