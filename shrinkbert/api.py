@@ -68,16 +68,20 @@ class Artifact:
             from shrinkbert.compress.edge_predictor import Predictor
 
             return Predictor(self.path)
-        if any(self.path.glob("*.onnx")):
-            from optimum.onnxruntime import ORTModelForSequenceClassification
-
-            return ORTModelForSequenceClassification.from_pretrained(self.path)
-        config = json.loads((self.path / "config.json").read_text())
+        config = json.loads((self.path / "config.json").read_text()) if (self.path / "config.json").is_file() else {}
         architectures = config.get("architectures") or []
-        from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassification
+        token = any(a.endswith("ForTokenClassification") for a in architectures)
+        if any(self.path.glob("*.onnx")):
+            from optimum.onnxruntime import ORTModelForSequenceClassification, ORTModelForTokenClassification
+
+            return (ORTModelForTokenClassification if token else ORTModelForSequenceClassification).from_pretrained(
+                self.path)
+        from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoModelForTokenClassification
 
         masked = any(a.endswith(("ForMaskedLM", "ForPreTraining")) for a in architectures)
-        return load_model(AutoModelForMaskedLM if masked else AutoModelForSequenceClassification, self.path)
+        cls = (AutoModelForMaskedLM if masked else AutoModelForTokenClassification if token
+               else AutoModelForSequenceClassification)
+        return load_model(cls, self.path)
 
     def tokenizer(self):
         from transformers import AutoTokenizer

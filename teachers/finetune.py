@@ -105,7 +105,8 @@ def run(cfg: Config) -> Path:
         scores = score_split(m, data["validation"], collate, task, cfg.eval_batch_size)
         score = scores[judged_by]
         score_file = best_dir / "score.json"
-        best = json.loads(score_file.read_text())["score"] if score_file.is_file() else -1.0
+        saved = json.loads(score_file.read_text()) if score_file.is_file() else {}
+        best = saved.get("score", saved.get("validation_accuracy", -1.0))  # (a run resumed from an older kit)
         if score > best and is_main_process():
             best_dir.mkdir(parents=True, exist_ok=True)
             save_weights(m, str(best_dir / "model.safetensors"))

@@ -159,3 +159,9 @@ def test_a_word_with_no_subtokens_keeps_later_tags_in_place(tagger):
     encoded = encode_words(tokenizer, words, 32)
     flat, counts = gold_words([[1, 4, 0, 2]], encoded_word_ids(encoded, 1))
     assert flat == [1, 0, 2] and counts == [3]
+
+
+def test_artifact_load_gives_a_token_model(tagger):
+    from transformers import BertForTokenClassification
+
+    assert isinstance(tagger.load(), BertForTokenClassification)
