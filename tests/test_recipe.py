@@ -214,3 +214,14 @@ def test_demo_recipe_plans_every_stage(quick, tmp_path):
     else:
         assert "quick" not in params["report"] or params["report"]["quick"] is False
     assert not (tmp_path / "demo").exists() or not any((tmp_path / "demo").iterdir())  # planning writes nothing
+
+
+@pytest.mark.parametrize("path", ["recipes/ner.yaml", "recipes/pos.yaml", "recipes/movie-full.yaml",
+                                  "bench/targets.yaml"])
+def test_every_shipped_recipe_plans(path, tmp_path):
+    """Each recipe the README names passes every stage's Config checks (and its --quick block, if any)."""
+    for quick in (False, True):
+        recipe = load_recipe(ROOT / path, output_dir=tmp_path / f"out-{quick}", quick=quick)
+        rows = plan(recipe)
+        assert rows and rows[-1][0].name == "report"
+        assert all(action == "run" for _, _, action in rows)
