@@ -19,6 +19,7 @@ from typing import Any, Sequence
 
 from shrinkbert.core.config import field
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.tasks import BUILTIN_TASKS
 
 DEFAULTS = {"text_column": "text", "text_pair_column": "", "label_column": "label", "split_seed": 0}
 
@@ -26,11 +27,14 @@ DEFAULTS = {"text_column": "text", "text_pair_column": "", "label_column": "labe
 @dataclass
 class DataConfig:
     """The data fields every stage shares; empty means "what the parent artifact was made on"."""
-    task: str = field("", "built-in task (movie-snippets, bbc-news, nyt-next-sentence) or a data file/dir; "
+    task: str = field("", f"built-in task ({', '.join(BUILTIN_TASKS)}) or a data file/dir (.csv .tsv .jsonl .json "
+                          ".parquet; .conll/.txt for token tags); "
                           "empty: the task the parent artifact was made on")
-    text_column: str = field("", "column holding the text (user files; empty: inherited, else 'text')")
+    text_column: str = field("", "column holding the text, or a token task's word lists (user files; empty: "
+                                 "inherited, else 'text', or 'tokens' where the file has it)")
     text_pair_column: str = field("", "column holding a pair's second text (user files; empty: inherited, else none)")
-    label_column: str = field("", "column holding the label (user files; empty: inherited, else 'label')")
+    label_column: str = field("", "column holding the label, or a token task's tag lists (user files; CoNLL: the "
+                                  "tag field's 0-based index, default the last; empty: inherited, else 'label')")
     split_seed: int | None = field(None, "seed that fixes the stored train/validation/test split, independent of "
                                          "--seed (empty: inherited, else 0)")
     cache_dir: str = field("", "shrinkbert's cache: downloads, stored splits, tokenized splits, teacher outputs "
