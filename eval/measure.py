@@ -344,15 +344,20 @@ def _accuracy(runner, rows: TestRows, settings: Settings) -> dict[str, Any]:
                                   "is a sequence task")
         if logits.ndim != 2 or logits.shape[0] != len(texts):
             raise ShrinkbertError(f"the model returned logits of shape {logits.shape} for {len(texts)} rows")
-        if columns is not None:
-            logits = logits[:, columns]
-        if logits.shape[1] != rows.task.num_labels:
-            raise ShrinkbertError(f"the model has {logits.shape[1]} outputs but task '{rows.task.name}' "
-                                  f"has {rows.task.num_labels} labels")
-        predictions.extend(int(p) for p in logits.argmax(axis=1))
+        predictions.extend(_task_predictions(logits, columns, rows.task))
     metrics = compute_metrics(rows.task.metrics, predictions, rows.labels, num_labels=rows.task.num_labels)
     return {"metrics": metrics, "n": len(rows), "predictions": predictions,
             "label_order": "index" if columns is None else f"by name: task label i = model output {columns}"}
+
+
+def _task_predictions(logits: np.ndarray, columns, task) -> list[int]:
+    """Arg-max labels as the task's label indices (model outputs reordered by name where they differ)."""
+    if columns is not None:
+        logits = logits[:, columns]
+    if logits.shape[1] != task.num_labels:
+        raise ShrinkbertError(f"the model has {logits.shape[1]} outputs but task '{task.name}' "
+                              f"has {task.num_labels} labels")
+    return [int(p) for p in logits.argmax(axis=1)]
 
 
 def _tag_accuracy(runner, rows: TestRows, settings: Settings) -> dict[str, Any]:
@@ -376,12 +381,7 @@ def _tag_accuracy(runner, rows: TestRows, settings: Settings) -> dict[str, Any]:
         total = sum(len(s) for s in scored)
         if logits.ndim != 2 or logits.shape[0] != total:
             raise ShrinkbertError(f"the model returned word logits of shape {logits.shape} for {total} words")
-        if columns is not None:
-            logits = logits[:, columns]
-        if logits.shape[1] != rows.task.num_labels:
-            raise ShrinkbertError(f"the model has {logits.shape[1]} outputs but task '{rows.task.name}' "
-                                  f"has {rows.task.num_labels} labels")
-        predictions.extend(int(p) for p in logits.argmax(axis=1))
+        predictions.extend(_task_predictions(logits, columns, rows.task))
         for row_tags, indices in zip(tags, scored):
             golds.extend(int(row_tags[i]) for i in indices)  # the gold tags of the words scored
             counts.append(len(indices))
