@@ -20,10 +20,12 @@ search over hundreds of shapes instant; tests check the formula against real mod
 """
 from __future__ import annotations
 
+import copy
+
 import dataclasses
 import re
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from shrinkbert.core.errors import ShrinkbertError
 
@@ -208,27 +210,58 @@ def pick_by_size(teacher_config, target: Target, *, head: str = "classifier", **
 RUNTIMES = ("torch", "onnx", "onnx-int8")
 
 
-def onnx_timer(runtime: str, threads: int, warmup: int, runs: int) -> Callable:
+def _export(model, ids, path: Path) -> Path:
+    import torch
+
+    mask = torch.ones_like(ids)
+    with torch.inference_mode():
+        torch.onnx.export(model, (ids, mask), str(path), input_names=["input_ids", "attention_mask"],
+                          output_names=["logits"], opset_version=17, dynamo=False,
+                          dynamic_axes={"input_ids": {0: "b", 1: "s"}, "attention_mask": {0: "b", 1: "s"}})
+    return path
+
+
+def onnx_timer(runtime: str, threads: int, warmup: int, runs: int, neighbour_config=None) -> Callable:
     """A timer(model, ids) -> p50 ms that exports the model to ONNX (TorchScript exporter, as
     compress.export's Optimum path does), int8-quantizes it for 'onnx-int8' with the CPU's own
     defaults (compress.int8.choose: per-channel, reduce_range on x86 without VNNI), and times it in
-    ONNX Runtime with `threads` intra-op threads, no spinning: the runtime the student ships in."""
+    ONNX Runtime with `threads` intra-op threads, no spinning: the runtime the student ships in.
+
+    Timed the way the report times (eval/latency.py): interleaved. The report runs every variant in
+    turn, so each call of one follows calls of the others, with their caches and thread wake-ups;
+    back to back, a small model measured up to 1.7x faster here than in the report (a 2-layer
+    H288 int8 student: 3.18 ms alone, 5.62 ms p50 in the report). With `neighbour_config` (the
+    teacher's), a model of that shape in fp32 ONNX runs before every timed call."""
     import tempfile
+    import time
 
     import numpy as np
     import torch
 
     from shrinkbert.compress.common import ort_session
-    from shrinkbert.core.timing import time_callable
+
+    neighbour: dict[str, Any] = {}
+
+    def run_neighbour(ids) -> None:
+        if neighbour_config is None:
+            return
+        if "run" not in neighbour:  # built once, kept for the timer's life
+            from transformers import BertForSequenceClassification
+
+            neighbour["dir"] = tempfile.TemporaryDirectory()
+            cfg = copy.deepcopy(neighbour_config)
+            cfg.vocab_size = 1000
+            torch.manual_seed(0)
+            path = _export(BertForSequenceClassification(cfg).eval(), ids, Path(neighbour["dir"].name) / "n.onnx")
+            session = ort_session(path, threads)
+            feed = {"input_ids": ids.numpy().astype(np.int64), "attention_mask": np.ones(ids.shape, np.int64)}
+            neighbour["run"] = lambda: session.run(None, feed)
+        neighbour["run"]()
 
     def timer(model, ids) -> float:
         with tempfile.TemporaryDirectory() as work:
-            path = Path(work) / "model.onnx"
+            path = _export(model, ids, Path(work) / "model.onnx")
             mask = torch.ones_like(ids)
-            with torch.inference_mode():
-                torch.onnx.export(model, (ids, mask), str(path), input_names=["input_ids", "attention_mask"],
-                                  output_names=["logits"], opset_version=17, dynamo=False,
-                                  dynamic_axes={"input_ids": {0: "b", 1: "s"}, "attention_mask": {0: "b", 1: "s"}})
             if runtime == "onnx-int8":
                 from onnxruntime.quantization import QuantType, quantize_dynamic
 
@@ -241,7 +274,14 @@ def onnx_timer(runtime: str, threads: int, warmup: int, runs: int) -> Callable:
                 path = Path(work) / "int8.onnx"
             session = ort_session(path, threads)
             feed = {"input_ids": ids.numpy().astype(np.int64), "attention_mask": mask.numpy().astype(np.int64)}
-            return time_callable(lambda: session.run(None, feed), warmup=warmup, runs=runs)["p50"]
+            samples = []
+            for i in range(warmup + runs):
+                run_neighbour(ids)
+                start = time.perf_counter()
+                session.run(None, feed)
+                if i >= warmup:
+                    samples.append(1000 * (time.perf_counter() - start))
+            return float(np.median(samples))
     return timer
 
 
@@ -283,7 +323,7 @@ def _pick_by_latency(teacher_config, target: Target, *, seq_len, threads, runs, 
         hidden_steps = sorted(quarters)
     shapes = candidate_shapes(teacher_config, hidden_steps=hidden_steps, **fixed)
     if timer is None and runtime != "torch":
-        timer = onnx_timer(runtime, threads, warmup, runs)
+        timer = onnx_timer(runtime, threads, warmup, runs, neighbour_config=teacher_config)
     timer = timer or (lambda model, ids: time_callable(lambda: model(input_ids=ids), warmup=warmup, runs=runs)["p50"])
     seq_len = min(seq_len, teacher_config.max_position_embeddings)
     ids = torch.randint(0, 1000, (1, seq_len))

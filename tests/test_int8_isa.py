@@ -258,3 +258,33 @@ def test_accuracy_aware_ranks_by_sensitivity_and_keeps_the_fewest_modules_float(
     assert loose["kept_fp32"] == ["B"] and loose["met"]
     tight = search(tmp_path / "src.onnx", groups, [], quantize, evaluate, labels, fp32_logits, tolerance_points=1.0)
     assert tight["kept_fp32"] == ["B", "A"] and tight["met"]
+
+
+def test_onnx_timer_interleaves_a_teacher_sized_neighbour(monkeypatch):
+    """Candidates are timed as the report times variants: each timed call follows another model's call."""
+    import torch
+    from transformers import BertForSequenceClassification
+
+    from shrinkbert.students import shape as shape_module
+
+    from shrinkbert.compress import common
+
+    calls = []
+    original = common.ort_session  # the timer imports it when it runs, so it sees the patch below
+
+    def counting_session(path, threads=None):
+        session = original(path, threads)
+
+        class Counted:
+            def run(self, *args, **kwargs):
+                calls.append(Path(str(path)).name)
+                return session.run(*args, **kwargs)
+        return Counted()
+
+    monkeypatch.setattr(common, "ort_session", counting_session)
+    timer = shape_module.onnx_timer("onnx", threads=1, warmup=1, runs=3, neighbour_config=_tiny_config())
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(_tiny_config()).eval()
+    ms = timer(model, torch.randint(0, 1000, (1, 16)))
+    assert ms > 0
+    assert calls == ["n.onnx", "model.onnx"] * 4  # neighbour, candidate, neighbour, candidate, ...
