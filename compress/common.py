@@ -137,10 +137,10 @@ def load_pt(path: str | Path, eager: bool = False):
     """(model, tokenizer) of a PyTorch artifact, in eval mode."""
     from transformers import AutoConfig, AutoModelForSequenceClassification, AutoModelForTokenClassification
 
-    from shrinkbert.core.models import load_model, load_tokenizer
+    from shrinkbert.core.models import check_model_dir, load_model, load_tokenizer
 
     kwargs = {"attn_implementation": "eager"} if eager else {}
-    token = is_token_model(AutoConfig.from_pretrained(str(path)))
+    token = is_token_model(AutoConfig.from_pretrained(str(check_model_dir(path))))
     cls = AutoModelForTokenClassification if token else AutoModelForSequenceClassification
     model = load_model(cls, path, **kwargs).eval()
     tokenizer = load_tokenizer(path, model.config)

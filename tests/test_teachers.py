@@ -363,22 +363,18 @@ def test_keep_best_restores_the_best_epochs_weights_across_a_resume(tiny_bert, t
         return digest.hexdigest()
 
     script, weights_at_validation = [0.9, 0.5, "kill", 0.6], []
-    real_predict, real_accuracy = finetune.predict, finetune.accuracy
+    real_score = finetune.score_split
 
-    def spy_predict(model, dataset, *args, **kwargs):
-        weights_at_validation.append(weights_hash(model.state_dict()))
-        return real_predict(model, dataset, *args, **kwargs)
-
-    def scripted_accuracy(logits, golds):
+    def scripted_score(model, dataset, *args, **kwargs):
         if not script:  # the test pass after training: the real thing
-            return real_accuracy(logits, golds)
+            return real_score(model, dataset, *args, **kwargs)
+        weights_at_validation.append(weights_hash(model.state_dict()))
         step = script.pop(0)
         if step == "kill":
             raise KeyboardInterrupt  # the process dies during epoch 3's validation
-        return step
+        return {"accuracy": step, "loss": 0.5}
 
-    monkeypatch.setattr(finetune, "predict", spy_predict)
-    monkeypatch.setattr(finetune, "accuracy", scripted_accuracy)
+    monkeypatch.setattr(finetune, "score_split", scripted_score)
     args = ["--model", str(tiny_bert), "--task", str(tiny_csv), "--epochs", "3", "--batch-size", "8",
             "--learning-rate", "1e-3", "--checkpoint-every", "1", "--cache-dir", cache, "--keep", "best",
             "--output-dir", str(tmp_path / "teacher")]
