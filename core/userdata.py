@@ -11,7 +11,7 @@ import contextlib
 import math
 import tempfile
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import datasets
 
@@ -182,6 +182,29 @@ def _label_key(value):
     return value
 
 
+def label_lookup(values: set, where: str, label_names: Sequence[str] | None, noun: str,
+                 order: Callable[[set], list]) -> tuple[tuple[str, ...], dict]:
+    """(label names, {raw value: index}) for the raw labels (or tags) of a dataset: the given names
+    (ints that are not themselves names are indices into them), else the values in `order`."""
+    kinds = {type(v) for v in values}
+    if len(kinds) > 1:
+        raise ShrinkbertError(f"{where}: {noun}s mix numbers and names ({sorted(map(str, values))[:6]})")
+    if label_names is None:
+        ordered = order(values)
+        return tuple(str(v) for v in ordered), {v: i for i, v in enumerate(ordered)}
+    label_names = tuple(str(n) for n in label_names)
+    if kinds == {int} and not set(label_names) >= {str(v) for v in values}:
+        bad = sorted(v for v in values if not 0 <= v < len(label_names))
+        if bad:
+            raise ShrinkbertError(f"{where}: {noun} {bad[0]} is not an index into the given label names "
+                                  f"{list(label_names)}")
+        return label_names, {v: v for v in values}
+    bad = sorted(str(v) for v in values if str(v) not in label_names)
+    if bad:
+        raise ShrinkbertError(f"{where}: {noun} '{bad[0]}' is not one of the given label names {list(label_names)}")
+    return label_names, {v: label_names.index(str(v)) for v in values}
+
+
 def encode_labels(splits: dict[str, datasets.Dataset], where: str,
                    label_names: Sequence[str] | None) -> tuple[tuple[str, ...], dict[str, datasets.Dataset]]:
     """Turn raw label values (strings or ints) into ClassLabel indices; names sorted or given."""
@@ -201,27 +224,7 @@ def encode_labels(splits: dict[str, datasets.Dataset], where: str,
     if fractional:
         raise ShrinkbertError(f"{where}: label {fractional[0]} is not a class (labels must be names or whole "
                               "numbers; regression is not supported)")
-    kinds = {type(v) for v in values}
-    if len(kinds) > 1:
-        raise ShrinkbertError(f"{where}: labels mix numbers and names ({sorted(map(str, values))[:6]})")
-    if label_names is not None:
-        label_names = tuple(str(n) for n in label_names)
-        if kinds == {int} and not set(label_names) >= {str(v) for v in values}:
-            # ints that are not themselves the given names are indices into them
-            bad = sorted(v for v in values if not 0 <= v < len(label_names))
-            if bad:
-                raise ShrinkbertError(f"{where}: label {bad[0]} is not an index into the given label names "
-                                      f"{list(label_names)}")
-            lookup = {v: v for v in values}
-        else:
-            bad = sorted(str(v) for v in values if str(v) not in label_names)
-            if bad:
-                raise ShrinkbertError(f"{where}: label '{bad[0]}' is not one of the given label names {list(label_names)}")
-            lookup = {v: label_names.index(str(v)) for v in values}
-    else:
-        ordered = sorted(values)
-        label_names = tuple(str(v) for v in ordered)
-        lookup = {v: i for i, v in enumerate(ordered)}
+    label_names, lookup = label_lookup(values, where, label_names, "label", sorted)
     if len(label_names) < 2:
         raise ShrinkbertError(f"{where} has only one label value ({label_names[0]!r}); a classifier needs at least 2")
 
@@ -414,27 +417,7 @@ def encode_tags(splits: dict[str, datasets.Dataset], where: str, label_names: Se
     for split in splits.values():
         for row in split["tags"]:
             values.update(row)
-    kinds = {type(v) for v in values}
-    if len(kinds) > 1:
-        raise ShrinkbertError(f"{where}: tags mix numbers and names ({sorted(map(str, values))[:6]})")
-    if label_names is not None:
-        label_names = tuple(str(n) for n in label_names)
-        if kinds == {int} and not set(label_names) >= {str(v) for v in values}:
-            bad = sorted(v for v in values if not 0 <= v < len(label_names))
-            if bad:
-                raise ShrinkbertError(f"{where}: tag {bad[0]} is not an index into the given label names "
-                                      f"{list(label_names)}")
-            lookup = {v: v for v in values}
-        else:
-            bad = sorted(str(v) for v in values if str(v) not in label_names)
-            if bad:
-                raise ShrinkbertError(f"{where}: tag '{bad[0]}' is not one of the given label names "
-                                      f"{list(label_names)}")
-            lookup = {v: label_names.index(str(v)) for v in values}
-    else:
-        ordered = _tag_order(values)
-        label_names = tuple(str(v) for v in ordered)
-        lookup = {v: i for i, v in enumerate(ordered)}
+    label_names, lookup = label_lookup(values, where, label_names, "tag", _tag_order)
     if len(label_names) < 2:
         raise ShrinkbertError(f"{where} has only one tag value ({label_names[0]!r}); a tagger needs at least 2")
     features = datasets.Features({"tokens": datasets.Sequence(datasets.Value("string")),
