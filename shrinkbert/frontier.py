@@ -1,7 +1,7 @@
 """The accuracy-speed frontier: students distilled to a ladder of speed-ups, over seeds, in one table.
 
     shrinkbert frontier --teacher runs/demo/teacher --speedups 2x,4x,8x,15x,25x --seeds 3 \\
-        --output-dir runs/frontier [--transfer-corpus imdb --max-transfer-rows 50000]
+        --output-dir runs/frontier [--transfer-corpus imdb --max-transfer-rows 50000] [--shapes 3L/H128]
 
 For each speed-up target N (against the teacher in PyTorch fp32, batch 1, sequence max_length):
   1. the latency target is the teacher's probed p50 / N, and the student's shape is picked by
@@ -14,13 +14,16 @@ For each speed-up target N (against the teacher in PyTorch fp32, batch 1, sequen
 The table (frontier.md, frontier.json) gives per target: the shape, retention (student int8 test
 accuracy / teacher PyTorch test accuracy) as mean ± sd over seeds, speed-up against the teacher in
 PyTorch fp32 and against the teacher's O2 + int8 ONNX, and the file size; frontier.png plots
-retention against speed-up. Artifacts already in the output folder are reused (--no-resume redoes them).
+retention against speed-up. --shapes adds students of shapes you name, measured in the same run (no
+target: their speed-up is what that run measures), to compare, say, deep-narrow shapes with the picker's
+choice. Artifacts already in the output folder are reused (--no-resume redoes them).
 """
 from __future__ import annotations
 
 import dataclasses
 import json
 import math
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -36,6 +39,8 @@ class Config(DataConfig):
     teacher: str = field("", "fine-tuned teacher artifact")
     output_dir: str = field("runs/frontier", "where students, exports, frontier.md/.json/.png are written")
     speedups: str = field("2x,4x,8x,15x,25x", "speed-up targets against the teacher (PyTorch fp32, batch 1)")
+    shapes: str = field("", "also distil these shapes as given (e.g. 3L/H128,2L/H160; heads and FFN follow the "
+                            "teacher's ratios unless written /A4/F512) and measure them in the same table")
     seeds: int = field(3, "training seeds per target (0..N-1); retention is reported as mean ± sd", min=1)
     runtime: str = field("onnx-int8", "runtime the student ships in, on which its shape is picked",
                          choices=("torch", "onnx", "onnx-int8"))
@@ -75,6 +80,29 @@ def parse_speedups(text: str) -> list[float]:
     if not values:
         raise ShrinkbertError("no speed-up targets given (--speedups 2x,4x,8x)")
     return sorted(set(values))
+
+
+SHAPE_TEXT = re.compile(r"(\d+)L/H(\d+)(?:/A(\d+))?(?:/[FI](\d+))?")
+
+
+def parse_shapes(text: str) -> list[dict[str, int]]:
+    """'3L/H128,2L/H160/A5/F640' -> [{'layers': 3, 'hidden': 128}, {... 'heads': 5, 'intermediate': 640}]."""
+    shapes = []
+    for part in str(text).replace(" ", "").split(","):
+        if not part:
+            continue
+        match = SHAPE_TEXT.fullmatch(part.upper())
+        if not match:
+            raise ShrinkbertError(f"a student shape looks like 3L/H128 or 3L/H128/A4/F512; got {part!r}")
+        values = dict(zip(("layers", "hidden", "heads", "intermediate"), match.groups()))
+        shapes.append({k: int(v) for k, v in values.items() if v is not None})
+    return shapes
+
+
+def _shape_label(shape: dict[str, int]) -> str:
+    parts = [f"{shape['layers']}L"] + [f"{prefix}{shape[key]}" for key, prefix in
+                                        (("hidden", "H"), ("heads", "A"), ("intermediate", "F")) if key in shape]
+    return "-".join(parts)
 
 
 def _log(message: str) -> None:
@@ -134,12 +162,12 @@ def _mean_sd(values: list[float]) -> tuple[float | None, float | None]:
 def run(cfg: Config) -> Path:
     import os
 
-    from shrinkbert.core.artifacts import read_manifest
     from shrinkbert.core.dataspec import resolve_spec
 
     if not cfg.teacher:
         raise ShrinkbertError("no teacher given: --teacher DIR")
-    speedups = parse_speedups(cfg.speedups)
+    given = parse_shapes(cfg.shapes)
+    speedups = parse_speedups(cfg.speedups) if cfg.speedups.strip() or not given else []
     threads = cfg.threads or os.cpu_count() or 1
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -152,26 +180,12 @@ def run(cfg: Config) -> Path:
     for speedup in speedups:
         target_ms = teacher_ms / speedup
         point: dict[str, Any] = {"speedup_target": speedup, "target_ms": target_ms, "students": [], "shape": None}
-        shape_args: dict[str, Any] = {"target": f"{target_ms:.4f}ms", "latency_runtime": cfg.runtime}
-        for seed in range(cfg.seeds):
-            where = out / "students" / f"{speedup:g}x-seed{seed}"
-            try:
-                student = _stage("distill", where, cfg.resume, teacher=cfg.teacher, seed=seed, **shape_args,
-                                 **_distill_kwargs(cfg))
-            except ShrinkbertError as err:
-                if "cannot be met" not in str(err):
-                    raise
-                point["unmet"] = str(err).splitlines()[0]
-                _log(f"{speedup:g}x: {point['unmet']}")
-                break
-            shape = read_manifest(student)["student"]["shape"]
-            if point["shape"] is None:  # seed 0 picked it on the shipping runtime; the other seeds reuse it
-                point["shape"] = shape
-                shape_args = {"layers": shape["layers"], "hidden": shape["hidden"], "heads": shape["heads"],
-                              "intermediate": shape["intermediate"]}
-            point["students"].append({"seed": seed, "student": str(student),
-                                      "int8": str(_int8(student, where, cfg, cfg.resume))})
-        points.append(point)
+        points.append(_distil_point(cfg, point, out / "students" / f"{speedup:g}x",
+                                    {"target": f"{target_ms:.4f}ms", "latency_runtime": cfg.runtime}))
+    for shape in given:
+        point = {"speedup_target": None, "target_ms": None, "given": _shape_label(shape), "students": [],
+                 "shape": None}
+        points.append(_distil_point(cfg, point, out / "students" / _shape_label(shape), dict(shape)))
 
     table = measure_frontier(cfg, spec, Path(cfg.teacher), teacher_int8, points, threads)
     table["teacher_probe_ms"] = teacher_ms
@@ -182,6 +196,32 @@ def run(cfg: Config) -> Path:
     print(format_table(table))
     _log(f"table written to {out / 'frontier.md'}, plot {out / 'frontier.png'}")
     return out
+
+
+def _distil_point(cfg: Config, point: dict[str, Any], prefix: Path, shape_args: dict[str, Any]) -> dict[str, Any]:
+    """Distil, export and quantize one point's students (seeds 0..N-1) into prefix-seed{N}."""
+    from shrinkbert.core.artifacts import read_manifest
+
+    name = point.get("given") or f"{point['speedup_target']:g}x"
+    for seed in range(cfg.seeds):
+        where = prefix.with_name(f"{prefix.name}-seed{seed}")
+        try:
+            student = _stage("distill", where, cfg.resume, teacher=cfg.teacher, seed=seed, **shape_args,
+                             **_distill_kwargs(cfg))
+        except ShrinkbertError as err:
+            if "cannot be met" not in str(err):
+                raise
+            point["unmet"] = str(err).splitlines()[0]
+            _log(f"{name}: {point['unmet']}")
+            break
+        shape = read_manifest(student)["student"]["shape"]
+        if point["shape"] is None:  # seed 0 picked it on the shipping runtime; the other seeds reuse it
+            point["shape"] = shape
+            shape_args = {"layers": shape["layers"], "hidden": shape["hidden"], "heads": shape["heads"],
+                          "intermediate": shape["intermediate"]}
+        point["students"].append({"seed": seed, "student": str(student),
+                                  "int8": str(_int8(student, where, cfg, cfg.resume))})
+    return point
 
 
 def measure_frontier(cfg: Config, spec, teacher: Path, teacher_int8: Path, points: list[dict], threads: int) -> dict:
@@ -208,6 +248,7 @@ def measure_frontier(cfg: Config, spec, teacher: Path, teacher_int8: Path, point
     for point in points:
         measured = [{**s, **figures(s["int8"])} for s in point["students"]]
         row = {"speedup_target": point["speedup_target"], "target_ms": point["target_ms"], "shape": point["shape"],
+               "given": point.get("given"),
                "seeds": len(measured), "unmet": point.get("unmet"), "students": measured}
         if measured:
             row["retention_mean"], row["retention_sd"] = _mean_sd([m["accuracy"] / base["accuracy"] for m in measured])
@@ -229,6 +270,10 @@ def _shape_text(shape: dict | None) -> str:
     return f"{shape['layers']}L/H{shape['hidden']}/A{shape['heads']}/F{shape['intermediate']}"
 
 
+def _target_text(row: dict) -> str:
+    return "shape given" if row.get("speedup_target") is None else f"{row['speedup_target']:g}x"
+
+
 def format_table(table: dict) -> str:
     t, ti = table["teacher"], table["teacher_int8"]
     lines = [f"Frontier: O2 + int8 ONNX students, shapes picked on {table['runtime']}, {table['test_rows']} test rows, "
@@ -244,9 +289,9 @@ def format_table(table: dict) -> str:
              f"{t['size_bytes'] / ti['size_bytes']:.1f}x |"]
     for row in table["points"]:
         if not row["seeds"]:
-            lines.append(f"| {row['speedup_target']:g}x | unmet | 0 | | | | | | | |")
+            lines.append(f"| {_target_text(row)} | unmet | 0 | | | | | | | |")
             continue
-        lines.append(f"| {row['speedup_target']:g}x | {_shape_text(row['shape'])} | {row['seeds']} | "
+        lines.append(f"| {_target_text(row)} | {_shape_text(row['shape'])} | {row['seeds']} | "
                      f"{row['retention_mean']:.1%} ± {row['retention_sd']:.1%} | {row['accuracy_mean']:.4f} | "
                      f"{row['p50_ms']:.2f} | {row['speedup_vs_torch']:.2f}x | {row['speedup_vs_teacher_int8']:.2f}x | "
                      f"{row['size_mb']:.2f} | {row['x_smaller']:.1f}x |")
@@ -267,7 +312,7 @@ def plot_frontier(table: dict, path: Path) -> None:
         ax.errorbar(xs, ys, yerr=[100 * r["retention_sd"] for r in measured], fmt="o-", capsize=3,
                     label="int8 ONNX students (mean ± sd over seeds)")
         for r, x, y in zip(measured, xs, ys):
-            ax.annotate(f"{r['speedup_target']:g}x target\n{_shape_text(r['shape'])}", (x, y), fontsize=7,
+            ax.annotate(f"{_target_text(r)}\n{_shape_text(r['shape'])}", (x, y), fontsize=7,
                         textcoords="offset points", xytext=(4, 4))
     t, ti = table["teacher"], table["teacher_int8"]
     ax.plot([1.0], [100.0], "s", color="black", label="teacher PyTorch fp32")

@@ -17,6 +17,34 @@ def test_parse_speedups():
             parse_speedups(bad)
 
 
+def test_parse_shapes():
+    from shrinkbert.frontier import parse_shapes
+
+    assert parse_shapes("3L/H128, 2l/h160/a5/f640") == [{"layers": 3, "hidden": 128},
+                                                        {"layers": 2, "hidden": 160, "heads": 5, "intermediate": 640}]
+    assert parse_shapes("") == []
+    for bad in ("3L", "H128", "3L/H128/X2", "threeL/H128"):
+        with pytest.raises(ShrinkbertError):
+            parse_shapes(bad)
+
+
+def test_frontier_measures_given_shapes_beside_nothing_else(tiny_csv, tmp_path, monkeypatch):
+    from shrinkbert.cli import main
+    from shrinkbert.core.testing import make_tiny_bert
+
+    monkeypatch.setenv("SHRINKBERT_CACHE", str(tmp_path / "cache"))
+    teacher = make_tiny_bert(tmp_path / "teacher", layers=4, hidden=64, intermediate=128, seed=2)
+    out = tmp_path / "frontier"
+    assert main(["frontier", "--teacher", str(teacher), "--task", str(tiny_csv), "--speedups", "", "--shapes",
+                 "2L/H32", "--seeds", "1", "--max-steps", "2", "--batch-size", "8", "--max-length", "32",
+                 "--threads", "1", "--runs", "2", "--warmup", "0", "--output-dir", str(out)]) == 0
+    (point,) = json.loads((out / "frontier.json").read_text())["points"]
+    assert point["speedup_target"] is None and point["given"] == "2L-H32"
+    assert (point["shape"]["layers"], point["shape"]["hidden"]) == (2, 32)
+    assert point["students"][0]["student"].endswith("2L-H32-seed0")
+    assert "| shape given | 2L/H32/" in (out / "frontier.md").read_text()
+
+
 def test_frontier_on_tiny_models_writes_the_table_and_plot(tiny_csv, tmp_path, monkeypatch):
     from shrinkbert.cli import main
     from shrinkbert.core.testing import make_tiny_bert
