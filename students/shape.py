@@ -221,6 +221,42 @@ def _export(model, ids, path: Path) -> Path:
     return path
 
 
+def torch_timer(warmup: int, runs: int, neighbour_config=None) -> Callable:
+    """A timer(model, ids) -> p50 ms in PyTorch fp32, interleaved like onnx_timer: with
+    `neighbour_config` (the teacher's), a random-init model of that shape runs before every timed
+    call, so the candidate pays the cache and thread wake-ups it will pay in the report."""
+    import time
+
+    import numpy as np
+    import torch
+
+    neighbour: dict[str, Any] = {}
+
+    def run_neighbour(ids) -> None:
+        if neighbour_config is None:
+            return
+        if "model" not in neighbour:  # built once, kept for the timer's life
+            from transformers import BertForSequenceClassification
+
+            cfg = copy.deepcopy(neighbour_config)
+            cfg.vocab_size = 1000
+            torch.manual_seed(0)
+            neighbour["model"] = BertForSequenceClassification(cfg).eval()
+        neighbour["model"](input_ids=ids)
+
+    def timer(model, ids) -> float:
+        samples = []
+        with torch.inference_mode():
+            for i in range(warmup + runs):
+                run_neighbour(ids)
+                start = time.perf_counter()
+                model(input_ids=ids)
+                if i >= warmup:
+                    samples.append(1000 * (time.perf_counter() - start))
+        return float(np.median(samples))
+    return timer
+
+
 def onnx_timer(runtime: str, threads: int, warmup: int, runs: int, neighbour_config=None) -> Callable:
     """A timer(model, ids) -> p50 ms that exports the model to ONNX (TorchScript exporter, as
     compress.export's Optimum path does), int8-quantizes it for 'onnx-int8' with the CPU's own
@@ -314,17 +350,15 @@ def _pick_by_latency(teacher_config, target: Target, *, seq_len, threads, runs, 
     import torch
     from transformers import BertForSequenceClassification
 
-    from shrinkbert.core.timing import time_callable
-
     head_dim = _head_dim(teacher_config)
     if hidden_steps is None and not fixed.get("hidden"):
         quarters = {max(head_dim, int(round(teacher_config.hidden_size * q / 4 / head_dim)) * head_dim)
                     for q in (1, 2, 3, 4)}
         hidden_steps = sorted(quarters)
     shapes = candidate_shapes(teacher_config, hidden_steps=hidden_steps, **fixed)
-    if timer is None and runtime != "torch":
-        timer = onnx_timer(runtime, threads, warmup, runs, neighbour_config=teacher_config)
-    timer = timer or (lambda model, ids: time_callable(lambda: model(input_ids=ids), warmup=warmup, runs=runs)["p50"])
+    if timer is None:  # interleaved with a teacher-sized model on every runtime, as the report times
+        timer = (torch_timer(warmup, runs, neighbour_config=teacher_config) if runtime == "torch"
+                 else onnx_timer(runtime, threads, warmup, runs, neighbour_config=teacher_config))
     seq_len = min(seq_len, teacher_config.max_position_embeddings)
     ids = torch.randint(0, 1000, (1, seq_len))
     rows, fitting, too_slow = [], [], set()

@@ -288,3 +288,27 @@ def test_onnx_timer_interleaves_a_teacher_sized_neighbour(monkeypatch):
     ms = timer(model, torch.randint(0, 1000, (1, 16)))
     assert ms > 0
     assert calls == ["n.onnx", "model.onnx"] * 4  # neighbour, candidate, neighbour, candidate, ...
+
+
+def test_torch_timer_interleaves_a_teacher_sized_neighbour(monkeypatch):
+    """The torch runtime's candidates are timed interleaved too, not back to back."""
+    import torch
+    from transformers import BertForSequenceClassification
+
+    from shrinkbert.students import shape as shape_module
+
+    calls = []
+    original = BertForSequenceClassification.forward
+
+    def counting_forward(self, *args, **kwargs):
+        calls.append(self.config.num_hidden_layers)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(BertForSequenceClassification, "forward", counting_forward)
+    neighbour = _tiny_config()
+    neighbour.num_hidden_layers = 3
+    timer = shape_module.torch_timer(warmup=1, runs=3, neighbour_config=neighbour)
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(_tiny_config()).eval()
+    assert timer(model, torch.randint(0, 1000, (1, 16))) > 0
+    assert calls == [3, _tiny_config().num_hidden_layers] * 4  # neighbour, candidate, neighbour, candidate, ...
