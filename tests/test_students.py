@@ -204,6 +204,14 @@ def test_latency_target_picks_a_fitting_shape(teacher4):
     assert any(r["p50_ms"] is None for r in rows)  # skipped untimed
     with pytest.raises(ShrinkbertError, match="fastest candidate"):
         pick_by_latency(config, parse_target("0.001ms"), seq_len=16, threads=1, timer=timer, log=lambda _: None)
+    # half-width FFNs are candidates too: with an FFN that costs time, a third layer with half the FFN
+    # fits where a third full one does not, and the prior prefers the deeper shape
+    timer = lambda model, ids: (model.config.num_hidden_layers  # noqa: E731
+                                * (model.config.hidden_size + model.config.intermediate_size / 2) / 48.0)
+    shape, rows = pick_by_latency(config, parse_target("3.0ms"), seq_len=16, threads=1, timer=timer,
+                                  log=lambda _: None)
+    assert shape == Shape(3, 32, 4, 32)
+    assert {"3L/H32/A4/I64", "3L/H32/A4/I32"} <= {r["shape"] for r in rows}
 
 
 # ---------------------------------------------------------------------------------------------
