@@ -34,4 +34,4 @@ want int8 && bench int8 "$PY" bench/int8.py --teacher "$TEACHER"
 want finetune_vs_trainer && bench finetune_vs_trainer "$PY" bench/finetune_vs_trainer.py
 want distill_step && bench distill_step "$PY" bench/distill_step.py --teacher "$TEACHER"
 want cpu_knobs && bench cpu_knobs "$PY" bench/cpu_knobs.py
-want frontier && bench frontier .venv/bin/shrinkbert frontier --teacher "$TEACHER" --speedups 2x,4x,8x,15x,25x --seeds 3 --runtime onnx-int8 --output-dir runs/bench/frontier
+want frontier && bench frontier bash bench/frontier.sh

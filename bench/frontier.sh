@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The accuracy–speed frontier on the demo's teacher (issue 14): the README's "Students" tables.
+#   1. the speed-up ladder plus named shapes, one recipe (train split + 16,000 teacher-labelled IMDB
+#      sentences, logits + hidden KD, 2 epochs), all int8 students in one interleaved measurement;
+#   2. more data at the 2L/H160 shape: 96,000 IMDB sentences + 2 perturbed copies per training row.
+# Students already in an output folder are reused, so a re-run only re-measures.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ -d runs/demo/teacher ] || { echo "error: runs/demo/teacher missing: run bash scripts/demo.sh first" >&2; exit 2; }
+export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+lscpu | grep -E "Model name" ; echo "ISA: $(grep -o -w -E 'avx512_vnni|avx512f|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+COMMON=(--teacher runs/demo/teacher --seeds 3 --epochs 2 --learning-rate 3e-4 --hidden-weight 1 --transfer-corpus imdb)
+.venv/bin/shrinkbert frontier "${COMMON[@]}" --output-dir runs/frontier --speedups 5x,8x,15x,25x \
+    --shapes 2L/H160,3L/H128,3L/H384/F768 --max-transfer-rows 16000
+.venv/bin/shrinkbert frontier "${COMMON[@]}" --output-dir runs/frontier-data --speedups "" --shapes 2L/H160 \
+    --max-transfer-rows 96000 --augment 2
