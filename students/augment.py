@@ -54,7 +54,7 @@ def transfer_rows(texts: list[str], pairs: list[str] | None, copies: int, seed: 
     return out_texts, out_pairs
 
 
-TRANSFER_SAMPLE_SEED = 0  # fixed: the same transfer lines for every --seed
+TRANSFER_SAMPLE_SEED = 0  # fixed: the same transfer lines and perturbed copies for every --seed
 
 
 def corpus_transfer_rows(corpus, max_rows: int, guard, cache_dir=None) -> tuple[list[str], int, int]:

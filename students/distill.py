@@ -228,14 +228,16 @@ def _with_transfer_rows(train_set, source, task, tokenizer, cfg: Config, guard, 
     import datasets
 
     from shrinkbert.core.leakguard import describe
-    from shrinkbert.students.augment import NO_LABEL, transfer_rows
+    from shrinkbert.students.augment import NO_LABEL, TRANSFER_SAMPLE_SEED, transfer_rows
 
     texts, pairs = [], [] if task.pair else None
     if cfg.augment:
         if tokenizer.mask_token is None:
             raise ShrinkbertError("--augment needs a tokenizer with a mask token")
+        # Fixed like the corpus sample, not --seed: the copies are then the same for every seed, so one
+        # cached teacher pass serves them all (a 110k-row transfer set took 7 min of teacher per seed).
         texts, pairs = transfer_rows(source["text"], source["text_pair"] if task.pair else None, cfg.augment,
-                                     cfg.seed, tokenizer.mask_token)
+                                     TRANSFER_SAMPLE_SEED, tokenizer.mask_token)
     copies, corpus_lines = len(texts), 0
     if cfg.transfer_corpus:
         from shrinkbert.students.augment import corpus_transfer_rows

@@ -67,6 +67,10 @@ def test_transfer_rows_come_from_the_corpus_unlabelled_and_without_leaks(teacher
     first5 = load_data(_cfg(teacher, tiny_csv, tmp_path / "s3", transfer_corpus=str(corpus), max_transfer_rows=5),
                        tokenizer, resolve_spec(cfg, [cfg.teacher]))[1]
     assert again["input_ids"] == first5["input_ids"] and len(again) == len(plain) + 5
+    # nor do the perturbed copies (--augment)
+    copies = [load_data(_cfg(teacher, tiny_csv, tmp_path / f"a{seed}", augment=2, seed=seed), tokenizer,
+                        resolve_spec(cfg, [cfg.teacher]))[1] for seed in (0, 9)]
+    assert len(copies[0]) > len(plain) and copies[0]["input_ids"] == copies[1]["input_ids"]
 
 
 def test_transfer_set_is_taught_by_the_teacher_logits_only(teacher, tiny_csv, cache_env, tmp_path):
