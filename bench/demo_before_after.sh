@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-lscpu | grep -E "Model name"; echo "ISA: $(grep -o -w -E 'avx512_vnni|avx512f|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+.venv/bin/python -c "from shrinkbert.core.device import describe_machine; print('machine:', describe_machine())"
 SHARED=${SHRINKBERT_CACHE:-$HOME/.cache/shrinkbert}
 fresh_cache() {  # a cache dir that shares the archives and splits but has no teacher outputs
   local dir; dir=$(mktemp -d)

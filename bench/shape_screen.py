@@ -41,7 +41,7 @@ def main(argv=None) -> int:
           f"{args.speedup:g}x target {target_ms:.2f} ms")
     config = AutoConfig.from_pretrained(args.teacher)
     # A generous target, so no width is cut off early: every shape is timed, and 'fits' is judged here.
-    shape, rows = pick_by_latency(config, parse_target(f"{target_ms * 1.6:.4f}ms"), seq_len=args.max_length,
+    _, rows = pick_by_latency(config, parse_target(f"{target_ms * 1.6:.4f}ms"), seq_len=args.max_length,
                                   threads=threads, runtime="onnx-int8",
                                   hidden_steps=[int(h) for h in args.hidden.split(",")], log=lambda m: None)
     for row in rows:

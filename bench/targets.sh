@@ -5,5 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -d runs/demo/teacher ] || { echo "error: runs/demo/teacher missing: run bash scripts/demo.sh first" >&2; exit 2; }
 .venv/bin/shrinkbert run bench/targets.yaml "$@"
-lscpu | grep -E "Model name|Flags" | sed 's/Flags:.*/ISA: '"$(grep -o -w -E 'avx512_vnni|avx512f|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ')"'/'
+.venv/bin/python -c "from shrinkbert.core.device import describe_machine; print('machine:', describe_machine())"
 grep -E "^\| (variant|latency|share|size|teacher)" runs/bench/targets/report/report.md | head -8

@@ -224,13 +224,37 @@ def _export(model, ids, path: Path) -> Path:
     return path
 
 
+def _timing_model(config):
+    """A random-init classifier of this shape for timing (small vocabulary: a lookup costs the same)."""
+    import torch
+    from transformers import BertForSequenceClassification
+
+    config = copy.deepcopy(config)
+    config.vocab_size = 1000
+    torch.manual_seed(0)
+    return BertForSequenceClassification(config).eval()
+
+
+def _interleaved_p50(run: Callable[[], object], run_neighbour: Callable[[], object], warmup: int, runs: int) -> float:
+    """p50 ms of `run`, each call (warm-up included) preceded by an untimed `run_neighbour`."""
+    import time
+
+    import numpy as np
+
+    samples = []
+    for i in range(warmup + runs):
+        run_neighbour()
+        start = time.perf_counter()
+        run()
+        if i >= warmup:
+            samples.append(1000 * (time.perf_counter() - start))
+    return float(np.median(samples))
+
+
 def torch_timer(warmup: int, runs: int, neighbour_config=None) -> Callable:
     """A timer(model, ids) -> p50 ms in PyTorch fp32, interleaved like onnx_timer: with
     `neighbour_config` (the teacher's), a random-init model of that shape runs before every timed
     call, so the candidate pays the cache and thread wake-ups it will pay in the report."""
-    import time
-
-    import numpy as np
     import torch
 
     neighbour: dict[str, Any] = {}
@@ -239,24 +263,12 @@ def torch_timer(warmup: int, runs: int, neighbour_config=None) -> Callable:
         if neighbour_config is None:
             return
         if "model" not in neighbour:  # built once, kept for the timer's life
-            from transformers import BertForSequenceClassification
-
-            cfg = copy.deepcopy(neighbour_config)
-            cfg.vocab_size = 1000
-            torch.manual_seed(0)
-            neighbour["model"] = BertForSequenceClassification(cfg).eval()
+            neighbour["model"] = _timing_model(neighbour_config)
         neighbour["model"](input_ids=ids)
 
     def timer(model, ids) -> float:
-        samples = []
         with torch.inference_mode():
-            for i in range(warmup + runs):
-                run_neighbour(ids)
-                start = time.perf_counter()
-                model(input_ids=ids)
-                if i >= warmup:
-                    samples.append(1000 * (time.perf_counter() - start))
-        return float(np.median(samples))
+            return _interleaved_p50(lambda: model(input_ids=ids), lambda: run_neighbour(ids), warmup, runs)
     return timer
 
 
@@ -272,7 +284,6 @@ def onnx_timer(runtime: str, threads: int, warmup: int, runs: int, neighbour_con
     H288 int8 student: 3.18 ms alone, 5.62 ms p50 in the report). With `neighbour_config` (the
     teacher's), a model of that shape in fp32 ONNX runs before every timed call."""
     import tempfile
-    import time
 
     import numpy as np
     import torch
@@ -285,13 +296,8 @@ def onnx_timer(runtime: str, threads: int, warmup: int, runs: int, neighbour_con
         if neighbour_config is None:
             return
         if "run" not in neighbour:  # built once, kept for the timer's life
-            from transformers import BertForSequenceClassification
-
             neighbour["dir"] = tempfile.TemporaryDirectory()
-            cfg = copy.deepcopy(neighbour_config)
-            cfg.vocab_size = 1000
-            torch.manual_seed(0)
-            path = _export(BertForSequenceClassification(cfg).eval(), ids, Path(neighbour["dir"].name) / "n.onnx")
+            path = _export(_timing_model(neighbour_config), ids, Path(neighbour["dir"].name) / "n.onnx")
             session = ort_session(path, threads)
             feed = {"input_ids": ids.numpy().astype(np.int64), "attention_mask": np.ones(ids.shape, np.int64)}
             neighbour["run"] = lambda: session.run(None, feed)
@@ -313,14 +319,7 @@ def onnx_timer(runtime: str, threads: int, warmup: int, runs: int, neighbour_con
                 path = Path(work) / "int8.onnx"
             session = ort_session(path, threads)
             feed = {"input_ids": ids.numpy().astype(np.int64), "attention_mask": mask.numpy().astype(np.int64)}
-            samples = []
-            for i in range(warmup + runs):
-                run_neighbour(ids)
-                start = time.perf_counter()
-                session.run(None, feed)
-                if i >= warmup:
-                    samples.append(1000 * (time.perf_counter() - start))
-            return float(np.median(samples))
+            return _interleaved_p50(lambda: session.run(None, feed), lambda: run_neighbour(ids), warmup, runs)
     return timer
 
 
@@ -332,8 +331,9 @@ def pick_by_latency(teacher_config, target: Target, *, seq_len: int = 128, threa
 
     Grid: hidden in quarters of the teacher's width (rounded to whole heads), layers 1..teacher's,
     FFN at the teacher's ratio and at half of it. Latency grows with layers at a fixed width, so once
-    a shape misses the target the deeper ones at that width and FFN are skipped untimed. The vocabulary size does not change latency (a lookup), so
-    candidates are built with a small vocabulary to build fast.
+    a shape misses the target the deeper ones at that width and FFN are skipped untimed. The
+    vocabulary size does not change latency (a lookup), so candidates are built with a small
+    vocabulary to build fast.
 
     runtime: where the student ships and is timed: torch (PyTorch fp32 in-process), onnx (fp32 ONNX
     Runtime) or onnx-int8 (dynamic int8 with this CPU's defaults, ONNX Runtime). torch's global
@@ -351,7 +351,6 @@ def pick_by_latency(teacher_config, target: Target, *, seq_len: int = 128, threa
 def _pick_by_latency(teacher_config, target: Target, *, seq_len, threads, runs, warmup, hidden_steps, timer, log,
                      runtime, **fixed) -> tuple[Shape, list[dict]]:
     import torch
-    from transformers import BertForSequenceClassification
 
     head_dim = _head_dim(teacher_config)
     if hidden_steps is None and not fixed.get("hidden"):
@@ -374,10 +373,7 @@ def _pick_by_latency(teacher_config, target: Target, *, seq_len, threads, runs, 
         if key in too_slow:
             row.update(p50_ms=None, fits=False)
         else:
-            cfg = shape_config(teacher_config, shape)
-            cfg.vocab_size = 1000
-            torch.manual_seed(0)
-            model = BertForSequenceClassification(cfg).eval()
+            model = _timing_model(shape_config(teacher_config, shape))
             with torch.inference_mode():
                 p50 = float(timer(model, ids))
             row.update(p50_ms=p50, fits=p50 <= target.value)
