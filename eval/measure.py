@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -26,6 +27,7 @@ from shrinkbert.eval.rows import TestRows
 from shrinkbert.eval.runners import detect_kind, is_token_artifact, open_runner
 
 CACHE_VERSION = 2
+MEMORY_PROBES_AT_ONCE = 2  # the machines this targets have 2 cores
 
 
 @dataclass
@@ -176,14 +178,17 @@ def measure(paths: list[str], rows: TestRows, settings: Settings, cache: Measure
     def open_variant(variant: Variant) -> None:
         variant.runner = open_runner(variant.path, settings.threads, variant.manifest, attention=settings.attention)
 
-    # 3. load (memory measured) and accuracy, one variant at a time
+    # 3. load (memory measured) and accuracy, one variant at a time. The isolated memory probes are
+    # fresh processes that mostly import libraries, one core each: two run beside this loop (memory
+    # does not depend on CPU contention, and nothing is timed until they are all done).
     todo = [v for v in variants if needs_runner(v)]
     _preload(todo, settings.threads)
+    probes = ThreadPoolExecutor(max_workers=MEMORY_PROBES_AT_ONCE)
+    memory_of = {v.name: probes.submit(_isolated_memory, v, settings, warn)
+                 for v in todo if not v.static and settings.memory == "isolated"}
     for variant in tqdm(todo, desc="load + accuracy", unit="variant", disable=not progress, leave=False):
         try:
-            memory: dict[str, Any] = {}
-            if not variant.static and settings.memory == "isolated":
-                memory = _isolated_memory(variant, settings, warn)
+            memory: dict[str, Any] = memory_of[variant.name].result() if variant.name in memory_of else {}
             with PeakRSS() as peak:
                 open_variant(variant)
                 _largest_batch(variant.runner, rows, settings)
@@ -197,6 +202,7 @@ def measure(paths: list[str], rows: TestRows, settings: Settings, cache: Measure
                 cache.put("accuracy", accuracy_key(variant), variant.accuracy)
         except Exception as err:  # one bad variant must not stop the others
             fail(variant, _one_line(err))
+    probes.shutdown(wait=True)  # a failed variant's probe may still run; none may overlap the timing
 
     # A case's timings are reused only when every measurable variant has them: the ratios between
     # variants must come from one interleaved run, so a new or changed variant re-times the case

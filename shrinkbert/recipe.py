@@ -2,8 +2,9 @@
 
 A recipe names stages and what each uses; `${other}` in a stage's parameters is the output
 directory of stage `other`, which also makes it a dependency. Each stage runs in its own
-process (`python -m MODULE --config FILE`, or `accelerate launch` for training stages on
-several processes) and writes one artifact into OUTPUT_DIR/STAGE.
+process (`python -m MODULE --config FILE`, forked from the runner on Linux so that torch and
+transformers are imported once, or `accelerate launch` for training stages on several processes)
+and writes one artifact into OUTPUT_DIR/STAGE.
 
 A stage whose module, parameters and parent artifacts are unchanged is skipped and its
 artifact reused; a killed run, run again, skips what finished and the stage that was killed
@@ -18,7 +19,6 @@ import importlib
 import json
 import os
 import re
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -28,6 +28,7 @@ from typing import Any
 from shrinkbert.core.artifacts import is_artifact, read_manifest, safe_output_path
 from shrinkbert.core.config import build_config, read_yaml
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert import stage_process
 from shrinkbert.stages import STAGES, TRAINING_STAGES, module_for
 
 RECIPE_KEYS = {"name", "description", "output_dir", "seed", "launch", "stages", "quick"}
@@ -352,11 +353,16 @@ def format_stage_times(stage_times: list[tuple[str, str, float | None]], total: 
     return "\n".join(lines)
 
 
-def run_recipe(recipe: Recipe, from_stage: str | None = None, dry_run: bool = False) -> int:
+def run_recipe(recipe: Recipe, from_stage: str | None = None, dry_run: bool = False, fork: bool = False) -> int:
+    """Run the stages that are not up to date. fork: start them as forks of this process (the CLI's
+    default on Linux); only safe from a process that has run no torch op yet (its thread pools)."""
     rows = plan(recipe, from_stage)
     print_plan(recipe, rows)
     if dry_run:
         return 0
+    fork = fork and stage_process.can_fork()
+    if fork and any(action != "reuse" for _, _, action in rows):
+        stage_process.preload()  # once, here: each forked stage starts with the libraries imported
     recipe.output_dir.mkdir(parents=True, exist_ok=True)
     configs = recipe.output_dir / ".stages"
     configs.mkdir(exist_ok=True)
@@ -377,7 +383,7 @@ def run_recipe(recipe: Recipe, from_stage: str | None = None, dry_run: bool = Fa
         state.pop(stage.name, None)
         _write_state(recipe, state)
         stage_start = time.time()
-        code = subprocess.call(cmd, env=env)
+        code = stage_process.run_stage(cmd, env, fork)
         if code != 0:
             raise ShrinkbertError(f"stage '{stage.name}' failed (exit {code}); fix it and run again: "
                                   f"finished stages are reused and '{stage.name}' resumes from its last checkpoint")
@@ -403,6 +409,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output-dir", help="where stage outputs go (default: the recipe's output_dir)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="STAGE.KEY=VALUE",
                         help="override one stage parameter; repeatable")
+    parser.add_argument("--spawn", action="store_true",
+                        help="start every stage in a fresh interpreter (default on Linux: a fork of this "
+                             "runner, which has torch and transformers imported already)")
     parser.add_argument("--launch-config", metavar="FILE",
                         help="an Accelerate config file for every training stage (e.g. recipes/accelerate/cpu-2proc.yaml)")
     args = parser.parse_args(argv)
@@ -412,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
             output_dir = str(Path(read_yaml(args.recipe).get("output_dir") or "runs/recipe")) + "-quick"
         recipe = load_recipe(args.recipe, output_dir=output_dir, quick=args.quick, overrides=args.overrides,
                              launch_config=args.launch_config)
-        return run_recipe(recipe, from_stage=args.from_stage, dry_run=args.dry_run)
+        return run_recipe(recipe, from_stage=args.from_stage, dry_run=args.dry_run, fork=not args.spawn)
     except ShrinkbertError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -15,9 +15,12 @@ class Config:
     value: int = field(1, "added to the parent's total")
     sleep: float = field(0.0, "seconds to sleep while writing (to be killed in)")
     seed: int = field(0)
+    fail: bool = field(False, "raise instead of writing (to test how a failed stage is reported)")
 
 
 def run(cfg: Config):
+    if cfg.fail:
+        raise RuntimeError("fake stage asked to fail")
     total = cfg.value
     if cfg.parent:
         total += int(open(os.path.join(cfg.parent, "total.txt")).read())

@@ -104,3 +104,23 @@ def test_imdb_task_has_its_own_seeded_stored_splits(real_data):
     assert not any("<br" in text for text in splits["test"]["text"])
     _, again = load_task("imdb", max_rows=20)
     assert again["test"]["text"] == splits["test"]["text"][:20]
+
+
+def test_guarded_corpus_is_built_once_then_read_from_the_cache(real_data, tmp_path, monkeypatch):
+    from shrinkbert.core import builtin, builtin_data
+
+    # The cache under test is a fresh folder that shares the fetched archives.
+    (tmp_path / "downloads").symlink_to(builtin.cache_root(None) / "downloads")
+    built = builtin_data.corpus("rotten-tomatoes", tmp_path)
+    files = list((tmp_path / "corpora").glob("rotten-tomatoes-*.json"))
+    assert len(files) == 1 and built == builtin_data.rotten_tomatoes_snippets(tmp_path)
+
+    def no_build(*args):
+        raise AssertionError("the cached corpus was rebuilt")
+
+    monkeypatch.setattr(builtin_data, "_build_corpus", no_build)
+    assert builtin_data.corpus("rotten-tomatoes", tmp_path) == built
+    # Another source (a changed archive checksum) names another file, so it is built, not read.
+    monkeypatch.setattr(builtin, "source_identity", lambda name: "changed")
+    with pytest.raises(AssertionError, match="rebuilt"):
+        builtin_data.corpus("rotten-tomatoes", tmp_path)

@@ -225,3 +225,36 @@ def test_every_shipped_recipe_plans(path, tmp_path):
         rows = plan(recipe)
         assert rows and rows[-1][0].name == "report"
         assert all(action == "run" for _, _, action in rows)
+
+
+@pytest.mark.parametrize("spawn", [False, True])
+def test_cli_stages_forked_or_spawned_give_the_same_outputs_and_report_a_failure(env, spawn):
+    path = env / "r.yaml"
+    path.write_text(yaml.safe_dump(chain()))
+    cmd = [sys.executable, "-m", "shrinkbert.cli", "run", str(path), "--output-dir", str(env / "out")]
+    cmd += ["--spawn"] if spawn else []
+    assert subprocess.call(cmd, cwd=ROOT) == 0
+    assert total(env / "out", "c") == 111 and runs(env) == ["a", "b", "c"]
+    failing = chain()
+    failing["stages"]["b"]["with"]["fail"] = True
+    path.write_text(yaml.safe_dump(failing))
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 2
+    assert "RuntimeError: fake stage asked to fail" in done.stderr  # the stage's own traceback
+    assert done.stderr.strip().splitlines()[-1].startswith("error: stage 'b' failed (exit 1)")
+    assert runs(env) == ["a", "b", "c"], "a failed stage must not run what follows"
+
+
+def test_a_forked_stage_gets_the_given_environment_and_exit_code(tmp_path, monkeypatch):
+    from shrinkbert import stage_process
+
+    if not stage_process.can_fork():
+        pytest.skip("stages are forked on Linux only")
+    module = tmp_path / "exit_with_env.py"
+    module.write_text("import os, sys\nsys.exit(int(os.environ['EXIT_WITH']) + int(sys.argv[1]))\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert stage_process.run_forked("exit_with_env", ["1"], {**os.environ, "EXIT_WITH": "4"}) == 5
+    assert "EXIT_WITH" not in os.environ, "the child's environment must not leak into the runner"
+    cmd = [sys.executable, "-m", "exit_with_env", "0"]
+    env = {**os.environ, "EXIT_WITH": "3", "PYTHONPATH": str(tmp_path)}
+    assert stage_process.run_stage(cmd, env, fork=True) == 3 == stage_process.run_stage(cmd, env, fork=False)
