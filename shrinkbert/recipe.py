@@ -360,14 +360,14 @@ def run_recipe(recipe: Recipe, from_stage: str | None = None, dry_run: bool = Fa
     print_plan(recipe, rows)
     if dry_run:
         return 0
-    fork = fork and stage_process.can_fork()
-    if fork and any(action != "reuse" for _, _, action in rows):
-        stage_process.preload()  # once, here: each forked stage starts with the libraries imported
     recipe.output_dir.mkdir(parents=True, exist_ok=True)
     configs = recipe.output_dir / ".stages"
     configs.mkdir(exist_ok=True)
     state = _read_state(recipe)
-    started = time.time()
+    started = time.time()  # the total counts the preload too
+    fork = fork and stage_process.can_fork()
+    if fork and any(action != "reuse" for _, _, action in rows):
+        stage_process.preload()  # once, here: each forked stage starts with the libraries imported
     stage_times: list[tuple[str, str, float | None]] = []
     for i, (stage, params, action) in enumerate(rows, 1):
         if action == "reuse":
