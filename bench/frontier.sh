@@ -3,7 +3,9 @@
 #   1. the speed-up ladder plus named shapes, one recipe (train split + 16,000 teacher-labelled IMDB
 #      sentences, logits + hidden KD, 2 epochs), all int8 students in one interleaved measurement;
 #   2. more data at the 2L/H160 shape: 96,000 IMDB sentences + 2 perturbed copies per training row;
-#   3. more epochs at the 2L/H160 shape: the recipe of 1 for 6 epochs instead of 2.
+#   3. more epochs at the 2L/H160 shape: the recipe of 1 for 6 epochs instead of 2;
+#   4. attention transfer at the 2L/H160 shape: the recipe of 1 plus the attention loss (its 5 heads
+#      against the teacher's 12, both averaged over heads).
 # Students already in an output folder are reused, so a re-run only re-measures.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,4 +18,6 @@ COMMON=(--teacher runs/demo/teacher --seeds 3 --epochs 2 --learning-rate 3e-4 --
 .venv/bin/shrinkbert frontier "${COMMON[@]}" --output-dir runs/frontier-data --speedups "" --shapes 2L/H160 \
     --max-transfer-rows 96000 --augment 2
 .venv/bin/shrinkbert frontier "${COMMON[@]}" --epochs 6 --output-dir runs/frontier-epochs --speedups "" \
+    --shapes 2L/H160 --max-transfer-rows 16000
+.venv/bin/shrinkbert frontier "${COMMON[@]}" --attention-weight 1 --output-dir runs/frontier-attention --speedups "" \
     --shapes 2L/H160 --max-transfer-rows 16000

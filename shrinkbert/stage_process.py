@@ -4,15 +4,15 @@ Every stage is a process of its own (its memory is returned when it ends; a cras
 runner down), but a fresh `python -m MODULE` pays the imports of torch, transformers, datasets and
 accelerate again each time: ~5 s a stage on the 2-core machines this kit targets, a minute over the
 demo's 13 stages. So on Linux the runner imports those libraries once and forks a child per stage,
-which runs the stage module as `__main__` exactly as `python -m` would. The libraries start no
-threads on import, so the fork is clean (the children start their own thread pools on first use).
+which calls the stage module's `main(argv)` (what its `python -m` entry calls). The libraries start
+no threads on import, so the fork is clean (the children start their own thread pools on first use).
 `accelerate launch` stages and other platforms always get a fresh interpreter, and `--spawn` asks
 for one everywhere.
 """
 from __future__ import annotations
 
+import importlib
 import os
-import runpy
 import subprocess
 import sys
 import traceback
@@ -28,8 +28,6 @@ def can_fork() -> bool:
 
 
 def preload() -> None:
-    import importlib
-
     for name in PRELOADED:
         try:
             importlib.import_module(name)
@@ -38,7 +36,8 @@ def preload() -> None:
 
 
 def run_forked(module: str, args: list[str], env: dict[str, str]) -> int:
-    """Run `python -m module args` in a forked child of this process; its exit code."""
+    """Run `python -m module args` in a forked child of this process (module.main(args), which
+    every stage module has); its exit code."""
     sys.stdout.flush()
     sys.stderr.flush()  # unflushed output would be written twice: by the parent and by the child
     pid = os.fork()
@@ -48,8 +47,10 @@ def run_forked(module: str, args: list[str], env: dict[str, str]) -> int:
             os.environ.clear()
             os.environ.update(env)
             sys.argv = [module, *args]
-            runpy.run_module(module, run_name="__main__", alter_sys=True)
-            code = 0
+            # Every stage module's `python -m` entry is `sys.exit(main())`: call that main. (runpy
+            # would run the module a second time as __main__: the runner has imported it already,
+            # to validate the stage's parameters.)
+            code = importlib.import_module(module).main(args) or 0
         except SystemExit as done:
             if done.code is None or isinstance(done.code, int):
                 code = done.code or 0

@@ -251,7 +251,8 @@ def test_a_forked_stage_gets_the_given_environment_and_exit_code(tmp_path, monke
     if not stage_process.can_fork():
         pytest.skip("stages are forked on Linux only")
     module = tmp_path / "exit_with_env.py"
-    module.write_text("import os, sys\nsys.exit(int(os.environ['EXIT_WITH']) + int(sys.argv[1]))\n")
+    module.write_text("import os, sys\n\n\ndef main(argv):\n    return int(os.environ['EXIT_WITH']) + int(argv[0])\n\n\n"
+                      "if __name__ == '__main__':\n    sys.exit(main(sys.argv[1:]))\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     assert stage_process.run_forked("exit_with_env", ["1"], {**os.environ, "EXIT_WITH": "4"}) == 5
     assert "EXIT_WITH" not in os.environ, "the child's environment must not leak into the runner"
