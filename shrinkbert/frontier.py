@@ -24,6 +24,7 @@ import dataclasses
 import json
 import math
 import re
+import shutil
 import statistics
 import sys
 from pathlib import Path
@@ -125,13 +126,35 @@ def probe_teacher_ms(teacher: str, max_length: int, threads: int) -> float:
         return time_callable(lambda: model(**inputs), warmup=3, runs=15)["p50"]
 
 
+def _stale_reason(out: Path, kwargs: dict[str, Any]) -> str:
+    """Why the artifact in `out` was not made from these inputs ('' when it was): a parent artifact
+    (the teacher, the model) whose content changed since, or a setting that differs."""
+    from shrinkbert.core.artifacts import artifact_hash, read_manifest
+
+    manifest = read_manifest(out)
+    for parent in manifest.get("parents", []):
+        path = Path(parent.get("path", ""))
+        if path.is_dir() and parent.get("hash") and artifact_hash(path) != parent["hash"]:
+            return f"{path} changed since it was made"
+    made_with = manifest.get("config", {})
+    for key, value in kwargs.items():
+        if key in made_with and not (isinstance(value, str) and Path(value).exists()):  # paths: by hash above
+            if made_with[key] != value:
+                return f"{key} was {made_with[key]!r}, now {value!r}"
+    return ""
+
+
 def _stage(name: str, out: Path, resume: bool, **kwargs) -> Path:
     from shrinkbert.api import run_stage
     from shrinkbert.core.artifacts import is_artifact
 
     if resume and is_artifact(out):
-        _log(f"reusing {out}")
-        return out
+        stale = _stale_reason(out, kwargs)
+        if not stale:
+            _log(f"reusing {out}")
+            return out
+        _log(f"remaking {out}: {stale}")
+        shutil.rmtree(out)
     return Path(run_stage(name, output_dir=str(out), **kwargs).path)
 
 

@@ -28,21 +28,35 @@ def test_parse_shapes():
             parse_shapes(bad)
 
 
-def test_frontier_measures_given_shapes_beside_nothing_else(tiny_csv, tmp_path, monkeypatch):
+def test_frontier_measures_given_shapes_beside_nothing_else(tiny_csv, tmp_path, monkeypatch, capsys):
     from shrinkbert.cli import main
     from shrinkbert.core.testing import make_tiny_bert
 
     monkeypatch.setenv("SHRINKBERT_CACHE", str(tmp_path / "cache"))
     teacher = make_tiny_bert(tmp_path / "teacher", layers=4, hidden=64, intermediate=128, seed=2)
     out = tmp_path / "frontier"
-    assert main(["frontier", "--teacher", str(teacher), "--task", str(tiny_csv), "--speedups", "", "--shapes",
-                 "2L/H32", "--seeds", "1", "--max-steps", "2", "--batch-size", "8", "--max-length", "32",
-                 "--threads", "1", "--runs", "2", "--warmup", "0", "--output-dir", str(out)]) == 0
+    args = ["frontier", "--teacher", str(teacher), "--task", str(tiny_csv), "--speedups", "", "--shapes",
+            "2L/H32", "--seeds", "1", "--max-steps", "2", "--batch-size", "8", "--max-length", "32",
+            "--threads", "1", "--runs", "2", "--warmup", "0", "--output-dir", str(out)]
+    assert main(args) == 0
     (point,) = json.loads((out / "frontier.json").read_text())["points"]
     assert point["speedup_target"] is None and point["given"] == "2L-H32"
     assert (point["shape"]["layers"], point["shape"]["hidden"]) == (2, 32)
     assert point["students"][0]["student"].endswith("2L-H32-seed0")
     assert "| shape given | 2L/H32/" in (out / "frontier.md").read_text()
+    # A re-run reuses the student; one against a re-made teacher at the same path must not.
+    capsys.readouterr()
+    assert main(args) == 0
+    assert "reusing" in capsys.readouterr().err
+    make_tiny_bert(tmp_path / "teacher", layers=4, hidden=64, intermediate=128, seed=3)
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert "remaking" in err and "changed since it was made" in err
+    from shrinkbert.core.artifacts import artifact_hash, read_manifest
+
+    (point,) = json.loads((out / "frontier.json").read_text())["points"]
+    made_from = read_manifest(point["students"][0]["student"])["parents"]
+    assert artifact_hash(teacher) in {parent["hash"] for parent in made_from}
 
 
 def test_frontier_on_tiny_models_writes_the_table_and_plot(tiny_csv, tmp_path, monkeypatch):
