@@ -23,7 +23,7 @@ def write(out: Path, version: int) -> None:
 
 def dead_pid() -> int:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
-    proc.wait()
+    proc.wait(timeout=60)
     return proc.pid
 
 
@@ -113,6 +113,6 @@ def test_a_live_writer_keeps_its_partial_while_another_replaces_the_artifact(tmp
         assert theirs.is_dir() and (theirs / "started").is_file()
     finally:
         proc.kill()
-        proc.wait()
+        proc.wait(timeout=60)
     write(out, 2)  # now its owner is gone: swept
     assert not theirs.exists() and read_manifest(out)["version"] == 2

@@ -99,7 +99,7 @@ def test_custom_columns_through_every_stage_from_the_cli_with_no_task_after_fine
     ]
     for argv in steps:
         done = subprocess.run([sys.executable, "-m", "shrinkbert.cli", *argv], env=env, capture_output=True,
-                              text=True, cwd=tmp_path)
+                              text=True, cwd=tmp_path, timeout=240)
         assert done.returncode == 0, f"{argv[0]}: {done.stderr[-1500:]}"
     for stage in ("student", "pruned", "onnx", "int8", "bundle"):
         data = json.loads((out / stage / "shrinkbert.json").read_text())["data"]
@@ -178,7 +178,7 @@ def test_same_recipe_and_seed_in_fresh_processes_gives_identical_artifacts(tiny_
         path.write_text(yaml.safe_dump({**recipe, "output_dir": str(tmp_path / run)}))
         env = {**os.environ, "SHRINKBERT_CACHE": str(tmp_path / f"cache-{run}"), "OMP_NUM_THREADS": "1"}
         done = subprocess.run([sys.executable, "-m", "shrinkbert.cli", "run", str(path)], env=env,
-                              capture_output=True, text=True)
+                              capture_output=True, text=True, timeout=240)
         assert done.returncode == 0, done.stderr[-2000:]
         hashes.append({stage: json.loads((tmp_path / run / stage / "shrinkbert.json").read_text())["hash"]
                        for stage in ("mlm", "teacher", "student")})
@@ -191,13 +191,13 @@ def test_the_wheel_installs_one_namespace_and_runs_outside_the_repository(tmp_pa
 
     source = tmp_path / "src"
     files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
-                           text=True, check=True).stdout.split()
+                           text=True, check=True, timeout=60).stdout.split()
     for name in files:
         if (ROOT / name).is_file():
             (source / name).parent.mkdir(parents=True, exist_ok=True)
             (source / name).write_bytes((ROOT / name).read_bytes())
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                            "-w", str(tmp_path / "dist"), str(source)], capture_output=True, text=True)
+                            "-w", str(tmp_path / "dist"), str(source)], capture_output=True, text=True, timeout=240)
     assert built.returncode == 0, built.stderr[-2000:]
     wheel = next((tmp_path / "dist").glob("shrinkbert-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
@@ -206,15 +206,15 @@ def test_the_wheel_installs_one_namespace_and_runs_outside_the_repository(tmp_pa
     assert "shrinkbert/compress/edge_predictor.py" in names
 
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
     site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               capture_output=True, text=True, check=True).stdout.strip())
+                               capture_output=True, text=True, check=True, timeout=60).stdout.strip())
     # The dependencies come from this environment's site-packages, added as a plain path (its .pth
     # files, this checkout's editable hook among them, are not processed); shrinkbert from the wheel.
     (site / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     installed = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site),
-                                str(wheel)], capture_output=True, text=True)
+                                str(wheel)], capture_output=True, text=True, timeout=240)
     assert installed.returncode == 0, installed.stderr[-2000:]
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -224,6 +224,6 @@ def test_the_wheel_installs_one_namespace_and_runs_outside_the_repository(tmp_pa
              "assert all(importlib.util.find_spec(n) is None for n in ('core', 'eval', 'teachers', 'students', 'compress'))\n"
              "from shrinkbert.cli import main; raise SystemExit(main(['--help']))\n")
     done = subprocess.run([str(python), "-c", probe], cwd=elsewhere, capture_output=True, text=True,
-                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "commands:" in done.stdout and "distill" in done.stdout

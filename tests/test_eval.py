@@ -404,7 +404,7 @@ def test_isolated_memory_of_a_bundle_is_torch_free(bundle_dir, rows):
     assert 0 < static["memory_bytes"] < static["process_peak_bytes"]
     # onnxruntime + tokenizers + numpy only: well under a process that has merely imported torch
     torch_rss = int(subprocess.run([sys.executable, "-c", "import torch, psutil; print(psutil.Process().memory_info().rss)"],
-                                   capture_output=True, text=True, check=True).stdout)
+                                   capture_output=True, text=True, check=True, timeout=120).stdout)
     assert static["process_peak_bytes"] < 0.7 * torch_rss, (static["process_peak_bytes"], torch_rss)
 
 

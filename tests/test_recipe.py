@@ -93,10 +93,10 @@ def test_killed_inside_a_stage_resumes_without_redoing_finished_ones(env):
         time.sleep(0.1)
     assert runs(env) == ["a", "b"] and list((env / "out").glob(".partial-b-*")), "b never started writing"
     os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    proc.wait(timeout=60)
     assert not (env / "out" / "b").exists(), "a killed stage must leave no artifact"
     path.write_text(yaml.safe_dump(chain()))  # same stages, b no longer slow
-    assert subprocess.call(cmd, cwd=ROOT) == 0
+    assert subprocess.call(cmd, cwd=ROOT, timeout=240) == 0
     assert runs(env) == ["a", "b", "b", "c"]
     assert total(env / "out", "c") == 111
     assert not list((env / "out").glob(".partial-*"))
@@ -233,12 +233,12 @@ def test_cli_stages_forked_or_spawned_give_the_same_outputs_and_report_a_failure
     path.write_text(yaml.safe_dump(chain()))
     cmd = [sys.executable, "-m", "shrinkbert.cli", "run", str(path), "--output-dir", str(env / "out")]
     cmd += ["--spawn"] if spawn else []
-    assert subprocess.call(cmd, cwd=ROOT) == 0
+    assert subprocess.call(cmd, cwd=ROOT, timeout=240) == 0
     assert total(env / "out", "c") == 111 and runs(env) == ["a", "b", "c"]
     failing = chain()
     failing["stages"]["b"]["with"]["fail"] = True
     path.write_text(yaml.safe_dump(failing))
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert done.returncode == 2
     assert "RuntimeError: fake stage asked to fail" in done.stderr  # the stage's own traceback
     assert done.stderr.strip().splitlines()[-1].startswith("error: stage 'b' failed (exit 1)")

@@ -99,6 +99,7 @@ def _two_process_worker(model_dir, out_dir):
 def test_two_cpu_processes_stay_in_step(tiny_bert, tmp_path):
     from accelerate import debug_launcher
 
+    # debug_launcher takes no timeout: the per-test limit (pytest-timeout, pyproject) ends a hung gloo run
     debug_launcher(_two_process_worker, args=(str(tiny_bert), str(tmp_path)), num_processes=2)
     infos = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert all(i["num_processes"] == 2 for i in infos)
@@ -166,10 +167,10 @@ def test_stage_sigkill_then_resume_is_bit_exact(stage, tiny_bert, tmp_path):
     watcher.start()
     assert main(args(whole)) == 0
     watcher.join()
-    assert victim.wait() == -signal.SIGKILL, "the run ended before it could be killed"
+    assert victim.wait(timeout=240) == -signal.SIGKILL, "the run ended before it could be killed"
     assert any(checkpoints.rglob(LATEST)) and not killed.exists()
     resumed = subprocess.run([sys.executable, "-m", stage, *args(killed)], cwd=ROOT, env=env,
-                             capture_output=True, text=True)
+                             capture_output=True, text=True, timeout=240)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resumed from" in resumed.stdout + resumed.stderr
     a, b = load_file(whole / "model.safetensors"), load_file(killed / "model.safetensors")
