@@ -1,0 +1,137 @@
+"""The task kinds' registry: one module per kind, found here, asked by every stage.
+
+    from shrinkbert.core.kinds import kind_of, get_kind
+
+    kind = kind_of(task)            # a Task, a kind name, a manifest, a model, its config or its directory
+    kind.model_class().from_pretrained(path)
+    kind.score(task, logits, labels)
+
+Adding a kind is adding one module to this package that defines a `TaskKind` subclass (base.py)
+decorated with `@register`: every module here is imported on first use of the registry, so no
+list needs editing. Stages never compare kind names; they call the kind's methods.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import pkgutil
+from pathlib import Path
+from typing import Any
+
+from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.kinds.base import TaskKind
+
+DEFAULT_KIND = "sequence"  # what a task, manifest or model that names no kind has always been
+
+_KINDS: dict[str, TaskKind] = {}
+_LOADED = False
+
+
+def register(cls: type[TaskKind]) -> type[TaskKind]:
+    """Class decorator: make a TaskKind subclass known by its `name` (one instance per kind)."""
+    if cls.name in _KINDS and type(_KINDS[cls.name]) is not cls:
+        raise ValueError(f"two task kinds named {cls.name!r}: {type(_KINDS[cls.name]).__name__} and {cls.__name__}")
+    _KINDS[cls.name] = cls()
+    return cls
+
+
+def _load_all() -> None:
+    """Import every kind module of this package once (each registers itself)."""
+    global _LOADED
+    if _LOADED:
+        return
+    _LOADED = True
+    for module in pkgutil.iter_modules(__path__):
+        if module.name != "base" and not module.name.startswith("_") and not module.ispkg:
+            importlib.import_module(f"{__name__}.{module.name}")
+
+
+def all_kinds() -> dict[str, TaskKind]:
+    """{name: kind} of every registered kind, sequence first."""
+    _load_all()
+    return dict(sorted(_KINDS.items(), key=lambda item: item[0] != DEFAULT_KIND))
+
+
+def kind_names() -> tuple[str, ...]:
+    return tuple(all_kinds())
+
+
+def get_kind(name: str | None) -> TaskKind:
+    """The kind of this name (None or "": the default, sequence); ShrinkbertError for an unknown name."""
+    kinds = all_kinds()
+    name = name or DEFAULT_KIND
+    if name not in kinds:
+        raise ShrinkbertError(f"unknown task kind {name!r} (known: {', '.join(kinds)})")
+    return kinds[name]
+
+
+def kind_of_architectures(architectures) -> TaskKind:
+    """The kind whose model class the architectures name (none matching: the default kind)."""
+    for kind in all_kinds().values():
+        if kind.matches_architectures(architectures):
+            return kind
+    return get_kind(DEFAULT_KIND)
+
+
+def _kind_of_dir(path: Path) -> TaskKind:
+    """A saved artifact's kind: its manifest's task kind, else its config.json's architectures."""
+    for name in ("shrinkbert.json", "config.json", "labels.json"):
+        file = path / name
+        if file.is_file():
+            try:
+                values = json.loads(file.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            found = _kind_in_dict(values)
+            if found is not None:
+                return found
+    return get_kind(DEFAULT_KIND)
+
+
+def _kind_in_dict(values: dict[str, Any]) -> TaskKind | None:
+    """The kind a manifest (shrinkbert.json), a labels.json or a config dict names; None if none."""
+    task = values.get("task")
+    if isinstance(task, dict) and task.get("kind"):
+        return get_kind(task["kind"])
+    if isinstance(values.get("data"), dict) and isinstance(values["data"].get("task"), dict):
+        nested = values["data"]["task"]
+        if nested.get("kind"):
+            return get_kind(nested["kind"])
+    if isinstance(values.get("kind"), str) and values["kind"] in all_kinds():
+        return get_kind(values["kind"])
+    if values.get("architectures"):
+        return kind_of_architectures(values["architectures"])
+    return None
+
+
+def kind_of(thing: Any) -> TaskKind:
+    """The task kind of almost anything a stage holds:
+
+    a TaskKind (itself); a kind name; None (the default kind); a Task (its `kind`); a manifest,
+    labels.json or config dict; a transformers model or config (its `architectures`); or an
+    artifact directory (its shrinkbert.json, config.json or labels.json).
+    """
+    if isinstance(thing, TaskKind):
+        return thing
+    if thing is None:
+        return get_kind(DEFAULT_KIND)
+    if isinstance(thing, str) and thing in all_kinds():
+        return get_kind(thing)
+    if isinstance(thing, (str, Path)):
+        path = Path(thing).expanduser()
+        if path.is_dir():
+            return _kind_of_dir(path)
+        if isinstance(thing, str) and "/" not in thing and "." not in thing:
+            return get_kind(thing)  # an unknown kind name: one clear error
+        raise ShrinkbertError(f"cannot tell the task kind of {thing}: not a kind name or an artifact directory")
+    if isinstance(thing, dict):
+        return _kind_in_dict(thing) or get_kind(DEFAULT_KIND)
+    kind = getattr(thing, "kind", None)
+    if isinstance(kind, str) and hasattr(thing, "label_names"):  # a Task
+        return get_kind(kind)
+    config = getattr(thing, "config", thing)  # a model, or its config
+    return kind_of_architectures(getattr(config, "architectures", None))
+
+
+__all__ = ["TaskKind", "register", "get_kind", "kind_of", "kind_of_architectures", "all_kinds", "kind_names",
+           "DEFAULT_KIND"]

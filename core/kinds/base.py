@@ -1,0 +1,210 @@
+"""What every stage needs to know about what a model predicts: the TaskKind interface.
+
+A task kind (sequence classification, token classification, extractive QA, sentence embeddings)
+is one module in this package holding one TaskKind subclass, registered with `@register`. Stages
+never ask "which kind is this?": they get the kind from the registry (`kind_of(task or manifest
+or model)`) and call its methods. A new kind is one new module here and its tests.
+
+The shapes passed between the stages and a kind:
+
+  row        a plain dict as the data contract stores it, in the Hugging Face dataset's own shape:
+             sequence {"text", "text_pair" (or None), "label" (or None)}; token {"tokens",
+             "tags" (or None)}; a kind declares its `columns` and reads/writes rows in that shape.
+  tokenized  a `datasets.Dataset` of model inputs (input_ids, attention_mask, token_type_ids,
+             unpadded) plus whatever the kind needs to score or distil ("labels", ...).
+  batch      the collated tensors of tokenized rows (`collate`), padded, plus "row_idx".
+  outputs    {name: tensor} for the names in `output_names`: what the teacher-output cache
+             stores and what the KD loss compares (sequence/token: "logits").
+  scored     numpy rows the kit compares between runtimes and scores: one row per example
+             (sequence), per scored word (token), ... (`scored_logits`). Parity checks, the int8
+             tolerance and `score` all work on these flat arrays, so one code path serves all kinds.
+
+Heavy libraries (transformers, optimum) are imported inside the methods that need them, to keep
+`import shrinkbert` light; everything here is plain Python.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any, ClassVar, Sequence
+
+import numpy as np
+
+
+class TaskKind(ABC):
+    """One kind of prediction. Subclasses set the class attributes and implement the methods.
+
+    Instances are stateless singletons (the registry holds one per kind); pass the Task where a
+    method needs the task's labels or metrics.
+    """
+
+    # -- identity ---------------------------------------------------------------------------------
+    name: ClassVar[str]
+    """The kind's name as stored in Task.kind, in shrinkbert.json and in a bundle's labels.json."""
+
+    architecture_suffix: ClassVar[str]
+    """How a saved model's config.architectures reveal the kind, e.g. "ForTokenClassification"
+    (`matches_architectures` tests it; `kind_of(model)` relies on it)."""
+
+    auto_model_class: ClassVar[str]
+    """The transformers Auto class that loads this kind's artifacts as they are, by name,
+    e.g. "AutoModelForSequenceClassification" (see `model_class`)."""
+
+    bert_model_class: ClassVar[str]
+    """The concrete BERT class a new student of this kind is built from with `_from_config`,
+    e.g. "BertForSequenceClassification"."""
+
+    ort_model_class: ClassVar[str]
+    """The Optimum ONNX Runtime class that loads this kind's ONNX artifact, e.g.
+    "ORTModelForSequenceClassification" (see `ort_class`)."""
+
+    export_task: ClassVar[str]
+    """The Optimum export task (`optimum.exporters.onnx.main_export(task=...)`), e.g.
+    "text-classification", "token-classification", "question-answering", "feature-extraction"."""
+
+    columns: ClassVar[tuple[str, ...]]
+    """The stored splits' columns (the data contract), e.g. ("text", "text_pair", "label")."""
+
+    output_names: ClassVar[tuple[str, ...]] = ("logits",)
+    """The model outputs the teacher-output cache stores and the KD loss at the outputs compares."""
+
+    per_token_outputs: ClassVar[bool] = False
+    """True when `output_names` are per token ([B, L, ...]): the cache then packs each row's real
+    tokens end to end; False: one vector per row ([B, ...])."""
+
+    supports_pairs: ClassVar[bool] = False
+    """Whether a task of this kind may read two texts per row (Task.pair)."""
+
+    supports_transfer_set: ClassVar[bool] = False
+    """Whether unlabelled sentence-level transfer rows (distill --augment, --transfer-corpus) fit."""
+
+    # -- identity helpers (shared) ----------------------------------------------------------------
+    def matches_architectures(self, architectures: Sequence[str] | None) -> bool:
+        """True when a model config's `architectures` name a model of this kind."""
+        return any(str(a).endswith(self.architecture_suffix) for a in (architectures or []))
+
+    def model_class(self, auto: bool = True):
+        """The transformers class of this kind: the Auto class (loading an artifact) or, with
+        auto=False, the concrete BERT class (building a new student from a config)."""
+        import transformers  # deferred: transformers takes seconds to import
+
+        return getattr(transformers, self.auto_model_class if auto else self.bert_model_class)
+
+    def ort_class(self):
+        """The optimum.onnxruntime ORTModelFor… class of this kind."""
+        import optimum.onnxruntime  # deferred: optimum imports torch and transformers
+
+        return getattr(optimum.onnxruntime, self.ort_model_class)
+
+    # -- the task declaration ---------------------------------------------------------------------
+    known_metrics: ClassVar[tuple[str, ...]] = ("accuracy",)
+    """Metric names a task of this kind may declare (Task.metrics)."""
+
+    def check_task(self, task) -> None:
+        """Raise ShrinkbertError (one line naming the task) when a Task declaration does not fit this
+        kind: a pair task of a kind without pairs, a metric outside `known_metrics`, ..."""
+
+    def default_metrics(self, label_names: Sequence[str]) -> tuple[str, ...]:
+        """The metrics a task of this kind reports when the user names none."""
+        return ("accuracy",)
+
+    @abstractmethod
+    def primary_metric(self, task) -> tuple[str, str]:
+        """(key in `score`'s dict, name for tables) of the number a task is judged by, e.g.
+        ("accuracy", "accuracy") or ("entity_f1", "entity F1"). Retention and the report's
+        headline column use it."""
+
+    # -- reading and checking rows ----------------------------------------------------------------
+    @abstractmethod
+    def label_features(self, features, task):
+        """The stored splits' `datasets.Features` with this kind's label column(s) cast to the task's
+        ClassLabel(s) (e.g. "label" -> ClassLabel(task.label_names)); returns the new Features."""
+
+    @abstractmethod
+    def rows(self, split, task) -> list[dict[str, Any]]:
+        """The rows (plain dicts in this kind's shape) of one stored `datasets.Dataset` split."""
+
+    @abstractmethod
+    def example_rows(self, sentences: Sequence[str]) -> list[dict[str, Any]]:
+        """Unlabelled rows made from plain sentences: used for parity checks when no task data is
+        given (compress stages without --task)."""
+
+    # -- encoding and collating -------------------------------------------------------------------
+    @abstractmethod
+    def tokenize(self, dataset, tokenizer, task, max_length: int = 128, label_all_subtokens: bool = False):
+        """A stored split (Dataset) or DatasetDict -> the same, tokenized: input_ids,
+        attention_mask, token_type_ids (unpadded) and "labels" in this kind's shape; through
+        `dataset.map` so `datasets` caches it. Raise ShrinkbertError on rows that do not fit."""
+
+    @abstractmethod
+    def encode(self, tokenizer, rows: Sequence[dict[str, Any]], max_length: int = 128, padding: Any = True,
+               return_tensors: str | None = "np"):
+        """Model inputs of rows, padded (a tokenizer BatchEncoding: `scored_logits` may read its
+        word_ids/offsets)."""
+
+    def collate_labels(self, values: list, width: int) -> list:
+        """The "labels" of a batch's features, ready for torch.tensor: a kind whose labels are per
+        token pads them to the batch's padded `width` (with the ignore index); default: as they are."""
+        return values
+
+    # -- models and outputs -----------------------------------------------------------------------
+    def outputs(self, model_output, batch: dict) -> dict[str, Any]:
+        """{name: tensor} of `output_names` from a transformers forward output (the teacher-output
+        cache stores these; the KD loss compares them). Default: the attributes of those names."""
+        return {name: getattr(model_output, name) for name in self.output_names}
+
+    @abstractmethod
+    def kd_loss(self, student: dict[str, Any], teacher: dict[str, Any], batch: dict, temperature: float):
+        """The distillation loss at the outputs (a scalar tensor): student and teacher are `outputs`
+        dicts (the teacher's may come from the cache, zero past each row's real tokens).
+        Sequence/token: KL of softened logits, T^2-scaled (token: at labelled words only)."""
+
+    @abstractmethod
+    def hard_loss(self, student: dict[str, Any], batch: dict):
+        """The loss against the gold labels in batch["labels"] (a scalar tensor); rows labelled by the
+        teacher alone (students.augment.NO_LABEL) add nothing, and a batch of only those gives 0."""
+
+    @abstractmethod
+    def scored_logits(self, logits: np.ndarray, batch, rows: Sequence[dict[str, Any]] | None = None) -> np.ndarray:
+        """A model's raw output array for one batch (torch or ONNX Runtime) -> the flat rows the kit
+        compares and scores (sequence: as is; token: one row per word that fits). `batch` is
+        `encode`'s BatchEncoding for `rows`, or a collated batch holding "labels"."""
+
+    @abstractmethod
+    def gold_labels(self, rows: Sequence[dict[str, Any]], task, id2label: dict | None, tokenizer=None,
+                    max_length: int = 128) -> list:
+        """Gold labels of rows in the model's own label ids, one per `scored_logits` row (a list of
+        Nones when the rows are unlabelled). Where scoring needs row boundaries (entity F1) the list
+        carries them (see token.WordLabels)."""
+
+    def predictions(self, scored: np.ndarray) -> np.ndarray:
+        """Predicted label ids from `scored_logits` rows (default: arg-max)."""
+        return np.asarray(scored).argmax(-1)
+
+    # -- metrics (through `evaluate`) -------------------------------------------------------------
+    @abstractmethod
+    def score(self, task, scored: np.ndarray, labels) -> dict[str, float | None]:
+        """The task's metrics from `scored_logits` rows and `gold_labels` labels, through `evaluate`
+        (core/metrics): {"accuracy": ...} and whatever else the task declares (entity_f1, ...).
+        None values where the rows are unlabelled."""
+
+    @abstractmethod
+    def score_split(self, model, dataset, collate, task, batch_size: int = 64) -> dict[str, float]:
+        """The task's scores (plus "loss") of a PyTorch model on a tokenized split."""
+
+    # -- the edge bundle --------------------------------------------------------------------------
+    bundle_module: ClassVar[str | None] = None
+    """File name (in core/kinds/edge/) of the torch-free postprocessing module the bundle ships
+    beside predict.py: numpy, tokenizers and onnxruntime only. The bundle copies it in and
+    predict.py picks it by labels.json's "kind"."""
+
+    def bundle_module_path(self) -> Path | None:
+        """Path of `bundle_module` in this package (None: the kind ships none)."""
+        return Path(__file__).with_name("edge") / self.bundle_module if self.bundle_module else None
+
+    def bundle_meta(self, config) -> dict[str, Any]:
+        """Entries this kind adds to a bundle's labels.json besides id2label/max_length/"kind"."""
+        return {}
+
+    def __repr__(self) -> str:
+        return f"<task kind {self.name}>"
