@@ -132,7 +132,8 @@ def main(argv=None) -> int:
     results: dict = {"machine": describe_machine(), "threads": args.threads, "seq_len": args.seq_len,
                      "teacher": str(teacher), "task": args.task, "isa": detect_isa()}
 
-    fp32 = stage(export, out / "onnx-fp32", args.reuse, model=str(teacher), task=args.task, parity_rows=64)
+    fp32 = stage(export, out / "onnx-fp32", args.reuse, model=str(teacher), task=args.task, parity_rows=64,
+                 optimization="none")  # unfused: static int8 and accuracy-aware need it
     o2 = stage(export, out / "onnx-fp32-O2", args.reuse, model=str(teacher), task=args.task, parity_rows=64,
                optimization="O2")
     int8 = stage(quantize, out / "onnx-int8", args.reuse, model=str(fp32), task=args.task, max_eval_rows=512)
@@ -174,7 +175,8 @@ def main(argv=None) -> int:
     if not args.no_prune:
         pruned = stage(prune, out / "pruned", args.reuse, model=str(teacher), task=args.task,
                        head_fraction=args.prune_fraction, neuron_fraction=args.prune_fraction, importance_rows=512)
-        pruned_onnx = stage(export, out / "pruned-onnx-fp32", args.reuse, model=str(pruned), task=args.task)
+        pruned_onnx = stage(export, out / "pruned-onnx-fp32", args.reuse, model=str(pruned), task=args.task,
+                            optimization="none")
         files["pruned-fp32"] = pruned_onnx / "model.onnx"
         results["pruned_structure"] = json.loads((pruned / "shrinkbert.json").read_text())["metrics"]["after"]
         results["test_accuracy"]["pruned_no_recovery"] = test_accuracy(pruned, rows, labels, tokenizer)

@@ -35,8 +35,8 @@ TEMPLATE = Path(__file__).with_name("edge_predictor.py")
 
 @dataclass
 class Config(DataConfig):
-    model: str = field("", "ONNX artifact to bundle (normally the int8 one from compress.quantize)")
-    output_dir: str = field("", "where the bundle directory is written")
+    model: str = field("", "ONNX artifact to bundle (normally the int8 one from compress.quantize)", group="model")
+    output_dir: str = field("", "where the bundle directory is written", group="output")
     reference: str = field("", "optional fp32 ONNX or PyTorch artifact the bundle's labels are checked against")
     reference_agreement: float = field(0.9, "least share of parity rows whose label must match --reference", min=0, max=1)
     parity_rows: int = field(64, "rows for the parity check", min=1)
@@ -165,9 +165,9 @@ def run(cfg: Config) -> Path:
     return Path(cfg.output_dir)
 
 
-def main(argv: list[str] | None = None) -> int:
-    return stage_main(Config, run, "Write an edge bundle (ONNX + tokenizer.json + predict.py; no torch).",
-                      argv, prog="python -m shrinkbert.compress.bundle")
+def main(argv: list[str] | None = None, prog: str | None = None, description: str | None = None) -> int:
+    """The stage's command line (`shrinkbert NAME` passes its prog and one-line summary)."""
+    return stage_main(Config, run, description or __doc__, argv, prog)
 
 
 if __name__ == "__main__":

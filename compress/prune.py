@@ -31,8 +31,8 @@ from shrinkbert.core.models import count_parameters
 
 @dataclass
 class Config(DataConfig):
-    model: str = field("", "PyTorch model artifact to prune")
-    output_dir: str = field("", "where the pruned artifact is written")
+    model: str = field("", "PyTorch model artifact to prune", group="model")
+    output_dir: str = field("", "where the pruned artifact is written", group="output")
     head_fraction: float = field(0.4, "fraction of attention heads to remove (of the model's current heads)", min=0, below=1)
     neuron_fraction: float = field(0.4, "fraction of FFN neurons to remove, the same count in every layer", min=0, below=1)
     head_scope: str = field("global", "rank heads 'global'ly (Michel et al.) or 'per_layer' (same count per layer)", choices=("global", "per_layer"))
@@ -165,9 +165,9 @@ def run(cfg: Config) -> Path:
     return Path(cfg.output_dir)
 
 
-def main(argv: list[str] | None = None) -> int:
-    return stage_main(Config, run, "Structured pruning: remove attention heads and FFN neurons by importance.",
-                      argv, prog="python -m shrinkbert.compress.prune")
+def main(argv: list[str] | None = None, prog: str | None = None, description: str | None = None) -> int:
+    """The stage's command line (`shrinkbert NAME` passes its prog and one-line summary)."""
+    return stage_main(Config, run, description or __doc__, argv, prog)
 
 
 if __name__ == "__main__":

@@ -29,22 +29,25 @@ from shrinkbert.core.errors import ShrinkbertError, require
 
 @dataclass
 class Config(DataConfig):
-    model: str = field("", "ONNX artifact (compress.export) to quantize")
-    output_dir: str = field("", "where the int8 ONNX artifact is written")
-    mode: str = field("dynamic", "'dynamic', 'static' (calibrated activations) or 'int4' (weight-only MatMulNBits, a size option)")
-    calibration: str = field("percentile", "static calibration: minmax, entropy or percentile (percentile measured best on the MiniLM teacher, bench/int8.py)")
+    model: str = field("", "ONNX artifact (compress.export) to quantize", group="model")
+    output_dir: str = field("", "where the int8 ONNX artifact is written", group="output")
+    mode: str = field("dynamic", "'dynamic', 'static' (calibrated activations) or 'int4' (weight-only MatMulNBits, a size option)",
+                      choices=("dynamic", "static", "int4"))
+    calibration: str = field("percentile", "static calibration: minmax, entropy or percentile (percentile measured best on the MiniLM teacher, bench/int8.py)",
+                             choices=int8.CALIBRATIONS)
     percentile: float = field(99.999, "percentile for percentile calibration", above=0, max=100)
     calibration_rows: int = field(128, "train rows used for static calibration", min=1)
     min_calibration_rows: int = field(32, "refuse a calibration set smaller than this", min=1)
     calibration_data: str = field("", "optional .npz of pre-tokenized inputs (input_ids, attention_mask, ...) to calibrate on")
     per_channel: bool | None = field(None, "per-channel weight scales (else per-tensor); unset: the ISA decides (per-channel)")
     reduce_range: bool | None = field(None, "7-bit weights; unset: the ISA decides (on for x86 without VNNI, off on VNNI and ARM)")
-    weight_type: str = field("auto", "int8 weight type: auto (the ISA decides: s8), s8 or u8 (u8u8 with the u8 activations)")
+    weight_type: str = field("auto", "int8 weight type: auto (the ISA decides: s8), s8 or u8 (u8u8 with the u8 activations)",
+                             choices=("auto", *int8.WEIGHT_TYPES))
     keep_float: list[str] = field(list(int8.FLOAT_KINDS), "static int8: node kinds kept float (layernorm, gelu, residual_add, softmax_input)")
     static_ops: list[str] = field(list(int8.STATIC_OPS), "static int8: op types quantized (others stay float); empty: ORT's whole QDQ set")
     int4_block_size: int = field(32, "int4: weights per quantization block (a power of two >= 16)", min=16)
     int4_accuracy_level: int = field(0, "int4: MatMulNBits accuracy_level (0: fp32 compute, 4: int8 activations)", choices=(0, 1, 2, 3, 4))
-    isa: str = field("auto", "instruction set: auto, avx512_vnni, avx512, avx2, arm64")
+    isa: str = field("auto", "instruction set: auto (this CPU's), avx512_vnni, avx512, avx2, arm64", choices=("auto", *int8.ISAS))
     exclude: list[str] = field([], "model modules to keep fp32, e.g. encoder.layer.0.attention,classifier")
     accuracy_aware: bool = field(False, "keep the fewest sensitive modules fp32 to meet --tolerance")
     tolerance: float = field(0.5, "largest allowed validation accuracy loss, in points (accuracy-aware mode)", min=0, max=100)
@@ -82,7 +85,6 @@ def calibration_features(cfg: Config, tokenizer, input_names: list[str], spec=No
 
 def run(cfg: Config) -> Path:
     require(bool(cfg.model) and bool(cfg.output_dir), "quantize needs --model and --output-dir")
-    require(cfg.mode in ("dynamic", "static", "int4"), f"mode must be 'dynamic', 'static' or 'int4', got '{cfg.mode}'")
     src_dir = Path(cfg.model).resolve()
     src = onnx_file(src_dir)
     graph = check_onnx_file(src)
@@ -200,9 +202,9 @@ def run(cfg: Config) -> Path:
     return Path(cfg.output_dir)
 
 
-def main(argv: list[str] | None = None) -> int:
-    return stage_main(Config, run, "int8 ONNX via Optimum's ORTQuantizer (dynamic/static, accuracy-aware).",
-                      argv, prog="python -m shrinkbert.compress.quantize")
+def main(argv: list[str] | None = None, prog: str | None = None, description: str | None = None) -> int:
+    """The stage's command line (`shrinkbert NAME` passes its prog and one-line summary)."""
+    return stage_main(Config, run, description or __doc__, argv, prog)
 
 
 if __name__ == "__main__":

@@ -22,8 +22,8 @@ from shrinkbert.core.models import count_parameters
 
 @dataclass
 class Config(DataConfig):
-    model: str = field("", "PyTorch model artifact to sparsify")
-    output_dir: str = field("", "where the sparsified artifact is written")
+    model: str = field("", "PyTorch model artifact to sparsify", group="model")
+    output_dir: str = field("", "where the sparsified artifact is written", group="output")
     sparsity: float = field(0.5, "fraction of the selected weights set to zero", min=0, below=1)
     scope: str = field("global", "'global' (one magnitude threshold over all layers) or 'per_layer'", choices=("global", "per_layer"))
     include_embeddings: bool = field(False, "also sparsify the embedding matrices")
@@ -96,9 +96,9 @@ def run(cfg: Config) -> Path:
     return Path(cfg.output_dir)
 
 
-def main(argv: list[str] | None = None) -> int:
-    return stage_main(Config, run, "Unstructured magnitude pruning (shrinks a compressed file, not latency).",
-                      argv, prog="python -m shrinkbert.compress.sparsify")
+def main(argv: list[str] | None = None, prog: str | None = None, description: str | None = None) -> int:
+    """The stage's command line (`shrinkbert NAME` passes its prog and one-line summary)."""
+    return stage_main(Config, run, description or __doc__, argv, prog)
 
 
 if __name__ == "__main__":

@@ -27,8 +27,8 @@ from shrinkbert.core.models import count_parameters
 
 @dataclass
 class Config(DataConfig):
-    model: str = field("", "PyTorch model artifact whose vocabulary is trimmed")
-    output_dir: str = field("", "where the trimmed artifact is written")
+    model: str = field("", "PyTorch model artifact whose vocabulary is trimmed", group="model")
+    output_dir: str = field("", "where the trimmed artifact is written", group="output")
     corpus_files: list[str] = field([], "text files (one text per line) whose tokens are also kept")
     keep_tokens: list[str] = field([], "extra tokens to keep")
     keep_ascii_chars: bool = field(True, "keep single ASCII characters (and ##x) so unseen words split instead of [UNK]")
@@ -154,9 +154,9 @@ def run(cfg: Config) -> Path:
     return Path(cfg.output_dir)
 
 
-def main(argv: list[str] | None = None) -> int:
-    return stage_main(Config, run, "Trim the vocabulary to the tokens a corpus uses (embeddings + tokenizer).",
-                      argv, prog="python -m shrinkbert.compress.trim_vocab")
+def main(argv: list[str] | None = None, prog: str | None = None, description: str | None = None) -> int:
+    """The stage's command line (`shrinkbert NAME` passes its prog and one-line summary)."""
+    return stage_main(Config, run, description or __doc__, argv, prog)
 
 
 if __name__ == "__main__":

@@ -1,14 +1,22 @@
 """Stage configs: one dataclass per stage, loaded from YAML, overridden from the command line.
 
 `stage_main(Config, run)` gives every stage script the same front: `--config FILE` plus one
-flag per dataclass field (so `--help` lists every knob with its default), unknown keys and
-wrong types rejected with one line, and ShrinkbertError printed as `error: ...` with exit 2.
+flag per dataclass field (so `--help` lists every knob with its default, grouped by concern),
+unknown keys and wrong types rejected with one line, and ShrinkbertError printed as `error: ...`
+with exit 2.
+
+One `field()` line is a flag, a YAML key, a Python keyword, a bound and a help text at once. An
+error names the option the way the user wrote it: `--text-column` on the command line,
+`text_column=` from Python, `config key 'text_column'` in YAML (`speaking_as`).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import contextvars
 import dataclasses
 import math
+import re
 import sys
 import types
 import typing
@@ -18,6 +26,57 @@ from typing import Any, Callable
 import yaml
 
 from shrinkbert.core.errors import ShrinkbertError
+
+# Where the values being checked came from: "yaml" (a config file or recipe), "cli" (flags) or
+# "api" (Python keywords). Set by `speaking_as` around parsing and running a stage.
+_SURFACE: contextvars.ContextVar[str] = contextvars.ContextVar("shrinkbert_surface", default="yaml")
+# The group an option is listed under in --help when neither its field nor its class names one.
+DEFAULT_GROUP = "options"
+FIRST_GROUPS = ("model", "data")
+LAST_GROUPS = ("training loop", "output")
+
+
+def flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def option_name(name: str) -> str:
+    """A config field as the user spelled it: `--text-column`, `text_column=` or 'text_column'."""
+    surface = _SURFACE.get()
+    if surface == "cli":
+        return flag(name)
+    if surface == "api":
+        return f"{name}="
+    return f"config key '{name}'"
+
+
+def as_keywords(message: str, config_cls) -> str:
+    """Stage messages name flags (`pass --task NAME`); from Python they name keywords (`task=`).
+    Only flags of `config_cls`'s own fields are rewritten; `--no-x` becomes `x=False`."""
+    names = {f.name for f in dataclasses.fields(config_cls)}
+
+    def keyword(match: re.Match) -> str:
+        negated, name = match.group(1), match.group(2).replace("-", "_")
+        if name not in names:
+            return match.group(0)
+        return f"{name}=False" if negated else f"{name}="
+
+    return re.sub(r"(?<![\w-])--(no-)?([a-z][a-z0-9-]*)", keyword, message)
+
+
+@contextlib.contextmanager
+def speaking_as(surface: str, config_cls=None):
+    """Inside: errors name options as `surface` spells them; from the API, a stage's own messages
+    about flags are rewritten to keywords on the way out."""
+    token = _SURFACE.set(surface)
+    try:
+        yield
+    except ShrinkbertError as err:
+        if surface != "api" or config_cls is None:
+            raise
+        raise ShrinkbertError(as_keywords(str(err), config_cls)) from None
+    finally:
+        _SURFACE.reset(token)
 
 
 def _strip_optional(tp):
@@ -35,7 +94,7 @@ def coerce(value: Any, tp, name: str) -> Any:
     if value is None:
         if optional:
             return None
-        raise ShrinkbertError(f"config key '{name}' may not be empty")
+        raise ShrinkbertError(f"{option_name(name)} may not be empty")
     origin = typing.get_origin(base)
     try:
         if base is Any:
@@ -62,13 +121,13 @@ def coerce(value: Any, tp, name: str) -> Any:
                 value = [v for v in value.split(",") if v]
             if not isinstance(value, (list, tuple)):
                 raise TypeError
-            return [coerce(v, item_tp, f"{name}[]") for v in value]
+            return [coerce(v, item_tp, name) for v in value]
         if origin is dict or base is dict:
             if not isinstance(value, dict):
                 raise TypeError
             return dict(value)
     except (TypeError, ValueError):
-        raise ShrinkbertError(f"config key '{name}' must be {getattr(base, '__name__', base)}, got {value!r}") from None
+        raise ShrinkbertError(f"{option_name(name)} must be {getattr(base, '__name__', base)}, got {value!r}") from None
     return value
 
 
@@ -79,8 +138,8 @@ def build_config(config_cls, values: dict[str, Any] | None = None):
     known = {f.name for f in dataclasses.fields(config_cls)}
     unknown = sorted(set(values) - known)
     if unknown:
-        raise ShrinkbertError(f"unknown config key(s) for {config_cls.__name__}: {', '.join(unknown)} "
-                              f"(known: {', '.join(sorted(known))})")
+        raise ShrinkbertError(f"unknown option(s) {', '.join(map(option_name, unknown))} for "
+                              f"{config_cls.__module__.rsplit('.', 1)[-1]} (known: {', '.join(sorted(known))})")
     coerced = {k: coerce(v, hints[k], k) for k, v in values.items()}
     fields = {f.name: f for f in dataclasses.fields(config_cls)}
     for name, value in coerced.items():
@@ -111,24 +170,91 @@ def to_dict(config) -> dict[str, Any]:
     return dataclasses.asdict(config)
 
 
-def _field_help(field: dataclasses.Field) -> str:
-    doc = field.metadata.get("help", "")
-    return f"{doc} (default: {field.default if field.default is not dataclasses.MISSING else '...'})"
+@dataclasses.dataclass(frozen=True)
+class Option:
+    """One config field as every surface shows it: --help, help(shrinkbert.STAGE), the docs."""
+    name: str
+    type: Any
+    default: Any
+    help: str
+    bounds: dict[str, Any]
+    group: str
+
+    @property
+    def is_bool(self) -> bool:
+        return _strip_optional(self.type)[0] is bool
+
+    @property
+    def type_text(self) -> str:
+        base, optional = _strip_optional(self.type)
+        text = getattr(base, "__name__", None) if typing.get_origin(base) is None else None
+        text = text or str(base).replace("typing.", "")
+        return f"{text} | None" if optional else text
+
+    @property
+    def bound_text(self) -> str:
+        return range_text(self.bounds)
+
+
+def declared_group(config_cls, name: str) -> str:
+    """An option's group: its field's `group`, else the OPTION_GROUP of the class that declares it
+    (TrainConfig: the training loop, DataConfig: data), else DEFAULT_GROUP."""
+    meta = {f.name: f for f in dataclasses.fields(config_cls)}[name].metadata
+    if meta.get("group"):
+        return meta["group"]
+    for klass in config_cls.__mro__:
+        if name in vars(klass).get("__annotations__", {}):
+            return vars(klass).get("OPTION_GROUP", DEFAULT_GROUP)
+    return DEFAULT_GROUP
+
+
+def options(config_cls) -> list[Option]:
+    """Every field of a stage's Config, in declaration order (base classes first)."""
+    hints = typing.get_type_hints(config_cls)
+    out = []
+    for f in dataclasses.fields(config_cls):
+        default = f.default if f.default is not dataclasses.MISSING else (
+            f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
+        out.append(Option(f.name, hints[f.name], default, f.metadata.get("help", ""),
+                          dict(f.metadata.get("bounds", {})), declared_group(config_cls, f.name)))
+    return out
+
+
+def grouped(config_cls) -> dict[str, list[Option]]:
+    """Options by group: what to work on first, the stage's own groups in declaration order, then
+    how to train, then where the result goes (FIRST_GROUPS, LAST_GROUPS)."""
+    groups: dict[str, list[Option]] = {}
+    for option in options(config_cls):
+        groups.setdefault(option.group, []).append(option)
+    rank = {name: i for i, name in enumerate(FIRST_GROUPS)}
+    rank.update({name: 1000 + i for i, name in enumerate(LAST_GROUPS)})
+    order = sorted(groups, key=lambda g: rank.get(g, 100 + list(groups).index(g)))
+    return {name: groups[name] for name in order}
+
+
+def option_help(option: Option) -> str:
+    """The help text with its bound, as --help and the API docstring both print it."""
+    bound = option.bound_text
+    return f"{option.help} [{bound}]" if bound and option.help else option.help or (f"[{bound}]" if bound else "")
 
 
 def make_parser(config_cls, description: str, prog: str | None = None) -> argparse.ArgumentParser:
+    """--config FILE plus one flag per field, in argument groups (data, training loop, ...)."""
     parser = argparse.ArgumentParser(prog=prog, description=description,
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--config", help="YAML file with any of the keys below; flags override it")
-    for field in dataclasses.fields(config_cls):
-        flag = "--" + field.name.replace("_", "-")
-        base, _ = _strip_optional(typing.get_type_hints(config_cls)[field.name])
-        if base is bool:
-            parser.add_argument(flag, dest=field.name, action=argparse.BooleanOptionalAction,
-                                default=argparse.SUPPRESS, help=field.metadata.get("help", "").replace("%", "%%"))
-        else:
-            parser.add_argument(flag, dest=field.name, default=argparse.SUPPRESS,
-                                help=field.metadata.get("help", "").replace("%", "%%"))
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     usage="%(prog)s [-h] [--config FILE] [--OPTION VALUE ...]")
+    parser.add_argument("--config", metavar="FILE", help="YAML file with any of the keys below; flags override it")
+    for title, group_options in grouped(config_cls).items():
+        group = parser.add_argument_group(title)
+        for option in group_options:
+            # Defaults are SUPPRESSed (only flags the user gave override the YAML file), so the
+            # help text states the field's own default; argparse %-formats help strings.
+            shown = f" (default: {option.default!r})" if option.default not in ("", None, []) else ""
+            text = (option_help(option) + shown).replace("%", "%%")
+            kwargs = {"action": argparse.BooleanOptionalAction} if option.is_bool else {}
+            if "choices" in option.bounds and not option.is_bool and typing.get_origin(option.type) is not list:
+                kwargs["metavar"] = "{" + ",".join(map(str, option.bounds["choices"])) + "}"
+            group.add_argument(flag(option.name), dest=option.name, default=argparse.SUPPRESS, help=text, **kwargs)
     return parser
 
 
@@ -142,10 +268,12 @@ def parse_config(config_cls, argv: list[str] | None, description: str, prog: str
 
 def stage_main(config_cls, run: Callable[[Any], Any], description: str,
                argv: list[str] | None = None, prog: str | None = None) -> int:
-    """Parse a stage's config from argv, run it, and turn user errors into one line + exit 2."""
+    """Parse a stage's config from argv, run it, and turn user errors into one line + exit 2.
+    Errors name flags (`--text-column`)."""
     try:
-        config = parse_config(config_cls, argv, description, prog)
-        run(config)
+        with speaking_as("cli"):
+            config = parse_config(config_cls, argv, description, prog)
+            run(config)
     except ShrinkbertError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -153,22 +281,24 @@ def stage_main(config_cls, run: Callable[[Any], Any], description: str,
 
 
 def field(default: Any, help: str = "", *, min: float | None = None, max: float | None = None,
-          above: float | None = None, below: float | None = None, choices: typing.Sequence | None = None) -> Any:
+          above: float | None = None, below: float | None = None, choices: typing.Sequence | None = None,
+          group: str | None = None) -> Any:
     """A dataclass field with help text that `--help` shows; lists and dicts get a factory.
 
     Bounds are checked where configs are parsed (`build_config`, so the command line, YAML and
     recipes): `min`/`max` inclusive, `above`/`below` exclusive, `choices` the allowed values. A list
-    field's bounds apply to each item.
+    field's bounds apply to each item. `group` is the --help section it is listed in (default: the
+    declaring class's OPTION_GROUP).
     """
     bounds = {k: v for k, v in (("min", min), ("max", max), ("above", above), ("below", below),
                                 ("choices", tuple(choices) if choices is not None else None)) if v is not None}
-    metadata = {"help": help, **({"bounds": bounds} if bounds else {})}
+    metadata = {"help": help, **({"bounds": bounds} if bounds else {}), **({"group": group} if group else {})}
     if isinstance(default, (list, dict)):
         return dataclasses.field(default_factory=lambda: type(default)(default), metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
 
 
-def _range_text(bounds: dict[str, Any]) -> str:
+def range_text(bounds: dict[str, Any]) -> str:
     if "choices" in bounds:
         return "one of " + ", ".join(map(str, bounds["choices"]))
     parts = [f"{op} {bounds[key]}" for key, op in (("min", ">="), ("above", ">"), ("max", "<="), ("below", "<"))
@@ -186,7 +316,7 @@ def check_bounds(name: str, value: Any, bounds: dict[str, Any]) -> None:
         return
     if "choices" in bounds:
         if value not in bounds["choices"]:
-            raise ShrinkbertError(f"config key '{name}' must be {_range_text(bounds)}, got {value!r}")
+            raise ShrinkbertError(f"{option_name(name)} must be {range_text(bounds)}, got {value!r}")
         return
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return
@@ -194,4 +324,4 @@ def check_bounds(name: str, value: Any, bounds: dict[str, Any]) -> None:
            or ("min" in bounds and value < bounds["min"]) or ("max" in bounds and value > bounds["max"])
            or ("above" in bounds and value <= bounds["above"]) or ("below" in bounds and value >= bounds["below"]))
     if bad:
-        raise ShrinkbertError(f"config key '{name}' must be {_range_text(bounds)}, got {value!r}")
+        raise ShrinkbertError(f"{option_name(name)} must be {range_text(bounds)}, got {value!r}")

@@ -27,6 +27,7 @@ DEFAULTS = {"text_column": "text", "text_pair_column": "", "label_column": "labe
 @dataclass
 class DataConfig:
     """The data fields every stage shares; empty means "what the parent artifact was made on"."""
+    OPTION_GROUP = "data"  # the --help section these fields are listed in (core.config.declared_group)
     task: str = field("", f"built-in task ({', '.join(BUILTIN_TASKS)}) or a data file/dir (.csv .tsv .jsonl .json "
                           ".parquet; .conll/.txt for token tags); "
                           "empty: the task the parent artifact was made on")

@@ -47,6 +47,7 @@ RESUME_NEUTRAL = {"resume", "num_workers", "log_every", "log_with", "checkpoint_
 @dataclasses.dataclass
 class TrainConfig:
     """Training knobs. Stage configs inherit these, so every stage has the same flat flags."""
+    OPTION_GROUP = "training loop"  # the --help section these fields are listed in (core.config.declared_group)
     learning_rate: float = field(5e-5, "peak learning rate (AdamW)", above=0)
     weight_decay: float = field(0.01, "AdamW weight decay (not applied to biases and LayerNorm weights)", min=0)
     warmup_ratio: float = field(0.1, "fraction of optimizer steps spent warming up linearly", min=0, below=1)

@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from shrinkbert.core.config import build_config, field, make_parser, read_yaml
+from shrinkbert.core.config import build_config, field, make_parser, read_yaml, speaking_as
 from shrinkbert.core.dataspec import DataConfig, resolve_spec
 from shrinkbert.core.errors import ShrinkbertError
 
@@ -32,10 +32,10 @@ QUICK = {"batch_sizes": [1], "seq_lens": ["128", "real"], "runs": 8, "warmup": 2
 @dataclass
 class EvalConfig(DataConfig):
     artifacts: list[str] = field([], "artifact directories to compare (also positional)")
-    output_dir: str = field("runs/eval", "output directory for the report and the measurement cache (also --out)")
+    output_dir: str = field("runs/eval", "output directory for the report and the measurement cache (also --out)", group="output")
     baseline: str = field("", "the artifact (path or name) ratios are computed against; default: the teacher (the first "
                                  "fine-tuned artifact), else the first")
-    split: str = field("test", "which stored split to measure on")
+    split: str = field("test", "which stored split to measure on", choices=("train", "validation", "test"))
     max_eval_rows: int = field(0, "measure accuracy on the first N rows of the split only (0: all)", min=0)
     batch_sizes: list[int] = field([1, 8], "batch sizes to time (comma-separated)", min=1)
     seq_lens: list[str] = field(["128", "real"], "sequence lengths to time: integers and/or 'real'")
@@ -46,7 +46,7 @@ class EvalConfig(DataConfig):
     eval_batch_size: int = field(32, "batch size of the accuracy pass", min=1)
     torch_attention: str = field("eager", "attention implementation of PyTorch variants: eager or sdpa", choices=("eager", "sdpa"))
     memory: str = field("isolated", "memory: isolated (each variant alone in a fresh process, ~10 s each), "
-                                    "inprocess (approximate), or off")
+                                    "inprocess (approximate), or off", choices=("isolated", "inprocess", "off"))
     quick: bool = field(False, f"a fast look: {QUICK}")
     cache: bool = field(True, "reuse finished measurements from --out (keyed by artifact hash + settings)")
     progress: bool = field(True, "show progress bars")
@@ -55,9 +55,8 @@ class EvalConfig(DataConfig):
     title: str = field("", "report title")
 
 
-def parse_args(argv: list[str] | None) -> EvalConfig:
-    parser = make_parser(EvalConfig, "Measure variants side by side: accuracy, latency, size; the report.",
-                         prog="shrinkbert eval")
+def parse_args(argv: list[str] | None, prog: str | None = None, description: str | None = None) -> EvalConfig:
+    parser = make_parser(EvalConfig, description or __doc__, prog=prog)
     parser.add_argument("paths", nargs="*", metavar="ART", help="artifact directories to compare")
     parser.add_argument("--out", dest="output_dir", default=argparse.SUPPRESS, help="same as --output-dir")
     args = vars(parser.parse_args(argv))
@@ -121,11 +120,13 @@ def run(config: EvalConfig, rows=None) -> tuple[dict, dict]:
     return report, files
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str | None = None, description: str | None = None) -> int:
+    """The eval command line (`shrinkbert eval` passes its prog and one-line summary)."""
     config = None
     try:
-        config = parse_args(argv)
-        report, files = run(config)
+        with speaking_as("cli"):
+            config = parse_args(argv, prog, description)
+            report, files = run(config)
     except ShrinkbertError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

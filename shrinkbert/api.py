@@ -10,19 +10,28 @@
     table = report(teacher, student, int8, output_dir="runs/report")
     print(teacher.metrics["test_accuracy"], int8.load())                # an ORTModelForSequenceClassification
 
-Each stage function builds the same Config the CLI builds (unknown keys and bad values raise
-ShrinkbertError with the CLI's one-line message) and calls the same `run`; it returns an
-`Artifact`. Anywhere a path is expected, an Artifact works too.
+The stage functions are generated from the stage registry (shrinkbert.stages): each one's
+signature and docstring come from the stage's Config, so `help(shrinkbert.distill)` lists every
+parameter with its default, bound and help text, as `shrinkbert distill --help` does. A call builds
+the same Config the CLI builds (unknown keywords, wrong types and bounds raise ShrinkbertError
+naming the keyword, `text_column=`) and calls the same `run`; it returns an `Artifact`. Anywhere
+a path is expected, an Artifact works too; stages that read a PyTorch model also take an
+in-memory transformers model and its tokenizer.
 """
 from __future__ import annotations
 
-import importlib
+import functools
+import inspect
 import json
+import os
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from shrinkbert.stages import STAGES
+from shrinkbert.core.config import Option, grouped, option_help, options, speaking_as
+from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.stages import API_STAGES, Stage, resolve
 
 
 @dataclass(frozen=True)
@@ -98,97 +107,157 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def run_stage(name: str, **kwargs) -> Artifact:
-    """Run one catalogue stage (the CLI's subcommand name) with keyword arguments; its Artifact."""
-    from shrinkbert.core.config import build_config
+def _is_model(value: Any) -> bool:
+    from transformers import PreTrainedModel  # deferred: transformers costs seconds to import
 
-    module = importlib.import_module(STAGES[name][0])
-    config = build_config(module.Config, {k: _plain(v) for k, v in kwargs.items()})
-    out = module.run(config)
-    return Artifact(Path(out).resolve())
+    return isinstance(value, PreTrainedModel)
 
 
-def pretrain(**kwargs) -> Artifact:
-    """MLM (+NSP) pretraining, from scratch or continued (`shrinkbert pretrain --help`)."""
-    return run_stage("pretrain", **kwargs)
-
-
-def finetune(**kwargs) -> Artifact:
-    """Fine-tune a teacher for classification (`shrinkbert finetune --help`)."""
-    return run_stage("finetune", **kwargs)
-
-
-def distill(teacher=None, student=None, dataset=None, tokenizer=None, **kwargs) -> Artifact:
-    """Distil a teacher into a student (`shrinkbert distill --help`).
-
-    teacher / student: artifact paths, Artifacts, or in-memory transformers models (then pass the
-    teacher's `tokenizer`); dataset: a `datasets.Dataset` (split by `split_seed`) or `DatasetDict`
-    (train/validation/test) with columns text [, text_pair], label. In-memory inputs are saved
-    under `<output_dir>.inputs/` first, so the student's lineage can name them.
-    """
-    output_dir = Path(kwargs.get("output_dir") or "runs/student")
+def _save_inputs(stage: Stage, values: dict[str, Any], tokenizer, dataset) -> dict[str, Any]:
+    """In-memory models and datasets are saved under `<output_dir>.inputs/` (so the output's
+    lineage can name them) and replaced by their paths; anything else that is not a path is refused."""
+    models = {name: values[name] for name in stage.model_fields
+              if values.get(name) is not None and not isinstance(values[name], (str, os.PathLike))}
+    if not models and dataset is None:
+        if tokenizer is not None:
+            raise ShrinkbertError(f"{stage.api_name}(): tokenizer= goes with an in-memory model "
+                                  f"({', '.join(f'{n}=' for n in stage.model_fields)})")
+        return values
+    if not values.get("output_dir"):
+        raise ShrinkbertError(f"{stage.api_name}(): an in-memory input needs output_dir= (it is saved beside it)")
+    output_dir = Path(values["output_dir"])
     inputs = output_dir.parent / (output_dir.name + ".inputs")
-    if teacher is not None and not isinstance(teacher, (str, Path, Artifact)):
-        teacher = _save_model(teacher, tokenizer, inputs / "teacher")
-    if student is not None and not isinstance(student, (str, Path, Artifact)):
-        student = _save_model(student, tokenizer, inputs / "student")
+    for name, model in models.items():
+        if not _is_model(model):
+            raise ShrinkbertError(f"{name}= takes a path, an Artifact or a transformers PreTrainedModel, "
+                                  f"got {type(model).__name__}")
+        if tokenizer is None:
+            raise ShrinkbertError(f"an in-memory {name}= needs its tokenizer: {stage.api_name}(..., tokenizer=tokenizer)")
+        values[name] = str(_save_model(model, tokenizer, inputs / name))
     if dataset is not None:
-        kwargs["task"] = _save_dataset(dataset, inputs / "data")
-    if teacher is not None:
-        kwargs["teacher"] = teacher
-    if student is not None:
-        kwargs["student"] = student
-    return run_stage("distill", **kwargs)
+        values["task"] = _save_dataset(dataset, inputs / "data")
+    return values
 
 
-def prune(**kwargs) -> Artifact:
-    """Structured pruning: remove heads and FFN neurons (`shrinkbert prune --help`)."""
-    return run_stage("prune", **kwargs)
+def _call(stage: Stage, values: dict[str, Any], tokenizer=None, dataset=None):
+    """Build the stage's Config from keywords and run it; errors name keywords (`text_column=`)."""
+    with speaking_as("api", stage.config_class):
+        values = _save_inputs(stage, {k: _plain(v) for k, v in values.items()}, tokenizer, dataset)
+        return stage.run(stage.make_config(values))
 
 
-def sparsify(**kwargs) -> Artifact:
-    """Unstructured magnitude pruning, baked in (`shrinkbert sparsify --help`)."""
-    return run_stage("sparsify", **kwargs)
-
-
-def trim_vocab(**kwargs) -> Artifact:
-    """Keep only the tokens the task's text uses (`shrinkbert trim-vocab --help`)."""
-    return run_stage("trim-vocab", **kwargs)
-
-
-def export(**kwargs) -> Artifact:
-    """ONNX export through Optimum, with a parity check (`shrinkbert export --help`)."""
-    return run_stage("export", **kwargs)
-
-
-def quantize(**kwargs) -> Artifact:
-    """int8 through ONNX Runtime (`shrinkbert quantize --help`)."""
-    return run_stage("quantize", **kwargs)
-
-
-def bundle(**kwargs) -> Artifact:
-    """The torch-free edge bundle (`shrinkbert bundle --help`)."""
-    return run_stage("bundle", **kwargs)
+def run_stage(name: str, **kwargs) -> Artifact:
+    """Run one stage (a catalogue name such as "distill", or a user stage's dotted module path)
+    with keyword arguments; its Artifact."""
+    stage = resolve(name)
+    tokenizer, dataset = kwargs.pop("tokenizer", None), kwargs.pop("dataset", None)
+    if "tokenizer" in _config_fields(stage):  # pretrain's own field (a tokenizer directory)
+        kwargs["tokenizer"], tokenizer = tokenizer, None
+    return Artifact(Path(_call(stage, kwargs, tokenizer, dataset)).resolve())
 
 
 def report(*artifacts, **kwargs) -> dict[str, Any]:
-    """Measure artifacts side by side and write the report (`shrinkbert eval --help`); the report dict.
-
-    Named `report`, not `evaluate`, so it never shadows the Hugging Face `evaluate` library.
-    """
-    from shrinkbert.eval.harness import make_config, run
-
+    """Measure artifacts side by side and write the report; the report dict (see below)."""
     if artifacts:
         kwargs["artifacts"] = list(artifacts)
-    result, files = run(make_config({k: _plain(v) for k, v in kwargs.items()}))
+    result, files = _call(API_STAGES["report"], kwargs)
     return {**result, "files": {k: str(v) for k, v in files.items()}}
 
 
-def _save_model(model, tokenizer, where: Path) -> Path:
-    from shrinkbert.core.errors import ShrinkbertError
+def _config_fields(stage: Stage) -> set[str]:
+    return {option.name for option in options(stage.config_class)}
 
-    if tokenizer is None:
-        raise ShrinkbertError("an in-memory model needs its tokenizer: distill(..., tokenizer=tokenizer)")
+
+# ---- the generated functions: signature and docstring from each stage's Config ----------------
+
+MODEL_NOTE = ("{names}: a path, an Artifact, or an in-memory transformers model (PreTrainedModel; pass its "
+              "tokenizer= too): it is saved under <output_dir>.inputs/ first, so the output's lineage names it.")
+DATASET_NOTE = ("dataset: a datasets.Dataset (split by split_seed) or DatasetDict (train/validation/test) with "
+                "the text and label columns; saved under <output_dir>.inputs/data and used as task.")
+
+
+def _annotation(stage: Stage, option: Option) -> Any:
+    if option.name in stage.model_fields:
+        return "str | os.PathLike | Artifact | transformers.PreTrainedModel"
+    return option.type
+
+
+def signature(stage: Stage) -> inspect.Signature:
+    """Every Config field as a keyword-only parameter with its default (plus the in-memory inputs)."""
+    params = []
+    if stage.api_name == "report":
+        params.append(inspect.Parameter("artifacts", inspect.Parameter.VAR_POSITIONAL,
+                                        annotation="str | os.PathLike | Artifact"))
+    for option in options(stage.config_class):
+        params.append(inspect.Parameter(option.name, inspect.Parameter.KEYWORD_ONLY, default=option.default,
+                                        annotation=_annotation(stage, option)))
+    names = {p.name for p in params}
+    if stage.model_fields and "tokenizer" not in names:
+        params.append(inspect.Parameter("tokenizer", inspect.Parameter.KEYWORD_ONLY, default=None,
+                                        annotation="transformers.PreTrainedTokenizerBase | None"))
+    if stage.takes_dataset:
+        params.append(inspect.Parameter("dataset", inspect.Parameter.KEYWORD_ONLY, default=None,
+                                        annotation="datasets.Dataset | datasets.DatasetDict | None"))
+    returns = "dict[str, Any]" if stage.api_name == "report" else Artifact
+    return inspect.Signature(params, return_annotation=returns)
+
+
+def docstring(stage: Stage) -> str:
+    """The summary, what the call does, then every parameter by group: default, bound, help."""
+    wrap = functools.partial(textwrap.fill, width=100, break_on_hyphens=False)
+    returns = ("the report dict (variants, rows, files)" if stage.api_name == "report"
+               else "the Artifact written to output_dir")
+    lines = [stage.summary[:1].upper() + stage.summary[1:] + ".", "",
+             wrap(f"Builds the same Config as `{stage.prog}` (the same checks: unknown keywords, types and bounds "
+                  f"raise ShrinkbertError) and runs it; returns {returns}. Anywhere a path is expected, an "
+                  "Artifact works too."), ""]
+    if stage.model_fields:
+        lines += [wrap(MODEL_NOTE.format(names=", ".join(stage.model_fields))), ""]
+    if stage.takes_dataset:
+        lines += [wrap(DATASET_NOTE), ""]
+    if stage.api_name == "report":
+        lines += ["artifacts: the artifacts to measure (positional, or artifacts=[...]).", ""]
+    for group, group_options in grouped(stage.config_class).items():
+        lines += [f"{group.capitalize()}:"]
+        for option in group_options:
+            lines.append(f"    {option.name}: {option.type_text} = {option.default!r}")
+            lines += [textwrap.indent(wrap(option_help(option)), " " * 8)] if option_help(option) else []
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def stage_function(stage: Stage) -> Callable[..., Any]:
+    """The Python API function of one stage, with a real signature and a generated docstring
+    (help(shrinkbert.distill) lists what `shrinkbert distill --help` lists)."""
+    def function(*args, **kwargs):
+        if stage.api_name == "report":
+            return report(*args, **kwargs)
+        if args:
+            raise TypeError(f"{stage.api_name}() takes keyword arguments only (see help({stage.api_name}))")
+        return run_stage(stage.name, **kwargs)
+
+    function.__name__ = function.__qualname__ = stage.api_name
+    function.__module__ = __name__
+    function.__signature__ = signature(stage)
+    function.__doc__ = docstring(stage)
+    return function
+
+
+def __getattr__(name: str) -> Callable[..., Any]:
+    """`shrinkbert.api.distill` and friends, made on first use: building a signature imports the
+    stage's module (and with it torch), which `import shrinkbert` alone should not pay."""
+    if name not in API_STAGES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    function = stage_function(API_STAGES[name])
+    globals()[name] = function
+    return function
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(API_STAGES))
+
+
+def _save_model(model, tokenizer, where: Path) -> Path:
     where.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(where, safe_serialization=True)
     tokenizer.save_pretrained(where)
@@ -197,8 +266,10 @@ def _save_model(model, tokenizer, where: Path) -> Path:
 
 def _save_dataset(dataset, where: Path) -> str:
     """A Dataset becomes one parquet file (split by split_seed); a DatasetDict a folder of splits."""
-    import datasets
+    import datasets  # deferred: datasets costs seconds to import
 
+    if not isinstance(dataset, (datasets.Dataset, datasets.DatasetDict)):
+        raise ShrinkbertError(f"dataset= takes a datasets.Dataset or DatasetDict, got {type(dataset).__name__}")
     where.mkdir(parents=True, exist_ok=True)
     if isinstance(dataset, datasets.DatasetDict):
         for name, split in dataset.items():

@@ -1,22 +1,24 @@
-"""The `shrinkbert` command: one subcommand per stage, plus `run` for recipes.
+"""The `shrinkbert` command: one subcommand per registered stage (shrinkbert.stages), plus `run`
+for recipes.
 
-Subcommands are imported only when called, so `shrinkbert --help` answers at once.
+A subcommand's module is imported only when it is called, so `shrinkbert --help` answers at once.
 """
 from __future__ import annotations
 
-import importlib
 import sys
 
+from shrinkbert import recipe
 from shrinkbert.stages import STAGES
 
 USAGE = "usage: shrinkbert COMMAND [options]   (shrinkbert COMMAND --help for its options)"
+RUN_SUMMARY = "run a recipe: every stage from corpus to edge bundle and report"
 
 
 def _help() -> str:
     lines = [USAGE, "", "Make BERT classifiers small and fast, with one honest report.", "", "commands:"]
-    lines.append(f"  {'run':<11} run a recipe: every stage from corpus to edge bundle and report")
-    for name, (_, summary) in STAGES.items():
-        lines.append(f"  {name:<11} {summary}")
+    lines.append(f"  {'run':<11} {RUN_SUMMARY}")
+    for name, stage in STAGES.items():
+        lines.append(f"  {name:<11} {stage.summary}")
     return "\n".join(lines)
 
 
@@ -27,14 +29,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     command, rest = argv[0], argv[1:]
     if command == "run":
-        from shrinkbert.recipe import main as run_main
-
-        return run_main(rest)
+        return recipe.main(rest)
     if command not in STAGES:
         print(f"error: unknown command '{command}'; commands: run, {', '.join(STAGES)}", file=sys.stderr)
         return 2
-    module = importlib.import_module(STAGES[command][0])
-    return module.main(rest) or 0
+    return STAGES[command].cli(rest)
 
 
 if __name__ == "__main__":

@@ -37,8 +37,8 @@ from shrinkbert.core.errors import ShrinkbertError
 
 @dataclasses.dataclass
 class Config(DataConfig):
-    teacher: str = field("", "fine-tuned teacher artifact")
-    output_dir: str = field("runs/frontier", "where students, exports, frontier.md/.json/.png are written")
+    teacher: str = field("", "fine-tuned teacher artifact", group="model")
+    output_dir: str = field("runs/frontier", "where students, exports, frontier.md/.json/.png are written", group="output")
     speedups: str = field("2x,4x,8x,15x,25x", "speed-up targets against the teacher (PyTorch fp32, batch 1)")
     shapes: str = field("", "also distil these shapes as given (e.g. 3L/H128,2L/H160; heads and FFN follow the "
                             "teacher's ratios unless written /A4/F512) and measure them in the same table")
@@ -353,9 +353,9 @@ def plot_frontier(table: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def main(argv: list[str] | None = None) -> int:
-    return stage_main(Config, run, "Distil students to a ladder of speed-ups over seeds; one table and one plot.",
-                      argv, prog="shrinkbert frontier")
+def main(argv: list[str] | None = None, prog: str | None = None, description: str | None = None) -> int:
+    """The stage's command line (`shrinkbert NAME` passes its prog and one-line summary)."""
+    return stage_main(Config, run, description or __doc__, argv, prog)
 
 
 if __name__ == "__main__":

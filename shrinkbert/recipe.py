@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import hashlib
-import importlib
 import json
 import os
 import re
@@ -25,11 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from shrinkbert.core.artifacts import is_artifact, read_manifest, safe_output_path
-from shrinkbert.core.config import build_config, read_yaml
+from shrinkbert.core.config import read_yaml
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert import stage_process
-from shrinkbert.stages import STAGES, TRAINING_STAGES, module_for
+from shrinkbert.stages import STAGES, TRAINING_STAGES, resolve
 
 RECIPE_KEYS = {"name", "description", "output_dir", "seed", "launch", "stages", "quick"}
 STAGE_KEYS = {"uses", "with", "after", "launch"}
@@ -55,7 +56,7 @@ class Stage:
 
     @property
     def module(self) -> str:
-        return module_for(self.uses)
+        return resolve(self.uses).module
 
 
 @dataclass
@@ -135,8 +136,6 @@ def _order(stages: dict[str, Stage]) -> list[Stage]:
 
 def _apply_override(data: dict, assignment: str) -> None:
     """`--set stage.key=value` (value parsed as YAML) into the raw recipe mapping."""
-    import yaml
-
     if "=" not in assignment or "." not in assignment.split("=", 1)[0]:
         raise ShrinkbertError(f"--set takes STAGE.KEY=VALUE, got {assignment!r}")
     target, raw = assignment.split("=", 1)
@@ -235,17 +234,17 @@ def resolved_params(recipe: Recipe, stage: Stage) -> dict[str, Any]:
 
 def validate_params(recipe: Recipe, stage: Stage, params: dict[str, Any]) -> dict[str, Any]:
     """Check a stage's parameters against its Config dataclass before anything runs."""
+    contract = resolve(stage.uses)
     try:
-        module = importlib.import_module(stage.module)
+        config_cls = contract.config_class
     except ImportError as err:
         raise ShrinkbertError(f"stage '{stage.name}': cannot import {stage.module}: {err}") from None
-    config_cls = getattr(module, "Config", None)
     if config_cls is None:
         return params
     if recipe.seed is not None and "seed" not in params and "seed" in {f.name for f in dataclasses.fields(config_cls)}:
         params["seed"] = recipe.seed
     try:
-        build_config(config_cls, params)
+        contract.make_config(params)
     except ShrinkbertError as err:
         raise ShrinkbertError(f"stage '{stage.name}' ({stage.uses}): {err}") from None
     return params
@@ -297,7 +296,7 @@ def launch_command(stage: Stage, config_file: Path) -> tuple[list[str], dict[str
                "--mixed_precision", str(stage.launch.get("mixed_precision", "no"))]
     else:
         return [sys.executable, "-m", stage.module, "--config", str(config_file)], env
-    import torch
+    import torch  # deferred: only a multi-process launch needs to know about GPUs
 
     if not torch.cuda.is_available():
         # STACK.md: without this opt-in, CPU ranks train as unsynchronised copies, silently
@@ -374,8 +373,6 @@ def run_recipe(recipe: Recipe, from_stage: str | None = None, dry_run: bool = Fa
             print(f"\n=== [{i}/{len(rows)}] {stage.name}: up to date, reusing {recipe.out_dir(stage.name)}")
             stage_times.append((stage.name, stage.uses, None))
             continue
-        import yaml
-
         config_file = configs / f"{stage.name}.yaml"
         config_file.write_text(yaml.safe_dump(params, sort_keys=False))
         cmd, env = launch_command(stage, config_file)
@@ -383,7 +380,7 @@ def run_recipe(recipe: Recipe, from_stage: str | None = None, dry_run: bool = Fa
         state.pop(stage.name, None)
         _write_state(recipe, state)
         stage_start = time.time()
-        code = stage_process.run_stage(cmd, env, fork)
+        code = stage_process.run_stage_command(cmd, env, fork)
         if code != 0:
             raise ShrinkbertError(f"stage '{stage.name}' failed (exit {code}); fix it and run again: "
                                   f"finished stages are reused and '{stage.name}' resumes from its last checkpoint")

@@ -68,7 +68,7 @@ def run_forked(module: str, args: list[str], env: dict[str, str]) -> int:
     return os.waitstatus_to_exitcode(status)
 
 
-def run_stage(cmd: list[str], env: dict[str, str], fork: bool) -> int:
+def run_stage_command(cmd: list[str], env: dict[str, str], fork: bool) -> int:
     """Run one stage command. A plain `python -m MODULE ...` is forked when allowed; anything else
     (accelerate launch) gets a fresh process."""
     if fork and can_fork() and len(cmd) >= 3 and cmd[0] == sys.executable and cmd[1] == "-m" \

@@ -1,32 +1,97 @@
-"""The stage catalogue: CLI/recipe names -> the module that runs each stage.
+"""The stage contract and its registry: the one place that says which stages exist.
 
-Every stage module exposes `main(argv) -> int` and runs as `python -m MODULE --config FILE`,
-so the CLI, the recipe runner and `accelerate launch -m MODULE` all reach the same code.
+A stage is a module with
+    Config   a dataclass of `core.config.field`s: every flag, YAML key and Python keyword,
+    run      run(config) -> the output artifact's path (eval: the report and its files),
+    main     main(argv, prog=None, description=None) -> exit code: its `python -m` entry (what
+             the recipe runner and `accelerate launch -m` start), optionally `make_config(values)`
+             when building its Config needs more than `build_config` (eval's `quick`).
+The registry below names each one once, with its one-line summary; the CLI's subcommands and
+their help, the Python API's functions and docstrings (shrinkbert.api) and the recipe runner's
+`uses:` lookup are all generated from it. A recipe may also name a user-defined stage by its
+dotted module path (`uses: mypkg.mystage`): `resolve` gives it the same contract.
+
+Modules are imported only when a stage is used, so `shrinkbert --help` answers at once.
 """
 from __future__ import annotations
 
-STAGES: dict[str, tuple[str, str]] = {
-    # name: (module, one-line summary)
-    "tokenizer": ("shrinkbert.teachers.tokenizer", "train a WordPiece tokenizer on text"),
-    "pretrain": ("shrinkbert.teachers.pretrain", "MLM (+NSP) pretraining, from scratch or continued"),
-    "finetune": ("shrinkbert.teachers.finetune", "fine-tune a teacher for classification"),
-    "distill": ("shrinkbert.students.distill", "distil a teacher into a student of a target size"),
-    "prune": ("shrinkbert.compress.prune", "structured pruning: remove heads and FFN neurons"),
-    "sparsify": ("shrinkbert.compress.sparsify", "unstructured magnitude pruning, baked in"),
-    "trim-vocab": ("shrinkbert.compress.trim_vocab", "keep only the tokens a corpus uses"),
-    "export": ("shrinkbert.compress.export", "ONNX export through Optimum, with a parity check"),
-    "quantize": ("shrinkbert.compress.quantize", "int8 through ONNX Runtime (dynamic, static, accuracy-aware)"),
-    "bundle": ("shrinkbert.compress.bundle", "edge bundle: int8 ONNX + tokenizer + torch-free predictor"),
-    "eval": ("shrinkbert.eval.harness", "measure variants: accuracy, latency, size; the report"),
-    "frontier": ("shrinkbert.frontier", "students at a ladder of speed-ups over seeds: one table, one plot"),
-}
+import importlib
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Callable
+
+from shrinkbert.core.config import build_config
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str                      # the CLI subcommand and a recipe's `uses:`
+    module: str                    # dotted path of the module holding Config, run and main
+    summary: str                   # one line: `shrinkbert --help`, `shrinkbert NAME --help`, help(shrinkbert.NAME)
+    api_name: str | None = None    # its Python API function (None: CLI and recipes only)
+    trains: bool = False           # may run on several processes under `accelerate launch`
+    model_fields: tuple[str, ...] = ()  # Config fields naming a PyTorch model: the API also takes an in-memory one
+    takes_dataset: bool = False    # the API also takes an in-memory `datasets.Dataset` (saved, then `task`)
+
+    def load(self) -> ModuleType:
+        """The stage's module (imported on first use: the heavy libraries come with it)."""
+        return importlib.import_module(self.module)
+
+    @property
+    def config_class(self) -> type | None:
+        return getattr(self.load(), "Config", None)
+
+    @property
+    def run(self) -> Callable[[Any], Any]:
+        return self.load().run
+
+    @property
+    def prog(self) -> str:
+        return f"shrinkbert {self.name}"
+
+    def make_config(self, values: dict[str, Any]):
+        """The stage's Config from plain values: unknown keys, wrong types, bounds all refused."""
+        module = self.load()
+        custom = getattr(module, "make_config", None)
+        return custom(values) if custom else build_config(module.Config, values)
+
+    def cli(self, argv: list[str]) -> int:
+        """`shrinkbert NAME ARGS`: the stage's own front (flags, --config FILE, --help), under the
+        name the user typed."""
+        return self.load().main(argv, prog=self.prog, description=self.summary) or 0
+
+
+STAGES: dict[str, Stage] = {stage.name: stage for stage in (
+    Stage("tokenizer", "shrinkbert.teachers.tokenizer", "train a WordPiece tokenizer on text"),
+    Stage("pretrain", "shrinkbert.teachers.pretrain", "MLM (+NSP) pretraining, from scratch or continued",
+          api_name="pretrain", trains=True),
+    Stage("finetune", "shrinkbert.teachers.finetune", "fine-tune a teacher for text (pair) or token classification",
+          api_name="finetune", trains=True, model_fields=("model",), takes_dataset=True),
+    Stage("distill", "shrinkbert.students.distill", "distil a teacher into a student of a target size",
+          api_name="distill", trains=True, model_fields=("teacher", "student"), takes_dataset=True),
+    Stage("prune", "shrinkbert.compress.prune", "structured pruning: remove attention heads and FFN neurons",
+          api_name="prune", model_fields=("model",)),
+    Stage("sparsify", "shrinkbert.compress.sparsify", "unstructured magnitude pruning, baked in",
+          api_name="sparsify", model_fields=("model",)),
+    Stage("trim-vocab", "shrinkbert.compress.trim_vocab", "keep only the tokens a corpus uses",
+          api_name="trim_vocab", model_fields=("model",)),
+    Stage("export", "shrinkbert.compress.export", "ONNX export through Optimum, with a parity check",
+          api_name="export", model_fields=("model",)),
+    Stage("quantize", "shrinkbert.compress.quantize", "int8 through ONNX Runtime (dynamic, static, accuracy-aware)",
+          api_name="quantize"),
+    Stage("bundle", "shrinkbert.compress.bundle", "edge bundle: int8 ONNX + tokenizer + torch-free predictor",
+          api_name="bundle"),
+    Stage("eval", "shrinkbert.eval.harness", "measure variants: accuracy, latency, size; the report",
+          api_name="report"),
+    Stage("frontier", "shrinkbert.frontier", "students at a ladder of speed-ups over seeds: one table, one plot"),
+)}
 
 # Stages that train, and so may run on several processes under `accelerate launch`.
-TRAINING_STAGES = {"pretrain", "finetune", "distill"}
+TRAINING_STAGES = {name for name, stage in STAGES.items() if stage.trains}
+# The Python API's function names -> stages.
+API_STAGES = {stage.api_name: stage for stage in STAGES.values() if stage.api_name}
 
 
-def module_for(name: str) -> str:
-    """A catalogue name, or a dotted module path (for user-defined stages)."""
-    if name in STAGES:
-        return STAGES[name][0]
-    return name
+def resolve(uses: str) -> Stage:
+    """A catalogue name, or a dotted module path (a user-defined stage with the same contract)."""
+    return STAGES.get(uses) or Stage(uses, uses, "")

@@ -52,53 +52,53 @@ MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 @dataclasses.dataclass
 class Config(TrainConfig, DataConfig):
-    teacher: str = field("", "teacher artifact directory (a fine-tuned classifier; an MLM model for mode general)")
-    mode: str = field("task", "task: distil on labelled data | general: MLM distillation on raw text", choices=("task", "general"))
-    corpus: str = field("", "mode general: comma-separated corpora (sotu, wordnet, .txt files)")
-    mlm_probability: float = field(0.15, "mode general: share of tokens masked", above=0, max=1)
-    max_train_rows: int = field(0, "use only the first N training rows/lines (0: all)", min=0)
-    max_eval_rows: int = field(0, "evaluate on only the first N test rows (0: all)", min=0)
+    teacher: str = field("", "teacher artifact directory (a fine-tuned classifier; an MLM model for mode general)", group="model")
+    mode: str = field("task", "task: distil on labelled data | general: MLM distillation on raw text", choices=("task", "general"), group="data")
+    corpus: str = field("", "mode general: comma-separated corpora (sotu, wordnet, .txt files)", group="data")
+    mlm_probability: float = field(0.15, "mode general: share of tokens masked", above=0, max=1, group="data")
+    max_train_rows: int = field(0, "use only the first N training rows/lines (0: all)", min=0, group="data")
+    max_eval_rows: int = field(0, "evaluate on only the first N test rows (0: all)", min=0, group="data")
     augment: int = field(0, "mode task: add up to N perturbed copies of each training text (masking + n-gram "
-                            "sampling), labelled by the teacher alone (students/augment.py); 0 = off", min=0)
+                            "sampling), labelled by the teacher alone (students/augment.py); 0 = off", min=0, group="data")
     transfer_corpus: str = field("", "mode task: corpora (imdb, rotten-tomatoes, sotu, wordnet, .txt files) whose "
                                      "lines join the training set unlabelled, taught by the teacher's soft logits "
                                      "alone (TinyBERT's transfer set); the task's validation/test rows and "
-                                     "near-duplicates are removed (core/leakguard.py)")
+                                     "near-duplicates are removed (core/leakguard.py)", group="data")
     max_transfer_rows: int = field(0, "at most N transfer-corpus lines: a fixed sample, the same for every --seed, "
-                                      "so the teacher's pass over them is cached once (0: all)", min=0)
-    output_dir: str = field("runs/student", "where the student artifact is written")
+                                      "so the teacher's pass over them is cached once (0: all)", min=0, group="data")
+    output_dir: str = field("runs/student", "where the student artifact is written", group="output")
     # The student
     target: str = field("", "size target: 25% (of the teacher's parameters), 20MB (fp32 file) or 4ms "
-                            "(batch-1 latency at max_length); explicit shape fields below pin dimensions")
-    layers: int = field(0, "student layers (0: from the target, else the teacher's)", min=0)
-    hidden: int = field(0, "student hidden size (0: from the target, else the teacher's)", min=0)
-    heads: int = field(0, "student attention heads (0: hidden / the teacher's head size)", min=0)
-    intermediate: int = field(0, "student FFN width (0: the teacher's FFN/hidden ratio)", min=0)
-    student: str = field("", "distil INTO this existing model artifact (e.g. a pruned one) instead of a new shape")
-    init: str = field("teacher", "teacher: start from (sliced) teacher weights | random", choices=("teacher", "random"))
-    init_layers: str = field("", "teacher layers (1-based) the student layers start from, e.g. 2,4,6 (default: uniform)")
-    init_keep: str = field("norm", "which dims to keep when narrower: norm (largest weights) | first", choices=("norm", "first"))
-    threads: int = field(0, "threads for a latency target's timing (0: all cores)", min=0)
+                            "(batch-1 latency at max_length); explicit shape fields below pin dimensions", group="student shape")
+    layers: int = field(0, "student layers (0: from the target, else the teacher's)", min=0, group="student shape")
+    hidden: int = field(0, "student hidden size (0: from the target, else the teacher's)", min=0, group="student shape")
+    heads: int = field(0, "student attention heads (0: hidden / the teacher's head size)", min=0, group="student shape")
+    intermediate: int = field(0, "student FFN width (0: the teacher's FFN/hidden ratio)", min=0, group="student shape")
+    student: str = field("", "distil INTO this existing model artifact (e.g. a pruned one) instead of a new shape", group="model")
+    init: str = field("teacher", "teacher: start from (sliced) teacher weights | random", choices=("teacher", "random"), group="student shape")
+    init_layers: str = field("", "teacher layers (1-based) the student layers start from, e.g. 2,4,6 (default: uniform)", group="student shape")
+    init_keep: str = field("norm", "which dims to keep when narrower: norm (largest weights) | first", choices=("norm", "first"), group="student shape")
+    threads: int = field(0, "threads for a latency target's timing (0: all cores)", min=0, group="student shape")
     latency_runtime: str = field("torch", "runtime a latency target is timed on: torch (PyTorch fp32), onnx (fp32 ONNX "
                                           "Runtime) or onnx-int8 (dynamic int8 with this CPU's defaults): pick the "
-                                          "one the student ships in", choices=("torch", "onnx", "onnx-int8"))
+                                          "one the student ships in", choices=("torch", "onnx", "onnx-int8"), group="student shape")
     # The losses
     layer_map: str = field("", "student:teacher layers for hidden/attention losses, e.g. 1:2,2:4,3:6 (0 = "
-                               "embeddings); default uniform: student i <- teacher round(i*T/S)")
-    logits_weight: float = field(1.0, "weight of soft-logit KD (KL, T^2-scaled); 0 = off", min=0)
-    hidden_weight: float = field(0.0, "weight of hidden-state MSE (projected when widths differ); 0 = off", min=0)
-    attention_weight: float = field(0.0, "weight of attention-probability transfer; 0 = off", min=0)
-    embedding_weight: float = field(0.0, "weight of embedding-output MSE; 0 = off", min=0)
-    hard_weight: float = field(0.0, "weight of cross-entropy with the gold labels; 0 = off", min=0)
-    temperature: float = field(2.0, "softmax temperature of the logit KD", above=0)
-    attention_loss: str = field("kl", "kl | mse between attention probabilities", choices=("kl", "mse"))
+                               "embeddings); default uniform: student i <- teacher round(i*T/S)", group="losses")
+    logits_weight: float = field(1.0, "weight of soft-logit KD (KL, T^2-scaled); 0 = off", min=0, group="losses")
+    hidden_weight: float = field(0.0, "weight of hidden-state MSE (projected when widths differ); 0 = off", min=0, group="losses")
+    attention_weight: float = field(0.0, "weight of attention-probability transfer; 0 = off", min=0, group="losses")
+    embedding_weight: float = field(0.0, "weight of embedding-output MSE; 0 = off", min=0, group="losses")
+    hard_weight: float = field(0.0, "weight of cross-entropy with the gold labels; 0 = off", min=0, group="losses")
+    temperature: float = field(2.0, "softmax temperature of the logit KD", above=0, group="losses")
+    attention_loss: str = field("kl", "kl | mse between attention probabilities", choices=("kl", "mse"), group="losses")
     # Teacher outputs
-    cache: bool = field(True, "cache the teacher's outputs on disk and reuse them across runs")
+    cache: bool = field(True, "cache the teacher's outputs on disk and reuse them across runs", group="teacher outputs")
     cache_hidden: bool = field(True, "also cache the hidden states and attention maps the losses need (fp16, "
-                                     "real tokens only); off: the teacher runs live for those losses")
-    max_length: int = field(128, "tokens per example (and the sequence length of a latency target)", min=8, max=8192)
-    eval_batch_size: int = field(64, "batch size for the teacher pass and the test evaluation", min=1)
-    learning_rate: float = field(1e-4, "peak learning rate (AdamW)", above=0)
+                                     "real tokens only); off: the teacher runs live for those losses", group="teacher outputs")
+    max_length: int = field(128, "tokens per example (and the sequence length of a latency target)", min=8, max=8192, group="data")
+    eval_batch_size: int = field(64, "batch size for the teacher pass and the test evaluation", min=1, group="training loop")
+    learning_rate: float = field(1e-4, "peak learning rate (AdamW)", above=0, group="training loop")
 
 
 def loss_weights(cfg: Config) -> LossWeights:
@@ -453,16 +453,12 @@ def validate(cfg: Config) -> None:
         raise ShrinkbertError("no teacher given: --teacher DIR")
     if cfg.mode == "general" and not cfg.corpus:
         raise ShrinkbertError("mode general needs --corpus (sotu, wordnet or .txt files)")
-    if cfg.temperature <= 0:
-        raise ShrinkbertError(f"temperature must be positive, got {cfg.temperature}")
+    # temperature > 0, weights >= 0 and augment >= 0 are the fields' own bounds (checked when parsed)
     weights = loss_weights(cfg)
-    if any(v < 0 for v in dataclasses.asdict(weights).values()):
-        raise ShrinkbertError("loss weights must be >= 0 (0 switches a loss off)")
     if not weights.active():
         raise ShrinkbertError("every loss weight is 0: switch at least one on (e.g. --logits-weight 1)")
-    if cfg.augment < 0 or (cfg.augment and cfg.mode != "task"):
-        raise ShrinkbertError(f"--augment takes a count >= 0 and works in mode task only, got {cfg.augment} "
-                              f"in mode {cfg.mode}")
+    if cfg.augment and cfg.mode != "task":
+        raise ShrinkbertError(f"--augment works in mode task only, got {cfg.augment} in mode {cfg.mode}")
     if cfg.transfer_corpus and cfg.mode != "task":
         raise ShrinkbertError("--transfer-corpus works in mode task only (mode general reads --corpus)")
     if (cfg.augment or cfg.transfer_corpus) and not (weights.logits or weights.hidden or weights.attention
@@ -603,9 +599,9 @@ def _teacher_parameters(teacher_dir, teacher_config, general: bool) -> int:
     return count_parameters(teacher_config, head="mlm" if general and _is_mlm(teacher_config) else "classifier")
 
 
-def main(argv: list[str] | None = None) -> int:
-    return stage_main(Config, run, "Distil a teacher into a student of a target size.", argv,
-                      prog="python -m shrinkbert.students.distill")
+def main(argv: list[str] | None = None, prog: str | None = None, description: str | None = None) -> int:
+    """The stage's command line (`shrinkbert NAME` passes its prog and one-line summary)."""
+    return stage_main(Config, run, description or __doc__, argv, prog)
 
 
 if __name__ == "__main__":

@@ -32,8 +32,8 @@ from shrinkbert.core.train import TrainConfig
 
 @dataclasses.dataclass
 class Config(TrainConfig, DataConfig):
-    output_dir: str = field("runs/teacher", "where the fine-tuned classifier artifact is written")
-    model: str = field("minilm", "starting model: a model dir, an MLM artifact, 'minilm', or a hub name")
+    output_dir: str = field("runs/teacher", "where the fine-tuned classifier artifact is written", group="output")
+    model: str = field("minilm", "starting model: a model dir, an MLM artifact, 'minilm', or a hub name", group="model")
     tokenizer: str = field("", "tokenizer dir (default: the model's own)")
     max_train_rows: int = field(0, "train on the first N rows of the train split only (0: all)", min=0)
     max_eval_rows: int = field(0, "validate and test on the first N rows of those splits only (0: all)", min=0)
@@ -74,8 +74,6 @@ def run(cfg: Config) -> Path:
     from shrinkbert.core.train import LATEST, checkpoint_dir_for, is_main_process, remove_checkpoints, train, wait_for_everyone
     from shrinkbert.teachers.common import pad_collate, resolve_model_dir
 
-    if cfg.keep not in ("best", "final"):
-        raise ShrinkbertError(f"keep must be best or final, got '{cfg.keep}'")
     model_dir = resolve_model_dir(cfg.model)
     spec = resolve_spec(cfg, [model_dir])
     task, splits = load_splits(spec, cfg.cache_dir)
@@ -142,8 +140,9 @@ def run(cfg: Config) -> Path:
     return out
 
 
-def main(argv=None) -> int:
-    return stage_main(Config, run, "Fine-tune a BERT-like model for text (pair) or token classification.", argv)
+def main(argv: list[str] | None = None, prog: str | None = None, description: str | None = None) -> int:
+    """The stage's command line (`shrinkbert NAME` passes its prog and one-line summary)."""
+    return stage_main(Config, run, description or __doc__, argv, prog)
 
 
 if __name__ == "__main__":

@@ -38,9 +38,9 @@ PRESETS = {  # name -> BertConfig shape
 
 @dataclasses.dataclass
 class Config(TrainConfig):
-    output_dir: str = field("runs/mlm", "where the pretrained model artifact is written")
-    model: str = field("", "continue from this model (dir, 'minilm' or hub name); empty: from scratch with preset")
-    preset: str = field("tiny", f"shape when training from scratch: {', '.join(PRESETS)}")
+    output_dir: str = field("runs/mlm", "where the pretrained model artifact is written", group="output")
+    model: str = field("", "continue from this model (dir, 'minilm' or hub name); empty: from scratch with preset", group="model")
+    preset: str = field("tiny", "shape when training from scratch", choices=tuple(PRESETS))
     tokenizer: str = field("", "tokenizer dir (required from scratch; default: the model's own)")
     corpus: list[str] = field(["sotu"], "built-in corpora (sotu, wordnet) and/or .txt files, comma-separated")
     max_train_rows: int = field(0, "use at most this many lines (rows) of text (0: all)", min=0)
@@ -308,8 +308,9 @@ def run(cfg: Config) -> Path:
     return out
 
 
-def main(argv=None) -> int:
-    return stage_main(Config, run, "MLM (+NSP) pretraining of a BERT, from scratch or continued.", argv)
+def main(argv: list[str] | None = None, prog: str | None = None, description: str | None = None) -> int:
+    """The stage's command line (`shrinkbert NAME` passes its prog and one-line summary)."""
+    return stage_main(Config, run, description or __doc__, argv, prog)
 
 
 if __name__ == "__main__":

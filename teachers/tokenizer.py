@@ -23,7 +23,7 @@ SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 @dataclasses.dataclass
 class Config:
-    output_dir: str = field("runs/tokenizer", "where the tokenizer artifact is written")
+    output_dir: str = field("runs/tokenizer", "where the tokenizer artifact is written", group="output")
     corpus: list[str] = field(["sotu"], "built-in corpora (sotu, wordnet) and/or .txt files, comma-separated")
     max_train_rows: int = field(0, "use at most this many lines (rows) of text (0: all)", min=0)
     vocab_size: int = field(8000, "WordPiece vocabulary size, special tokens included", min=16)
@@ -84,8 +84,9 @@ def run(cfg: Config) -> Path:
     return out
 
 
-def main(argv=None) -> int:
-    return stage_main(Config, run, "Train a WordPiece tokenizer (BertTokenizerFast) on corpora or text files.", argv)
+def main(argv: list[str] | None = None, prog: str | None = None, description: str | None = None) -> int:
+    """The stage's command line (`shrinkbert NAME` passes its prog and one-line summary)."""
+    return stage_main(Config, run, description or __doc__, argv, prog)
 
 
 if __name__ == "__main__":

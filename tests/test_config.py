@@ -107,13 +107,13 @@ def test_any_value_parses_or_is_one_error(stage, data):
 
 
 @pytest.mark.parametrize("flag, value, message", [
-    ("--epochs", "-1", "'epochs' must be >= 0"),
-    ("--max-steps", "-5", "'max_steps' must be >= 0"),
-    ("--max-length", "0", "'max_length' must be >= 8"),
-    ("--batch-size", "0", "'batch_size' must be >= 1"),
-    ("--learning-rate", "-1", "'learning_rate' must be > 0"),
-    ("--warmup-ratio", "1.5", "'warmup_ratio' must be >= 0 and < 1"),
-    ("--keep", "worst", "'keep' must be one of best, final"),
+    ("--epochs", "-1", "--epochs must be >= 0"),  # the command line names flags
+    ("--max-steps", "-5", "--max-steps must be >= 0"),
+    ("--max-length", "0", "--max-length must be >= 8"),
+    ("--batch-size", "0", "--batch-size must be >= 1"),
+    ("--learning-rate", "-1", "--learning-rate must be > 0"),
+    ("--warmup-ratio", "1.5", "--warmup-ratio must be >= 0 and < 1"),
+    ("--keep", "worst", "--keep must be one of best, final"),
 ])
 def test_finetune_refuses_out_of_range_options(flag, value, message, tiny_bert, tiny_csv, tmp_path):
     out = tmp_path / "out"

@@ -258,4 +258,4 @@ def test_a_forked_stage_gets_the_given_environment_and_exit_code(tmp_path, monke
     assert "EXIT_WITH" not in os.environ, "the child's environment must not leak into the runner"
     cmd = [sys.executable, "-m", "exit_with_env", "0"]
     env = {**os.environ, "EXIT_WITH": "3", "PYTHONPATH": str(tmp_path)}
-    assert stage_process.run_stage(cmd, env, fork=True) == 3 == stage_process.run_stage(cmd, env, fork=False)
+    assert stage_process.run_stage_command(cmd, env, fork=True) == 3 == stage_process.run_stage_command(cmd, env, fork=False)
