@@ -249,11 +249,6 @@ def file_mb(path: str | Path) -> float:
     return round(Path(path).stat().st_size / 1e6, 3)
 
 
-def module_of_param(name: str) -> str:
-    """'bert.encoder.layer.3.attention.self.query.weight' -> 'encoder.layer.3.attention'."""
-    return module_group(name.replace("/", "."))
-
-
 def module_group(path: str) -> str:
     """Map a dotted or slashed path inside the model to the user-facing module group name.
 

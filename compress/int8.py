@@ -241,8 +241,3 @@ def quantized_node_count(path: Path) -> int:
     ops = {"MatMulInteger", "DynamicQuantizeLinear", "QLinearMatMul", "QuantizeLinear", "QAttention",
            "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "QGemm", "MatMulNBits", "GatherBlockQuantized"}
     return sum(1 for n in onnx.load(str(path), load_external_data=False).graph.node if n.op_type in ops)
-
-
-def free_tmp(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        os.remove(path)

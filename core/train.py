@@ -74,12 +74,6 @@ class TrainConfig:
                                   "are both 0; set one of them above 0")
 
 
-def train_config(cfg: Any) -> TrainConfig:
-    """The TrainConfig part of a stage config (or of any object with the same attribute names)."""
-    return TrainConfig(**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(TrainConfig)
-                          if hasattr(cfg, f.name)})
-
-
 def resolve_mixed_precision(requested: str) -> str:
     requested = (requested or "no").lower()
     if requested not in ("no", "bf16", "fp16"):

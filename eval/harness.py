@@ -90,7 +90,7 @@ def run(config: EvalConfig, rows=None) -> tuple[dict, dict]:
     from shrinkbert.eval.cache import MeasurementCache
     from shrinkbert.eval.measure import Settings, measure
     from shrinkbert.eval.report import build_report, write_report
-    from shrinkbert.eval.rows import load_rows
+    from shrinkbert.eval.rows import load_test_rows
 
     settings = Settings(batch_sizes=config.batch_sizes, seq_lens=config.seq_lens, runs=config.runs,
                         warmup=config.warmup, threads=config.threads, max_length=config.max_length,
@@ -106,7 +106,7 @@ def run(config: EvalConfig, rows=None) -> tuple[dict, dict]:
     if rows is None:
         # The task the variants were made on (the lineage records it), unless --task names another.
         spec = resolve_spec(config, [baseline or "", *artifacts])
-        rows = load_rows(spec, split=config.split, max_rows=config.max_eval_rows or None, cache_dir=config.cache_dir)
+        rows = load_test_rows(spec, split=config.split, max_rows=config.max_eval_rows or None, cache_dir=config.cache_dir)
     out = Path(config.output_dir)
     cache = MeasurementCache(out / "cache", enabled=config.cache)
     variants = measure(artifacts, rows, settings, cache, progress=config.progress)

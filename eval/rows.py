@@ -80,7 +80,7 @@ def from_words(task: Task, words: Sequence[Sequence[str]], tags: Sequence[Sequen
     return TestRows(task, [" ".join(row) for row in words], labels, None, source, words=words)
 
 
-def load_rows(spec, split: str = "test", max_rows: int | None = None, cache_dir: str | None = None) -> TestRows:
+def load_test_rows(spec, split: str = "test", max_rows: int | None = None, cache_dir: str | None = None) -> TestRows:
     """The stored split of a data spec (core.dataspec): fixed by its split seed, so every variant and
     every stage sees the same rows."""
     from shrinkbert.core.dataspec import load_splits

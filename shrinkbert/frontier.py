@@ -250,9 +250,9 @@ def _distil_point(cfg: Config, point: dict[str, Any], prefix: Path, shape_args: 
 def measure_frontier(cfg: Config, spec, teacher: Path, teacher_int8: Path, points: list[dict], threads: int) -> dict:
     """Time and score the teacher, its int8 export and every int8 student in one interleaved run."""
     from shrinkbert.eval.measure import Settings, measure
-    from shrinkbert.eval.rows import load_rows
+    from shrinkbert.eval.rows import load_test_rows
 
-    rows = load_rows(spec, split="test", max_rows=cfg.max_eval_rows or None, cache_dir=cfg.cache_dir or None)
+    rows = load_test_rows(spec, split="test", max_rows=cfg.max_eval_rows or None, cache_dir=cfg.cache_dir or None)
     settings = Settings(batch_sizes=[1], seq_lens=[str(cfg.max_length)], runs=cfg.runs, warmup=cfg.warmup,
                         threads=threads, max_length=cfg.max_length, memory="off")
     paths = [str(teacher), str(teacher_int8)] + [s["int8"] for p in points for s in p["students"]]

@@ -590,13 +590,13 @@ def run(cfg: Config) -> Path:
 
 def _teacher_parameters(teacher_dir, teacher_config, general: bool) -> int:
     from shrinkbert.core.artifacts import is_artifact, read_manifest
-    from shrinkbert.students.shape import count_parameters
+    from shrinkbert.students.shape import count_config_parameters
 
     if is_artifact(teacher_dir):
         recorded = read_manifest(teacher_dir).get("num_parameters")
         if recorded:
             return int(recorded)
-    return count_parameters(teacher_config, head="mlm" if general and _is_mlm(teacher_config) else "classifier")
+    return count_config_parameters(teacher_config, head="mlm" if general and _is_mlm(teacher_config) else "classifier")
 
 
 def main(argv: list[str] | None = None, prog: str | None = None, description: str | None = None) -> int:

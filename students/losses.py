@@ -115,11 +115,6 @@ def attention_loss(student_attn, teacher_attn, mask=None, kind: str = "kl") -> t
     return (per_row * row_mask).sum() / row_mask.sum().clamp_min(1.0)
 
 
-def mlm_kd_loss(student_logits, teacher_logits, masked, temperature: float = 1.0) -> torch.Tensor:
-    """KD on the MLM logits at the masked positions only (masked: bool [B, L])."""
-    return kd_logits_loss(student_logits[masked], teacher_logits[masked], temperature)
-
-
 class DistillLoss(nn.Module):
     """Combines the losses; owns the (training-only) projections from student to teacher widths.
 

@@ -80,7 +80,7 @@ def parse_target(text: str) -> Target:
     return Target("bytes", number * scale, text)
 
 
-def count_parameters(config, *, head: str = "classifier") -> int:
+def count_config_parameters(config, *, head: str = "classifier") -> int:
     """Parameters of a BERT with `config`, analytically. head: classifier | mlm | none.
 
     classifier = BertForSequenceClassification (with pooler); mlm = BertForMaskedLM (no pooler,
@@ -186,11 +186,11 @@ def _pick(fitting: list[Shape]) -> Shape:
 
 def pick_by_size(teacher_config, target: Target, *, head: str = "classifier", **fixed) -> tuple[Shape, list[dict]]:
     """The preferred shape whose parameter count (fraction) or fp32 size (bytes) fits the target."""
-    teacher_params = count_parameters(teacher_config, head=head)
+    teacher_params = count_config_parameters(teacher_config, head=head)
     limit = (target.value * teacher_params if target.kind == "fraction" else target.value / 4.0)
     rows, fitting = [], []
     for shape in candidate_shapes(teacher_config, **fixed):
-        params = count_parameters(shape_config(teacher_config, shape), head=head)
+        params = count_config_parameters(shape_config(teacher_config, shape), head=head)
         fits = params <= limit
         rows.append({"shape": str(shape), "params": params, "MB": fp32_bytes(params) / BYTES_PER_MB,
                      "share": params / teacher_params, "fits": fits})
@@ -368,7 +368,7 @@ def _pick_by_latency(teacher_config, target: Target, *, seq_len, threads, runs, 
     rows, fitting, too_slow = [], [], set()
     for shape in sorted(shapes, key=lambda s: (s.hidden, s.intermediate, s.layers)):
         key = (shape.hidden, shape.heads, shape.intermediate)
-        params = count_parameters(shape_config(teacher_config, shape))
+        params = count_config_parameters(shape_config(teacher_config, shape))
         row = {"shape": str(shape), "params": params, "MB": fp32_bytes(params) / BYTES_PER_MB}
         if key in too_slow:
             row.update(p50_ms=None, fits=False)
@@ -441,8 +441,8 @@ def choose_shape(teacher_config, *, target: str | None = None, layers: int | Non
                   "latency_runtime": runtime if parsed.kind == "ms" else None,
                   "candidates": rows}
         validate_shape(shape)
-    params = count_parameters(shape_config(teacher_config, shape), head=head)
-    teacher_params = count_parameters(teacher_config, head=head)
+    params = count_config_parameters(shape_config(teacher_config, shape), head=head)
+    teacher_params = count_config_parameters(teacher_config, head=head)
     log(f"student shape: {shape}  ({params:,} parameters, {params / teacher_params:.1%} of the teacher, "
         f"{fp32_bytes(params) / BYTES_PER_MB:.1f} MB fp32)")
     record.update(shape=dataclasses.asdict(shape), num_parameters=params, teacher_parameters=teacher_params)

@@ -125,16 +125,16 @@ def test_parameter_count_formula_matches_real_models():
     from transformers import BertConfig, BertForMaskedLM, BertForSequenceClassification, BertModel
 
     from shrinkbert.core.models import count_parameters as real
-    from shrinkbert.students.shape import count_parameters
+    from shrinkbert.students.shape import count_config_parameters
 
     config = BertConfig(vocab_size=101, hidden_size=24, num_hidden_layers=3, num_attention_heads=4,
                         intermediate_size=40, max_position_embeddings=64, num_labels=3)
-    assert count_parameters(config) == real(BertForSequenceClassification(config))
-    assert count_parameters(config, head="mlm") == real(BertForMaskedLM(config))
-    assert count_parameters(config, head="none") == real(BertModel(config))
+    assert count_config_parameters(config) == real(BertForSequenceClassification(config))
+    assert count_config_parameters(config, head="mlm") == real(BertForMaskedLM(config))
+    assert count_config_parameters(config, head="none") == real(BertModel(config))
     pruned = BertForSequenceClassification(config)
     pruned.prune_heads({0: [1, 2], 2: [0]})
-    assert count_parameters(pruned.config) == real(pruned)
+    assert count_config_parameters(pruned.config) == real(pruned)
 
 
 def test_parse_target():
@@ -156,19 +156,19 @@ def _minilm_config():
 
 
 def test_size_targets_give_shapes_within_the_target():
-    from shrinkbert.students.shape import choose_shape, count_parameters, fp32_bytes, shape_config
+    from shrinkbert.students.shape import choose_shape, count_config_parameters, fp32_bytes, shape_config
 
     teacher = _minilm_config()
-    teacher_params = count_parameters(teacher)
+    teacher_params = count_config_parameters(teacher)
     for target, limit in (("25%", 0.25 * teacher_params), ("50%", 0.5 * teacher_params), ("20MB", 20e6 / 4)):
         shape, record = choose_shape(teacher, target=target, log=lambda _: None)
-        params = count_parameters(shape_config(teacher, shape))
+        params = count_config_parameters(shape_config(teacher, shape))
         assert params <= limit and record["num_parameters"] == params
         assert shape.hidden % shape.heads == 0 and shape.hidden // shape.heads == 32  # whole teacher heads
         assert shape.layers <= 6
     # a pinned dimension is respected
     shape, _ = choose_shape(teacher, target="25%", layers=4, log=lambda _: None)
-    assert shape.layers == 4 and fp32_bytes(count_parameters(shape_config(teacher, shape))) <= 0.25 * 4 * teacher_params
+    assert shape.layers == 4 and fp32_bytes(count_config_parameters(shape_config(teacher, shape))) <= 0.25 * 4 * teacher_params
     # explicit shape, no target
     shape, _ = choose_shape(teacher, layers=4, hidden=192, heads=4, intermediate=768, log=lambda _: None)
     assert (shape.layers, shape.hidden, shape.heads, shape.intermediate) == (4, 192, 4, 768)
