@@ -8,7 +8,6 @@ into the working directory.
 from __future__ import annotations
 
 import contextlib
-import os
 import platform
 import shutil
 import tempfile
