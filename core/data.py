@@ -3,8 +3,9 @@
 `load_task` turns a built-in name, a user file (.csv .tsv .jsonl .json .parquet), a directory of
 train/validation/test files, or a hub name into a DatasetDict with splits train/validation/test
 and columns "text", optional "text_pair", "label" (ClassLabel index into task.label_names).
-A token task (task.kind "token": brown-pos, wnut16-ner, .conll/.txt/CoNLL-like .tsv files, tables
-of word lists) has columns "tokens" (Sequence of strings) and "tags" (Sequence of ClassLabel).
+Each task kind (core/kinds) has its own columns and reads the sources it recognises: a token task
+(brown-pos, wnut16-ner, .conll/.txt/CoNLL-like .tsv files, tables of word lists) has columns
+"tokens" (Sequence of strings) and "tags" (Sequence of ClassLabel).
 The first call stores the splits under <cache>/tasks/<name>-<source hash>-seed<seed>/; later
 calls load them, so the test rows never change between runs, variants or machines.
 """
@@ -25,10 +26,10 @@ import datasets
 
 from shrinkbert.core.artifacts import file_sha256
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.kinds import by_read_priority, kind_of
 from shrinkbert.core.tasks import BUILTIN_TASKS, Task
-from shrinkbert.core.userdata import (SPLIT_NAMES, check_utf8, encode_labels, encode_tags, first_line, is_conll,
-                                      looks_like_path, quiet_datasets, read_conll, read_table, split_files, standardize,
-                                      standardize_tokens, tag_metrics, token_columns)
+from shrinkbert.core.userdata import (SPLIT_NAMES, check_utf8, first_line, is_conll, looks_like_path, quiet_datasets,
+                                      read_conll, read_table, split_files)
 
 # Bump when the way stored splits are built changes, so stale stores are not reused.
 STORE_VERSION = 2
@@ -105,29 +106,10 @@ def _read_user_splits(path: Path, text_columns: Sequence[str],
     read = {}
     for split, file in files.items():
         conll = is_conll(file, options["text_column"])
-        read[split] = (read_conll(file, options["label_column"]) if conll else read_table(file, text_columns),
+        read[split] = (read_conll(file, options["label_column"]) if conll
+                       else read_table(file, text_columns, options.get("tsv_quoting", False)),
                        str(file), conll)
     return read
-
-
-def _token_splits(read: dict[str, tuple[datasets.Dataset, str, bool]], where: str,
-                  options: dict) -> dict[str, datasets.Dataset] | None:
-    """The {"tokens", "tags"} rows of each split of a token source; None for a source of texts."""
-    tokens = {}
-    for split, (table, file, conll) in read.items():
-        if conll:
-            tokens[split] = table
-        elif columns := token_columns(table, options["text_column"], options["label_column"]):
-            tokens[split] = standardize_tokens(table, file, *columns)
-    if not tokens:
-        return None
-    if len(tokens) != len(read):
-        texts = [split for split in read if split not in tokens]
-        raise ShrinkbertError(f"{where}: {', '.join(tokens)} hold tagged words but {', '.join(texts)} hold texts; "
-                              "give every split in one format")
-    if options["text_pair_column"]:
-        raise ShrinkbertError(f"{where} holds tagged words: a token task has no text_pair_column")
-    return tokens
 
 
 def _read_hub(name: str, cache_root: Path) -> dict[str, datasets.Dataset]:
@@ -165,7 +147,7 @@ def _drop_unlabelled(splits: dict[str, datasets.Dataset], label_column: str) -> 
 
 
 def _source(name_or_path: str, options: dict, cache_root: Path) -> tuple[str, str, object]:
-    """(kind, display name, identity) of a source; identity decides where its splits are stored."""
+    """(origin: builtin, path or hub; display name; identity) of a source; identity decides where its splits are stored."""
     if name_or_path in BUILTIN_TASKS:
         from shrinkbert.core import builtin
 
@@ -181,44 +163,34 @@ def _source(name_or_path: str, options: dict, cache_root: Path) -> tuple[str, st
     return "hub", name_or_path, name_or_path
 
 
-def _build(kind: str, name_or_path: str, display: str, options: dict, seed: int,
+def _build(origin: str, name_or_path: str, display: str, options: dict, seed: int,
            cache_root: Path) -> tuple[Task, datasets.DatasetDict]:
-    if kind == "builtin":
+    if origin == "builtin":
         from shrinkbert.core import builtin_data
 
         task = BUILTIN_TASKS[name_or_path]
         splits = builtin_data.build(name_or_path, seed=seed, cache_dir=cache_root)
         labelled = {}
         for split_name, split in splits.items():
-            features = split.features.copy()
-            if task.is_token:
-                features["tokens"] = datasets.Sequence(datasets.Value("string"))
-                features["tags"] = datasets.Sequence(datasets.ClassLabel(names=list(task.label_names)))
-            else:
-                features["label"] = datasets.ClassLabel(names=list(task.label_names))
+            features = kind_of(task).label_features(split.features.copy(), task)
             with quiet_datasets():
                 labelled[split_name] = split.cast(features)
         return task, make_splits(labelled, name_or_path, seed)
-    where = str(Path(name_or_path).expanduser()) if kind == "path" else f"hub dataset '{name_or_path}'"
+    where = str(Path(name_or_path).expanduser()) if origin == "path" else f"hub dataset '{name_or_path}'"
     text_columns = [c for c in (options["text_column"], options["text_pair_column"]) if c]
-    if kind == "path":
+    if origin == "path":
         read = _read_user_splits(Path(name_or_path).expanduser(), text_columns, options)
     else:
         hub = _drop_unlabelled(_read_hub(name_or_path, cache_root), options["label_column"])
         read = {split: (table, f"{where} ({split})", False) for split, table in hub.items()}
-    tokens = _token_splits(read, where, options)
-    if tokens is not None:
-        label_names, tokens = encode_tags(tokens, where, options["label_names"])
-        task = Task(display, label_names, kind="token", metrics=tuple(options["metrics"] or tag_metrics(label_names)))
-        return task, make_splits(tokens, where, seed)
-    raw = {split: table for split, (table, _, _) in read.items()}
-    splits = {split: standardize(table, f"{where}" + (f" ({split})" if len(raw) > 1 else ""), options["text_column"],
-                                  options["text_pair_column"], options["label_column"])
-              for split, table in raw.items()}
-    label_names, splits = encode_labels(splits, where, options["label_names"])
-    task = Task(display, label_names, pair=bool(options["text_pair_column"]),
-                metrics=tuple(options["metrics"] or ("accuracy",)))
-    return task, make_splits(splits, where, seed)
+    for kind in by_read_priority():  # the first kind that recognises the data reads it
+        found = kind.read_user_splits(read, where, options)
+        if found is not None:
+            fields, splits = found
+            task = Task(display, fields["label_names"], pair=bool(fields.get("pair", False)),
+                        metrics=tuple(fields["metrics"]), kind=kind.name)
+            return task, make_splits(splits, where, seed)
+    raise ShrinkbertError(f"{where}: no task kind reads this data")
 
 
 def _store(store: Path, task: Task, splits: datasets.DatasetDict, source: dict) -> None:
@@ -254,7 +226,7 @@ def _load_store(store: Path) -> tuple[Task, datasets.DatasetDict]:
 def load_task(name_or_path: str, *, text_column: str = "text", text_pair_column: str | None = None,
               label_column: str = "label", split_seed: int = 0, cache_dir: str | None = None,
               max_rows: int | None = None, label_names: Sequence[str] | None = None,
-              metrics: Sequence[str] | None = None) -> tuple[Task, datasets.DatasetDict]:
+              metrics: Sequence[str] | None = None, tsv_quoting: bool = False) -> tuple[Task, datasets.DatasetDict]:
     """The task and its train/validation/test splits (stored on first use, loaded after).
 
     name_or_path: a built-in task (movie-snippets, bbc-news, nyt-next-sentence, imdb, brown-pos,
@@ -268,6 +240,7 @@ def load_task(name_or_path: str, *, text_column: str = "text", text_pair_column:
     label_names: the labels in index order (default: the sorted distinct labels of the data).
     max_rows: keep the first rows of each split (a prefix, so a quick run's test rows are the
     first test rows of the full run); 0 or None keeps all.
+    tsv_quoting: read a .tsv's " as CSV quoting (default: no quote processing, as GLUE's files).
     """
     name_or_path = str(name_or_path)
     if max_rows is not None and max_rows < 0:
@@ -277,15 +250,17 @@ def load_task(name_or_path: str, *, text_column: str = "text", text_pair_column:
     options = {"text_column": text_column, "text_pair_column": text_pair_column or None, "label_column": label_column,
                "label_names": list(label_names) if label_names is not None else None,
                "metrics": list(metrics) if metrics else None}
-    kind, display, identity = _source(name_or_path, options, cache_root)
+    if tsv_quoting:  # only when set, so every store made before the option existed keeps its name
+        options["tsv_quoting"] = True
+    origin, display, identity = _source(name_or_path, options, cache_root)
     # The store is named by content, not by path: the same file reached another way shares it.
-    source = {"kind": kind, "name": display, "identity": identity,
-              "options": options if kind != "builtin" else {}, "store_version": STORE_VERSION}
+    source = {"kind": origin, "name": display, "identity": identity,  # "kind": the key stored splits are named by
+              "options": options if origin != "builtin" else {}, "store_version": STORE_VERSION}
     if split_seed is None or int(split_seed) < 0:
         raise ShrinkbertError(f"split_seed must be an integer >= 0, got {split_seed!r}")
     store = cache_root / "tasks" / f"{_safe_name(display)}-{_digest(source)}-seed{int(split_seed)}"
     if not (store / TASK_FILE).is_file():
-        task, splits = _build(kind, name_or_path, display, options, int(split_seed), cache_root)
+        task, splits = _build(origin, name_or_path, display, options, int(split_seed), cache_root)
         _store(store, task, splits, source)
     task, splits = _load_store(store)
     if max_rows:
@@ -319,47 +294,7 @@ def tokenize_task(dataset_dict: datasets.DatasetDict, tokenizer, task: Task,
     max_length, in any process, loads it instead (measured on movie-snippets, all splits: 0.84 s to
     tokenize, 0.03 s to load).
     """
-    columns = (dataset_dict.column_names if isinstance(dataset_dict, datasets.Dataset)
-               else next(iter(dataset_dict.values())).column_names)
-    if task.is_token:
-        return _tokenize_words(dataset_dict, tokenizer, max_length, label_all_subtokens, columns)
-    if task.pair and "text_pair" not in columns:
-        raise ShrinkbertError(f"task '{task.name}' is a pair task but its rows have no text_pair column")
-
-    def encode(batch):
-        pair = batch["text_pair"] if task.pair else None
-        return tokenizer(batch["text"], pair, truncation=True, max_length=max_length,
-                         return_token_type_ids=True, return_attention_mask=True)
-
-    with quiet_datasets():
-        tokenized = dataset_dict.map(encode, batched=True, remove_columns=[c for c in columns if c != "label"])
-    return tokenized.rename_column("label", "labels")
-
-
-def _tokenize_words(dataset_dict, tokenizer, max_length: int, label_all_subtokens: bool, columns) -> datasets.DatasetDict:
-    """A token task's rows -> sub-token inputs and one label per sub-token (core/tagging.py's rule).
-
-    Only the train split may label every sub-token (label_all_subtokens): validation and test
-    always score first sub-tokens, so every stage reports the same word-level numbers."""
-    from shrinkbert.core.tagging import align_labels, encode_words
-
-    if "tokens" not in columns or "tags" not in columns:
-        raise ShrinkbertError("a token task's rows need 'tokens' and 'tags' columns")
-
-    def encode(batch, all_subtokens):
-        encoded = encode_words(tokenizer, batch["tokens"], max_length)
-        encoded["labels"] = [align_labels(encoded.word_ids(i), tags, all_subtokens)
-                             for i, tags in enumerate(batch["tags"])]
-        return dict(encoded)
-
-    def one(split, name):
-        with quiet_datasets():
-            return split.map(encode, batched=True, remove_columns=columns,
-                             fn_kwargs={"all_subtokens": label_all_subtokens and name == "train"})
-
-    if isinstance(dataset_dict, datasets.Dataset):
-        return one(dataset_dict, "test")
-    return datasets.DatasetDict({name: one(split, name) for name, split in dataset_dict.items()})
+    return kind_of(task).tokenize(dataset_dict, tokenizer, task, max_length, label_all_subtokens)
 
 
 def load_corpus(names_or_paths: list[str] | str, max_lines: int | None = None, cache_dir=None) -> list[str]:

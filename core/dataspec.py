@@ -21,7 +21,8 @@ from shrinkbert.core.config import field
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.tasks import BUILTIN_TASKS
 
-DEFAULTS = {"text_column": "text", "text_pair_column": "", "label_column": "label", "split_seed": 0}
+DEFAULTS = {"text_column": "text", "text_pair_column": "", "label_column": "label", "split_seed": 0,
+            "tsv_quoting": False}
 
 
 @dataclass
@@ -38,6 +39,8 @@ class DataConfig:
                                   "tag field's 0-based index, default the last; empty: inherited, else 'label')")
     split_seed: int | None = field(None, "seed that fixes the stored train/validation/test split, independent of "
                                          "--seed (empty: inherited, else 0)")
+    tsv_quoting: bool | None = field(None, "read a .tsv file's \" as CSV quoting (default: no quote processing, "
+                                           "as GLUE's files are written; empty: inherited, else off)")
     cache_dir: str = field("", "shrinkbert's cache: downloads, stored splits, tokenized splits, teacher outputs "
                                "(default: $SHRINKBERT_CACHE or ~/.cache/shrinkbert)")
 
@@ -49,6 +52,7 @@ class DataSpec:
     text_pair_column: str = ""
     label_column: str = "label"
     split_seed: int = 0
+    tsv_quoting: bool = False
 
     def record(self, task=None, **extra: Any) -> dict[str, Any]:
         """What goes into a manifest's "data": the spec, the task's label names, and anything the
@@ -105,7 +109,7 @@ def resolve_spec(cfg: Any, parents: Sequence[str | Path] = (), required: bool = 
         values[key] = mine if mine not in (None, "") else base.get(key, default)
     return DataSpec(task=_absolute_if_file(task), text_column=values["text_column"] or "text",
                     text_pair_column=values["text_pair_column"] or "", label_column=values["label_column"] or "label",
-                    split_seed=int(values["split_seed"]))
+                    split_seed=int(values["split_seed"]), tsv_quoting=bool(values["tsv_quoting"]))
 
 
 def load_splits(spec: DataSpec, cache_dir: str | None = None, max_rows: int | None = None):
@@ -114,4 +118,4 @@ def load_splits(spec: DataSpec, cache_dir: str | None = None, max_rows: int | No
 
     return load_task(spec.task, text_column=spec.text_column, text_pair_column=spec.text_pair_column or None,
                      label_column=spec.label_column, split_seed=spec.split_seed, cache_dir=cache_dir or None,
-                     max_rows=max_rows)
+                     max_rows=max_rows, tsv_quoting=spec.tsv_quoting)

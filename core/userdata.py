@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import csv
 import math
+import re
 import tempfile
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
@@ -78,11 +80,43 @@ def check_utf8(path: Path) -> None:
         raise ShrinkbertError(f"{path} is empty")
 
 
-def read_table(path: str | Path, text_columns: Sequence[str] = ()) -> datasets.Dataset:
+def check_tab_fields(path: Path) -> None:
+    """An unquoted .tsv is one row per line (CRLF or LF): every non-blank line must split into as many
+    fields as the header. Checked here because pandas would pad a short row with empty cells."""
+    expected = None
+    with open(path, encoding="utf-8-sig", newline="") as handle:  # newline="": \r\n, \n and \r all end a line
+        for number, line in enumerate(handle, 1):
+            line = line.rstrip("\r\n")
+            if not line.strip():
+                continue
+            count = line.count("\t") + 1
+            if expected is None:
+                expected = count
+            elif count != expected:
+                raise ShrinkbertError(f"{path} line {number}: {count} tab-separated fields, expected {expected} as in "
+                                      "its header (a tab inside a text, or a missing cell?)")
+
+
+def parser_error(path: Path, suffix: str, err: BaseException) -> str:
+    """pandas' tokenizer error as one line naming the file, the line and the field counts."""
+    line = first_line(err)
+    found = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", line)
+    if not found:
+        return f"cannot read {path} as {suffix[1:]}: {line}"
+    expected, number, seen = found.groups()
+    hint = (" (read with quoting, --tsv-quoting: a \" opens a quoted field that runs to the next \")"
+            if suffix == ".tsv" else " (a comma inside a text must be in a \"quoted\" field)")
+    return f"{path} line {number}: {seen} fields, expected {expected}{hint}"
+
+
+def read_table(path: str | Path, text_columns: Sequence[str] = (), tsv_quoting: bool = False) -> datasets.Dataset:
     """One user file as a Dataset (in memory), or one clear ShrinkbertError.
 
     In CSV/TSV, text columns are read verbatim: pandas would otherwise turn "01" into 1 and
-    "NA", "null" or "n/a" (real answers in real data) into missing values.
+    "NA", "null" or "n/a" (real answers in real data) into missing values. A .tsv is read with no
+    quote processing, as GLUE's files are written and its loaders read them (a " inside a sentence
+    is a character); tsv_quoting=True reads it with CSV quoting instead. A UTF-8 BOM before the
+    header is dropped and CRLF line ends read as LF (pandas does both; tests/test_userfiles.py).
     """
     path = Path(path).expanduser()
     if not path.exists():
@@ -99,6 +133,9 @@ def read_table(path: str | Path, text_columns: Sequence[str] = ()) -> datasets.D
     builder, options = LOADERS[suffix]
     if builder == "csv":
         options = {**options, "keep_default_na": False, "converters": {c: str for c in text_columns}}
+        if suffix == ".tsv" and not tsv_quoting:
+            check_tab_fields(path)
+            options["quoting"] = csv.QUOTE_NONE
     # datasets' own cache is throwaway here: the rows we keep are stored by load_task.
     with tempfile.TemporaryDirectory(prefix="shrinkbert-read-") as tmp, quiet_datasets():
         try:
@@ -107,7 +144,7 @@ def read_table(path: str | Path, text_columns: Sequence[str] = ()) -> datasets.D
         except Exception as err:  # the loaders raise many types (pandas, pyarrow, json) for bad bytes
             if "corresponds to no data" in str(err):  # datasets' words for a header with no rows
                 raise ShrinkbertError(f"{path} has no data rows") from None
-            raise ShrinkbertError(f"cannot read {path} as {suffix[1:]}: {first_line(err)}") from None
+            raise ShrinkbertError(parser_error(path, suffix, err)) from None
     if len(table) == 0:
         raise ShrinkbertError(f"{path} has no data rows")
     return table
