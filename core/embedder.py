@@ -1,0 +1,142 @@
+"""A transformer as a sentence embedder: one home for pooling, normalisation and the
+sentence-transformers folder layout.
+
+An embedding artifact is a sentence-transformers model folder: the transformers files at its root,
+`modules.json` naming Transformer -> Pooling (-> Normalize), `1_Pooling/config.json` and
+`2_Normalize/`. `SentenceTransformer(path)` loads it as it is, and so does `Embedder` here. A
+model without `modules.json` (a plain BERT) is read as mean pooling, then L2 normalisation:
+sentence-transformers' own default pooling, and the normalised vectors the kit's bundles return.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from shrinkbert.core.builtin import resolve_model
+from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.models import load_model, load_tokenizer
+
+MODULES_FILE = "modules.json"
+POOLING_DIR, NORMALIZE_DIR = "1_Pooling", "2_Normalize"
+ST_MODULE = "sentence_transformers.models."
+# sentence-transformers' Pooling config keys, in the order it writes them, and the kit's mode names.
+POOLING_KEYS = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean",
+                "pooling_mode_max_tokens": "max", "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len"}
+POOLING_MODES = tuple(POOLING_KEYS.values())
+
+
+@dataclass(frozen=True)
+class PoolingSpec:
+    """How token vectors become one sentence vector: the pooling mode, then L2 normalisation or not."""
+    mode: str = "mean"
+    normalize: bool = True
+
+
+def read_pooling(path: str | Path) -> PoolingSpec:
+    """The pooling a model folder declares in its sentence-transformers files; mean + normalise without them."""
+    path = Path(path)
+    modules_file = path / MODULES_FILE
+    if not modules_file.is_file():
+        return PoolingSpec()
+    try:
+        modules = json.loads(modules_file.read_text())
+        types = [module["type"].rsplit(".", 1)[-1] for module in modules]
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
+        raise ShrinkbertError(f"{modules_file} is not a sentence-transformers modules list ({err})") from None
+    unknown = [name for name in types if name not in ("Transformer", "Pooling", "Normalize")]
+    if unknown:
+        raise ShrinkbertError(f"{modules_file} names module(s) {unknown} this kit cannot run "
+                              "(it runs Transformer -> Pooling -> Normalize)")
+    mode = "mean"
+    if "Pooling" in types:
+        pooling_dir = path / modules[types.index("Pooling")].get("path", POOLING_DIR)
+        config = json.loads((pooling_dir / "config.json").read_text()) if (pooling_dir / "config.json").is_file() else {}
+        chosen = [name for key, name in POOLING_KEYS.items() if config.get(key)]
+        if len(chosen) > 1:
+            raise ShrinkbertError(f"{pooling_dir} combines pooling modes {chosen}; this kit runs one")
+        mode = chosen[0] if chosen else "mean"
+    return PoolingSpec(mode=mode, normalize="Normalize" in types)
+
+
+def pool(hidden, attention_mask, mode: str = "mean"):
+    """Token vectors [batch, seq, dim] -> sentence vectors [batch, dim], padding ignored (torch tensors)."""
+    import torch  # deferred: the static student and the bundles use this module's numpy half only
+
+    mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+    if mode == "cls":
+        return hidden[:, 0]
+    if mode == "max":
+        return hidden.masked_fill(mask == 0, torch.finfo(hidden.dtype).min).max(dim=1).values
+    summed, counts = (hidden * mask).sum(dim=1), mask.sum(dim=1).clamp(min=1e-9)
+    if mode == "mean":
+        return summed / counts
+    if mode == "mean_sqrt_len":
+        return summed / counts.sqrt()
+    raise ShrinkbertError(f"unknown pooling mode '{mode}' (known: {', '.join(POOLING_MODES)})")
+
+
+def l2_normalize(vectors: np.ndarray) -> np.ndarray:
+    """Unit-length rows; an all-zero row (an empty text) stays zero instead of becoming NaN."""
+    norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
+    return (vectors / np.maximum(norms, 1e-12)).astype(np.float32)
+
+
+def write_st_layout(out_dir: str | Path, spec: PoolingSpec, dim: int, max_seq_length: int = 256) -> None:
+    """Write modules.json, 1_Pooling/ and 2_Normalize/ beside transformers files already in out_dir."""
+    out_dir = Path(out_dir)
+    modules = [{"idx": 0, "name": "0", "path": "", "type": ST_MODULE + "Transformer"},
+               {"idx": 1, "name": "1", "path": POOLING_DIR, "type": ST_MODULE + "Pooling"}]
+    if spec.normalize:
+        modules.append({"idx": 2, "name": "2", "path": NORMALIZE_DIR, "type": ST_MODULE + "Normalize"})
+        (out_dir / NORMALIZE_DIR).mkdir(exist_ok=True)
+    (out_dir / MODULES_FILE).write_text(json.dumps(modules, indent=2))
+    (out_dir / POOLING_DIR).mkdir(exist_ok=True)
+    pooling = {"word_embedding_dimension": dim, **{key: name == spec.mode for key, name in POOLING_KEYS.items()}}
+    (out_dir / POOLING_DIR / "config.json").write_text(json.dumps(pooling, indent=2))
+    (out_dir / "sentence_bert_config.json").write_text(
+        json.dumps({"max_seq_length": max_seq_length, "do_lower_case": False}, indent=2))
+
+
+class Embedder:
+    """A transformers encoder with its pooling: `encode(texts)` -> float32 [n, dim] sentence vectors."""
+
+    def __init__(self, model, tokenizer, spec: PoolingSpec, max_length: int = 128):
+        self.model, self.tokenizer, self.spec, self.max_length = model.eval(), tokenizer, spec, max_length
+
+    @classmethod
+    def load(cls, path: str | Path, max_length: int = 128) -> "Embedder":
+        """The encoder (AutoModel: a classifier's head is dropped) and the pooling its folder declares."""
+        from transformers import AutoModel  # deferred: heavy, and only the torch path needs it
+
+        path = resolve_model(str(path))
+        model = load_model(AutoModel, path)
+        return cls(model, load_tokenizer(path, model.config), read_pooling(path), max_length)
+
+    @property
+    def dim(self) -> int:
+        return self.model.config.hidden_size
+
+    def forward(self, batch: dict):
+        """Tokenized batch (torch tensors) -> sentence vectors (torch), pooled and normalised as declared;
+        differentiable, for the distillation loss."""
+        import torch.nn.functional as F  # deferred with torch (see pool)
+
+        inputs = {key: value for key, value in batch.items()
+                  if key in ("input_ids", "attention_mask", "token_type_ids")}
+        hidden = self.model(**inputs).last_hidden_state
+        vectors = pool(hidden, inputs["attention_mask"], self.spec.mode)
+        return F.normalize(vectors, p=2, dim=-1) if self.spec.normalize else vectors
+
+    def encode(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
+        import torch  # deferred with torch (see pool)
+
+        chunks = []
+        with torch.inference_mode():
+            for start in range(0, len(texts), batch_size):
+                batch = self.tokenizer(list(texts[start:start + batch_size]), padding=True, truncation=True,
+                                       max_length=self.max_length, return_tensors="pt")
+                chunks.append(self.forward(batch).float().numpy())
+        return np.concatenate(chunks) if chunks else np.zeros((0, self.dim), np.float32)
