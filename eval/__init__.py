@@ -11,6 +11,7 @@ Modules, one job each:
     lineage   the parent chain and recorded flags from shrinkbert.json
     measure   load + accuracy + latency for a list of artifacts, one error line per bad one
     report    report.json, report.md, summary.csv, latency.csv
+    stats     paired bootstrap intervals and McNemar's test of two variants on the same rows
     plot      pareto.png: accuracy vs p50 latency, marker area = file size, frontier drawn
     harness   the stage and its command line (main(argv) -> int)
 """
