@@ -45,7 +45,7 @@ def fetch_or_skip(*names: str) -> None:
 @pytest.fixture(scope="session")
 def tiny_bert(tmp_path_factory) -> Path:
     """A random-init 2-layer BERT classifier artifact (hidden 32, 4 heads) with its tokenizer."""
-    from shrinkbert.core.testing import make_tiny_bert
+    from fixtures import make_tiny_bert
 
     return make_tiny_bert(tmp_path_factory.mktemp("tiny") / "model")
 
@@ -53,7 +53,7 @@ def tiny_bert(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_csv(tmp_path_factory) -> Path:
     """A labelled CSV (text,label) of 64 sentences whose label is set by one sentiment word."""
-    from shrinkbert.core.testing import write_tiny_csv
+    from fixtures import write_tiny_csv
 
     return write_tiny_csv(tmp_path_factory.mktemp("data") / "tiny.csv")
 

@@ -26,7 +26,7 @@ def model_dir(tmp_path_factory) -> Path:
     import torch
     from transformers import AutoModelForSequenceClassification
 
-    from shrinkbert.core.testing import make_tiny_bert
+    from fixtures import make_tiny_bert
 
     path = make_tiny_bert(tmp_path_factory.mktemp("cmp") / "model")
     model = AutoModelForSequenceClassification.from_pretrained(path)
@@ -42,7 +42,7 @@ def model_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> str:
-    from shrinkbert.core.testing import write_tiny_csv
+    from fixtures import write_tiny_csv
 
     return str(write_tiny_csv(tmp_path_factory.mktemp("cmpdata") / "tiny.csv", n=160))
 
@@ -244,7 +244,7 @@ print(json.dumps({"logits": p.logits(texts).tolist(), "pred": p.predict(texts),
 
 def test_bundle_checks_its_labels_against_the_pytorch_reference(int8_dir, model_dir, data, tmp_path):
     from shrinkbert.compress import bundle
-    from shrinkbert.core.testing import flipped_copy
+    from fixtures import flipped_copy
 
     # the int8 bundle against its own fp32 PyTorch model: labels agree on (nearly) every row
     out = bundle.run(bundle.Config(model=str(int8_dir), output_dir=str(tmp_path / "edge"), task=data,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from shrinkbert.core.testing import tiny_sentences
+from fixtures import tiny_sentences
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY_TRAIN = {"epochs": 1, "batch_size": 8, "max_length": 32, "checkpoint_every": 0, "log_every": 100}

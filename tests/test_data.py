@@ -14,7 +14,7 @@ from shrinkbert.core import builtin, data
 from shrinkbert.core.data import load_corpus, load_task, tokenize_task
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.tasks import Task
-from shrinkbert.core.testing import tiny_sentences
+from fixtures import tiny_sentences
 
 
 def rows_of(split):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from shrinkbert.core.tasks import Task
-from shrinkbert.core.testing import tiny_sentences
+from fixtures import tiny_sentences
 
 ROOT = Path(__file__).resolve().parents[1]
 TASK = Task("tiny", ("negative", "positive"), metrics=("accuracy", "f1", "matthews_correlation"))
@@ -42,7 +42,7 @@ def bundle_dir(onnx_dir, tiny_bert, tmp_path_factory) -> Path:
     """A bundle written by the bundle stage, checked against a reference whose labels are all flipped
     (its classifier negated): the agreement check fails, is allowed, and the report must flag it."""
     from shrinkbert.compress import bundle
-    from shrinkbert.core.testing import flipped_copy
+    from fixtures import flipped_copy
 
     flipped = flipped_copy(tiny_bert, tmp_path_factory.mktemp("flipped") / "flipped")
     out = tmp_path_factory.mktemp("bundle") / "tiny-bundle"

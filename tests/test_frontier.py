@@ -30,7 +30,7 @@ def test_parse_shapes():
 
 def test_frontier_measures_given_shapes_beside_nothing_else(tiny_csv, tmp_path, monkeypatch, capsys):
     from shrinkbert.cli import main
-    from shrinkbert.core.testing import make_tiny_bert
+    from fixtures import make_tiny_bert
 
     monkeypatch.setenv("SHRINKBERT_CACHE", str(tmp_path / "cache"))
     teacher = make_tiny_bert(tmp_path / "teacher", layers=4, hidden=64, intermediate=128, seed=2)
@@ -61,7 +61,7 @@ def test_frontier_measures_given_shapes_beside_nothing_else(tiny_csv, tmp_path, 
 
 def test_frontier_on_tiny_models_writes_the_table_and_plot(tiny_csv, tmp_path, monkeypatch):
     from shrinkbert.cli import main
-    from shrinkbert.core.testing import make_tiny_bert
+    from fixtures import make_tiny_bert
 
     monkeypatch.setenv("SHRINKBERT_CACHE", str(tmp_path / "cache"))
     teacher = make_tiny_bert(tmp_path / "teacher", layers=4, hidden=64, intermediate=128, seed=2)

@@ -71,7 +71,7 @@ def test_each_choice_is_overridable(monkeypatch):
 @pytest.fixture(scope="module")
 def onnx_dir(tmp_path_factory) -> Path:
     from shrinkbert.compress import export
-    from shrinkbert.core.testing import make_tiny_bert
+    from fixtures import make_tiny_bert
 
     model = make_tiny_bert(tmp_path_factory.mktemp("isa") / "model")
     # unfused: static int8 and accuracy-aware mode need the graph's module names
@@ -81,7 +81,7 @@ def onnx_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> str:
-    from shrinkbert.core.testing import write_tiny_csv
+    from fixtures import write_tiny_csv
 
     return str(write_tiny_csv(tmp_path_factory.mktemp("isadata") / "tiny.csv", n=120))
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 
 from shrinkbert.core.artifacts import read_manifest
-from shrinkbert.core.testing import tiny_sentences
+from fixtures import tiny_sentences
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU_2PROC = ROOT / "recipes" / "accelerate" / "cpu-2proc.yaml"

@@ -14,7 +14,7 @@ from shrinkbert.core.errors import ShrinkbertError
 @pytest.fixture(scope="module")
 def teacher4(tmp_path_factory) -> Path:
     """A 4-layer tiny teacher (hidden 32, 4 heads, FFN 64), so students can drop layers."""
-    from shrinkbert.core.testing import make_tiny_bert
+    from fixtures import make_tiny_bert
 
     return make_tiny_bert(tmp_path_factory.mktemp("t4") / "teacher", layers=4, seed=1)
 
@@ -393,7 +393,7 @@ def test_target_and_general_distillation_through_the_cli(teacher4, tmp_path, cac
     from transformers import AutoModelForMaskedLM, BertForMaskedLM
 
     from shrinkbert.core.artifacts import read_manifest
-    from shrinkbert.core.testing import tiny_sentences
+    from fixtures import tiny_sentences
     from shrinkbert.students.distill import main
 
     mlm = tmp_path / "mlm"

@@ -13,7 +13,7 @@ from shrinkbert.core.brown_tags import UNIVERSAL_TAGS, universal_tag
 from shrinkbert.core.data import load_task
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.tasks import BUILTIN_TASKS
-from shrinkbert.core.testing import tiny_tagged, write_tiny_conll
+from fixtures import tiny_tagged, write_tiny_conll
 
 TINY_LABELS = ("O", "B-NEG", "B-POS", "I-NEG", "I-POS")
 

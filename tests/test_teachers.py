@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from shrinkbert.core.testing import tiny_sentences
+from fixtures import tiny_sentences
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -35,7 +35,7 @@ def tok_model(tmp_path_factory) -> Path:
     import torch
     from transformers import AutoModelForTokenClassification
 
-    from shrinkbert.core.testing import TINY_TAGS, make_tiny_bert
+    from fixtures import TINY_TAGS, make_tiny_bert
 
     path = make_tiny_bert(tmp_path_factory.mktemp("tok") / "model", num_labels=5, label_names=TINY_TAGS, token=True)
     model = AutoModelForTokenClassification.from_pretrained(path)
@@ -253,7 +253,7 @@ def test_token_bundle_records_word_accuracy_and_entity_f1(tok_int8, tok_model, t
     """With a seqeval task's rows (here tiny tagged sentences) the bundle records word accuracy and entity F1."""
     from shrinkbert.compress import bundle
     from shrinkbert.core.tasks import Task
-    from shrinkbert.core.testing import TINY_TAGS, tiny_tagged
+    from fixtures import TINY_TAGS, tiny_tagged
 
     task = Task("tiny-ner", tuple(TINY_TAGS), metrics=("seqeval", "accuracy"), kind="token")
     rows = [{"tokens": words, "tags": [TINY_TAGS.index(t) for t in tags]} for words, tags in tiny_tagged(20, seed=3)]

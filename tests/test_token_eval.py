@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from shrinkbert.core.tasks import Task
-from shrinkbert.core.testing import TINY_TAGS, make_tiny_bert, tiny_tagged, write_tiny_conll
+from fixtures import TINY_TAGS, make_tiny_bert, tiny_tagged, write_tiny_conll
 
 NER = Task("tiny-ner", tuple(TINY_TAGS), metrics=("seqeval", "accuracy"), kind="token")
 POS = Task("tiny-pos", tuple(TINY_TAGS), metrics=("accuracy",), kind="token")

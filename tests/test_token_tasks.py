@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from shrinkbert.core.errors import ShrinkbertError
-from shrinkbert.core.testing import TINY_TAGS, make_tiny_bert, write_tiny_conll
+from fixtures import TINY_TAGS, make_tiny_bert, write_tiny_conll
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ def tiny_classification(model_dir, n=48, seed=0):
     import datasets
     from transformers import AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding
 
-    from shrinkbert.core.testing import tiny_sentences
+    from fixtures import tiny_sentences
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     rows = tiny_sentences(n, seed)
@@ -139,7 +139,7 @@ def test_stage_sigkill_then_resume_is_bit_exact(stage, tiny_bert, tmp_path):
 
     from safetensors.torch import load_file
 
-    from shrinkbert.core.testing import tiny_sentences, write_tiny_csv
+    from fixtures import tiny_sentences, write_tiny_csv
     from shrinkbert.core.train import LATEST, checkpoint_dir_for
 
     data = write_tiny_csv(tmp_path / "data.csv", n=300)

@@ -12,7 +12,7 @@ from shrinkbert.core.errors import ShrinkbertError
 
 @pytest.fixture(scope="module")
 def teacher(tmp_path_factory) -> Path:
-    from shrinkbert.core.testing import make_tiny_bert
+    from fixtures import make_tiny_bert
 
     return make_tiny_bert(tmp_path_factory.mktemp("tt") / "teacher", layers=2, seed=3)
 
@@ -30,7 +30,7 @@ def _cfg(teacher, task, out, **overrides):
 def _corpus_with_a_leak(tiny_csv, tmp_path) -> tuple[Path, str]:
     """A .txt corpus of new sentences plus one test row of the task, re-cased and re-punctuated."""
     from shrinkbert.core.data import load_task
-    from shrinkbert.core.testing import tiny_sentences
+    from fixtures import tiny_sentences
 
     _, splits = load_task(str(tiny_csv))
     test_row = splits["test"]["text"][0]
@@ -111,7 +111,7 @@ def test_general_distillation_lowers_the_students_loss(teacher, tmp_path, cache_
     from transformers import BertForMaskedLM
 
     from shrinkbert.core.artifacts import read_manifest
-    from shrinkbert.core.testing import tiny_sentences
+    from fixtures import tiny_sentences
     from shrinkbert.core.models import load_model
     from transformers import AutoModelForSequenceClassification
     from shrinkbert.students.distill import main

@@ -1,4 +1,5 @@
-"""Tiny, randomly initialised BERTs and tiny labelled data, for tests and smoke runs.
+"""Tiny, randomly initialised BERTs and tiny labelled data, for the tests (`from fixtures import ...`;
+tests/ is on sys.path under pytest). Not part of the shipped package.
 
 Real enough to exercise every code path (WordPiece tokenizer, save_pretrained layout,
 shrinkbert.json), small enough that a whole stage runs in seconds on 2 cores.
