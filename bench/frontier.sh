@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The accuracy–speed frontier on the demo's teacher (issue 14): the README's "Students" tables.
+# The accuracy–speed frontier on the demo's teacher (issue 14): the tables in docs/frontier.md.
 #   1. the speed-up ladder plus named shapes, one recipe (train split + 16,000 teacher-labelled IMDB
 #      sentences, logits + hidden KD, 2 epochs), all int8 students in one interleaved measurement;
 #   2. more data at the 2L/H160 shape: 96,000 IMDB sentences + 2 perturbed copies per training row;

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Every bench behind the README's figures, one after another (never two at once: they share 2 cores
+# Every bench behind the figures in README.md and docs/, one after another (never two at once: they share 2 cores
 # and would time each other). Uses the demo's teacher, so run `bash scripts/demo.sh` first.
 # Each bench's full output is kept in runs/bench/logs/NAME.log.
 #
-#   bash bench/run_all.sh                 # all, with the budgets the README's figures came from
+#   bash bench/run_all.sh                 # all, with the budgets the figures in docs/ came from
 #   bash bench/run_all.sh compress load   # only these
 set -uo pipefail
 cd "$(dirname "$0")/.."
