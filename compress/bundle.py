@@ -1,16 +1,18 @@
 """Edge bundle: one directory that runs with onnxruntime, tokenizers and numpy only.
 
 Contents: model.onnx (normally int8), tokenizer.json, labels.json, predict.py (a copy of
-compress/edge_predictor.py), requirements.txt and shrinkbert.json. Before the bundle is written,
-its own Predictor runs on real rows and must reproduce the source ONNX model run through
+compress/edge_predictor.py), the task kind's torch-free postprocessing beside it (a copy of
+core/kinds/edge/<kind>_edge.py), requirements.txt and shrinkbert.json. labels.json "runtime" holds
+the Predictor's thread and spinning defaults, chosen by timing the bundle (compress/bundle_runtime.py).
+Before the bundle is written, its own Predictor runs on real rows and must reproduce the source ONNX model run through
 transformers' tokenizer (same graph, so any difference is tokenization or packaging); when a
 reference artifact is given (the fp32 ONNX or PyTorch model) the bundle's labels must agree with it
 on at least `reference_agreement` of those rows (int8 may flip a few borderline rows, so the
 logits are recorded, not held to the source tolerance).
 
-A token classifier (labels.json "kind": "token") is checked word by word: its parity rows are word
-rows, the logits compared are each word's first sub-token's, agreement is the share of words whose
-tag matches, and a seqeval task's entity F1 is recorded beside word accuracy.
+Parity is checked on the rows the task kind scores: a token classifier's are words (each word's
+first sub-token's logits; agreement is the share of words whose tag matches), and a task judged
+by another metric than accuracy (entity F1) records it beside accuracy.
 """
 from __future__ import annotations
 
@@ -23,12 +25,14 @@ from pathlib import Path
 
 import numpy as np
 
-from shrinkbert.compress.common import (accuracy, align_labels, check_onnx_file, is_token_model, load_pt, load_rows,
+from shrinkbert.compress.bundle_runtime import choose_runtime
+from shrinkbert.compress.common import (accuracy, align_labels, check_onnx_file, load_pt, load_rows,
                                         onnx_file, ort_logits, ort_session, parity, task_scores, torch_logits)
 from shrinkbert.core.artifacts import atomic_artifact, check, read_manifest, write_manifest
 from shrinkbert.core.config import field, stage_main, to_dict
 from shrinkbert.core.dataspec import DataConfig, resolve_spec
 from shrinkbert.core.errors import ShrinkbertError, require
+from shrinkbert.core.kinds import kind_of, primary_metric
 
 TEMPLATE = Path(__file__).with_name("edge_predictor.py")
 
@@ -59,10 +63,12 @@ def labels_json(src: Path, tokenizer, max_length: int) -> dict:
     from transformers import AutoConfig
 
     config = AutoConfig.from_pretrained(str(src))
+    kind = kind_of(config)
     return {"id2label": {str(k): v for k, v in sorted(config.id2label.items())},
             "label2id": {v: int(k) for k, v in config.id2label.items()},
             "max_length": max_length, "pad_token_id": tokenizer.pad_token_id, "pad_token": tokenizer.pad_token,
-            "model_file": "model.onnx", "kind": "token" if is_token_model(config) else "sequence"}, config
+            "model_file": "model.onnx", "kind": kind.name, "kind_module": kind.bundle_module,
+            **kind.bundle_meta(config)}, config
 
 
 def reference_logits(path: str, rows, max_length: int) -> np.ndarray:
@@ -86,9 +92,9 @@ def run(cfg: Config) -> Path:
     tokenizer = AutoTokenizer.from_pretrained(str(src_dir), use_fast=True)
     meta, config = labels_json(src_dir, tokenizer, cfg.max_length)
     spec = resolve_spec(cfg, [cfg.model, cfg.reference], required=False)  # no task anywhere: built-in sentences
-    token = meta["kind"] == "token"
-    unit = "words" if token else "rows"
-    rows, task = load_rows(spec, "validation", cfg.parity_rows, cfg.cache_dir, words=token)
+    kind = kind_of(meta["kind"])
+    unit = kind.scored_unit
+    rows, task = load_rows(spec, "validation", cfg.parity_rows, cfg.cache_dir, kind=kind)
     labels = align_labels(rows, task, config.id2label, tokenizer, cfg.max_length)
     # Same batches on both sides: dynamic int8 scales depend on the whole batch (padding included).
     source = ort_logits(ort_session(src), tokenizer, rows, cfg.max_length, batch_size=16)
@@ -98,18 +104,12 @@ def run(cfg: Config) -> Path:
         shutil.copy2(src_dir / "tokenizer.json", tmp / "tokenizer.json")
         (tmp / "labels.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False))
         shutil.copy2(TEMPLATE, tmp / "predict.py")
+        shutil.copy2(kind.bundle_module_path(), tmp / kind.bundle_module)  # the kind's torch-free postprocessing
         (tmp / "requirements.txt").write_text(requirements())
         from shrinkbert.compress.edge_predictor import Predictor
 
         predictor = Predictor(tmp)
-        if token:  # the same word rows and batches as the source's ort_logits
-            bundle = np.concatenate([predictor.word_logits([r["tokens"] for r in rows[i:i + 16]])
-                                     for i in range(0, len(rows), 16)])
-        else:
-            texts = [r["text"] for r in rows]
-            pairs = [r["text_pair"] for r in rows] if all(r["text_pair"] is not None for r in rows) else None
-            bundle = np.concatenate([predictor.logits(texts[i:i + 16], pairs[i:i + 16] if pairs else None)
-                                     for i in range(0, len(texts), 16)])
+        bundle = predictor.rows_logits(rows, 16)  # the same rows and batches as the source's ort_logits
         require(bundle.shape == source.shape,
                 f"the bundle's predictor gives {bundle.shape[0]} outputs where {src} gives {source.shape[0]} "
                 f"on the same {len(rows)} rows; no bundle written")
@@ -120,12 +120,12 @@ def run(cfg: Config) -> Path:
                    "bundle_mb": round(sum(f.stat().st_size for f in tmp.iterdir()) / 1e6, 3),
                    "model_mb": round(src.stat().st_size / 1e6, 3),
                    "val_accuracy_bundle": accuracy(bundle, labels), "parity_failure_allowed": False}
-        entity_f1 = (token and task is not None and "seqeval" in task.metrics
-                     and metrics["val_accuracy_bundle"] is not None)
-        if token:  # vs_source/vs_reference "rows" count words here
-            metrics.update(kind="token", parity_texts=len(rows))
-        if entity_f1:
-            metrics["val_entity_f1_bundle"] = task_scores(task, bundle, labels)["entity_f1"]
+        judged_by = primary_metric(task)[0]  # recorded beside accuracy when the task is judged by another
+        judged_too = judged_by != "accuracy" and metrics["val_accuracy_bundle"] is not None
+        if unit != "rows":  # vs_source/vs_reference "rows" count the kind's units (words) here
+            metrics.update(kind=kind.name, parity_texts=len(rows))
+        if judged_too:
+            metrics[f"val_{judged_by}_bundle"] = task_scores(task, bundle, labels)[judged_by]
         if cfg.reference:
             ref = reference_logits(cfg.reference, rows, cfg.max_length)
             require(ref.shape == bundle.shape,
@@ -137,8 +137,8 @@ def run(cfg: Config) -> Path:
             metrics["vs_reference"] = {**vs_reference, "reference": str(Path(cfg.reference).resolve()),
                                        "val_accuracy_reference": accuracy(ref, labels),
                                        "min_label_agreement": cfg.reference_agreement, "passed": agreed}
-            if entity_f1:
-                metrics["vs_reference"]["val_entity_f1_reference"] = task_scores(task, ref, labels)["entity_f1"]
+            if judged_too:
+                metrics["vs_reference"][f"val_{judged_by}_reference"] = task_scores(task, ref, labels)[judged_by]
             if not agreed and not cfg.allow_parity_failure:
                 raise ShrinkbertError(
                     f"bundle parity failed: its labels agree with {cfg.reference} on "
@@ -151,6 +151,7 @@ def run(cfg: Config) -> Path:
                     f"bundle parity failed: its predictor differs from {src} by up to "
                     f"{vs_source['max_abs_logit_diff']:.2e} in logits (tolerance {cfg.tolerance:.0e}); no bundle written")
             metrics["parity_failure_allowed"] = True
+        metrics["runtime"] = choose_runtime(tmp, cfg.max_length)  # also labels.json "runtime": the Predictor's defaults
         parents = [cfg.model] + ([cfg.reference] if cfg.reference else [])
         parent_params = read_manifest(src_dir).get("num_parameters") if (src_dir / "shrinkbert.json").is_file() else None
         checks = [check("parity", vs_source["max_abs_logit_diff"] <= cfg.tolerance,

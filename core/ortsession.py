@@ -7,11 +7,12 @@ from pathlib import Path
 from shrinkbert.core.errors import ShrinkbertError
 
 
-def ort_session(model_file: str | Path, threads: int | None = None):
+def ort_session(model_file: str | Path, threads: int | None = None, spin: bool = False):
     """A CPU InferenceSession: `threads` intra-op threads (0/None: ONNX Runtime's default, one per
-    physical core), one inter-op thread, sequential execution, and spinning off (spinning worker
-    threads slow the next PyTorch call in the same process: STACK.md). A corrupt or truncated
-    file is one clear ShrinkbertError."""
+    physical core), one inter-op thread, sequential execution, and spinning off unless `spin`
+    (spinning worker threads slow the next PyTorch call in the same process: STACK.md; a session in a
+    process of its own, as the report's timing workers hold it, is faster with ORT's default, on).
+    A corrupt or truncated file is one clear ShrinkbertError."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -19,8 +20,8 @@ def ort_session(model_file: str | Path, threads: int | None = None):
         options.intra_op_num_threads = int(threads)
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
+    options.add_session_config_entry("session.inter_op.allow_spinning", "1" if spin else "0")
     try:
         return ort.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"])
     except Exception as err:  # ORT raises its own Fail/InvalidProtobuf/InvalidGraph types

@@ -1,10 +1,12 @@
 """Latency done honestly on a shared CPU: warm-up, stated threads, variants interleaved.
 
 For each case (batch size x sequence length) every variant gets its warm-up calls, then the
-timed calls go round-robin across variants (A,B,C, B,C,A, C,A,B, ...: the starting variant
-rotates too), so drift on the machine (another process, thermal, frequency) hits all alike.
-Only the model call is timed; inputs are tokenized beforehand. Garbage collection is paused
-during the timed loop.
+timed calls go round-robin across variants in short bursts (A,B,C, B,C,A, C,A,B, ...: the
+starting variant rotates too), so drift on the machine (another process, thermal, frequency)
+hits all alike. The calls run where a timer says: in this process (LocalTimer), or in a process
+of the variant's own (eval.workers, what the report does). Only the model call is timed; inputs
+are tokenized beforehand. Garbage collection is paused during each timed burst. The CPU that
+other processes used meanwhile is recorded per case (OtherLoad).
 
 A sequence length is an integer (every batch padded to exactly that many tokens) or "real":
 batches of consecutive test rows, their starts spread evenly over the test set, each padded to
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
+import psutil
 
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.timing import percentiles
@@ -76,15 +79,84 @@ def summarize(samples_ms: list[float], batch_sizes: list[int], tokens: list[int]
     return stats
 
 
+class LocalTimer:
+    """Times a runner in this process (the benches' way, and the report's with isolate=False)."""
+
+    def __init__(self, runner):
+        self.runner = runner
+        self.pid = os.getpid()
+        self.inputs: dict[str, list] = {}
+
+    def load(self, key: str, batches: list) -> None:
+        self.inputs[key] = batches
+
+    def time(self, key: str, indices: list[int]) -> list[float]:
+        batches, samples = self.inputs[key], []
+        gc.collect()
+        gc.disable()  # a collection inside a timed call is the harness's noise, not the model's
+        try:
+            for index in indices:
+                start = time.perf_counter()
+                self.runner.forward(batches[index])
+                samples.append((time.perf_counter() - start) * 1000.0)
+        finally:
+            gc.enable()
+        return samples
+
+
+class OtherLoad:
+    """How many cores the rest of the machine kept busy while a case was timed: the machine's busy
+    CPU time (steal included) less the CPU time of the harness's own processes, per second of wall
+    clock. Unlike the load average it does not count the harness's own timing threads."""
+
+    def __init__(self, pids):
+        self.processes = [psutil.Process(pid) for pid in sorted(set(pids))]
+
+    def _own(self) -> float:
+        total = 0.0
+        for process in self.processes:
+            try:
+                times = process.cpu_times()
+                total += times.user + times.system
+            except psutil.Error:  # a worker that died: its last seconds are not counted
+                pass
+        return total
+
+    @staticmethod
+    def _machine() -> float:
+        times = psutil.cpu_times()
+        return sum(getattr(times, field, 0.0) for field in ("user", "nice", "system", "irq", "softirq", "steal"))
+
+    def __enter__(self) -> "OtherLoad":
+        self.start = (time.perf_counter(), self._machine(), self._own())
+        self.cores = None
+        return self
+
+    def __exit__(self, *exc) -> None:
+        wall = time.perf_counter() - self.start[0]
+        others = (self._machine() - self.start[1]) - (self._own() - self.start[2])
+        self.cores = round(max(0.0, others / wall), 2) if wall > 0 else None
+
+
+def _rounds(first: int, count: int, burst: int) -> list[list[int]]:
+    """Call numbers first..first+count-1 in bursts of up to `burst` calls."""
+    numbers = list(range(first, first + count))
+    return [numbers[i:i + burst] for i in range(0, len(numbers), burst)]
+
+
 def measure_interleaved(runners: dict[str, object], case: Case, texts: Sequence[str],
                         pairs: Sequence[str] | None, *, max_length: int, warmup: int, runs: int,
+                        burst: int = 1, timers: dict[str, object] | None = None,
                         on_call: Callable[[], None] | None = None,
                         on_error: Callable[[str, str], None] | None = None) -> dict[str, dict]:
     """Time every runner on this case, interleaved; {name: stats} for those that did not fail.
 
-    A runner that fails (a shape it cannot take, a crash) is dropped from the rotation and
-    reported through on_error(name, message); the others go on.
+    Each runner encodes its own inputs; `timers` (default: a LocalTimer per runner) run them. The
+    calls go round-robin in bursts of `burst` calls per variant, the starting variant rotating from
+    round to round. A runner that fails (a shape it cannot take, a crash) is dropped from the
+    rotation and reported through on_error(name, message); the others go on.
     """
+    timers = timers or {name: LocalTimer(runner) for name, runner in runners.items()}
     batches = batches_for(case, len(texts), warmup + runs)
     prepared: dict[str, list] = {}
     for name, runner in runners.items():
@@ -98,46 +170,50 @@ def measure_interleaved(runners: dict[str, object], case: Case, texts: Sequence[
                 runner.encode([texts[i] for i in rows], [pairs[i] for i in rows] if pairs is not None else None,
                               max_length=max_length, pad_to=case.seq_len)
                 for rows in batches]
+            timers[name].load(case.label, prepared[name])
         except Exception as err:
+            prepared.pop(name, None)
             _report(on_error, name, f"{case.label}: cannot prepare inputs: {_one_line(err)}")
     tokens = {name: [int(_mask(b).sum()) if case.seq_len is None else case.seq_len * case.batch_size
                      for b in batches_list] for name, batches_list in prepared.items()}
     live = [name for name in runners if name in prepared]
-    # Warm-up, interleaved like the timed runs.
-    for i in range(warmup):
-        for name in list(live):
-            if not _call(runners[name], prepared[name][i % len(prepared[name])], name, case, live, on_error):
-                continue
+    samples: dict[str, list[float]] = {name: [] for name in live}
+    used: dict[str, list[int]] = {name: [] for name in live}
+
+    def burst_of(name: str, numbers: list[int], timed: bool) -> None:
+        indices = [n % len(prepared[name]) for n in numbers]
+        try:
+            elapsed = timers[name].time(case.label, indices)
+        except Exception as err:
+            live.remove(name)
+            _report(on_error, name, f"{case.label}: the model call failed: {_one_line(err)}")
+            return
+        if timed:
+            samples[name].extend(elapsed)
+            used[name].extend(tokens[name][i] for i in indices)
+        for _ in elapsed:
             if on_call:
                 on_call()
-    samples: dict[str, list[float]] = {name: [] for name in live}
-    sizes: dict[str, list[int]] = {name: [] for name in live}
-    used_tokens: dict[str, list[int]] = {name: [] for name in live}
-    gc.collect()
-    gc.disable()
-    try:
-        for r in range(runs):
-            order = live[r % len(live):] + live[:r % len(live)] if live else []
-            for name in order:
-                if name not in live:
-                    continue
-                index = (warmup + r) % len(prepared[name])
-                inputs = prepared[name][index]
-                start = time.perf_counter()
-                ok = _call(runners[name], inputs, name, case, live, on_error)
-                elapsed = (time.perf_counter() - start) * 1000.0
-                if ok:
-                    samples[name].append(elapsed)
-                    sizes[name].append(case.batch_size)
-                    used_tokens[name].append(tokens[name][index])
-                if on_call:
-                    on_call()
-    finally:
-        gc.enable()
-    results = {name: summarize(samples[name], sizes[name], used_tokens[name]) for name in live if samples[name]}
-    load = _load_1m()
+
+    def rotate(r: int) -> list[str]:
+        order = list(live)
+        return order[r % len(order):] + order[:r % len(order)] if order else []
+
+    for r, numbers in enumerate(_rounds(0, warmup, burst)):  # warm-up, interleaved like the timed runs
+        for name in rotate(r):
+            if name in live:
+                burst_of(name, numbers, timed=False)
+    with OtherLoad([os.getpid()] + [getattr(timers[name], "pid", os.getpid()) for name in live]) as load:
+        for r, numbers in enumerate(_rounds(warmup, runs, burst)):
+            for name in rotate(r):
+                if name in live:
+                    burst_of(name, numbers, timed=True)
+    results = {name: summarize(samples[name], [case.batch_size] * len(samples[name]), used[name])
+               for name in live if samples[name]}
+    load_1m = _load_1m()
     for stats in results.values():
-        stats["load_1m"] = load  # how busy the machine was while this case was timed
+        stats["load_1m"] = load_1m  # the machine's load average, the harness's own threads included
+        stats["other_cpu_cores"] = load.cores  # cores other processes kept busy while this case was timed
     return results
 
 
@@ -151,16 +227,6 @@ def _load_1m() -> float | None:
 def _mask(inputs) -> np.ndarray:
     mask = inputs["attention_mask"]
     return mask.numpy() if hasattr(mask, "numpy") else np.asarray(mask)
-
-
-def _call(runner, inputs, name, case, live, on_error) -> bool:
-    try:
-        runner.forward(inputs)
-        return True
-    except Exception as err:
-        live.remove(name)
-        _report(on_error, name, f"{case.label}: the model call failed: {_one_line(err)}")
-        return False
 
 
 def _one_line(err: BaseException) -> str:

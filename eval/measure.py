@@ -2,6 +2,8 @@
 
 `measure(paths, rows, settings, cache)` returns one Variant per path, in order. A variant
 that cannot be found, loaded or run carries an `error` line and the others are still measured.
+The phases, one function each: _identify, _reuse (the cache), _load_and_score, _time (each
+variant in a worker process of its own, eval.workers).
 """
 from __future__ import annotations
 
@@ -18,15 +20,15 @@ from tqdm.auto import tqdm
 from shrinkbert.core.artifacts import artifact_hash, read_manifest
 from shrinkbert.core.device import describe_machine
 from shrinkbert.core.errors import ShrinkbertError
-from shrinkbert.core.metrics import compute_metrics
 from shrinkbert.eval.cache import MeasurementCache, cache_key
 from shrinkbert.eval.latency import Case, measure_interleaved, plan_cases
 from shrinkbert.eval.lineage import lineage
 from shrinkbert.eval.memory import MODES, PeakRSS
 from shrinkbert.eval.rows import TestRows
-from shrinkbert.eval.runners import detect_kind, is_token_artifact, open_runner
+from shrinkbert.eval.runners import artifact_kind, detect_kind, open_runner
+from shrinkbert.eval.workers import start_workers
 
-CACHE_VERSION = 2
+CACHE_VERSION = 3  # 3: latency timed in a worker process per variant, with the settings it ran with
 MEMORY_PROBES_AT_ONCE = 2  # the machines this targets have 2 cores
 
 
@@ -41,6 +43,8 @@ class Settings:
     eval_batch_size: int = 32
     attention: str = "eager"
     memory: str = "isolated"  # isolated (fresh process per variant), inprocess, or off
+    isolate: bool = True  # time each variant in a worker process of its own (eval.workers); False: all in this one
+    burst: int = 5  # timed calls a variant makes in a row before the next variant's turn
 
     def __post_init__(self):
         if self.memory is False or self.memory == "False":  # YAML 1.1 reads a bare `off` as false
@@ -48,6 +52,8 @@ class Settings:
         if self.memory not in MODES:
             raise ShrinkbertError(f"memory must be one of {', '.join(MODES)}, got {self.memory!r}")
         self.threads = int(self.threads) or (os.cpu_count() or 1)
+        if self.burst < 1:
+            raise ShrinkbertError(f"burst must be at least 1, got {self.burst}")
         if self.runs < 1 or self.warmup < 0:
             raise ShrinkbertError(f"runs must be >= 1 and warmup >= 0 (got runs={self.runs}, warmup={self.warmup})")
         if self.max_length < 2:
@@ -106,144 +112,191 @@ def _one_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {text.splitlines()[0]}" if text else type(err).__name__
 
 
-def measure(paths: list[str], rows: TestRows, settings: Settings, cache: MeasurementCache | None = None,
-            progress: bool = True, log: Callable[[str], None] | None = None) -> list[Variant]:
-    cache = cache or MeasurementCache(None, enabled=False)
-    log = log or (lambda line: print(line, file=sys.stderr, flush=True))
-    variants = [Variant(name, str(path)) for name, path in zip(variant_names([str(p) for p in paths]), paths)]
-    machine = describe_machine()
-    common = {"v": CACHE_VERSION, "machine": machine, "threads": settings.threads,
-              "max_length": settings.max_length, "attention": settings.attention}
+class _Notes:
+    """One error line per failed variant, warnings beside it; both logged as they happen."""
 
-    def fail(variant: Variant, message: str) -> None:
+    def __init__(self, log: Callable[[str], None] | None):
+        self.log = log or (lambda line: print(line, file=sys.stderr, flush=True))
+
+    def fail(self, variant: Variant, message: str) -> None:
         variant.error = message
-        log(f"error: {variant.name} ({variant.path}): {message}")
+        self.log(f"error: {variant.name} ({variant.path}): {message}")
         if variant.runner is not None:
             variant.runner.close()
             variant.runner = None
 
-    def warn(variant: Variant, message: str) -> None:
+    def warn(self, variant: Variant, message: str) -> None:
         variant.warnings.append(message)
-        log(f"warning: {variant.name}: {message}")
+        self.log(f"warning: {variant.name}: {message}")
 
-    # 1. identify: kind, manifest, content hash (the cache key), lineage
+
+class _Keys:
+    """The cache key of each measurement: the variant's identity and every setting that changes it."""
+
+    def __init__(self, settings: Settings, rows: TestRows):
+        self.settings, self.rows = settings, rows
+        self.common = {"v": CACHE_VERSION, "machine": describe_machine(), "threads": settings.threads,
+                       "max_length": settings.max_length, "attention": settings.attention}
+
+    def static(self, v: Variant) -> str:
+        s = self.settings
+        return cache_key("static", v.key, self.common, s.batch_sizes, s.seq_lens, s.memory)
+
+    def accuracy(self, v: Variant) -> str:
+        return cache_key("accuracy", v.key, self.common, self.rows.fingerprint)
+
+    def latency(self, v: Variant, case: Case) -> str:
+        s = self.settings
+        return cache_key("latency", v.key, self.common, case.label, s.runs, s.warmup, s.isolate, s.burst,
+                         self.rows.fingerprint if case.seq_len is None else "")
+
+
+def measure(paths: list[str], rows: TestRows, settings: Settings, cache: MeasurementCache | None = None,
+            progress: bool = True, log: Callable[[str], None] | None = None) -> list[Variant]:
+    """Identify every variant, reuse what the cache holds, load and score the rest (memory measured
+    as they load), then time each case not wholly cached; runners are closed on the way out."""
+    cache = cache or MeasurementCache(None, enabled=False)
+    notes, keys = _Notes(log), _Keys(settings, rows)
+    variants = [Variant(name, str(path)) for name, path in zip(variant_names([str(p) for p in paths]), paths)]
     for variant in variants:
+        _identify(variant, notes)
+    latency_hits = _reuse(variants, cache, keys)
+    try:
+        _load_and_score(variants, latency_hits, rows, settings, cache, keys, notes, progress)
+        _time(variants, latency_hits, rows, settings, cache, keys, notes, progress)
+    finally:
+        for variant in variants:
+            if variant.runner is not None:
+                variant.runner.close()
+                variant.runner = None
+    for variant in variants:
+        if variant.ok and not variant.latency and variant.accuracy:
+            notes.warn(variant, "no latency case could be measured")
+    return variants
+
+
+def _identify(variant: Variant, notes: _Notes) -> None:
+    """Kind, manifest, content hash (the cache key) and lineage; an error line when it is no artifact."""
+    try:
+        variant.kind = detect_kind(variant.path)
         try:
-            variant.kind = detect_kind(variant.path)
-            try:
-                variant.manifest = read_manifest(variant.path)
-            except ShrinkbertError as err:
-                warn(variant, f"{err}; lineage and parity unknown")
-            variant.content_hash = artifact_hash(variant.path)
-            code = Path(variant.path) / "predict.py"
-            identity = [variant.content_hash, code.read_text() if code.is_file() else "", variant.kind]
-            if is_token_artifact(variant.path):
-                # A token classifier is loaded with its own head now (it once loaded as a sequence one):
-                # its key differs, so nothing measured the old way is reused. Sequence keys are unchanged.
-                identity.append("token-classifier")
-            variant.key = cache_key(*identity)
-            variant.lineage = lineage(variant.path, variant.manifest or None)
-        except (ShrinkbertError, OSError) as err:
-            fail(variant, _one_line(err))
+            variant.manifest = read_manifest(variant.path)
+        except ShrinkbertError as err:
+            notes.warn(variant, f"{err}; lineage and parity unknown")
+        variant.content_hash = artifact_hash(variant.path)
+        code = Path(variant.path) / "predict.py"
+        identity = [variant.content_hash, code.read_text() if code.is_file() else "", variant.kind]
+        # A kind measured differently from before (a token classifier, once loaded as a sequence
+        # one) adds to its key, so nothing measured the old way is reused; sequence keys are unchanged.
+        identity.extend(artifact_kind(variant.path).cache_identity)
+        variant.key = cache_key(*identity)
+        variant.lineage = lineage(variant.path, variant.manifest or None)
+    except (ShrinkbertError, OSError) as err:
+        notes.fail(variant, _one_line(err))
 
-    def static_key(v):
-        return cache_key("static", v.key, common, settings.batch_sizes, settings.seq_lens, settings.memory)
 
-    def accuracy_key(v):
-        return cache_key("accuracy", v.key, common, rows.fingerprint)
-
-    def latency_key(v, case: Case):
-        return cache_key("latency", v.key, common, case.label, settings.runs, settings.warmup,
-                         rows.fingerprint if case.seq_len is None else "")
-
-    cases = settings.cases
-    # 2. reuse what an earlier run finished
-    for variant in variants:
-        if not variant.ok:
-            continue
-        for kind, key, slot in (("static", static_key(variant), "static"), ("accuracy", accuracy_key(variant), "accuracy")):
+def _reuse(variants: list[Variant], cache: MeasurementCache, keys: _Keys) -> dict[tuple[str, str], dict | None]:
+    """Fill static and accuracy from the cache; return the cached latency per (variant, case), not yet
+    used (a case is reused only when every variant has it: see _time)."""
+    for variant in (v for v in variants if v.ok):
+        for kind, key in (("static", keys.static(variant)), ("accuracy", keys.accuracy(variant))):
             hit = cache.get(kind, key)
             if hit is not None:
-                setattr(variant, slot, hit)
+                setattr(variant, kind, hit)
                 variant.cached.append(kind)
-    latency_hits = {(v.name, case.label): cache.get("latency", latency_key(v, case), count=False)
-                    for v in variants if v.ok for case in cases}
+    return {(v.name, case.label): cache.get("latency", keys.latency(v, case), count=False)
+            for v in variants if v.ok for case in keys.settings.cases}
 
-    def case_complete(case: Case) -> bool:
-        return all(latency_hits[(v.name, case.label)] is not None for v in variants if v.ok)
 
-    def needs_runner(v: Variant) -> bool:
-        return v.ok and (not v.static or not v.accuracy or any(latency_hits[(v.name, c.label)] is None for c in cases))
+def _open(variant: Variant, settings: Settings) -> None:
+    variant.runner = open_runner(variant.path, settings.threads, variant.manifest, attention=settings.attention)
 
-    def open_variant(variant: Variant) -> None:
-        variant.runner = open_runner(variant.path, settings.threads, variant.manifest, attention=settings.attention)
 
-    # 3. load (memory measured) and accuracy, one variant at a time. The isolated memory probes are
-    # fresh processes that mostly import libraries, one core each: two run beside this loop (memory
-    # does not depend on CPU contention, and nothing is timed until they are all done).
-    todo = [v for v in variants if needs_runner(v)]
+def _load_and_score(variants, latency_hits, rows, settings, cache, keys, notes, progress) -> None:
+    """Load (memory measured) and score, one variant at a time, each one that the cache does not
+    wholly answer. The isolated memory probes are fresh processes that mostly import libraries, one
+    core each: two run beside this loop (memory does not depend on CPU contention, and nothing is
+    timed until they are all done)."""
+    todo = [v for v in variants if v.ok and (not v.static or not v.accuracy or
+                                             any(latency_hits[(v.name, c.label)] is None for c in settings.cases))]
     _preload(todo, settings.threads)
     probes = ThreadPoolExecutor(max_workers=MEMORY_PROBES_AT_ONCE)
-    memory_of = {v.name: probes.submit(_isolated_memory, v, settings, warn)
+    memory_of = {v.name: probes.submit(_isolated_memory, v, settings, notes.warn)
                  for v in todo if not v.static and settings.memory == "isolated"}
     for variant in tqdm(todo, desc="load + accuracy", unit="variant", disable=not progress, leave=False):
         try:
             memory: dict[str, Any] = memory_of[variant.name].result() if variant.name in memory_of else {}
             with PeakRSS() as peak:
-                open_variant(variant)
+                _open(variant, settings)
                 _largest_batch(variant.runner, rows, settings)
             if settings.memory == "inprocess":
                 memory = {"memory_bytes": peak.delta_bytes}
             if not variant.static:
                 variant.static = {**_static(variant), **memory}
-                cache.put("static", static_key(variant), variant.static)
+                cache.put("static", keys.static(variant), variant.static)
             if not variant.accuracy:
                 variant.accuracy = _accuracy(variant.runner, rows, settings)
-                cache.put("accuracy", accuracy_key(variant), variant.accuracy)
+                cache.put("accuracy", keys.accuracy(variant), variant.accuracy)
         except Exception as err:  # one bad variant must not stop the others
-            fail(variant, _one_line(err))
+            notes.fail(variant, _one_line(err))
     probes.shutdown(wait=True)  # a failed variant's probe may still run; none may overlap the timing
 
-    # A case's timings are reused only when every measurable variant has them: the ratios between
-    # variants must come from one interleaved run, so a new or changed variant re-times the case
-    # for all (opening the runners that the cache had spared).
-    to_time = [case for case in cases if not case_complete(case)]
-    for case in cases:
-        if case not in to_time:
-            for variant in (v for v in variants if v.ok):
-                variant.latency[case.label] = latency_hits[(variant.name, case.label)]
-                variant.cached.append(case.label)
-                cache.hits += 1
-    for variant in (v for v in variants if to_time and v.ok and v.runner is None):
+
+def _time(variants, latency_hits, rows, settings, cache, keys, notes, progress) -> None:
+    """Time every case not wholly cached, all variants interleaved; each in a worker process of its
+    own (settings.isolate), the parent's runner only encoding its inputs.
+
+    A case's timings are reused only when every measurable variant has them: the ratios between
+    variants must come from one interleaved run, so a new or changed variant re-times the case
+    for all (opening the runners that the cache had spared)."""
+    cases = settings.cases
+    to_time = [case for case in cases if any(latency_hits[(v.name, case.label)] is None for v in variants if v.ok)]
+    for case in (c for c in cases if c not in to_time):
+        for variant in (v for v in variants if v.ok):
+            variant.latency[case.label] = latency_hits[(variant.name, case.label)]
+            variant.cached.append(case.label)
+            cache.hits += 1
+    if not to_time:
+        return
+    for variant in (v for v in variants if v.ok and v.runner is None):
         try:
-            open_variant(variant)
+            _open(variant, settings)
         except Exception as err:
-            fail(variant, _one_line(err))
+            notes.fail(variant, _one_line(err))
+    by_name = {v.name: v for v in variants if v.ok}
+    timers = None
+    if settings.isolate:
+        specs = {v.name: {"path": v.path, "kind": v.kind, "manifest": v.manifest} for v in by_name.values()}
+        timers, errors = start_workers(specs, settings.threads, settings.attention)
+        for name, message in errors.items():
+            notes.warn(by_name[name], f"cannot be timed in a process of its own: {message}")
+    try:
+        for case in to_time:
+            runners = {name: v.runner for name, v in by_name.items() if case.label not in v.latency
+                       and (timers is None or name in timers)}
+            if not runners:
+                continue
+            bar = tqdm(total=(settings.warmup + settings.runs) * len(runners), desc=f"latency {case.label}",
+                       unit="call", disable=not progress, leave=False, mininterval=0.5)
+            results = measure_interleaved(
+                runners, case, rows.texts, rows.pairs, max_length=settings.max_length, warmup=settings.warmup,
+                runs=settings.runs, burst=settings.burst,
+                timers={name: timers[name] for name in runners} if timers is not None else None,
+                on_call=lambda: bar.update(1), on_error=lambda name, message: notes.warn(by_name[name], message))
+            bar.close()
+            for name, stats in results.items():
+                stats["timed_with"] = timers[name].timed_with if timers is not None else _in_process(by_name[name])
+                by_name[name].latency[case.label] = stats
+                cache.put("latency", keys.latency(by_name[name], case), stats)
+    finally:
+        for timer in (timers or {}).values():
+            timer.close()
 
-    # 4. latency: each case not wholly cached, every variant, interleaved
-    for case in cases:
-        runners = {v.name: v.runner for v in variants if v.ok and v.runner is not None and case.label not in v.latency}
-        if not runners:
-            continue
-        by_name = {v.name: v for v in variants}
-        bar = tqdm(total=(settings.warmup + settings.runs) * len(runners), desc=f"latency {case.label}",
-                   unit="call", disable=not progress, leave=False, mininterval=0.5)
-        results = measure_interleaved(
-            runners, case, rows.texts, rows.pairs, max_length=settings.max_length, warmup=settings.warmup,
-            runs=settings.runs, on_call=lambda: bar.update(1),
-            on_error=lambda name, message: warn(by_name[name], message))
-        bar.close()
-        for name, stats in results.items():
-            by_name[name].latency[case.label] = stats
-            cache.put("latency", latency_key(by_name[name], case), stats)
 
-    for variant in variants:
-        if variant.runner is not None:
-            variant.runner.close()
-            variant.runner = None
-        if variant.ok and not variant.latency and variant.accuracy:
-            warn(variant, "no latency case could be measured")
-    return variants
+def _in_process(variant: Variant) -> dict[str, Any]:
+    """The settings a variant timed in the harness's own process ran with (isolate=False)."""
+    return {"process": "shared", "threads": variant.runner.threads, "describe": variant.runner.describe(),
+            **({"spin": False} if variant.kind != "pytorch" else {})}
 
 
 def _preload(variants: list[Variant], threads: int) -> None:
@@ -336,64 +389,7 @@ def label_columns(id2label: dict[int, str] | None, label_names: tuple[str, ...])
 
 
 def _accuracy(runner, rows: TestRows, settings: Settings) -> dict[str, Any]:
-    if rows.is_token:
-        return _tag_accuracy(runner, rows, settings)
-    predictions: list[int] = []
+    """The variant's scores on the test rows, as the task's kind computes them (core/kinds)."""
     columns = label_columns(runner.id2label(), rows.task.label_names)
-    step = settings.eval_batch_size
-    for start in range(0, len(rows), step):
-        texts = rows.texts[start:start + step]
-        pairs = rows.pairs[start:start + step] if rows.pairs is not None else None
-        logits = np.asarray(runner.predict(texts, pairs, settings.max_length))
-        if logits.ndim == 3:
-            raise ShrinkbertError(f"the model tags words (a token classifier) but task '{rows.task.name}' "
-                                  "is a sequence task")
-        if logits.ndim != 2 or logits.shape[0] != len(texts):
-            raise ShrinkbertError(f"the model returned logits of shape {logits.shape} for {len(texts)} rows")
-        predictions.extend(_task_predictions(logits, columns, rows.task))
-    metrics = compute_metrics(rows.task.metrics, predictions, rows.labels, num_labels=rows.task.num_labels)
-    return {"metrics": metrics, "n": len(rows), "predictions": predictions,
-            "label_order": "index" if columns is None else f"by name: task label i = model output {columns}"}
-
-
-def _task_predictions(logits: np.ndarray, columns, task) -> list[int]:
-    """Arg-max labels as the task's label indices (model outputs reordered by name where they differ)."""
-    if columns is not None:
-        logits = logits[:, columns]
-    if logits.shape[1] != task.num_labels:
-        raise ShrinkbertError(f"the model has {logits.shape[1]} outputs but task '{task.name}' "
-                              f"has {task.num_labels} labels")
-    return [int(p) for p in logits.argmax(axis=1)]
-
-
-def _tag_accuracy(runner, rows: TestRows, settings: Settings) -> dict[str, Any]:
-    """A token task: each word scored on its first sub-token (core/tagging.py), words past the
-    variant's truncation (or that its tokenizer turns into nothing) dropped with their gold tags;
-    word accuracy, and for a seqeval task entity precision/recall/F1 (tag_scores)."""
-    from shrinkbert.core.tagging import tag_scores
-
-    columns = label_columns(runner.id2label(), rows.task.label_names)
-    predictions: list[int] = []
-    golds: list[int] = []
-    counts: list[int] = []
-    step = settings.eval_batch_size
-    for start in range(0, len(rows), step):
-        words = rows.words[start:start + step]
-        tags = rows.labels[start:start + step]
-        logits, scored = runner.predict_words(words, settings.max_length)
-        logits = np.asarray(logits)
-        if len(scored) != len(words) or any(not all(0 <= i < len(w) for i in s) for s, w in zip(scored, words)):
-            raise ShrinkbertError(f"the model scored words {scored} of rows of {[len(w) for w in words]} words")
-        total = sum(len(s) for s in scored)
-        if logits.ndim != 2 or logits.shape[0] != total:
-            raise ShrinkbertError(f"the model returned word logits of shape {logits.shape} for {total} words")
-        predictions.extend(_task_predictions(logits, columns, rows.task))
-        for row_tags, indices in zip(tags, scored):
-            golds.extend(int(row_tags[i]) for i in indices)  # the gold tags of the words scored
-            counts.append(len(indices))
-    if not golds:
-        raise ShrinkbertError(f"no word of the {len(rows)} test rows could be scored")
-    metrics = tag_scores(rows.task, predictions, golds, counts)
-    return {"metrics": metrics, "n": len(rows), "words": len(golds), "words_dropped": rows.num_words - len(golds),
-            "predictions": predictions, "word_counts": counts,
-            "label_order": "index" if columns is None else f"by name: task label i = model output {columns}"}
+    scores = rows.kind.score_runner(runner, rows, columns, settings.eval_batch_size, settings.max_length)
+    return {**scores, "label_order": "index" if columns is None else f"by name: task label i = model output {columns}"}

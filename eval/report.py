@@ -4,8 +4,9 @@ Every row carries its lineage (from shrinkbert.json), its ratios to the baseline
 headline case (speed-up, size ratio, accuracy retention), and flags: slower than (or as slow
 as) its nearest measured ancestor, export parity failed, or an error line.
 
-A token task (tagging) is judged by its primary metric (core.tagging.primary_metric: entity F1
-for a seqeval task, else word accuracy): retention, the plot's y axis and the tables name it.
+A task is judged by its kind's report metric (core/kinds: a sequence task's first metric; a
+token task's entity F1 for seqeval, else word accuracy): retention, the plot's y axis and the
+tables name it.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from typing import Any
 from shrinkbert.core.artifacts import library_versions
 from shrinkbert.core.device import describe_machine
 from shrinkbert.core.metrics import f1_average
-from shrinkbert.core.tagging import primary_metric
+from shrinkbert.core.kinds import kind_of
 from shrinkbert.eval.latency import REAL
 from shrinkbert.eval.lineage import manifest_flags
 from shrinkbert.eval.targets import describe as describe_target
@@ -28,9 +29,13 @@ from shrinkbert.eval.targets import judge, target_record, variant_runtime
 from shrinkbert.eval.memory import METHODS as MEMORY_METHODS
 from shrinkbert.eval.measure import Settings, Variant
 from shrinkbert.eval.rows import TestRows
+from shrinkbert.eval.stats import RESAMPLES, SEED, compare, difference_text
 
-TIMING_METHOD = ("model call only (inputs tokenized beforehand), wall clock (perf_counter); warm-up calls first; "
-                 "timed calls round-robin across variants with a rotating start; GC paused while timing")
+TIMING_METHOD = ("model call only (inputs tokenized beforehand), wall clock (perf_counter); each variant in a worker "
+                 "process of its own holding only its runtime (PyTorch: torch; ONNX: onnxruntime, no torch; a bundle: "
+                 "its own Predictor); warm-up calls first; timed calls round-robin across the workers in short bursts "
+                 "with a rotating start; GC paused while timing")
+BUSY_CORES = 0.25  # other processes' average CPU use, in cores, above which timings are called disturbed
 PACKAGING_STAGES = ("bundle",)
 SIZE_METHOD = "bytes of the model's weight/graph files (safetensors, or the .onnx graph and its external data)"
 
@@ -45,7 +50,7 @@ def build_report(variants: list[Variant], rows: TestRows, settings: Settings, ba
                  title: str | None = None) -> dict[str, Any]:
     """The whole report as one JSON-able dict; the tables and the plot are drawn from it."""
     headline = settings.headline.label
-    primary, primary_name = primary_metric(rows.task) if rows.is_token else (rows.task.metrics[0],) * 2
+    primary, primary_name = rows.kind.report_metric(rows.task)
     measured = [v for v in variants if v.ok]
     if baseline:
         base = next((v for v in variants if v.name == baseline or v.path == baseline), None)
@@ -80,8 +85,9 @@ def build_report(variants: list[Variant], rows: TestRows, settings: Settings, ba
             "metrics": dict(v.accuracy.get("metrics") or {}),
             "test_rows": v.accuracy.get("n"),
             **({"test_words": v.accuracy.get("words"), "words_dropped": v.accuracy.get("words_dropped")}
-               if rows.is_token else {}),
+               if rows.kind.scores_words else {}),
             "latency_ms": v.latency,
+            "timed_with": _timed_with(v),
             "size_bytes": v.static.get("size_bytes"),
             "num_parameters": v.static.get("num_parameters"),
             "num_parameters_source": v.static.get("num_parameters_source"),
@@ -102,10 +108,14 @@ def build_report(variants: list[Variant], rows: TestRows, settings: Settings, ba
             same_words = base.accuracy.get("word_counts") == v.accuracy.get("word_counts")
             if base_pred and own_pred and len(base_pred) == len(own_pred) and same_words:
                 row["agreement_with_baseline"] = sum(a == b for a, b in zip(base_pred, own_pred)) / len(own_pred)
+            if v is not base:
+                row["vs_baseline"] = paired_difference(v, base, rows)
         if v.ok:
             ancestor = _nearest_measured_ancestor(v, by_hash, by_path)
             if ancestor is not None:
                 row["measured_parent"] = ancestor.name
+                if ancestor is not base:
+                    row["vs_parent"] = paired_difference(v, ancestor, rows)
                 mine, theirs = p50(v), p50(ancestor)
                 # A bundle repackages its parent's graph: speed is not what it is for, so no flag.
                 packaging = (v.manifest or {}).get("stage") in PACKAGING_STAGES
@@ -134,7 +144,7 @@ def build_report(variants: list[Variant], rows: TestRows, settings: Settings, ba
         "primary_metric_name": primary_name,
         "metric_columns": [list(c) for c in metric_columns(rows.task)],
         "test_rows": {"source": rows.source, "n": len(rows), "fingerprint": rows.fingerprint,
-                      **({"words": rows.num_words} if rows.is_token else {}), **lengths},
+                      **({"words": rows.num_words} if rows.kind.scores_words else {}), **lengths},
         "baseline": base.name if base else None,
         "baseline_note": baseline_note,
         "headline_case": headline,
@@ -144,14 +154,67 @@ def build_report(variants: list[Variant], rows: TestRows, settings: Settings, ba
             "cases": [c.label for c in settings.cases], "max_length": settings.max_length,
             "torch_attention": settings.attention, "eval_batch_size": settings.eval_batch_size,
             "timing": TIMING_METHOD, "memory": MEMORY_METHODS[settings.memory], "memory_mode": settings.memory, "size": SIZE_METHOD,
-            "threads_detail": (f"torch.set_num_threads({settings.threads}); ORT intra_op_num_threads="
-                               f"{settings.threads}, inter_op 1, allow_spinning=0"),
+            "threads_detail": _threads_detail(settings),
         },
         "machine": describe_machine(),
         "load_average": _load_average(variants),
+        "other_load": _other_load(variants),
         "versions": library_versions(),
         "variants": out_rows,
     }
+
+
+def correctness(v: Variant, rows: TestRows) -> tuple[list, list[int] | None] | str:
+    """(right/wrong per scored unit, units per row or None) of a variant on the test rows, or why not.
+
+    A kind's scoring may record "correct" itself (a token task: one 0/1 per scored word, with
+    "word_counts" per row); otherwise a row is right when its predicted label is its gold label."""
+    accuracy = v.accuracy or {}
+    if accuracy.get("correct") is not None:
+        return list(accuracy["correct"]), accuracy.get("word_counts")
+    predictions = accuracy.get("predictions")
+    if rows.kind.scores_words:
+        return "this measurement recorded no per-word correctness (measured before it did: re-measure with --no-cache)"
+    if not predictions or len(predictions) != len(rows) or not all(isinstance(x, int) for x in rows.labels):
+        return "no per-row predictions to compare with the gold labels"
+    return [int(p == gold) for p, gold in zip(predictions, rows.labels)], None
+
+
+def paired_difference(v: Variant, other: Variant, rows: TestRows) -> dict[str, Any]:
+    """v's accuracy minus other's on the same test rows: the paired bootstrap 95% interval (rows
+    resampled; a token task's words resampled with their sentence) and McNemar's test (eval/stats.py)."""
+    mine, theirs = correctness(v, rows), correctness(other, rows)
+    for reason in (mine, theirs):
+        if isinstance(reason, str):
+            return {"vs": other.name, "unavailable": reason}
+    if mine[1] != theirs[1] or len(mine[0]) != len(theirs[0]):
+        return {"vs": other.name, "unavailable": f"the two scored different {rows.kind.scored_unit} "
+                                                 "(truncation or tokenizer differ)"}
+    metric = "word accuracy" if mine[1] is not None else "accuracy"
+    return {"vs": other.name, "metric": metric, **compare(mine[0], theirs[0], row_counts=mine[1]).to_dict()}
+
+
+def _timed_with(v: Variant) -> dict[str, Any] | None:
+    """The runtime settings the variant's latency was measured with (the same for every case)."""
+    return next((stats["timed_with"] for stats in v.latency.values() if stats.get("timed_with")), None)
+
+
+def _threads_detail(settings: Settings) -> str:
+    if not settings.isolate:
+        return (f"one process for all: torch.set_num_threads({settings.threads}); ORT intra_op_num_threads="
+                f"{settings.threads}, inter_op 1, allow_spinning=0")
+    return (f"each variant's own process: torch.set_num_threads({settings.threads}); ORT intra_op_num_threads="
+            f"{settings.threads}, inter_op 1, spinning on (ORT's default); a bundle: its Predictor(threads="
+            f"{settings.threads}) with its own spinning default; read back per variant under 'Runtime settings'")
+
+
+def _other_load(variants: list[Variant]) -> dict[str, Any] | None:
+    """The most CPU that other processes used while a case was timed (the harness's own processes
+    not counted), in cores: above BUSY_CORES, timings are disturbed."""
+    loads = [st["other_cpu_cores"] for v in variants for st in v.latency.values() if st.get("other_cpu_cores") is not None]
+    if not loads:
+        return None
+    return {"max_cores": max(loads), "min_cores": min(loads), "cores": os.cpu_count(), "busy_above": BUSY_CORES}
 
 
 def _load_average(variants: list[Variant]) -> dict[str, float] | None:
@@ -202,18 +265,7 @@ def _params(value) -> str:
 def metric_columns(task) -> list[tuple[str, str, str]]:
     """(column, key in a variant's metrics, name for tables) per reported metric. A sequence task:
     its metrics as they are. A token task: entity F1/precision/recall for seqeval, word accuracy."""
-    if getattr(task, "kind", "sequence") != "token":
-        return [(m, m, m) for m in task.metrics]
-    columns = []
-    for metric in task.metrics:
-        if metric == "seqeval":
-            columns += [("entity_f1", "entity_f1", "entity F1"), ("entity_precision", "entity_precision", "entity precision"),
-                        ("entity_recall", "entity_recall", "entity recall")]
-        elif metric == "accuracy":
-            columns.append(("word_accuracy", "accuracy", "word accuracy"))
-        else:
-            columns.append((metric, metric, metric))
-    return columns
+    return kind_of(task).metric_columns(task)
 
 
 def _metric_columns(report: dict[str, Any]) -> list[tuple[str, str, str]]:
@@ -243,6 +295,7 @@ def summary_table(report: dict[str, Any]) -> list[dict[str, Any]]:
             "speedup": ratios.get("speedup"), "size_mb": None if row["size_bytes"] is None else row["size_bytes"] / 1e6,
             "size_ratio": ratios.get("size_ratio"), "retention": ratios.get("retention"),
             "agreement": row.get("agreement_with_baseline"),
+            **_difference_columns(row),
             "params": row["num_parameters"],
             "ram_mb": None if row["memory_bytes"] is None else row["memory_bytes"] / 1e6,
             "process_peak_mb": None if row.get("process_peak_bytes") is None else row["process_peak_bytes"] / 1e6,
@@ -252,30 +305,59 @@ def summary_table(report: dict[str, Any]) -> list[dict[str, Any]]:
     return table
 
 
+def _difference_columns(row: dict[str, Any]) -> dict[str, Any]:
+    """The paired difference to the baseline (points, 95% interval, McNemar's mid-p) as CSV columns."""
+    diff = row.get("vs_baseline") or {}
+    points = {k: None if diff.get(k) is None else diff[k] * 100 for k in ("difference", "low", "high")}
+    return {"diff_vs_baseline_pts": points["difference"], "diff_ci_low_pts": points["low"],
+            "diff_ci_high_pts": points["high"], "diff_significant": diff.get("significant"),
+            "mcnemar_p_mid": diff.get("p_mid")}
+
+
+def differences_markdown(report: dict[str, Any]) -> list[str]:
+    """The section on paired differences: each variant against the baseline and its measured parent."""
+    lines = []
+    for row in report["variants"]:
+        for record in (row.get("vs_baseline"), row.get("vs_parent")):
+            if not record:
+                continue
+            if "difference" not in record:
+                lines.append(f"| {row['name']} | {record['vs']} | – | – | – | {record['unavailable']} |")
+                continue
+            lines.append(f"| {row['name']} | {record['vs']} | {difference_text(record)} | "
+                         f"{record['p_mid']:.3g} ({record['p_exact']:.3g}) | {record['a_only']} / {record['b_only']} | "
+                         f"{record['metric']}, {record['n']} rows |")
+    if not lines:
+        return []
+    return ["", "## Differences on the same test rows", "",
+            "Accuracy difference in points with its paired bootstrap 95% interval (test rows resampled "
+            f"{RESAMPLES:,} times, seed {SEED}; a token task's words with their sentence); n.s. = the interval covers zero, so the test "
+            "rows cannot tell the two apart. McNemar's test on the rows one gets right and the other wrong: "
+            "mid-p (exact p); its word-level p for a token task treats words as independent.", "",
+            "| variant | vs | Δ points [95% CI] | McNemar mid-p (exact) | only variant right / only other right | on |",
+            "|---|---|--:|--:|--:|---|"] + lines
+
+
 def to_markdown(report: dict[str, Any]) -> str:
     s = report["settings"]
     head = report["headline_case"]
     columns = _metric_columns(report)
-    token = report["task"].get("kind") == "token"
+    described, unit = kind_of(report["task"]).description, kind_of(report["task"]).scored_unit
     words = report["test_rows"].get("words")
     lines = [f"# {report['title']}", ""]
     lines.append(f"Task **{report['task']['name']}** ({len(report['task']['label_names'])} labels"
-                 f"{', token classification' if token else ''}), {report['test_rows']['n']} test rows"
+                 f"{f', {described}' if described else ''}), {report['test_rows']['n']} test rows"
                  f"{f' ({words} words)' if words is not None else ''} from "
                  f"{report['test_rows']['source'] or 'the given rows'}. "
                  f"Baseline: **{report['baseline']}**. Headline case: **{head}** (batch/sequence length). "
                  f"Threads: **{s['threads']}**. Machine: {report['machine']}.")
     if report.get("baseline_note"):
         lines += ["", f"> **Baseline:** {report['baseline_note']}."]
-    load = report.get("load_average")
-    if load and load["cores"] and load["max_1m_while_timing"] > load["cores"]:
-        lines += ["", f"> **Busy machine:** load average up to {load['max_1m_while_timing']} on {load['cores']} "
-                      "cores while timing. Other processes shared the CPU: absolute timings are inflated and "
-                      "spread out (see p90/p99); the interleaved ratios are the figures to trust, and `min` the "
-                      "least disturbed one."]
+    lines += _busy_note(report)
     lines += ["", f"## Summary at {head}", ""]
     header = (["variant", "lineage"] + [name for _, _, name in columns] +
-              ["p50 ms", "speed-up", "size MB", "x smaller", "retention", "agrees", "params", "RAM MB", "process MB",
+              ["p50 ms", "speed-up", "size MB", "x smaller", "retention", "Δ vs baseline [95% CI]", "agrees", "params",
+               "RAM MB", "process MB",
                "target", "flags"])
     lines.append("| " + " | ".join(header) + " |")
     lines.append("|" + "|".join(["---"] * 2 + ["--:"] * (len(header) - 3) + ["---"]) + "|")
@@ -286,11 +368,13 @@ def to_markdown(report: dict[str, Any]) -> str:
         cells += [_fmt(entry[f"p50_ms@{head}"], ".2f"), _fmt(entry["speedup"], ".2f", "x"),
                   _mb(row["size_bytes"]), _fmt(entry["size_ratio"], ".1f", "x"),
                   _fmt(None if entry["retention"] is None else entry["retention"] * 100, ".1f", "%"),
+                  difference_text(row.get("vs_baseline")),
                   _fmt(None if entry["agreement"] is None else entry["agreement"] * 100, ".1f", "%"),
                   _params(row["num_parameters"]), _mb(row["memory_bytes"]), _mb(row.get("process_peak_bytes")),
                   describe_target(row["target"]) if row.get("target") else "–",
                   "⚠ " + "; ".join(row["flags"]) if row["flags"] else ""]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    lines += differences_markdown(report)
     lines += ["", "## Latency per case (ms per batch; rows/s = throughput)", "",
               "| variant | case | min | p50 | p90 | p99 | mean | rows/s | tokens/row |", "|---|---|--:|--:|--:|--:|--:|--:|--:|"]
     for row in report["variants"]:
@@ -301,16 +385,9 @@ def to_markdown(report: dict[str, Any]) -> str:
             cells = [_fmt(st.get(k), ".2f") for k in ("min", "p50", "p90", "p99", "mean")]
             cells += [_fmt(st.get("throughput_per_s"), ".1f"), _fmt(st.get("mean_tokens_per_row"), ".1f")]
             lines.append(f"| {row['name']} | {case} | " + " | ".join(cells) + " |")
-    if token:
-        dropped = [r.get("words_dropped") for r in report["variants"] if r.get("words_dropped")]
-        accuracy_line = (f"- Metrics: {', '.join(name for _, _, name in columns)} over the words of the test rows, "
-                         "each word scored on its first sub-token (words past the truncation length are not "
-                         f"scored{f', up to {max(dropped)} per variant' if dropped else ''})"
-                         + ("; entity scores by seqeval over the BIO tags" if "seqeval" in report["task"]["metrics"] else "")
-                         + f", through `evaluate` (local modules in core/metrics); inputs truncated at {s['max_length']} "
-                         "tokens (edge bundles use their own Predictor and truncation). Latency inputs are each "
-                         "row's words joined by spaces.")
-    else:
+    lines += runtime_markdown(report)
+    accuracy_line = kind_of(report["task"]).metrics_note(report, columns, s["max_length"])
+    if accuracy_line is None:
         accuracy_line = (f"- Accuracy: {', '.join(name for _, _, name in columns)} through `evaluate` (local modules in core/metrics)"
                          + (f", F1 {report['f1_average']}" if report.get("f1_average") else "")
                          + f"; inputs truncated at {s['max_length']} tokens (edge bundles use their own Predictor).")
@@ -322,7 +399,7 @@ def to_markdown(report: dict[str, Any]) -> str:
               f"- Threads: {s['threads_detail']}. PyTorch attention: {s['torch_attention']}.",
               f"- Memory: {s['memory']}.", f"- Size: {s['size']}; x smaller = baseline size / variant size.",
               "- Retention = variant / baseline on " + _primary_name(report)
-              + (f"; agrees = share of {'words' if token else 'test rows'} where the variant predicts the "
+              + (f"; agrees = share of {'test rows' if unit == 'rows' else unit} where the variant predicts the "
                  "baseline's label."),
               "- Target: the `--target` the variant's student was distilled to, judged on this report's own "
               "figures (a latency target: p50 at batch 1 and the student's sequence length, on the runtime it was "
@@ -337,6 +414,40 @@ def to_markdown(report: dict[str, Any]) -> str:
         lines += [f"- **{r['name']}** ({r['path']}): error: {r['error']}" for r in errors]
         lines += [f"- {name}: {w}" for name, w in warnings]
     return "\n".join(lines) + "\n"
+
+
+def _busy_note(report: dict[str, Any]) -> list[str]:
+    """A warning when other processes took CPU while timing (the harness's own are not counted);
+    a report written before that was measured judges by the load average, as it did then."""
+    other = report.get("other_load")
+    if other:
+        if other["max_cores"] <= other["busy_above"]:
+            return []
+        what = (f"other processes kept up to {other['max_cores']:.2f} of {other['cores']} cores busy while timing "
+                "(the harness's own processes not counted)")
+    else:
+        load = report.get("load_average")
+        if not (load and load["cores"] and load["max_1m_while_timing"] > load["cores"]):
+            return []
+        what = f"load average up to {load['max_1m_while_timing']} on {load['cores']} cores while timing"
+    return ["", f"> **Busy machine:** {what}. Absolute timings are inflated and spread out (see p90/p99); the "
+                "interleaved ratios are the figures to trust, and `min` the least disturbed one."]
+
+
+def runtime_markdown(report: dict[str, Any]) -> list[str]:
+    """The settings each variant was timed with, as its worker process read them back."""
+    rows = [(row["name"], row["timed_with"]) for row in report["variants"] if row.get("timed_with")]
+    if not rows:
+        return []
+    lines = ["", "## Runtime settings (read back from each variant's timing process)", "",
+             "| variant | process | runtime | threads | ORT spinning | libraries loaded |", "|---|---|---|--:|---|---|"]
+    for name, timed in rows:
+        spin = timed.get("spin")
+        threads = timed.get("threads")
+        lines.append(f"| {name} | {timed.get('process', '–')} | {timed.get('runtime') or timed.get('describe', '–')} | "
+                     f"{'ORT default' if threads == 0 else _fmt(threads, 'd')} | "
+                     f"{'–' if spin is None else ('on' if spin else 'off')} | {', '.join(timed.get('libraries') or []) or '–'} |")
+    return lines
 
 
 def summary_csv(report: dict[str, Any]) -> str:

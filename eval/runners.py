@@ -30,23 +30,21 @@ from typing import Any, Sequence
 import numpy as np
 
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.kinds import kind_of_architectures
 from shrinkbert.core.ortsession import ort_session
 
 KINDS = ("pytorch", "onnx", "bundle")
 WEIGHT_SUFFIXES = (".safetensors", ".onnx", ".onnx_data", ".onnx.data", ".bin")
 
 
-def is_token_artifact(path: str | Path) -> bool:
-    """True when the artifact's config.json (PyTorch or ONNX dir) names a token classifier."""
-    from types import SimpleNamespace
-
-    from shrinkbert.compress.common import is_token_model
-
+def artifact_kind(path: str | Path):
+    """The task kind (core/kinds) whose model class the artifact's config.json (PyTorch or ONNX dir)
+    names; the default kind when it names none or cannot be read."""
     try:
         config = json.loads((Path(path) / "config.json").read_text())
     except (OSError, ValueError):
-        return False
-    return is_token_model(SimpleNamespace(architectures=config.get("architectures") if isinstance(config, dict) else None))
+        config = {}
+    return kind_of_architectures(config.get("architectures") if isinstance(config, dict) else None)
 
 
 def detect_kind(path: str | Path) -> str:
@@ -162,15 +160,12 @@ class TorchRunner(Runner):
     def __init__(self, path, threads, manifest=None, attention: str = "eager"):
         super().__init__(path, threads, manifest)
         import torch
-        from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
-
         from shrinkbert.core.models import load_model, load_tokenizer
 
         torch.set_num_threads(threads)
         self.attention = attention
-        self.token = is_token_artifact(self.path)  # a token classifier: its own head, logits per sub-token
-        model_cls = AutoModelForTokenClassification if self.token else AutoModelForSequenceClassification
-        self.model = load_model(model_cls, self.path, attn_implementation=attention).eval()
+        self.task_kind = artifact_kind(self.path)  # loaded with its own head (a token classifier: logits per sub-token)
+        self.model = load_model(self.task_kind.model_class(), self.path, attn_implementation=attention).eval()
         self.tokenizer = load_tokenizer(self.path, self.model.config)
 
     def encode(self, texts, pairs, max_length, pad_to=None):
@@ -204,7 +199,8 @@ class TorchRunner(Runner):
         return _int_keys(getattr(self.model.config, "id2label", None))
 
     def describe(self):
-        return f"pytorch fp32 eager, attention={self.attention}" + (", token classifier" if self.token else "")
+        described = self.task_kind.description.replace("classification", "classifier")
+        return f"pytorch fp32 eager, attention={self.attention}" + (f", {described}" if described else "")
 
     def close(self):
         self.model = None
@@ -281,7 +277,7 @@ def load_bundle_module(path: Path):
     return module
 
 
-def _call_with_supported(fn, *args, **optional):
+def call_with_supported(fn, *args, **optional):
     """Call fn with the optional keyword arguments its signature accepts."""
     try:
         params = inspect.signature(fn).parameters
@@ -304,7 +300,7 @@ class BundleRunner(Runner):
 
         module = load_bundle_module(self.path)
         try:
-            self.predictor = _call_with_supported(module.Predictor, str(self.path), num_threads=threads,
+            self.predictor = call_with_supported(module.Predictor, str(self.path), num_threads=threads,
                                                   threads=threads, intra_op_num_threads=threads)
         except ShrinkbertError:
             raise

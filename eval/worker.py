@@ -1,0 +1,147 @@
+"""One variant in a process of its own, timed on request: the latency a user's process would see.
+
+    python -m shrinkbert.eval.worker     (started by eval.workers; pickled requests on stdin, replies on stdout)
+
+The process holds only the runtime its variant ships in: a PyTorch dir imports torch and
+transformers here; an ONNX dir onnxruntime and numpy, never torch; an edge bundle its own
+predict.py's Predictor (onnxruntime, tokenizers, numpy). Inputs arrive tokenized by the parent
+(the report times the model call only), so an ONNX worker needs no tokenizer library either.
+
+Requests, one dict each, answered by one dict ({"error": "one line"} when something fails):
+    {"op": "open", "path", "kind", "threads", "attention", "manifest"} -> {"timed_with": {...}}
+    {"op": "inputs", "key", "batches": [{name: int64 array}, ...]}      -> {}
+    {"op": "time", "key", "indices": [batch index per call]}            -> {"ms": [one per call]}
+    {"op": "close"}                                                      -> (the process exits)
+"timed_with" is read back from the loaded runtime (threads, spinning, the libraries imported), so
+the report states what the model really ran with, not what was asked for.
+"""
+from __future__ import annotations
+
+import gc
+import pickle
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+# Each loader returns (run: inputs -> None, convert: int64 arrays -> the runtime's inputs, timed_with).
+Loaded = tuple[Callable[[Any], Any], Callable[[dict], Any], dict]
+
+
+def _open_pytorch(path: Path, threads: int, attention: str, manifest: dict) -> Loaded:
+    import torch  # this worker's own runtime, imported only here so the ONNX workers never load it
+
+    from shrinkbert.eval.runners import open_runner
+
+    runner = open_runner(path, threads, manifest, attention=attention)
+
+    def convert(batch: dict) -> dict:
+        return {name: torch.from_numpy(array) for name, array in batch.items()}
+
+    return runner.forward, convert, {"runtime": f"torch {torch.__version__}", "threads": torch.get_num_threads(),
+                          "interop_threads": torch.get_num_interop_threads(), "describe": runner.describe()}
+
+
+def _open_onnx(path: Path, threads: int, attention: str, manifest: dict) -> Loaded:
+    from shrinkbert.core.ortsession import ort_session
+    from shrinkbert.eval.runners import pick_onnx_file
+
+    model_file = pick_onnx_file(path, manifest)
+    # ORT's own default (spinning on): nothing else runs in this process for the spinning to slow.
+    session = ort_session(model_file, threads, spin=True)
+    return _session_run(session), dict, {**session_settings(session), "describe": f"onnxruntime {model_file.name}"}
+
+
+def _open_bundle(path: Path, threads: int, attention: str, manifest: dict) -> Loaded:
+    from shrinkbert.eval.runners import call_with_supported, load_bundle_module
+
+    module = load_bundle_module(path)
+    # The bundle's own defaults (labels.json "runtime") except the thread count, which the report
+    # sets alike for every variant; a Predictor older than the threads option keeps its own.
+    predictor = call_with_supported(module.Predictor, str(path), threads=threads)
+    session = predictor.session
+    return _session_run(session), dict, {**session_settings(session), "describe": "edge bundle Predictor"}
+
+
+LOADERS = {"pytorch": _open_pytorch, "onnx": _open_onnx, "bundle": _open_bundle}
+
+
+def _session_run(session) -> Callable[[dict], Any]:
+    return lambda feed: session.run(None, feed)
+
+
+def session_settings(session) -> dict:
+    """The threads and spinning an ORT session really has (0 threads: ORT's default, one per core)."""
+    import onnxruntime as ort  # already imported by the session's owner
+
+    options = session.get_session_options()
+    try:
+        spin = options.get_session_config_entry("session.intra_op.allow_spinning") != "0"
+    except Exception:  # the entry was never set: ORT's default, spinning on
+        spin = True
+    return {"runtime": f"onnxruntime {ort.__version__}", "threads": options.intra_op_num_threads, "spin": spin}
+
+
+class Worker:
+    def __init__(self):
+        self.run: Callable[[Any], Any] | None = None
+        self.convert: Callable[[dict], Any] = dict
+        self.inputs: dict[str, list] = {}
+
+    def open(self, path, kind, threads, attention="eager", manifest=None) -> dict:
+        self.run, self.convert, timed_with = LOADERS[kind](Path(path), int(threads), attention, manifest or {})
+        libraries = [name for name in ("torch", "transformers", "onnxruntime", "tokenizers") if name in sys.modules]
+        return {"timed_with": {**timed_with, "process": "own", "libraries": libraries}}
+
+    def load_inputs(self, key, batches) -> dict:
+        self.inputs[key] = [self.convert(batch) for batch in batches]
+        return {}
+
+    def time(self, key, indices) -> dict:
+        batches = self.inputs[key]
+        samples = []
+        gc.collect()
+        gc.disable()  # a collection inside a timed call is the harness's noise, not the model's
+        try:
+            for index in indices:
+                start = time.perf_counter()
+                self.run(batches[index])
+                samples.append((time.perf_counter() - start) * 1000.0)
+        finally:
+            gc.enable()
+        return {"ms": samples}
+
+
+def _one_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return f"{type(err).__name__}: {text.splitlines()[0]}" if text else type(err).__name__
+
+
+def serve(requests, replies) -> None:
+    worker = Worker()
+    handlers = {"open": worker.open, "inputs": worker.load_inputs, "time": worker.time}
+    while True:
+        try:
+            request = pickle.load(requests)
+        except EOFError:  # the parent went away
+            return
+        op = request.pop("op")
+        if op == "close":
+            return
+        try:
+            reply = handlers[op](**request)
+        except Exception as err:  # one bad variant: the parent drops it and goes on with the others
+            reply = {"error": _one_line(err)}
+        pickle.dump(reply, replies, protocol=pickle.HIGHEST_PROTOCOL)
+        replies.flush()
+
+
+def main() -> int:
+    replies = sys.stdout.buffer
+    sys.stdout = sys.stderr  # a library's print must not corrupt the reply stream
+    serve(sys.stdin.buffer, replies)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

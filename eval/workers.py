@@ -1,0 +1,102 @@
+"""The report's timing workers: one process per variant, started and driven from here.
+
+`start_workers(specs, threads, attention)` starts a `python -m shrinkbert.eval.worker` per
+variant (all at once: most of their start-up is importing libraries) and returns a
+WorkerProcess per name that opened its variant, with an error line for the others. A
+WorkerProcess is a timer for eval.latency.measure_interleaved: `load(key, batches)` sends it
+the tokenized inputs once, `time(key, indices)` runs a burst of calls there and returns their
+milliseconds. Only one worker runs at a time; the others wait on their pipe, idle.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+from typing import Any
+
+import numpy as np
+
+from shrinkbert.core.errors import ShrinkbertError
+
+
+class WorkerProcess:
+    def __init__(self, name: str):
+        self.name = name
+        self.stderr = tempfile.TemporaryFile()  # a file, not a pipe: a chatty library cannot fill it and block
+        env = {**os.environ, "TOKENIZERS_PARALLELISM": os.environ.get("TOKENIZERS_PARALLELISM", "false")}
+        self.process = subprocess.Popen([sys.executable, "-m", "shrinkbert.eval.worker"], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=self.stderr, env=env)
+        self.pid = self.process.pid
+        self.timed_with: dict[str, Any] = {}
+
+    def send(self, op: str, **fields) -> None:
+        try:
+            pickle.dump({"op": op, **fields}, self.process.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+            self.process.stdin.flush()
+        except (BrokenPipeError, OSError):
+            raise ShrinkbertError(f"the timing worker stopped: {self._last_error()}") from None
+
+    def receive(self) -> dict[str, Any]:
+        try:
+            reply = pickle.load(self.process.stdout)
+        except (EOFError, pickle.UnpicklingError, OSError):
+            raise ShrinkbertError(f"the timing worker stopped: {self._last_error()}") from None
+        if "error" in reply:
+            raise ShrinkbertError(reply["error"])
+        return reply
+
+    def request(self, op: str, **fields) -> dict[str, Any]:
+        self.send(op, **fields)
+        return self.receive()
+
+    # -- the timer interface of eval.latency -------------------------------------------------
+    def load(self, key: str, batches: list) -> None:
+        arrays = [{name: np.asarray(value) for name, value in batch.items()} for batch in batches]
+        self.request("inputs", key=key, batches=arrays)
+
+    def time(self, key: str, indices: list[int]) -> list[float]:
+        return self.request("time", key=key, indices=list(indices))["ms"]
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            try:
+                self.send("close")
+                self.process.wait(timeout=30)
+            except (ShrinkbertError, subprocess.TimeoutExpired):
+                self.process.kill()
+                self.process.wait()
+        for stream in (self.process.stdin, self.process.stdout, self.stderr):
+            stream.close()
+
+    def _last_error(self) -> str:
+        self.process.poll()
+        self.stderr.seek(0)
+        lines = [line for line in self.stderr.read().decode(errors="replace").splitlines() if line.strip()]
+        return lines[-1] if lines else f"exit status {self.process.returncode}"
+
+
+def start_workers(specs: dict[str, dict[str, Any]], threads: int,
+                  attention: str = "eager") -> tuple[dict[str, WorkerProcess], dict[str, str]]:
+    """({name: worker} for the variants that opened, {name: error line} for those that did not).
+    specs: {name: {"path", "kind", "manifest"}}."""
+    started = {name: WorkerProcess(name) for name in specs}
+    errors: dict[str, str] = {}
+    for name, worker in started.items():
+        spec = specs[name]
+        try:
+            worker.send("open", path=str(spec["path"]), kind=spec["kind"], threads=threads, attention=attention,
+                        manifest=spec.get("manifest") or {})
+        except ShrinkbertError as err:
+            errors[name] = str(err)
+    for name, worker in started.items():
+        if name in errors:
+            continue
+        try:
+            worker.timed_with = worker.receive()["timed_with"]
+        except ShrinkbertError as err:
+            errors[name] = str(err)
+    for name in errors:
+        started.pop(name).close()
+    return started, errors

@@ -1,0 +1,197 @@
+"""Latency as deployed (issue 29): each variant timed in a process of its own with the settings it
+ships with; the bundle's thread and spin options; the busy-machine check counts others only."""
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from shrinkbert.core.tasks import Task
+from fixtures import tiny_sentences
+
+TASK = Task("tiny", ("negative", "positive"), metrics=("accuracy",))
+SPIN = "session.intra_op.allow_spinning"
+
+
+@pytest.fixture(scope="module")
+def rows():
+    from shrinkbert.eval.rows import from_lists
+
+    data = tiny_sentences(16, seed=4)
+    return from_lists(TASK, [t for t, _ in data], [y for _, y in data], source="tiny_sentences(16)")
+
+
+@pytest.fixture(scope="module")
+def onnx_dir(tiny_bert, tmp_path_factory) -> Path:
+    from shrinkbert.compress import export
+
+    out = tmp_path_factory.mktemp("onnx") / "tiny-onnx"
+    return Path(export.run(export.Config(model=str(tiny_bert), output_dir=str(out), parity_rows=8, max_length=32)))
+
+
+@pytest.fixture(scope="module")
+def bundle_dir(onnx_dir, tmp_path_factory) -> Path:
+    from shrinkbert.compress import bundle
+
+    out = tmp_path_factory.mktemp("bundle") / "tiny-bundle"
+    return Path(bundle.run(bundle.Config(model=str(onnx_dir), output_dir=str(out), parity_rows=8, max_length=32)))
+
+
+@pytest.fixture(scope="module")
+def report(tiny_bert, onnx_dir, bundle_dir, rows, tmp_path_factory):
+    from shrinkbert.eval.harness import EvalConfig, run
+
+    out = tmp_path_factory.mktemp("eval-out")
+    config = EvalConfig(artifacts=[str(tiny_bert), str(onnx_dir), str(bundle_dir)], task="tiny", output_dir=str(out),
+                        batch_sizes=[1], seq_lens=["16"], runs=6, warmup=1, threads=1, progress=False, memory="off",
+                        plot=False)
+    report, files = run(config, rows=rows)
+    return {"report": report, "markdown": files["md"].read_text(),
+            "rows": {Path(p).name: r for p, r in zip(config.artifacts, report["variants"])}}
+
+
+def _worker(path: Path, kind: str):
+    from shrinkbert.eval.workers import start_workers
+
+    workers, errors = start_workers({"v": {"path": path, "kind": kind}}, threads=1)
+    assert not errors, errors
+    return workers["v"]
+
+
+@pytest.mark.parametrize("which", ["onnx", "bundle"])
+def test_an_onnx_worker_never_imports_torch(which, onnx_dir, bundle_dir):
+    path = onnx_dir if which == "onnx" else bundle_dir
+    worker = _worker(path, which)
+    try:
+        libraries = worker.timed_with["libraries"]
+        assert "onnxruntime" in libraries
+        assert "torch" not in libraries and "transformers" not in libraries, libraries
+        worker.load("b1", [{"input_ids": np.ones((1, 8), np.int64), "attention_mask": np.ones((1, 8), np.int64),
+                            "token_type_ids": np.zeros((1, 8), np.int64)}])
+        assert len(worker.time("b1", [0, 0, 0])) == 3
+    finally:
+        worker.close()
+
+
+def test_the_worker_module_imports_no_heavy_library():
+    """What the ONNX worker process loads before it opens anything: none of torch or transformers."""
+    done = subprocess.run([sys.executable, "-X", "importtime", "-c", "import shrinkbert.eval.worker"],
+                          capture_output=True, text=True, timeout=120, check=True)
+    imported = {line.split("|")[-1].strip().split(".")[0] for line in done.stderr.splitlines() if "|" in line}
+    assert "shrinkbert" in imported and not imported & {"torch", "transformers", "onnxruntime"}, imported & {"torch"}
+
+
+def test_a_failing_variant_in_a_worker_is_one_line(tmp_path):
+    from shrinkbert.eval.workers import start_workers
+
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "model.onnx").write_bytes(b"\x00garbage")
+    workers, errors = start_workers({"bad": {"path": bad, "kind": "onnx"}}, threads=1)
+    assert not workers and "not a loadable ONNX model" in errors["bad"] and "\n" not in errors["bad"]
+
+
+def test_the_settings_a_variant_was_timed_with_are_in_the_report(report, tiny_bert, onnx_dir, bundle_dir):
+    rows = report["rows"]
+    torch_row, onnx_row, bundle_row = rows[tiny_bert.name], rows[onnx_dir.name], rows[bundle_dir.name]
+    for row in (torch_row, onnx_row, bundle_row):
+        assert row["error"] is None, row["error"]
+        assert row["timed_with"]["process"] == "own" and row["timed_with"]["threads"] == 1
+        assert row["latency_ms"]["b1/s16"]["timed_with"] == row["timed_with"]
+    assert torch_row["timed_with"]["runtime"].startswith("torch") and "torch" in torch_row["timed_with"]["libraries"]
+    assert onnx_row["timed_with"]["spin"] is True  # ORT's default: nothing else in its process
+    assert "torch" not in onnx_row["timed_with"]["libraries"] and "torch" not in bundle_row["timed_with"]["libraries"]
+    # the bundle keeps its own spinning default (labels.json "runtime")
+    labels = json.loads((bundle_dir / "labels.json").read_text())
+    assert bundle_row["timed_with"]["spin"] is labels["runtime"]["spin"]
+    markdown = report["markdown"]
+    assert "## Runtime settings" in markdown
+    assert f"| {onnx_dir.name} | own | onnxruntime " in markdown and "| 1 | on | " in markdown
+    assert "worker process of its own" in report["report"]["settings"]["timing"]
+    assert report["report"]["other_load"]["max_cores"] >= 0
+
+
+def test_the_bundle_honours_its_thread_and_spin_options(bundle_dir):
+    from shrinkbert.eval.runners import load_bundle_module
+
+    module = load_bundle_module(bundle_dir)
+    labels = json.loads((bundle_dir / "labels.json").read_text())
+    assert labels["runtime"] == {"threads": None, "spin": labels["runtime"]["spin"]}
+    default = module.Predictor(str(bundle_dir)).session.get_session_options()
+    assert default.get_session_config_entry(SPIN) == ("1" if labels["runtime"]["spin"] else "0")
+    assert default.intra_op_num_threads == 0  # ORT's own default
+    shared = module.Predictor(str(bundle_dir), threads=1, spin=False).session.get_session_options()
+    assert shared.intra_op_num_threads == 1 and shared.get_session_config_entry(SPIN) == "0"
+    spinning = module.Predictor(str(bundle_dir), threads=2, spin=True).session.get_session_options()
+    assert spinning.intra_op_num_threads == 2 and spinning.get_session_config_entry(SPIN) == "1"
+    # the command line: --threads and --no-spin reach the session, reported by --benchmark
+    done = subprocess.run([sys.executable, str(bundle_dir / "predict.py"), "--benchmark", "3", "--threads", "1",
+                           "--no-spin", "--seq-len", "16"], capture_output=True, text=True, timeout=120, check=True)
+    measured = json.loads(done.stdout)
+    assert (measured["threads"], measured["spin"], measured["case"], measured["runs"]) == (1, False, "b1/s16", 3)
+    assert measured["p50_ms"] > 0
+
+
+def test_the_bundle_manifest_records_its_runtime_choice(bundle_dir):
+    from shrinkbert.core.artifacts import read_manifest
+
+    runtime = read_manifest(bundle_dir)["metrics"]["runtime"]
+    labels = json.loads((bundle_dir / "labels.json").read_text())
+    assert runtime["spin"] is labels["runtime"]["spin"] and runtime["threads"] is None
+    assert set(runtime["p50_ms"]) == {"spin", "no_spin"} and all(v > 0 for v in runtime["p50_ms"].values())
+    assert "fresh process" in runtime["chosen_by"]
+
+
+class _Log:
+    def __init__(self, name, log):
+        self.name, self.log = name, log
+
+    def max_positions(self):
+        return None
+
+    def encode(self, texts, pairs, max_length, pad_to=None):
+        return {"attention_mask": np.ones((len(texts), pad_to or 4), dtype=np.int64)}
+
+    def forward(self, inputs):
+        self.log.append(self.name)
+
+
+def test_bursts_go_round_robin_with_a_rotating_start():
+    from shrinkbert.eval.latency import Case, measure_interleaved
+
+    log = []
+    runners = {n: _Log(n, log) for n in "AB"}
+    results = measure_interleaved(runners, Case(1, 8), ["t"] * 4, None, max_length=8, warmup=2, runs=5, burst=2)
+    # warm-up: one burst of 2 each; timed: bursts of 2, 2, 1, the first variant rotating
+    assert "".join(log) == "AABB" + "AABB" + "BBAA" + "AB"
+    assert all(r["n"] == 5 for r in results.values())
+
+
+def _spin(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def test_the_busy_check_counts_other_processes_not_the_harness():
+    from shrinkbert.eval.latency import OtherLoad
+
+    with OtherLoad([os.getpid()]) as own:
+        _spin(0.6)  # the harness itself keeps one core busy
+    assert own.cores is not None and own.cores < 0.5, own.cores
+    other = multiprocessing.get_context("spawn").Process(target=_spin, args=(3.0,))
+    other.start()
+    try:
+        time.sleep(1.0)  # past the interpreter's start-up
+        with OtherLoad([os.getpid()]) as busy:
+            time.sleep(0.8)
+    finally:
+        other.join()
+    assert busy.cores > 0.6, busy.cores
