@@ -141,3 +141,17 @@ def mean_sd(values: Sequence[float | None]) -> tuple[float | None, float | None]
     if kept.size == 0:
         return None, None
     return float(kept.mean()), float(kept.std(ddof=1)) if kept.size > 1 else 0.0
+
+
+def compare_runs(a_runs: Sequence[Sequence[bool]], b_runs: Sequence[Sequence[bool]], resamples: int = RESAMPLES,
+                 confidence: float = CONFIDENCE, seed: int = SEED) -> Difference:
+    """Arm A's accuracy minus arm B's, each the mean over its runs (seeds), paired on the same rows:
+    each row's share of A's runs that got it right minus B's, resampled by row. The interval is
+    over test rows; the spread between seeds is not in it (give the seeds' sd beside it)."""
+    a = np.asarray([np.asarray(r, dtype=np.float64) for r in a_runs])
+    b = np.asarray([np.asarray(r, dtype=np.float64) for r in b_runs])
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[1] or not len(a) or not len(b):
+        raise ShrinkbertError(f"runs to compare must score the same rows (got {a.shape} and {b.shape})")
+    diff, low, high = paired_bootstrap(a.mean(axis=0), b.mean(axis=0), resamples=resamples,
+                                       confidence=confidence, seed=seed)
+    return Difference(diff, low, high, confidence, n=int(a.shape[1]), resamples=resamples)

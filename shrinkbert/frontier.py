@@ -13,8 +13,10 @@ For each speed-up target N (against the teacher in PyTorch fp32, batch 1, sequen
      teacher's own O2 + int8 ONNX export and every int8 student, and scores them on the same test rows.
 The table (frontier.md, frontier.json) gives per target: the shape, retention (student int8 test
 accuracy / teacher PyTorch test accuracy) as mean ± sd over seeds, speed-up against the teacher in
-PyTorch fp32 and against the teacher's O2 + int8 ONNX, and the file size; frontier.png plots
-retention against speed-up. --shapes adds students of shapes you name, measured in the same run (no
+PyTorch fp32 and against the teacher's O2 + int8 ONNX, the file size, and the difference in retention
+to --compare-to (the teacher, or another point) with its paired bootstrap 95% interval over the test
+rows (eval/stats.py: each row's share of a point's seeds that got it right, paired with the
+reference's; "n.s." where the interval covers zero); frontier.png plots retention against speed-up. --shapes adds students of shapes you name, measured in the same run (no
 target: their speed-up is what that run measures), to compare, say, deep-narrow shapes with the picker's
 choice. Artifacts already in the output folder are reused (--no-resume redoes them).
 """
@@ -22,10 +24,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import re
 import shutil
-import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ from typing import Any
 from shrinkbert.core.config import field, stage_main, to_dict
 from shrinkbert.core.dataspec import DataConfig
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.eval.stats import compare_runs, difference_text, mean_sd
 
 
 @dataclasses.dataclass
@@ -46,6 +47,8 @@ class Config(DataConfig):
     runtime: str = field("onnx-int8", "runtime the student ships in, on which its shape is picked",
                          choices=("torch", "onnx", "onnx-int8"))
     resume: bool = field(True, "reuse student/export/int8 artifacts already in the output folder")
+    compare_to: str = field("teacher", "what every point's retention is compared with, paired on the test rows: "
+                                       "teacher, or a point (a target such as 15x, or a shape such as 2L-H160)")
     # passed to every distillation
     epochs: float = field(3, "distillation epochs", min=0)
     max_steps: int = field(0, "distillation optimizer steps (0: from epochs)", min=0)
@@ -175,13 +178,6 @@ def _distill_kwargs(cfg: Config) -> dict[str, Any]:
     return {k: v for k, v in values.items() if v not in ("", None)}
 
 
-def _mean_sd(values: list[float]) -> tuple[float | None, float | None]:
-    values = [v for v in values if v is not None and not math.isnan(v)]
-    if not values:
-        return None, None
-    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
-
-
 def run(cfg: Config) -> Path:
     import os
 
@@ -250,6 +246,7 @@ def _distil_point(cfg: Config, point: dict[str, Any], prefix: Path, shape_args: 
 def measure_frontier(cfg: Config, spec, teacher: Path, teacher_int8: Path, points: list[dict], threads: int) -> dict:
     """Time and score the teacher, its int8 export and every int8 student in one interleaved run."""
     from shrinkbert.eval.measure import Settings, measure
+    from shrinkbert.eval.report import correctness
     from shrinkbert.eval.rows import load_test_rows
 
     rows = load_test_rows(spec, split="test", max_rows=cfg.max_eval_rows or None, cache_dir=cfg.cache_dir or None)
@@ -266,6 +263,11 @@ def measure_frontier(cfg: Config, spec, teacher: Path, teacher_int8: Path, point
         return {"accuracy": variant.accuracy["metrics"]["accuracy"], "p50_ms": variant.latency[case]["p50"],
                 "size_bytes": variant.static["size_bytes"]}
 
+    def outcomes(path: str) -> list[int] | None:
+        """Right/wrong per test row (None when the measurement has none)."""
+        found = correctness(variants[path], rows)
+        return None if isinstance(found, str) else found[0]
+
     base, base_int8 = figures(str(teacher)), figures(str(teacher_int8))
     rows_out = []
     for point in points:
@@ -274,17 +276,50 @@ def measure_frontier(cfg: Config, spec, teacher: Path, teacher_int8: Path, point
                "given": point.get("given"),
                "seeds": len(measured), "unmet": point.get("unmet"), "students": measured}
         if measured:
-            row["retention_mean"], row["retention_sd"] = _mean_sd([m["accuracy"] / base["accuracy"] for m in measured])
-            row["accuracy_mean"], row["accuracy_sd"] = _mean_sd([m["accuracy"] for m in measured])
-            row["speedup_vs_torch"], _ = _mean_sd([base["p50_ms"] / m["p50_ms"] for m in measured])
-            row["speedup_vs_teacher_int8"], _ = _mean_sd([base_int8["p50_ms"] / m["p50_ms"] for m in measured])
-            row["p50_ms"], _ = _mean_sd([m["p50_ms"] for m in measured])
-            row["size_mb"], _ = _mean_sd([m["size_bytes"] / 1e6 for m in measured])
+            row["retention_mean"], row["retention_sd"] = mean_sd([m["accuracy"] / base["accuracy"] for m in measured])
+            row["accuracy_mean"], row["accuracy_sd"] = mean_sd([m["accuracy"] for m in measured])
+            row["speedup_vs_torch"], _ = mean_sd([base["p50_ms"] / m["p50_ms"] for m in measured])
+            row["speedup_vs_teacher_int8"], _ = mean_sd([base_int8["p50_ms"] / m["p50_ms"] for m in measured])
+            row["p50_ms"], _ = mean_sd([m["p50_ms"] for m in measured])
+            row["size_mb"], _ = mean_sd([m["size_bytes"] / 1e6 for m in measured])
             row["x_smaller"] = base["size_bytes"] / 1e6 / row["size_mb"]
+        row["outcomes"] = [outcomes(s["int8"]) for s in point["students"]]
         rows_out.append(row)
-    return {"test_rows": len(rows), "threads": threads, "seq_len": cfg.max_length, "runtime": cfg.runtime,
+    add_paired_differences(rows_out, outcomes(str(teacher)), base["accuracy"], cfg.compare_to)
+    for row in rows_out:
+        del row["outcomes"]  # per-row outcomes served the intervals; frontier.json keeps the figures
+    return {"test_rows": len(rows), "compare_to": cfg.compare_to, "threads": threads, "seq_len": cfg.max_length, "runtime": cfg.runtime,
             "teacher": {**base, "path": str(teacher)}, "teacher_int8": {**base_int8, "path": str(teacher_int8)},
             "points": rows_out}
+
+
+def point_label(row: dict) -> str:
+    """How --compare-to names a point: its target (15x) or its given shape (2L-H160)."""
+    return row.get("given") or f"{row['speedup_target']:g}x"
+
+
+def add_paired_differences(rows_out: list[dict], teacher_outcomes: list[int] | None, teacher_accuracy: float,
+                           compare_to: str) -> None:
+    """Each point's retention minus the reference's (in retention points: accuracy / the teacher's),
+    with the paired bootstrap 95% interval over the test rows, as row["vs_reference"]."""
+    labels = {point_label(row): row for row in rows_out}
+    if compare_to in ("", "teacher"):
+        reference, name = [teacher_outcomes], "teacher"
+    elif compare_to in labels:
+        reference, name = labels[compare_to]["outcomes"], compare_to
+    else:
+        raise ShrinkbertError(f"--compare-to {compare_to!r} names no point of this frontier "
+                              f"(teacher, {', '.join(labels)})")
+    for row in rows_out:
+        runs = row["outcomes"]
+        row.pop("vs_reference", None)
+        if not runs or not reference or row is labels.get(name) or any(r is None for r in runs + reference):
+            continue
+        diff = compare_runs(runs, reference)
+        row["vs_reference"] = {"vs": name, **{k: v / teacher_accuracy for k, v in
+                                              (("difference", diff.difference), ("low", diff.low),
+                                               ("high", diff.high))},
+                               "significant": diff.significant, "rows": diff.n, "resamples": diff.resamples}
 
 
 def _shape_text(shape: dict | None) -> str:
@@ -303,21 +338,26 @@ def format_table(table: dict) -> str:
              f"batch 1, seq {table['seq_len']}, {table['threads']} threads, one interleaved run",
              "",
              "| target | shape | seeds | retention (mean ± sd) | test acc | p50 ms | speed-up vs teacher PyTorch fp32 "
-             "| vs teacher O2+int8 ONNX | size MB | x smaller |",
-             "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|",
+             f"| vs teacher O2+int8 ONNX | size MB | x smaller | retention vs {table.get('compare_to') or 'teacher'} "
+             "[95% CI] |",
+             "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
              f"| teacher (PyTorch fp32) | | | 100.0% | {t['accuracy']:.4f} | {t['p50_ms']:.2f} | 1.00x | "
              f"{ti['p50_ms'] / t['p50_ms']:.2f}x | {t['size_bytes'] / 1e6:.1f} | 1.0x |",
              f"| teacher O2+int8 ONNX | | | {ti['accuracy'] / t['accuracy']:.1%} | {ti['accuracy']:.4f} | "
              f"{ti['p50_ms']:.2f} | {t['p50_ms'] / ti['p50_ms']:.2f}x | 1.00x | {ti['size_bytes'] / 1e6:.1f} | "
-             f"{t['size_bytes'] / ti['size_bytes']:.1f}x |"]
+             f"{t['size_bytes'] / ti['size_bytes']:.1f}x | |"]
     for row in table["points"]:
         if not row["seeds"]:
-            lines.append(f"| {_target_text(row)} | unmet | 0 | | | | | | | |")
+            lines.append(f"| {_target_text(row)} | unmet | 0 | | | | | | | | |")
             continue
         lines.append(f"| {_target_text(row)} | {_shape_text(row['shape'])} | {row['seeds']} | "
                      f"{row['retention_mean']:.1%} ± {row['retention_sd']:.1%} | {row['accuracy_mean']:.4f} | "
                      f"{row['p50_ms']:.2f} | {row['speedup_vs_torch']:.2f}x | {row['speedup_vs_teacher_int8']:.2f}x | "
-                     f"{row['size_mb']:.2f} | {row['x_smaller']:.1f}x |")
+                     f"{row['size_mb']:.2f} | {row['x_smaller']:.1f}x | {difference_text(row.get('vs_reference'))} |")
+    lines += ["", "Retention vs the reference: the difference in retention points (a point's test accuracy "
+                  "averaged over its seeds, minus the reference's, over the teacher's) with a paired bootstrap "
+                  "95% interval over the test rows; n.s. = the interval covers zero. The seeds' own spread is "
+                  "the ± sd beside it."]
     return "\n".join(lines) + "\n"
 
 
