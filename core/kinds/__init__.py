@@ -133,5 +133,32 @@ def kind_of(thing: Any) -> TaskKind:
     return kind_of_architectures(getattr(config, "architectures", None))
 
 
+def kind_of_rows(rows) -> TaskKind:
+    """The kind whose row shape (`columns`) the rows have, e.g. {"tokens", "tags"}; no rows: the default."""
+    if not rows:
+        return get_kind(DEFAULT_KIND)
+    keys = set(rows[0])
+    for kind in sorted(all_kinds().values(), key=lambda k: k.read_priority):
+        if set(kind.columns) <= keys:
+            return kind
+    raise ShrinkbertError(f"rows with fields {sorted(keys)} fit no task kind ({', '.join(all_kinds())})")
+
+
+def by_read_priority() -> list[TaskKind]:
+    """The kinds in the order a user's data source is offered to them (`read_user_splits`)."""
+    return sorted(all_kinds().values(), key=lambda k: k.read_priority)
+
+
+def score_split(model, dataset, collate, task, batch_size: int = 64) -> dict[str, float]:
+    """The task's scores (and "loss") of a PyTorch model on a tokenized split: its kind's `score_split`."""
+    return kind_of(task).score_split(model, dataset, collate, task, batch_size)
+
+
+def primary_metric(task) -> tuple[str, str]:
+    """(key in the scores, name for tables) of the number a task is judged by (None: accuracy)."""
+    return kind_of(task).primary_metric(task)
+
+
 __all__ = ["TaskKind", "register", "get_kind", "kind_of", "kind_of_architectures", "all_kinds", "kind_names",
-           "DEFAULT_KIND"]
+           "DEFAULT_KIND",
+           "kind_of_rows", "by_read_priority", "score_split", "primary_metric"]

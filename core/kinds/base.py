@@ -30,6 +30,8 @@ from typing import Any, ClassVar, Sequence
 
 import numpy as np
 
+from shrinkbert.core.errors import ShrinkbertError
+
 
 class TaskKind(ABC):
     """One kind of prediction. Subclasses set the class attributes and implement the methods.
@@ -100,9 +102,19 @@ class TaskKind(ABC):
     known_metrics: ClassVar[tuple[str, ...]] = ("accuracy",)
     """Metric names a task of this kind may declare (Task.metrics)."""
 
+    description: ClassVar[str] = ""
+    """A few words for report titles ("token classification"); "" for the plain default."""
+
     def check_task(self, task) -> None:
         """Raise ShrinkbertError (one line naming the task) when a Task declaration does not fit this
-        kind: a pair task of a kind without pairs, a metric outside `known_metrics`, ..."""
+        kind. The default refuses a metric another kind owns ("seqeval scores token tasks only");
+        metrics no kind knows are left to Task's own check. Extend it (call super())."""
+        from shrinkbert.core.kinds import all_kinds  # the registry imports this module first
+
+        for metric in task.metrics:
+            owners = [k.name for k in all_kinds().values() if metric in k.known_metrics]
+            if owners and metric not in self.known_metrics:
+                raise ShrinkbertError(f"task '{task.name}': {metric} scores {' or '.join(owners)} tasks only")
 
     def default_metrics(self, label_names: Sequence[str]) -> tuple[str, ...]:
         """The metrics a task of this kind reports when the user names none."""
@@ -111,10 +123,37 @@ class TaskKind(ABC):
     @abstractmethod
     def primary_metric(self, task) -> tuple[str, str]:
         """(key in `score`'s dict, name for tables) of the number a task is judged by, e.g.
-        ("accuracy", "accuracy") or ("entity_f1", "entity F1"). Retention and the report's
-        headline column use it."""
+        ("accuracy", "accuracy") or ("entity_f1", "entity F1"). Stages judge by it (retention, the
+        best epoch)."""
+
+    def report_metric(self, task) -> tuple[str, str]:
+        """(key, name) of the eval report's headline metric (default: `primary_metric`)."""
+        return self.primary_metric(task)
+
+    def metric_columns(self, task) -> list[tuple[str, str, str]]:
+        """(column, key in the scores, name for tables) per metric the eval report shows."""
+        return [(m, m, m) for m in task.metrics]
+
+    def metrics_note(self, report: dict[str, Any], columns, max_length: int) -> str | None:
+        """The eval report's line on how the metrics were computed (Markdown, "- Metrics: ...");
+        None: the report's default line for one label per row."""
+        return None
 
     # -- reading and checking rows ----------------------------------------------------------------
+    read_priority: ClassVar[int] = 50
+    """Order in which kinds are offered a user's data source (`read_user_splits`): lower first;
+    the catch-all (sequence: any table of texts and labels) goes last."""
+
+    def read_user_splits(self, read: dict, where: str, options: dict) -> tuple[dict, dict] | None:
+        """A user's file(s) or a hub dataset, if they hold this kind's data: (task fields, splits),
+        else None (the next kind is asked). `read` is {split: (datasets.Dataset as read, the file
+        it came from, whether it was read as CoNLL)}; `options` the load_task options
+        (text_column, text_pair_column, label_column, label_names, metrics). The task fields are
+        {"label_names": (...), "metrics": (...), "pair": bool (optional)}; the splits {split:
+        Dataset} in this kind's `columns` with labels as ClassLabel indices. Raise ShrinkbertError
+        for data that is this kind's but malformed."""
+        return None
+
     @abstractmethod
     def label_features(self, features, task):
         """The stored splits' `datasets.Features` with this kind's label column(s) cast to the task's
@@ -128,6 +167,19 @@ class TaskKind(ABC):
     def example_rows(self, sentences: Sequence[str]) -> list[dict[str, Any]]:
         """Unlabelled rows made from plain sentences: used for parity checks when no task data is
         given (compress stages without --task)."""
+
+    @abstractmethod
+    def test_rows(self, split, task) -> dict[str, Any]:
+        """The fields of eval's TestRows for one stored split: {"texts": [str] (what latency is timed
+        on), "labels": [...], "pairs": [str] or None, and any extra field ("words")}."""
+
+    def check_test_rows(self, task, texts, labels, pairs, words) -> None:
+        """Raise ShrinkbertError when test rows given to eval do not fit this kind."""
+
+    @abstractmethod
+    def texts(self, split) -> list:
+        """The texts a stored split holds, as the tokenizer reads them: str, or (text, text_pair)
+        tuples (vocabulary trimming keeps every token of these)."""
 
     # -- encoding and collating -------------------------------------------------------------------
     @abstractmethod
@@ -181,6 +233,17 @@ class TaskKind(ABC):
         """Predicted label ids from `scored_logits` rows (default: arg-max)."""
         return np.asarray(scored).argmax(-1)
 
+    @staticmethod
+    def task_predictions(logits: np.ndarray, columns, task) -> list[int]:
+        """Arg-max labels as the task's label indices (model outputs reordered by name where they
+        differ: `columns`[i] is the model output of task label i, or None for index order)."""
+        if columns is not None:
+            logits = logits[:, columns]
+        if logits.shape[1] != task.num_labels:
+            raise ShrinkbertError(f"the model has {logits.shape[1]} outputs but task '{task.name}' "
+                                  f"has {task.num_labels} labels")
+        return [int(p) for p in logits.argmax(axis=1)]
+
     # -- metrics (through `evaluate`) -------------------------------------------------------------
     @abstractmethod
     def score(self, task, scored: np.ndarray, labels) -> dict[str, float | None]:
@@ -191,6 +254,29 @@ class TaskKind(ABC):
     @abstractmethod
     def score_split(self, model, dataset, collate, task, batch_size: int = 64) -> dict[str, float]:
         """The task's scores (plus "loss") of a PyTorch model on a tokenized split."""
+
+    def score_cached(self, task, outputs, dataset) -> dict[str, float] | None:
+        """The task's scores from the teacher-output cache's outputs for a tokenized split (so the
+        teacher need not run again); None when this kind cannot (the stage then runs the model)."""
+        return None
+
+    @abstractmethod
+    def score_runner(self, runner, rows, columns, batch_size: int, max_length: int) -> dict[str, Any]:
+        """The eval harness's scoring of one variant: `runner` is an eval runner (PyTorch, ONNX or
+        bundle: runner.predict(texts, pairs, max_length) -> logits, runner.predict_words(...)),
+        `rows` eval's TestRows, `columns` the model-to-task label order (`task_predictions`).
+        Returns {"metrics": {...}, "n": rows, "predictions": [...], and any counts the report
+        shows (token: "words", "words_dropped")}."""
+
+    cache_identity: ClassVar[tuple[str, ...]] = ()
+    """Extra parts of eval's measurement-cache key for artifacts of this kind (a change in how
+    the kind is measured then invalidates old measurements of it only)."""
+
+    scored_unit: ClassVar[str] = "rows"
+    """What one scored row is, in messages and reports ("rows", "words")."""
+
+    scores_words: ClassVar[bool] = False
+    """True when the kind's test rows are words (eval reports word counts)."""
 
     # -- the edge bundle --------------------------------------------------------------------------
     bundle_module: ClassVar[str | None] = None
