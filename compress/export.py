@@ -28,6 +28,7 @@ from shrinkbert.core.config import field, stage_main, to_dict
 from shrinkbert.core.dataspec import DataConfig, resolve_spec
 from shrinkbert.core.errors import ShrinkbertError, require
 from shrinkbert.core.models import check_model_dir, count_parameters
+from shrinkbert.core.quiet import quiet_library_warnings
 from shrinkbert.core.timing import time_callable
 
 
@@ -48,6 +49,7 @@ class Config(DataConfig):
     threads: int = field(0, "ONNX Runtime threads for the checks (0: ORT default)", min=0)
 
 
+@quiet_library_warnings(tracing=True)
 def export_graph(model_dir: str | Path, out: Path, opset: int = 0, token: bool = False) -> None:
     from optimum.exporters.onnx import main_export
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from shrinkbert.core.device import cpu_flags, detect_isa  # noqa: F401  (detect_isa: int8.detect_isa is public)
 from shrinkbert.core.errors import ShrinkbertError, require
+from shrinkbert.core.quiet import quiet_library_warnings
 
 ISAS = ("avx512_vnni", "avx512", "avx2", "arm64")
 CALIBRATIONS = ("minmax", "entropy", "percentile")
@@ -184,6 +185,7 @@ def calibrate(onnx_path: Path, features: dict[str, np.ndarray], method: str, bat
                                   f"is constant (e.g. the all-zero biases of an untrained model): use calibration minmax") from None
 
 
+@quiet_library_warnings()
 def quantize_file(src: Path, dst: Path, qconfig, ranges: dict | None = None, fused: bool = False) -> Path:
     """Quantize the ONNX file src into dst (a file path)."""
     src, dst = Path(src).resolve(), Path(dst).resolve()  # the work below runs in a temp dir

@@ -33,6 +33,7 @@ import torch
 
 from shrinkbert.core.config import field
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.progress import progress_bar
 
 LATEST = "latest"  # pointer file naming the newest complete checkpoint
 DONE = "done.json"
@@ -145,6 +146,78 @@ def _check_same_run(checkpoint_dir: Path, config: dict) -> None:
             f"({', '.join(changed)}); delete it to start afresh or pass --no-resume")
 
 
+class Checkpoints:
+    """A run's resumable checkpoints in one directory: `step-N/` (Accelerate's save_state of every
+    process, plus TRAIN_STATE: the scheduler and the data position as JSON), a `latest` pointer
+    replaced atomically as the commit point, and `config.json`, the run config a resume must match.
+    The final checkpoint carries DONE (the run's metrics), so a rerun of a finished run returns at once."""
+
+    def __init__(self, accelerator, directory: Path, scheduler, state: TrainState):
+        self.accelerator, self.directory, self.scheduler, self.state = accelerator, directory, scheduler, state
+
+    def resume_or_start(self, run_config: dict, resume: bool, desc: str) -> dict | None:
+        """Restore the latest checkpoint (when `resume` and there is one) or start an empty directory;
+        the final metrics when the restored run had finished, else None."""
+        latest = _latest(self.directory) if resume else None
+        if latest is None:
+            if self.accelerator.is_main_process:
+                shutil.rmtree(self.directory, ignore_errors=True)
+                self.directory.mkdir(parents=True)
+                (self.directory / "config.json").write_text(json.dumps(run_config, indent=1, default=str))
+            self.accelerator.wait_for_everyone()
+            return None
+        _check_same_run(self.directory, run_config)
+        if not (latest / TRAIN_STATE).is_file():
+            raise ShrinkbertError(f"checkpoint {latest} has no {TRAIN_STATE} (made by an older shrinkbert?); "
+                                  "delete it to start afresh or pass --no-resume")
+        self._load_safely(latest)
+        saved = json.loads((latest / TRAIN_STATE).read_text())
+        self.scheduler.load_state_dict(saved["scheduler"])
+        self.state.load_state_dict(saved["state"])
+        self.accelerator.print(f"{desc}: resumed from {latest} at step {self.state.step}")
+        finished = json.loads((latest / DONE).read_text()) if (latest / DONE).is_file() else None
+        self.accelerator.wait_for_everyone()
+        return finished
+
+    def _load_safely(self, latest: Path) -> None:
+        try:  # Accelerate loads with weights_only=True: a crafted pickle is refused, not run
+            from accelerate.utils.other import load as weights_only_load
+
+            for rng_file in latest.glob("random_states_*.pkl"):  # Accelerate only logs a failure
+                weights_only_load(rng_file)                      # here, and resume is no longer exact
+            self.accelerator.load_state(str(latest))
+        except Exception as err:
+            first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            raise ShrinkbertError(f"checkpoint {latest} cannot be loaded safely ({type(err).__name__}: "
+                                  f"{first[:200]}); delete it or pass --no-resume") from None
+
+    def save(self, done_metrics: dict | None = None) -> None:
+        """Write step-N into a temporary sibling, then move it and the pointer into place (main
+        process), so a kill at any moment leaves the previous checkpoint whole."""
+        accelerator, directory = self.accelerator, self.directory
+        name = f"step-{self.state.step}"
+        tmp = directory / f".tmp-{name}"
+        if accelerator.is_main_process:
+            shutil.rmtree(tmp, ignore_errors=True)
+        accelerator.wait_for_everyone()
+        accelerator.save_state(str(tmp))
+        accelerator.wait_for_everyone()
+        if accelerator.is_main_process:
+            (tmp / TRAIN_STATE).write_text(json.dumps(
+                {"scheduler": self.scheduler.state_dict(), "state": self.state.state_dict()}, default=str))
+            if done_metrics is not None:
+                (tmp / DONE).write_text(json.dumps(done_metrics, default=str))
+            shutil.rmtree(directory / name, ignore_errors=True)
+            os.replace(tmp, directory / name)
+            pointer = directory / f".{LATEST}.tmp"
+            pointer.write_text(name)
+            os.replace(pointer, directory / LATEST)  # the commit point
+            for old in directory.glob("*step-*"):
+                if old.name != name:
+                    shutil.rmtree(old, ignore_errors=True)
+        accelerator.wait_for_everyone()
+
+
 def _count_tokens(batch) -> int:
     if isinstance(batch, Mapping):
         if "attention_mask" in batch:
@@ -169,7 +242,6 @@ def train(model: torch.nn.Module, train_dataset, collate_fn: Callable, loss_fn: 
     from accelerate import Accelerator
     from accelerate.utils import DataLoaderConfiguration, DistributedDataParallelKwargs, set_seed
     from torch.utils.data import DataLoader
-    from tqdm.auto import tqdm
     from transformers import get_linear_schedule_with_warmup
 
     from shrinkbert.core.config import to_dict
@@ -218,58 +290,11 @@ def train(model: torch.nn.Module, train_dataset, collate_fn: Callable, loss_fn: 
     scheduler = get_linear_schedule_with_warmup(optimizer, warmup, total_steps)
     state = TrainState()
 
-    checkpointing = cfg.checkpoint_every > 0
-    if checkpointing:
-        latest = _latest(checkpoint_dir) if cfg.resume else None
-        if latest is not None:
-            _check_same_run(checkpoint_dir, run_config)
-            if not (latest / TRAIN_STATE).is_file():
-                raise ShrinkbertError(f"checkpoint {latest} has no {TRAIN_STATE} (made by an older shrinkbert?); "
-                                      "delete it to start afresh or pass --no-resume")
-            try:  # Accelerate loads with weights_only=True: a crafted pickle is refused, not run
-                from accelerate.utils.other import load as weights_only_load
-
-                for rng_file in latest.glob("random_states_*.pkl"):  # Accelerate only logs a failure
-                    weights_only_load(rng_file)                      # here, and resume is no longer exact
-                accelerator.load_state(str(latest))
-            except Exception as err:
-                first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-                raise ShrinkbertError(f"checkpoint {latest} cannot be loaded safely ({type(err).__name__}: "
-                                      f"{first[:200]}); delete it or pass --no-resume") from None
-            saved = json.loads((latest / TRAIN_STATE).read_text())
-            scheduler.load_state_dict(saved["scheduler"])
-            state.load_state_dict(saved["state"])
-            accelerator.print(f"{desc}: resumed from {latest} at step {state.step}")
-            if (latest / DONE).is_file():
-                return json.loads((latest / DONE).read_text())
-        elif accelerator.is_main_process:
-            shutil.rmtree(checkpoint_dir, ignore_errors=True)
-            checkpoint_dir.mkdir(parents=True)
-            (checkpoint_dir / "config.json").write_text(json.dumps(run_config, indent=1, default=str))
-        accelerator.wait_for_everyone()
-
-    def save_checkpoint(done_metrics: dict | None = None) -> None:
-        name = f"step-{state.step}"
-        tmp = checkpoint_dir / f".tmp-{name}"
-        if accelerator.is_main_process:
-            shutil.rmtree(tmp, ignore_errors=True)
-        accelerator.wait_for_everyone()
-        accelerator.save_state(str(tmp))
-        accelerator.wait_for_everyone()
-        if accelerator.is_main_process:
-            (tmp / TRAIN_STATE).write_text(json.dumps(
-                {"scheduler": scheduler.state_dict(), "state": state.state_dict()}, default=str))
-            if done_metrics is not None:
-                (tmp / DONE).write_text(json.dumps(done_metrics, default=str))
-            shutil.rmtree(checkpoint_dir / name, ignore_errors=True)
-            os.replace(tmp, checkpoint_dir / name)
-            pointer = checkpoint_dir / f".{LATEST}.tmp"
-            pointer.write_text(name)
-            os.replace(pointer, checkpoint_dir / LATEST)  # the commit point
-            for old in checkpoint_dir.glob("*step-*"):
-                if old.name != name:
-                    shutil.rmtree(old, ignore_errors=True)
-        accelerator.wait_for_everyone()
+    checkpoints = Checkpoints(accelerator, checkpoint_dir, scheduler, state) if cfg.checkpoint_every > 0 else None
+    if checkpoints is not None:
+        finished = checkpoints.resume_or_start(run_config, resume=cfg.resume, desc=desc)
+        if finished is not None:  # the run had completed: its final metrics
+            return finished
 
     def evaluate() -> dict:
         rng = torch.get_rng_state(), torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
@@ -284,7 +309,7 @@ def train(model: torch.nn.Module, train_dataset, collate_fn: Callable, loss_fn: 
         accelerator.log(result, step=state.step)
         return result
 
-    bar = tqdm(total=total_steps, initial=state.step, desc=desc, disable=not accelerator.is_local_main_process)
+    bar = progress_bar(total=total_steps, initial=state.step, desc=desc, disable=not accelerator.is_local_main_process)
     wrapper.train()
     window_loss, window_n, window_tokens, window_start, window_logs = 0.0, 0, 0, time.perf_counter(), {}
     run_start, elapsed_before = time.perf_counter(), state.elapsed
@@ -326,9 +351,9 @@ def train(model: torch.nn.Module, train_dataset, collate_fn: Callable, loss_fn: 
                 window_loss, window_n, window_tokens, window_start, window_logs = 0.0, 0, 0, now, {}
             if state.step >= total_steps:
                 break
-            if checkpointing and state.step % cfg.checkpoint_every == 0:
+            if checkpoints is not None and state.step % cfg.checkpoint_every == 0:
                 state.elapsed = elapsed_before + time.perf_counter() - run_start
-                save_checkpoint()
+                checkpoints.save()
         if state.batch >= len(loader):  # the epoch ran to its end
             if eval_fn is not None:
                 evaluate()
@@ -346,8 +371,8 @@ def train(model: torch.nn.Module, train_dataset, collate_fn: Callable, loss_fn: 
                     "epochs": state.step / steps_per_epoch, "train_time_s": state.elapsed,
                     "tokens_per_s": state.tokens / max(state.elapsed, 1e-9),
                     "num_processes": accelerator.num_processes, "history": state.history})
-    if checkpointing:
-        save_checkpoint(done_metrics=metrics)
+    if checkpoints is not None:
+        checkpoints.save(done_metrics=metrics)
     for tracker in accelerator.trackers:  # not end_training(): that tears down the process group,
         tracker.finish()                  # which the stage still needs to write its artifact
     return metrics

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from shrinkbert.core.artifacts import artifact_hash, read_manifest
 from shrinkbert.core.device import describe_machine
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.progress import progress_bar
 from shrinkbert.eval.cache import MeasurementCache, cache_key
 from shrinkbert.eval.latency import Case, measure_interleaved, plan_cases
 from shrinkbert.eval.lineage import lineage
@@ -223,7 +223,7 @@ def _load_and_score(variants, latency_hits, rows, settings, cache, keys, notes, 
     probes = ThreadPoolExecutor(max_workers=MEMORY_PROBES_AT_ONCE)
     memory_of = {v.name: probes.submit(_isolated_memory, v, settings, notes.warn)
                  for v in todo if not v.static and settings.memory == "isolated"}
-    for variant in tqdm(todo, desc="load + accuracy", unit="variant", disable=not progress, leave=False):
+    for variant in progress_bar(todo, desc="load + accuracy", unit="variant", disable=not progress, leave=False):
         try:
             memory: dict[str, Any] = memory_of[variant.name].result() if variant.name in memory_of else {}
             with PeakRSS() as peak:
@@ -276,7 +276,7 @@ def _time(variants, latency_hits, rows, settings, cache, keys, notes, progress) 
                        and (timers is None or name in timers)}
             if not runners:
                 continue
-            bar = tqdm(total=(settings.warmup + settings.runs) * len(runners), desc=f"latency {case.label}",
+            bar = progress_bar(total=(settings.warmup + settings.runs) * len(runners), desc=f"latency {case.label}",
                        unit="call", disable=not progress, leave=False, mininterval=0.5)
             results = measure_interleaved(
                 runners, case, rows.texts, rows.pairs, max_length=settings.max_length, warmup=settings.warmup,

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from shrinkbert.core.artifacts import artifact_hash, is_artifact, read_manifest
+from shrinkbert.core.progress import progress_bar
 
 ROW_INDEX = "row_idx"
 FORMAT_VERSION = 1
@@ -178,8 +179,6 @@ def compute_teacher_outputs(teacher, dataset, collate_fn, hidden_layers=(), batc
     device = next(teacher.parameters()).device
     hidden_layers = sorted(int(i) for i in hidden_layers)
     attention_layers = sorted(int(i) for i in attention_layers)
-    from tqdm.auto import tqdm
-
     # Shortest rows first, so that each batch pads little; results are put back in row order.
     n_rows = len(dataset)
     if "input_ids" in getattr(dataset, "column_names", ()):
@@ -193,7 +192,7 @@ def compute_teacher_outputs(teacher, dataset, collate_fn, hidden_layers=(), batc
     lengths = [0] * n_rows
     loader = DataLoader(dataset, batch_size=batch_size, sampler=order, collate_fn=collate_fn)
     done = 0
-    for batch in tqdm(loader, desc="teacher outputs", unit="batch", leave=False):
+    for batch in progress_bar(loader, desc="teacher outputs", unit="batch", leave=False):
         inputs = {k: v.to(device) for k, v in batch.items()
                   if k in ("input_ids", "attention_mask", "token_type_ids")}
         out = teacher(**inputs, output_hidden_states=bool(hidden_layers), output_attentions=bool(attention_layers))

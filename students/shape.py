@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.quiet import quiet_library_warnings
 
 BYTES_PER_MB = 1_000_000
 BYTES_PER_MIB = 1 << 20
@@ -213,6 +214,7 @@ RUNTIMES = ("torch", "onnx", "onnx-int8")
 LATENCY_FFN_FRACTIONS = (1.0, 0.5)  # of the teacher's FFN/hidden ratio, for latency targets
 
 
+@quiet_library_warnings(tracing=True)
 def _export(model, ids, path: Path) -> Path:
     import torch
 

@@ -1,0 +1,56 @@
+"""Library warnings a shrinkbert user cannot act on, silenced at the calls that raise them.
+
+Each filter is targeted (one message or one warning category) and applies only inside
+`quiet_library_warnings`, used as a decorator on the call that triggers it; everything else a
+library says still reaches the user. What is silenced, and why nobody can act on it:
+
+- transformers logs "`torch_dtype` is deprecated" when Optimum's ONNX exporter loads the model
+  with the old keyword: Optimum's call, not the user's.
+- torch's ONNX tracer warns (TracerWarning) that Python values in transformers' modelling code are
+  traced as constants; they are constants for these graphs, and the export's parity check (and
+  the latency probe's fixed shapes) is what says whether the graph is right.
+- ONNX Runtime's quantizer asks, on the root logger, for its shape-inference pre-processing; the
+  kit quantizes Optimum's export or its O2-optimized graph, for which the pre-pass is not wanted.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import warnings
+
+# logger name ("" is the root logger) -> message fragments dropped while the calls run
+UNACTIONABLE_LOGS = {
+    "transformers.configuration_utils": ("`torch_dtype` is deprecated",),
+    "": ("Please consider to run pre-processing before quantization",),
+}
+
+
+class _DropMessages(logging.Filter):
+    def __init__(self, fragments: tuple[str, ...]):
+        super().__init__()
+        self.fragments = fragments
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not any(fragment in message for fragment in self.fragments)
+
+
+@contextlib.contextmanager
+def quiet_library_warnings(tracing: bool = False):
+    """Inside (or around a function it decorates): the messages above are dropped. tracing: the
+    call traces a torch model to ONNX (TracerWarning)."""
+    installed = []
+    for name, fragments in UNACTIONABLE_LOGS.items():
+        logger, dropper = logging.getLogger(name or None), _DropMessages(fragments)
+        logger.addFilter(dropper)
+        installed.append((logger, dropper))
+    try:
+        with warnings.catch_warnings():
+            if tracing:
+                from torch.jit import TracerWarning  # deferred: torch costs seconds; tracing loads it anyway
+
+                warnings.filterwarnings("ignore", category=TracerWarning)
+            yield
+    finally:
+        for logger, dropper in installed:
+            logger.removeFilter(dropper)
