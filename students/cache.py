@@ -30,7 +30,9 @@ ROW_INDEX = "row_idx"
 FORMAT_VERSION = 1
 
 
-def teacher_identity(teacher_dir: str | Path) -> str:
+def teacher_identity(teacher_dir) -> str:
+    if hasattr(teacher_dir, "cache_identity"):  # several teachers (students/ensemble.py TeacherSet)
+        return teacher_dir.cache_identity(teacher_identity)
     teacher_dir = Path(teacher_dir)
     if is_artifact(teacher_dir):
         recorded = read_manifest(teacher_dir).get("hash")

@@ -4,7 +4,11 @@
   uniform map the losses use; 6 -> 3 takes teacher layers 2, 4, 6), or from a list you give.
 - Hidden (the residual stream): one set of kept dims, shared by the embeddings, every layer, the
   pooler and the classifier, so the student computes a consistent sliced copy of the teacher.
-  "norm" keeps the dims with the largest word-embedding column norms; "first" keeps the first k.
+  "norm" keeps the dims with the largest word-embedding column norms; "first" keeps the first k;
+  embeddings="pca" instead rotates the stream onto the top principal components of the teacher's
+  word-embedding table (model2vec's ablation finds PCA of the embeddings "crucial" for its static
+  students): every weight that reads or writes the stream is multiplied by that basis, so the
+  student starts as the teacher seen through a rank-k projection rather than k of its coordinates.
 - Attention: heads are kept whole. When the student's head size equals the teacher's, the heads
   with the largest weight norm (q, k, v rows and output columns) are kept; if the student's heads
   are smaller, the first dims of the chosen heads are kept (approximate); if they are larger than
@@ -20,6 +24,8 @@ from __future__ import annotations
 import torch
 
 from shrinkbert.core.errors import ShrinkbertError
+
+EMBEDDINGS = ("columns", "pca")  # how the student's residual stream is taken from the teacher's
 
 
 def uniform_layer_ids(teacher_layers: int, student_layers: int) -> list[int]:
@@ -48,20 +54,41 @@ def _copy(dst: torch.nn.Parameter | torch.Tensor, src: torch.Tensor) -> None:
     dst.copy_(src)
 
 
+# A kept set of dims is either indices (1-D: those coordinates) or a basis (2-D [teacher, student]:
+# orthonormal columns the stream is projected on); indices are the special case of a 0/1 basis.
+def _rows(tensor: torch.Tensor, keep) -> torch.Tensor:
+    """The output side: tensor[keep], or basis^T @ tensor."""
+    return tensor[keep] if keep.dim() == 1 else keep.T @ tensor
+
+
+def _cols(weight: torch.Tensor, keep) -> torch.Tensor:
+    """The input side: weight[:, keep], or weight @ basis."""
+    return weight[:, keep] if keep.dim() == 1 else weight @ keep
+
+
 def _linear(dst: torch.nn.Linear, src: torch.nn.Linear, out_idx=None, in_idx=None) -> None:
     weight = src.weight
     if out_idx is not None:
-        weight = weight[out_idx]
+        weight = _rows(weight, out_idx)
     if in_idx is not None:
-        weight = weight[:, in_idx]
+        weight = _cols(weight, in_idx)
     _copy(dst.weight, weight)
     if dst.bias is not None and src.bias is not None:
-        _copy(dst.bias, src.bias if out_idx is None else src.bias[out_idx])
+        _copy(dst.bias, src.bias if out_idx is None else _rows(src.bias, out_idx))
 
 
 def _norm(dst: torch.nn.LayerNorm, src: torch.nn.LayerNorm, idx) -> None:
-    _copy(dst.weight, src.weight[idx])
-    _copy(dst.bias, src.bias[idx])
+    # Under a basis the per-dim gain becomes the diagonal of basis^T diag(gain) basis (LayerNorm is
+    # not rotation-invariant, so this is the nearest per-dim gain, not an exact copy); the bias is exact.
+    _copy(dst.weight, src.weight[idx] if idx.dim() == 1 else (idx * idx).T @ src.weight)
+    _copy(dst.bias, _rows(src.bias, idx))
+
+
+def pca_basis(table: torch.Tensor, k: int) -> torch.Tensor:
+    """[dims, k]: the top-k principal directions of an embedding table's rows (centred), orthonormal."""
+    centred = table.double() - table.double().mean(dim=0, keepdim=True)
+    _, _, vh = torch.linalg.svd(centred, full_matrices=False)
+    return vh[:k].T.to(table.dtype).contiguous()
 
 
 def _attention_dims(t_attn, s_heads: int, s_head_dim: int, t_heads: int, t_head_dim: int,
@@ -77,15 +104,38 @@ def _attention_dims(t_attn, s_heads: int, s_head_dim: int, t_heads: int, t_head_
     return torch.cat([h * t_head_dim + torch.arange(s_head_dim) for h in heads.tolist()])
 
 
+def _stream_dims(table: torch.Tensor, k: int, keep: str, embeddings: str) -> torch.Tensor:
+    """The student's residual stream in the teacher's: k kept dims (indices) or a PCA basis."""
+    if embeddings == "pca":
+        return pca_basis(table, k)
+    return _top(table.norm(dim=0), k, keep)
+
+
 @torch.no_grad()
-def init_from_teacher(student, teacher, layer_ids: list[int] | None = None, keep: str = "norm") -> dict:
+def stream_basis(teacher, k: int, keep: str = "norm", embeddings: str = "columns") -> torch.Tensor:
+    """[teacher hidden, k]: the basis init_from_teacher projects the stream on (kept dims as one-hot
+    columns), so that teacher_table @ basis is the student's initial word-embedding table."""
+    table = _base(teacher).embeddings.word_embeddings.weight
+    dims = _stream_dims(table, k, keep, embeddings)
+    if dims.dim() == 2:
+        return dims
+    return torch.eye(table.shape[1], dtype=table.dtype)[:, dims]
+
+
+@torch.no_grad()
+def init_from_teacher(student, teacher, layer_ids: list[int] | None = None, keep: str = "norm",
+                      embeddings: str = "columns") -> dict:
     """Copy (sliced) teacher weights into `student` in place; return a record of what was kept.
 
     Works for BertForSequenceClassification / BertForMaskedLM / BertModel pairs. `layer_ids` are
     0-based teacher layers, one per student layer (default: uniform). keep: "norm" or "first".
+    embeddings: "columns" (the residual dims `keep` picks) or "pca" (the stream projected on the
+    teacher word-embedding table's top principal components; heads and FFN neurons still by `keep`).
     """
     if keep not in ("norm", "first"):
         raise ShrinkbertError(f"init keep rule must be 'norm' or 'first', got {keep!r}")
+    if embeddings not in EMBEDDINGS:
+        raise ShrinkbertError(f"init embeddings must be one of {', '.join(EMBEDDINGS)}, got {embeddings!r}")
     s_cfg, t_cfg = student.config, teacher.config
     s, t = _base(student), _base(teacher)
     if t_cfg.vocab_size != s_cfg.vocab_size:
@@ -107,11 +157,11 @@ def init_from_teacher(student, teacher, layer_ids: list[int] | None = None, keep
                               f"teacher layers between 1 and {t_cfg.num_hidden_layers}")
 
     emb_t, emb_s = t.embeddings, s.embeddings
-    hid = _top(emb_t.word_embeddings.weight.norm(dim=0), s_h, keep)
-    _copy(emb_s.word_embeddings.weight, emb_t.word_embeddings.weight[:, hid])
+    hid = _stream_dims(emb_t.word_embeddings.weight, s_h, keep, embeddings)
+    _copy(emb_s.word_embeddings.weight, _cols(emb_t.word_embeddings.weight, hid))
     _copy(emb_s.position_embeddings.weight,
-          emb_t.position_embeddings.weight[: s_cfg.max_position_embeddings][:, hid])
-    _copy(emb_s.token_type_embeddings.weight, emb_t.token_type_embeddings.weight[:, hid])
+          _cols(emb_t.position_embeddings.weight[: s_cfg.max_position_embeddings], hid))
+    _copy(emb_s.token_type_embeddings.weight, _cols(emb_t.token_type_embeddings.weight, hid))
     _norm(emb_s.LayerNorm, emb_t.LayerNorm, hid)
 
     t_heads, s_heads = t_cfg.num_attention_heads, s_cfg.num_attention_heads
@@ -149,7 +199,7 @@ def init_from_teacher(student, teacher, layer_ids: list[int] | None = None, keep
         _copy(sp.bias, tp.bias)
         student.tie_weights()
         carried.append("mlm head")
-    return {"layers_from_teacher": [i + 1 for i in layer_ids], "keep": keep,
+    return {"layers_from_teacher": [i + 1 for i in layer_ids], "keep": keep, "embeddings": embeddings,
             "hidden_dims_kept": s_h, "carried": carried, "random_attention_layers": random_attention}
 
 
