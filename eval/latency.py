@@ -146,14 +146,18 @@ def _rounds(first: int, count: int, burst: int) -> list[list[int]]:
 
 def measure_interleaved(runners: dict[str, object], case: Case, texts: Sequence[str],
                         pairs: Sequence[str] | None, *, max_length: int, warmup: int, runs: int,
-                        burst: int = 1, timers: dict[str, object] | None = None,
+                        burst: int = 1, lead_in: int = 0, settle_s: float = 0.0,
+                        timers: dict[str, object] | None = None,
                         on_call: Callable[[], None] | None = None,
                         on_error: Callable[[str, str], None] | None = None) -> dict[str, dict]:
     """Time every runner on this case, interleaved; {name: stats} for those that did not fail.
 
     Each runner encodes its own inputs; `timers` (default: a LocalTimer per runner) run them. The
     calls go round-robin in bursts of `burst` calls per variant, the starting variant rotating from
-    round to round. A runner that fails (a shape it cannot take, a crash) is dropped from the
+    round to round. Before each burst the machine is left idle for `settle_s` and `lead_in` untimed
+    calls are made: the previous variant's threads (ORT's and OpenMP's spin a while after a call)
+    must not land on this one, and this one's threads are awake, as in a process that calls its
+    model again and again. A runner that fails (a shape it cannot take, a crash) is dropped from the
     rotation and reported through on_error(name, message); the others go on.
     """
     timers = timers or {name: LocalTimer(runner) for name, runner in runners.items()}
@@ -182,8 +186,10 @@ def measure_interleaved(runners: dict[str, object], case: Case, texts: Sequence[
 
     def burst_of(name: str, numbers: list[int], timed: bool) -> None:
         indices = [n % len(prepared[name]) for n in numbers]
+        if settle_s and len(live) > 1:
+            time.sleep(settle_s)
         try:
-            elapsed = timers[name].time(case.label, indices)
+            elapsed = timers[name].time(case.label, indices[:1] * lead_in + indices)[lead_in:]
         except Exception as err:
             live.remove(name)
             _report(on_error, name, f"{case.label}: the model call failed: {_one_line(err)}")

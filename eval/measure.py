@@ -45,6 +45,8 @@ class Settings:
     memory: str = "isolated"  # isolated (fresh process per variant), inprocess, or off
     isolate: bool = True  # time each variant in a worker process of its own (eval.workers); False: all in this one
     burst: int = 5  # timed calls a variant makes in a row before the next variant's turn
+    lead_in: int = 1  # untimed calls before each burst (threads awake, as in a process calling its model)
+    settle_ms: float = 50.0  # idle time before each burst, for the previous worker's spinning threads to stop
 
     def __post_init__(self):
         if self.memory is False or self.memory == "False":  # YAML 1.1 reads a bare `off` as false
@@ -147,7 +149,8 @@ class _Keys:
 
     def latency(self, v: Variant, case: Case) -> str:
         s = self.settings
-        return cache_key("latency", v.key, self.common, case.label, s.runs, s.warmup, s.isolate, s.burst,
+        return cache_key("latency", v.key, self.common, case.label, s.runs, s.warmup, s.isolate, s.burst, s.lead_in,
+                         s.settle_ms,
                          self.rows.fingerprint if case.seq_len is None else "")
 
 
@@ -280,7 +283,8 @@ def _time(variants, latency_hits, rows, settings, cache, keys, notes, progress) 
                        unit="call", disable=not progress, leave=False, mininterval=0.5)
             results = measure_interleaved(
                 runners, case, rows.texts, rows.pairs, max_length=settings.max_length, warmup=settings.warmup,
-                runs=settings.runs, burst=settings.burst,
+                runs=settings.runs, burst=settings.burst, lead_in=settings.lead_in if timers is not None else 0,
+                settle_s=settings.settle_ms / 1000.0 if timers is not None else 0.0,
                 timers={name: timers[name] for name in runners} if timers is not None else None,
                 on_call=lambda: bar.update(1), on_error=lambda name, message: notes.warn(by_name[name], message))
             bar.close()
