@@ -184,7 +184,7 @@ def _build(origin: str, name_or_path: str, display: str, options: dict, seed: in
         hub = _drop_unlabelled(_read_hub(name_or_path, cache_root), options["label_column"])
         read = {split: (table, f"{where} ({split})", False) for split, table in hub.items()}
     for kind in by_read_priority():  # the first kind that recognises the data reads it
-        found = kind.read_user_splits(read, where, options)
+        found = kind.read_user_splits(read, where, {**options, "split_seed": seed})  # qa carves by article
         if found is not None:
             fields, splits = found
             task = Task(display, fields["label_names"], pair=bool(fields.get("pair", False)),

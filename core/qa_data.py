@@ -116,6 +116,20 @@ def read_qa_file(path: str | Path, version_2_with_negative: bool | None = None) 
     return to_dataset(rows)
 
 
+def read_qa_table(table: datasets.Dataset, where: str, version_2_with_negative: bool = False) -> datasets.Dataset:
+    """A table already read (a hub split) in the hub `squad` layout, checked."""
+    rows = _flat_rows(table, where)
+    check_rows(rows, where, version_2_with_negative)
+    return to_dataset(rows)
+
+
+def looks_like_qa(table: datasets.Dataset) -> bool:
+    """Whether a table as `datasets` read it holds SQuAD-style questions: the hub layout's columns,
+    or official SQuAD JSON (read as one row of "version" and "data")."""
+    columns = set(table.column_names)
+    return {"context", "question", "answers"} <= columns or columns == {"version", "data"}
+
+
 def to_dataset(rows: Iterable[dict[str, Any]]) -> datasets.Dataset:
     columns = {name: [] for name in FEATURES}
     for row in rows:
@@ -225,10 +239,17 @@ def _read_hub(name: str, version_2: bool | None) -> dict[str, datasets.Dataset]:
     v2 = (name == "squad_v2") if version_2 is None else version_2
     splits = {}
     for split, table in loaded.items():
-        rows = [{**row, "is_impossible": False} for row in table]
-        check_rows(rows, f"hub dataset '{name}' ({split})", v2)
-        splits[split] = to_dataset(rows)
+        splits[split] = read_qa_table(table, f"hub dataset '{name}' ({split})", v2)
     return splits
+
+
+def check_unique_across(splits: dict[str, datasets.Dataset], where: str) -> None:
+    seen: dict[str, str] = {}
+    for split, table in splits.items():
+        for qid in table["id"]:
+            if qid in seen:
+                raise ShrinkbertError(f"{where}: question {qid!r} is in both the {seen[qid]} and the {split} split")
+            seen[qid] = split
 
 
 def read_qa_splits(source: str | Path, seed: int = 0,
@@ -244,10 +265,5 @@ def read_qa_splits(source: str | Path, seed: int = 0,
         splits = _read_hub(str(source), version_2_with_negative)
         splits = {("validation" if name in ("dev", "valid") else name): table for name, table in splits.items()}
     where = str(path) if path.exists() else f"hub dataset '{source}'"
-    seen: dict[str, str] = {}
-    for split, table in splits.items():
-        for qid in table["id"]:
-            if qid in seen:
-                raise ShrinkbertError(f"{where}: question {qid!r} is in both the {seen[qid]} and the {split} split")
-            seen[qid] = split
+    check_unique_across(splits, where)
     return carve_missing(splits, where, seed)

@@ -30,14 +30,15 @@ def check_window_sizes(tokenizer, max_length: int, doc_stride: int) -> None:
 
 
 def tokenize_windows(tokenizer, questions: Sequence[str], contexts: Sequence[str], max_length: int = MAX_LENGTH,
-                     doc_stride: int = DOC_STRIDE):
+                     doc_stride: int = DOC_STRIDE, **options):
     """The tokenizer's windows over (question, context) pairs: a BatchEncoding with
-    overflow_to_sample_mapping (window -> question index) and offset_mapping."""
+    overflow_to_sample_mapping (window -> question index) and offset_mapping; `options` go to the
+    tokenizer (padding, return_tensors)."""
     check_window_sizes(tokenizer, max_length, doc_stride)
     # Leading whitespace in a question wastes window room (run_qa strips it too).
     questions = [question.lstrip() for question in questions]
     return tokenizer(questions, list(contexts), truncation="only_second", max_length=max_length, stride=doc_stride,
-                     return_overflowing_tokens=True, return_offsets_mapping=True, return_token_type_ids=True)
+                     return_overflowing_tokens=True, return_offsets_mapping=True, return_token_type_ids=True, **options)
 
 
 def context_offsets(encoded, window: int) -> list:

@@ -9,7 +9,7 @@ import pytest
 
 from shrinkbert.core.metrics import load_metric
 from shrinkbert.core.metrics.squad.compute_score import compute_score, f1, normalize_answer
-from shrinkbert.core.qa_postprocess import answer_question, best_null_threshold, window_spans
+from shrinkbert.core.kinds.edge.qa_edge import answer_question, best_null_threshold, window_spans
 
 CONTEXT = "Paris is the capital of France and its largest city"
 # Window tokens: [CLS] what is it ? [SEP] then one token per context word, [SEP]. Offsets None outside the context.
@@ -76,7 +76,7 @@ def test_null_threshold_chosen_to_maximise_f1():
 
 def test_postprocess_imports_numpy_only():
     code = ("import sys; sys.modules['torch'] = None; sys.modules['transformers'] = None; "
-            "import importlib.util as u; s = u.spec_from_file_location('p', 'core/qa_postprocess.py'); "
+            "import importlib.util as u; s = u.spec_from_file_location('p', 'core/kinds/edge/qa_edge.py'); "
             "m = u.module_from_spec(s); s.loader.exec_module(m); print(sorted(k for k in sys.modules if k.startswith(('torch', 'transformers', 'shrinkbert'))))")
     from pathlib import Path
 

@@ -1,7 +1,8 @@
 """Extractive QA postprocessing: one home for turning start/end logits into answers.
 
-Shared by the evaluation harness and the edge bundle (which ships a copy of this file beside
-predict.py), so it imports numpy and nothing else: no torch, no transformers, no shrinkbert.
+Shared by the kit (core/kinds/qa.py scores through it) and the edge bundle (which ships this file
+beside predict.py, see core/kinds/edge/__init__.py), so it imports numpy and nothing else: no
+torch, no transformers, no shrinkbert.
 
 It follows transformers' run_qa example (utils_qa.postprocess_qa_predictions): over all windows
 of a question, the n_best start and end positions each; a span is valid when both ends lie inside
