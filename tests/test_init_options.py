@@ -51,8 +51,8 @@ def test_pca_init_projects_every_stream_weight_and_columns_init_is_unchanged():
     assert record["embeddings"] == "pca"
     assert torch.allclose(s_emb.word_embeddings.weight, t_emb.word_embeddings.weight @ basis, atol=1e-6)
     assert torch.allclose(s_emb.LayerNorm.bias, basis.T @ t_emb.LayerNorm.bias, atol=1e-6)
-    # the layers read the stream through the same basis: the query of layer 1 (teacher layer 2 of 2)
-    t_query = teacher.bert.encoder.layer[1].attention.self.query.weight
+    # the layers read the stream through the same basis: the query of layer 1 (from teacher layer 1)
+    t_query = teacher.bert.encoder.layer[0].attention.self.query.weight
     s_query = student.bert.encoder.layer[0].attention.self.query.weight
     projected = t_query @ basis  # every student row is a kept teacher row (whole heads), projected
     assert all(torch.isclose(projected, row, atol=1e-6).all(dim=1).any() for row in s_query)
