@@ -5,7 +5,10 @@
 Modules, one job each:
     runners   one uniform runner per artifact kind (PyTorch dir, ONNX dir, edge bundle)
     rows      the stored test rows every variant is measured on
-    latency   cases (batch x sequence length), interleaved round-robin timing
+    latency   cases (batch x sequence length), interleaved round-robin timing in bursts
+    workers   the timing processes, one per variant, started and driven from the harness
+    worker    one such process: only the variant's runtime (an ONNX one never imports torch)
+    memprobe  memory of one variant alone in a fresh process
     memory    peak RSS growth while a variant loads (psutil)
     cache     finished measurements keyed by artifact hash + settings, written atomically
     lineage   the parent chain and recorded flags from shrinkbert.json

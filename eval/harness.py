@@ -5,8 +5,9 @@
 
 Artifacts are PyTorch dirs, ONNX dirs (Optimum layout) or edge bundles, in any mix. Each is
 measured on the same stored test rows for accuracy (the task's metrics, through `evaluate` with
-the local modules in core/metrics), latency (warm-up, then timed calls interleaved round-robin
-across variants; p50/p90/p99 and throughput per batch size x sequence length), memory (each
+the local modules in core/metrics), latency (each variant in a worker process of its own, holding
+only its runtime; warm-up, then timed calls in short bursts round-robin across the workers;
+p50/p90/p99 and throughput per batch size x sequence length), memory (each
 variant alone in a fresh process), file size and parameters. The report (report.json, report.md,
 summary.csv, latency.csv, pareto.png) goes to --output-dir/--out, with a cache of finished
 measurements (keyed by artifact content hash + settings) that a re-run reuses.

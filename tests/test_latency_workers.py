@@ -172,6 +172,11 @@ def test_bursts_go_round_robin_with_a_rotating_start():
     # warm-up: one burst of 2 each; timed: bursts of 2, 2, 1, the first variant rotating
     assert "".join(log) == "AABB" + "AABB" + "BBAA" + "AB"
     assert all(r["n"] == 5 for r in results.values())
+    # one untimed lead-in call before each burst: made, and left out of the figures
+    log.clear()
+    results = measure_interleaved(runners, Case(1, 8), ["t"] * 4, None, max_length=8, warmup=0, runs=2, burst=2,
+                                  lead_in=1, settle_s=0.01)
+    assert "".join(log) == "AAABBB" and all(r["n"] == 2 for r in results.values())
 
 
 def _spin(seconds: float) -> None:
