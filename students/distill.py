@@ -43,7 +43,10 @@ from shrinkbert.core.masking import Masker
 from shrinkbert.core.predict import accuracy, score_split
 from shrinkbert.core.tagging import IGNORE, primary_metric
 from shrinkbert.core.train import TrainConfig, checkpoint_dir_for, remove_checkpoints, train
+from shrinkbert.students.ensemble import (TeacherEnsemble, describe_teachers, primary_teacher, split_teachers,
+                                          teacher_source)
 from shrinkbert.students.losses import DistillLoss, LossWeights, format_layer_map, parse_layer_map
+from shrinkbert.students.projection import attach_projection, fold_projection
 
 PROJECTIONS_NOTE = ("hidden/embedding losses used learned projections from the student's width to the "
                     "teacher's; they are training-only and were not saved (the student never uses them)")
@@ -52,7 +55,9 @@ MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 @dataclasses.dataclass
 class Config(TrainConfig, DataConfig):
-    teacher: str = field("", "teacher artifact directory (a fine-tuned classifier; an MLM model for mode general)", group="model")
+    teacher: str = field("", "teacher artifact directory (a fine-tuned classifier; an MLM model for mode general); a "
+                             "distilled student works too (a teacher assistant); several, comma-separated: an "
+                             "ensemble whose soft labels are averaged (students/ensemble.py)", group="model")
     mode: str = field("task", "task: distil on labelled data | general: MLM distillation on raw text", choices=("task", "general"), group="data")
     corpus: str = field("", "mode general: comma-separated corpora (sotu, wordnet, .txt files)", group="data")
     mlm_probability: float = field(0.15, "mode general: share of tokens masked", above=0, max=1, group="data")
@@ -77,6 +82,11 @@ class Config(TrainConfig, DataConfig):
     student: str = field("", "distil INTO this existing model artifact (e.g. a pruned one) instead of a new shape", group="model")
     init: str = field("teacher", "teacher: start from (sliced) teacher weights | random", choices=("teacher", "random"), group="student shape")
     init_layers: str = field("", "teacher layers (1-based) the student layers start from, e.g. 2,4,6 (default: uniform)", group="student shape")
+    init_embeddings: str = field("columns", "the student's residual stream from the teacher's: columns (the dims "
+                                            "--init-keep picks) | pca (the top principal components of the "
+                                            "teacher's embedding table) | projected (pca, then the teacher's table "
+                                            "through a learned projection, folded into a plain table when saved)",
+                                 choices=("columns", "pca", "projected"), group="student shape")
     init_keep: str = field("norm", "which dims to keep when narrower: norm (largest weights) | first", choices=("norm", "first"), group="student shape")
     threads: int = field(0, "threads for a latency target's timing (0: all cores)", min=0, group="student shape")
     latency_runtime: str = field("torch", "runtime a latency target is timed on: torch (PyTorch fp32), onnx (fp32 ONNX "
@@ -277,6 +287,10 @@ def load_teacher(cfg: Config, need_attentions: bool):
 
     from shrinkbert.core.models import check_model_dir, load_model
 
+    teachers = split_teachers(cfg.teacher)
+    if len(teachers) > 1:
+        return TeacherEnsemble([load_teacher(dataclasses.replace(cfg, teacher=t), need_attentions) for t in teachers],
+                               cfg.temperature)
     check_model_dir(cfg.teacher)
     config = AutoConfig.from_pretrained(cfg.teacher)
     if cfg.mode == "general":
@@ -332,7 +346,7 @@ def build_student(cfg: Config, teacher_config, weights: LossWeights, log=_log):
         if new_head:
             from shrinkbert.students.init import carry_heads
 
-            record["heads_from_teacher"] = carry_heads(student, load_teacher(cfg, need_attentions=False))
+            record["heads_from_teacher"] = carry_heads(student, load_teacher(_first_teacher(cfg), need_attentions=False))
             log(f"{cfg.student} has no classifier: pooler/classifier "
                 f"{'from the teacher' if record['heads_from_teacher'] else 'newly initialised (widths differ)'}")
         return student, record
@@ -344,9 +358,16 @@ def build_student(cfg: Config, teacher_config, weights: LossWeights, log=_log):
     cls = BertForMaskedLM if general else _classifier_class(teacher_config, auto=False)
     student = cls._from_config(config, **kwargs)
     if cfg.init == "teacher":
-        teacher_for_init = load_teacher(cfg, need_attentions=False)
+        from shrinkbert.students.init import stream_basis
+
+        teacher_for_init = load_teacher(_first_teacher(cfg), need_attentions=False)
+        embeddings = "pca" if cfg.init_embeddings == "projected" else cfg.init_embeddings
         record["init"] = init_from_teacher(student, teacher_for_init, layer_ids=(
-            [i - 1 for i in _int_list(cfg.init_layers)] if cfg.init_layers else None), keep=cfg.init_keep)
+            [i - 1 for i in _int_list(cfg.init_layers)] if cfg.init_layers else None), keep=cfg.init_keep,
+            embeddings=embeddings)
+        if cfg.init_embeddings == "projected":
+            record["init"].update(attach_projection(student, teacher_for_init, stream_basis(
+                teacher_for_init, student.config.hidden_size, cfg.init_keep, embeddings)))
         del teacher_for_init
         log(f"student initialised from teacher layers {record['init']['layers_from_teacher']} "
             f"(carried: {', '.join(record['init']['carried'])})")
@@ -439,7 +460,7 @@ def _teacher_test_accuracy(cfg, teacher_loader, test_set, collate, log) -> tuple
     from shrinkbert.students.cache import compute_teacher_outputs, load_or_compute
 
     if cfg.cache:
-        cache, _, _ = load_or_compute(cfg.teacher, teacher_loader, test_set, collate, cfg.max_length,
+        cache, _, _ = load_or_compute(teacher_source(cfg.teacher, cfg.temperature), teacher_loader, test_set, collate, cfg.max_length,
                                       cache_dir=teacher_cache_dir(cfg),
                                       batch_size=cfg.eval_batch_size, log=log)
     else:
@@ -448,9 +469,17 @@ def _teacher_test_accuracy(cfg, teacher_loader, test_set, collate, log) -> tuple
     return accuracy(logits, test_set["labels"]), logits
 
 
+def _first_teacher(cfg: Config) -> Config:
+    """The config with only the first teacher: the one a student's weights start from."""
+    return dataclasses.replace(cfg, teacher=primary_teacher(cfg.teacher))
+
+
 def validate(cfg: Config) -> None:
     if not cfg.teacher:
         raise ShrinkbertError("no teacher given: --teacher DIR")
+    if cfg.init_embeddings != "columns" and (cfg.init != "teacher" or cfg.student or cfg.mode != "task"):
+        raise ShrinkbertError(f"--init-embeddings {cfg.init_embeddings} shapes a new student initialised from the "
+                              "teacher in mode task (not with --init random, --student or mode general)")
     if cfg.mode == "general" and not cfg.corpus:
         raise ShrinkbertError("mode general needs --corpus (sotu, wordnet or .txt files)")
     # temperature > 0, weights >= 0 and augment >= 0 are the fields' own bounds (checked when parsed)
@@ -480,13 +509,13 @@ def run(cfg: Config) -> Path:
     weights = loss_weights(cfg)
     from shrinkbert.core.models import check_model_dir
 
-    teacher_config = AutoConfig.from_pretrained(check_model_dir(cfg.teacher))
+    teacher_config = AutoConfig.from_pretrained(check_model_dir(primary_teacher(cfg.teacher)))
     general = cfg.mode == "general"
     if general and weights.logits and not _is_mlm(teacher_config):
         raise ShrinkbertError(f"teacher {cfg.teacher} has no MLM head, so mode general cannot distil its MLM "
                               "logits: use --logits-weight 0 with --hidden-weight/--attention-weight, or an MLM teacher")
-    tokenizer = load_tokenizer(cfg.teacher, teacher_config)
-    spec = resolve_spec(cfg, [cfg.teacher], required=False)
+    tokenizer = load_tokenizer(primary_teacher(cfg.teacher), teacher_config)
+    spec = resolve_spec(cfg, split_teachers(cfg.teacher), required=False)
     data_record: dict[str, Any] = {}
     task, train_set, test_set = load_data(cfg, tokenizer, spec, data_record)
     if general:
@@ -523,7 +552,7 @@ def run(cfg: Config) -> Path:
         hidden_layers = distill_loss.teacher_hidden_layers() if distill_loss.needs_hidden else []
         attention_layers = distill_loss.teacher_attention_layers()
         with _state().main_process_first():  # the others then find the main process's cache
-            cache, cache_file, hit = load_or_compute(cfg.teacher, teacher_loader, train_set, collate,
+            cache, cache_file, hit = load_or_compute(teacher_source(cfg.teacher, cfg.temperature), teacher_loader, train_set, collate,
                                                      cfg.max_length, hidden_layers,
                                                      teacher_cache_dir(cfg),
                                                      cfg.eval_batch_size, log=_log, attention_layers=attention_layers)
@@ -559,13 +588,15 @@ def run(cfg: Config) -> Path:
             metrics["test_rows"] = len(test_set)
         metrics["train_rows"] = len(train_set)  # transfer-set copies (--augment) included
         num_parameters = count_parameters(student)
-        teacher_parameters = _teacher_parameters(cfg.teacher, teacher_config, general)
+        teacher_parameters = _teacher_parameters(primary_teacher(cfg.teacher), teacher_config, general)
         metrics["num_parameters"] = num_parameters
         metrics["parameter_ratio"] = num_parameters / teacher_parameters
         metrics["wall_time_s"] = time.perf_counter() - started
+        if fold_projection(student):  # a learned embedding projection becomes a plain table: a plain BERT saved
+            student_record["init"]["projection"] = "folded into the word-embedding table"
         student.config._attn_implementation = None  # back to the library default in the saved config
         student.config.architectures = None
-        parents = [cfg.teacher] + ([cfg.student] if cfg.student else [])
+        parents = split_teachers(cfg.teacher) + ([cfg.student] if cfg.student else [])
         save_model_artifact(out_dir, student, tokenizer, stage="distill", parents=parents, config=to_dict(cfg),
                             metrics=metrics, seed=cfg.seed, num_parameters=num_parameters,
                             data=spec.record(task, max_length=cfg.max_length, rows={"train": len(train_set)})
@@ -576,7 +607,8 @@ def run(cfg: Config) -> Path:
                                             "temperature": cfg.temperature,
                                             "projections": PROJECTIONS_NOTE if len(distill_loss.projections) else
                                             "none (student and teacher widths match, or no hidden losses)",
-                                            "teacher_outputs": cache_record},
+                                            "teacher_outputs": cache_record,
+                                            "teachers": describe_teachers(cfg.teacher)},
                                 "transfer": data_record,
                                 "history": train_metrics.get("history", [])})
         if test_set is not None:

@@ -120,3 +120,38 @@ def test_teacher_lists_and_cache_identity(tmp_path):
     identity = pair.cache_identity(lambda p: f"h({p})")
     assert identity == "ensemble:h(a),h(b)@T=2" != teacher_source("a,b", 1.0).cache_identity(lambda p: f"h({p})")
     assert describe_teachers("a") == [{"path": "a", "stage": None, "role": "teacher"}]
+
+
+def _distill_cfg(teacher, task, out, **overrides):
+    from shrinkbert.core.config import build_config
+    from shrinkbert.students.distill import Config
+
+    values = {"teacher": str(teacher), "task": str(task), "output_dir": str(out), "max_steps": 2, "batch_size": 8,
+              "checkpoint_every": 0, "log_every": 1, "max_length": 32}
+    values.update(overrides)
+    return build_config(Config, values)
+
+
+def test_distill_from_an_ensemble_with_a_projected_table_then_from_that_student(tiny_bert, tiny_csv, cache_env,
+                                                                                 tmp_path):
+    from fixtures import make_tiny_bert
+
+    from shrinkbert.core.artifacts import read_manifest
+    from shrinkbert.students.distill import run
+
+    second = make_tiny_bert(tmp_path / "second", seed=4)
+    student = run(_distill_cfg(f"{tiny_bert},{second}", tiny_csv, tmp_path / "student", hidden=16, heads=2,
+                               intermediate=32, init_embeddings="projected"))
+    manifest = read_manifest(student)
+    assert [p["path"] for p in manifest["parents"]] == [str(tiny_bert), str(second)]
+    assert [t["role"] for t in manifest["student"]["teachers"]] == ["teacher", "teacher"]
+    assert manifest["student"]["init"]["projection"] == "folded into the word-embedding table"
+    model = AutoModelForSequenceClassification.from_pretrained(student)  # a plain BERT: no projection left
+    assert model.bert.embeddings.word_embeddings.weight.shape[1] == 16
+    # the student as a teacher assistant for a smaller one
+    smaller = read_manifest(run(_distill_cfg(student, tiny_csv, tmp_path / "smaller", layers=1, hidden=16, heads=2,
+                                             intermediate=32, init_embeddings="pca")))
+    assert smaller["student"]["teachers"] == [{"path": str(student), "stage": "distill", "role": "assistant"}]
+    assert smaller["student"]["init"]["embeddings"] == "pca"
+    with pytest.raises(ShrinkbertError, match="init-embeddings"):
+        run(_distill_cfg(student, tiny_csv, tmp_path / "x", init="random", init_embeddings="pca"))
