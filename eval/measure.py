@@ -267,12 +267,7 @@ def _time(variants, latency_hits, rows, settings, cache, keys, notes, progress) 
         except Exception as err:
             notes.fail(variant, _one_line(err))
     by_name = {v.name: v for v in variants if v.ok}
-    timers = None
-    if settings.isolate:
-        specs = {v.name: {"path": v.path, "kind": v.kind, "manifest": v.manifest} for v in by_name.values()}
-        timers, errors = start_workers(specs, settings.threads, settings.attention)
-        for name, message in errors.items():
-            notes.warn(by_name[name], f"cannot be timed in a process of its own: {message}")
+    timers = _start_timers(by_name, settings, notes) if settings.isolate else None
     try:
         for case in to_time:
             runners = {name: v.runner for name, v in by_name.items() if case.label not in v.latency
@@ -280,7 +275,7 @@ def _time(variants, latency_hits, rows, settings, cache, keys, notes, progress) 
             if not runners:
                 continue
             bar = progress_bar(total=(settings.warmup + settings.runs) * len(runners), desc=f"latency {case.label}",
-                       unit="call", disable=not progress, leave=False, mininterval=0.5)
+                               unit="call", disable=not progress, leave=False, mininterval=0.5)
             results = measure_interleaved(
                 runners, case, rows.texts, rows.pairs, max_length=settings.max_length, warmup=settings.warmup,
                 runs=settings.runs, burst=settings.burst, lead_in=settings.lead_in if timers is not None else 0,
@@ -295,6 +290,16 @@ def _time(variants, latency_hits, rows, settings, cache, keys, notes, progress) 
     finally:
         for timer in (timers or {}).values():
             timer.close()
+
+
+def _start_timers(by_name: dict[str, Variant], settings: Settings, notes: _Notes) -> dict[str, Any]:
+    """A worker process per variant (eval.workers); a variant whose worker cannot open it is warned
+    about and left untimed."""
+    specs = {v.name: {"path": v.path, "kind": v.kind, "manifest": v.manifest} for v in by_name.values()}
+    timers, errors = start_workers(specs, settings.threads, settings.attention)
+    for name, message in errors.items():
+        notes.warn(by_name[name], f"cannot be timed in a process of its own: {message}")
+    return timers
 
 
 def _in_process(variant: Variant) -> dict[str, Any]:
