@@ -17,6 +17,8 @@ of each row's gold tags to keep.
 
 Threads are set explicitly for both runtimes (STACK.md): torch intra-op threads, and ORT
 intra_op_num_threads with spinning off, so an ORT session does not slow the next torch call.
+These runners load, encode and score in the harness's process; the report's latency is timed in a
+process per variant (eval.worker), with the settings each variant ships with.
 """
 from __future__ import annotations
 
@@ -300,8 +302,10 @@ class BundleRunner(Runner):
 
         module = load_bundle_module(self.path)
         try:
+            # spin=False: in the harness's process the bundle shares the CPU with torch (STACK.md); its
+            # latency is timed in a process of its own with its own defaults (eval.worker)
             self.predictor = call_with_supported(module.Predictor, str(self.path), num_threads=threads,
-                                                  threads=threads, intra_op_num_threads=threads)
+                                                  threads=threads, intra_op_num_threads=threads, spin=False)
         except ShrinkbertError:
             raise
         except Exception as err:

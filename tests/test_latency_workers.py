@@ -200,3 +200,18 @@ def test_the_busy_check_counts_other_processes_not_the_harness():
     finally:
         other.join()
     assert busy.cores > 0.6, busy.cores
+
+
+def test_in_process_timing_says_so_and_keeps_spinning_off(bundle_dir, rows):
+    from shrinkbert.eval.measure import Settings, measure
+    from shrinkbert.eval.runners import open_runner
+
+    settings = Settings(batch_sizes=[1], seq_lens=["16"], runs=2, warmup=0, threads=1, memory="off", isolate=False)
+    (variant,) = measure([bundle_dir], rows, settings, progress=False)
+    timed_with = variant.latency["b1/s16"]["timed_with"]
+    assert (timed_with["process"], timed_with["threads"], timed_with["spin"]) == ("shared", 1, False)
+    runner = open_runner(bundle_dir, 1)  # the harness's own copy shares its process with torch: no spinning
+    try:
+        assert runner.session.get_session_options().get_session_config_entry(SPIN) == "0"
+    finally:
+        runner.close()
