@@ -211,7 +211,8 @@ def _threads_detail(settings: Settings) -> str:
 def _other_load(variants: list[Variant]) -> dict[str, Any] | None:
     """The most CPU that other processes used while a case was timed (the harness's own processes
     not counted), in cores: above BUSY_CORES, timings are disturbed."""
-    loads = [st["other_cpu_cores"] for v in variants for st in v.latency.values() if st.get("other_cpu_cores") is not None]
+    loads = [st["other_cpu_cores"] for v in variants for st in v.latency.values()
+             if st.get("other_cpu_cores") is not None]
     if not loads:
         return None
     return {"max_cores": max(loads), "min_cores": min(loads), "cores": os.cpu_count(), "busy_above": BUSY_CORES}
