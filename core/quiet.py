@@ -9,6 +9,8 @@ library says still reaches the user. What is silenced, and why nobody can act on
 - torch's ONNX tracer warns (TracerWarning) that Python values in transformers' modelling code are
   traced as constants; they are constants for these graphs, and the export's parity check (and
   the latency probe's fixed shapes) is what says whether the graph is right.
+- torch warns (DeprecationWarning) that the TorchScript-based ONNX exporter is the legacy one; the
+  kit picks it on purpose: the newer dynamo exporter's graphs are not fused by ONNX Runtime.
 - ONNX Runtime's quantizer asks, on the root logger, for its shape-inference pre-processing; the
   kit quantizes Optimum's export or its O2-optimized graph, for which the pre-pass is not wanted.
 """
@@ -50,6 +52,10 @@ def quiet_library_warnings(tracing: bool = False):
                 from torch.jit import TracerWarning  # deferred: torch costs seconds; tracing loads it anyway
 
                 warnings.filterwarnings("ignore", category=TracerWarning)
+                warnings.filterwarnings("ignore", message="You are using the legacy TorchScript-based ONNX export",
+                                        category=DeprecationWarning)
+                warnings.filterwarnings("ignore", message="The feature will be removed",
+                                        category=DeprecationWarning, module="torch.onnx")
             yield
     finally:
         for logger, dropper in installed:

@@ -31,6 +31,7 @@ from typing import Any, Callable
 
 from shrinkbert.core.config import Option, grouped, option_help, options, speaking_as
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.kinds import kind_of_architectures
 from shrinkbert.stages import API_STAGES, Stage, resolve
 
 
@@ -79,18 +80,13 @@ class Artifact:
             return Predictor(self.path)
         config = json.loads((self.path / "config.json").read_text()) if (self.path / "config.json").is_file() else {}
         architectures = config.get("architectures") or []
-        token = any(a.endswith("ForTokenClassification") for a in architectures)
+        kind = kind_of_architectures(architectures)  # the task kind (core/kinds) names the classes
         if any(self.path.glob("*.onnx")):
-            from optimum.onnxruntime import ORTModelForSequenceClassification, ORTModelForTokenClassification
-
-            return (ORTModelForTokenClassification if token else ORTModelForSequenceClassification).from_pretrained(
-                self.path)
-        from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoModelForTokenClassification
+            return kind.ort_class().from_pretrained(self.path)
+        from transformers import AutoModelForMaskedLM
 
         masked = any(a.endswith(("ForMaskedLM", "ForPreTraining")) for a in architectures)
-        cls = (AutoModelForMaskedLM if masked else AutoModelForTokenClassification if token
-               else AutoModelForSequenceClassification)
-        return load_model(cls, self.path)
+        return load_model(AutoModelForMaskedLM if masked else kind.model_class(), self.path)
 
     def tokenizer(self):
         from transformers import AutoTokenizer
@@ -151,13 +147,13 @@ def run_stage(name: str, **kwargs) -> Artifact:
     with keyword arguments; its Artifact."""
     stage = resolve(name)
     tokenizer, dataset = kwargs.pop("tokenizer", None), kwargs.pop("dataset", None)
-    if "tokenizer" in _config_fields(stage):  # pretrain's own field (a tokenizer directory)
-        kwargs["tokenizer"], tokenizer = tokenizer, None
+    if "tokenizer" in _config_fields(stage) and (tokenizer is None or isinstance(tokenizer, (str, os.PathLike))):
+        kwargs["tokenizer"], tokenizer = tokenizer or "", None  # the Config's own field: a tokenizer directory
     return Artifact(Path(_call(stage, kwargs, tokenizer, dataset)).resolve())
 
 
-def report(*artifacts, **kwargs) -> dict[str, Any]:
-    """Measure artifacts side by side and write the report; the report dict (see below)."""
+def _report(*artifacts, **kwargs) -> dict[str, Any]:
+    """The eval stage from Python (its generated wrapper is `report`): the report dict."""
     if artifacts:
         kwargs["artifacts"] = list(artifacts)
     result, files = _call(API_STAGES["report"], kwargs)
@@ -179,6 +175,8 @@ DATASET_NOTE = ("dataset: a datasets.Dataset (split by split_seed) or DatasetDic
 def _annotation(stage: Stage, option: Option) -> Any:
     if option.name in stage.model_fields:
         return "str | os.PathLike | Artifact | transformers.PreTrainedModel"
+    if option.name == "tokenizer" and stage.model_fields:  # a directory, or an in-memory model's tokenizer
+        return "str | os.PathLike | transformers.PreTrainedTokenizerBase"
     return option.type
 
 
@@ -189,6 +187,8 @@ def signature(stage: Stage) -> inspect.Signature:
         params.append(inspect.Parameter("artifacts", inspect.Parameter.VAR_POSITIONAL,
                                         annotation="str | os.PathLike | Artifact"))
     for option in options(stage.config_class):
+        if any(p.name == option.name for p in params):  # report's artifacts: the positional ones
+            continue
         params.append(inspect.Parameter(option.name, inspect.Parameter.KEYWORD_ONLY, default=option.default,
                                         annotation=_annotation(stage, option)))
     names = {p.name for p in params}
@@ -231,7 +231,7 @@ def stage_function(stage: Stage) -> Callable[..., Any]:
     (help(shrinkbert.distill) lists what `shrinkbert distill --help` lists)."""
     def function(*args, **kwargs):
         if stage.api_name == "report":
-            return report(*args, **kwargs)
+            return _report(*args, **kwargs)
         if args:
             raise TypeError(f"{stage.api_name}() takes keyword arguments only (see help({stage.api_name}))")
         return run_stage(stage.name, **kwargs)
