@@ -81,7 +81,7 @@ def pool(hidden, attention_mask, mode: str = "mean"):
 def l2_normalize(vectors: np.ndarray) -> np.ndarray:
     """Unit-length rows; an all-zero row (an empty text) stays zero instead of becoming NaN."""
     norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
-    return (vectors / np.maximum(norms, 1e-12)).astype(np.float32)
+    return (vectors / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
 
 
 def write_st_layout(out_dir: str | Path, spec: PoolingSpec, dim: int, max_seq_length: int = 256) -> None:

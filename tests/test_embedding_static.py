@@ -7,8 +7,8 @@ import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 from shrinkbert.core.errors import ShrinkbertError
-from shrinkbert.core.testing import make_tiny_bert
-from shrinkbert.students.static import StaticEmbedder, pca_reduce, zipf_ranks, zipf_weights
+from fixtures import make_tiny_bert
+from shrinkbert.students.static import StaticEmbedder, pca_fit, zipf_ranks, zipf_weights
 
 VOCAB = {"[UNK]": 0, "good": 1, "movie": 2, "bad": 3, "plot": 4}
 
@@ -38,21 +38,22 @@ def test_zipf_ranks_skip_the_unused_slots():
 def test_pca_is_the_top_principal_directions():
     rng = np.random.default_rng(0)
     vectors = rng.normal(size=(50, 6)) * np.array([5, 4, 3, 0.2, 0.1, 0.05])
-    reduced = pca_reduce(vectors, 3)
+    reduced, components = pca_fit(vectors, 3)
     centred = vectors - vectors.mean(axis=0)
     _, _, directions = np.linalg.svd(centred, full_matrices=False)
     expected = centred @ directions[:3].T
     signs = np.sign((reduced * expected).sum(axis=0))  # a component's sign is arbitrary
     np.testing.assert_allclose(reduced * signs, expected, atol=1e-4)
+    np.testing.assert_allclose(components * signs[:, None], directions[:3], atol=1e-5)
     # fitted on some rows, applied to all: the held-out rows use the fitted mean and directions
     fit = np.arange(50) < 40
-    part = pca_reduce(vectors, 2, fit_rows=fit)
+    part, _ = pca_fit(vectors, 2, fit_rows=fit)
     mean = vectors[fit].mean(axis=0)
     _, _, fitted = np.linalg.svd(vectors[fit] - mean, full_matrices=False)
     expected = (vectors - mean) @ fitted[:2].T
     np.testing.assert_allclose(part * np.sign((part * expected).sum(axis=0)), expected, atol=1e-4)
     with pytest.raises(ShrinkbertError, match="--dim"):
-        pca_reduce(vectors, 7)
+        pca_fit(vectors, 7)
 
 
 def test_inference_is_the_normalised_mean_of_token_vectors():
@@ -64,6 +65,24 @@ def test_inference_is_the_normalised_mean_of_token_vectors():
         norm = np.linalg.norm(want)
         np.testing.assert_allclose(got, want / norm if norm else want, atol=1e-6)
     assert vectors.dtype == np.float32
+
+
+def test_tuning_turns_sentences_towards_their_targets():
+    rng = np.random.default_rng(2)
+    student = StaticEmbedder(rng.normal(size=(5, 4)).astype(np.float32), word_tokenizer())
+    sentences = ["good movie", "bad plot", "good plot", "bad movie", "movie"]
+    targets = rng.normal(size=(5, 4)).astype(np.float32)
+
+    def agreement():
+        return float(np.mean(np.sum(student.encode(sentences) * (targets / np.linalg.norm(targets, axis=1,
+                                                                                           keepdims=True)), axis=1)))
+
+    before, unk_before = agreement(), student.vectors[0].copy()
+    student.tune(sentences, targets, epochs=200, lr=0.05, batch_size=5)
+    assert agreement() > before + 0.2
+    np.testing.assert_array_equal(student.vectors[0], unk_before)  # [UNK] is in no sentence: untouched
+    with pytest.raises(ShrinkbertError, match="5 sentences but 4"):
+        student.tune(sentences, targets[:4])
 
 
 def test_save_load_and_sentence_transformers_agree(tmp_path):
@@ -85,3 +104,5 @@ def test_distilled_from_a_tiny_teacher(tmp_path):
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-5)
     with pytest.raises(ShrinkbertError, match="--dim"):
         StaticEmbedder.distill(teacher, dim=64)
+    tuned = StaticEmbedder.distill(teacher, dim=8, corpus=["a good movie", "the plot was dull"], epochs=1)
+    assert not np.allclose(tuned.vectors, student.vectors)
