@@ -342,7 +342,7 @@ def format_table(table: dict) -> str:
              "[95% CI] |",
              "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
              f"| teacher (PyTorch fp32) | | | 100.0% | {t['accuracy']:.4f} | {t['p50_ms']:.2f} | 1.00x | "
-             f"{ti['p50_ms'] / t['p50_ms']:.2f}x | {t['size_bytes'] / 1e6:.1f} | 1.0x |",
+             f"{ti['p50_ms'] / t['p50_ms']:.2f}x | {t['size_bytes'] / 1e6:.1f} | 1.0x | |",
              f"| teacher O2+int8 ONNX | | | {ti['accuracy'] / t['accuracy']:.1%} | {ti['accuracy']:.4f} | "
              f"{ti['p50_ms']:.2f} | {t['p50_ms'] / ti['p50_ms']:.2f}x | 1.00x | {ti['size_bytes'] / 1e6:.1f} | "
              f"{t['size_bytes'] / ti['size_bytes']:.1f}x | |"]

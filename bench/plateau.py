@@ -1,0 +1,193 @@
+"""Students past the 94% plateau (issue 27): an ablation at the 15x shape, 2L/H160/A5/F640.
+
+    python bench/plateau.py                                   # every arm, 3 seeds (hours on 2 cores)
+    python bench/plateau.py --arms today,pca --seeds 1        # a subset
+    python bench/plateau.py --ensemble T1,T2,T3 --best auto   # with an ensemble of three teachers
+
+Arms (each a set of distill options on top of the frontier's recipe: train split + 16,000
+teacher-labelled IMDB sentences, logits + hidden KD, 2 epochs, lr 3e-4, max_length 128):
+  today      the recipe as it is: the student's residual stream = the teacher's 160 largest-norm dims
+  pca        --init-embeddings pca: the stream projected on the top 160 principal components of the
+             teacher's embedding table (every weight that reads or writes it is projected too)
+  projected  --init-embeddings projected: pca, then the teacher's table through a learned 384->160
+             projection, folded into a plain table when the student is saved
+  assistant  --teacher = the 3L/H384/F768 student of the same seed (a teacher assistant; --assistant,
+             default the frontier's runs/frontier/students/3L-H384-F768-seed{seed})
+  ensemble   --teacher T1,T2,...: the teachers' soft labels averaged at T (--ensemble; skipped without)
+  best       the options of the winning init arm and the winning teacher arm together (--best auto: each
+             only when its mean retention beats today's; or name arms: --best pca,assistant)
+Each arm distils --seeds students (seed 0..N-1), exports them (ONNX O2) and quantizes them (dynamic
+int8), as the frontier does. One interleaved measurement (shrinkbert/frontier.py measure_frontier)
+then times and scores the teacher (PyTorch fp32), its O2+int8 export and every int8 student on the
+same test rows. The table (plateau.md/.json in --out) gives per arm retention mean ± sd over seeds and
+the difference in retention to `today` with a paired bootstrap 95% interval over the test rows
+(eval/stats.py; "n.s." where it covers zero). Students already in --out are reused.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RECIPE = dict(epochs=2, learning_rate=3e-4, logits_weight=1.0, hidden_weight=1.0, transfer_corpus="imdb",
+              max_transfer_rows=16000, max_length=128)
+SHAPE = dict(layers=2, hidden=160, heads=5, intermediate=640)
+ARMS = ("today", "pca", "projected", "assistant", "ensemble", "best")
+INIT_ARMS, TEACHER_ARMS = ("pca", "projected"), ("assistant", "ensemble")
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--teacher", default=str(ROOT / "runs/demo/teacher"), help="the fine-tuned teacher (default: the demo's)")
+    p.add_argument("--task", default="", help="the task (default: the one the teacher was fine-tuned on)")
+    p.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated arms to run (of {', '.join(ARMS)})")
+    p.add_argument("--seeds", type=int, default=3, help="students per arm (seeds 0..N-1)")
+    p.add_argument("--assistant", default=str(ROOT / "runs/frontier/students/3L-H384-F768-seed{seed}"),
+                   help="the assistant arm's teacher, {seed} filled in per seed (a distilled 3L/H384/F768 student)")
+    p.add_argument("--ensemble", default="", help="comma-separated teachers for the ensemble arm (e.g. the teacher "
+                   "fine-tuned at three seeds); the arm is skipped without")
+    p.add_argument("--best", default="auto", help="the best arm's options: auto, none, or arms to combine (pca,assistant)")
+    p.add_argument("--out", default=str(ROOT / "runs/bench/plateau"), help="where students and plateau.md/.json go")
+    p.add_argument("--shape", default="2L/H160/A5/F640", help="student shape (frontier notation)")
+    p.add_argument("--max-steps", type=int, default=0, help="optimizer steps per student (0: the recipe's 2 epochs)")
+    p.add_argument("--max-transfer-rows", type=int, default=RECIPE["max_transfer_rows"],
+                   help="transfer-corpus lines (0 with --transfer-corpus '' for none)")
+    p.add_argument("--transfer-corpus", default=RECIPE["transfer_corpus"], help="transfer corpus ('' for none)")
+    p.add_argument("--max-length", type=int, default=RECIPE["max_length"], help="tokens per row (training, timing, eval)")
+    p.add_argument("--max-eval-rows", type=int, default=0, help="first N test rows (0: all)")
+    p.add_argument("--runs", type=int, default=30, help="timed calls per variant in the measurement")
+    p.add_argument("--threads", type=int, default=0, help="threads (0: all cores)")
+    p.add_argument("--no-resume", action="store_true", help="redo students already in --out")
+    return p.parse_args(argv)
+
+
+def arm_options(arm: str, seed: int, args, chosen: dict[str, dict]) -> dict | None:
+    """The distill options of one arm at one seed (None: the arm cannot run here)."""
+    if arm == "today":
+        return {}
+    if arm in INIT_ARMS:
+        return {"init_embeddings": arm}
+    if arm == "assistant":
+        path = args.assistant.format(seed=seed)
+        return {"teacher": path} if Path(path).is_dir() else None
+    if arm == "ensemble":
+        return {"teacher": args.ensemble} if args.ensemble else None
+    if arm == "best":
+        options: dict = {}
+        for name in chosen.get("best", {}).get("arms", []):
+            found = arm_options(name, seed, args, chosen)
+            if found is None:
+                return None
+            options.update(found)
+        return options or None
+    raise SystemExit(f"error: unknown arm {arm!r} (arms: {', '.join(ARMS)})")
+
+
+def pick_best(args, table: dict) -> list[str]:
+    """--best auto: the init arm and the teacher arm with the highest mean retention, each only if
+    above today's; or the arms --best names."""
+    if args.best == "none":
+        return []
+    if args.best != "auto":
+        return [a for a in args.best.split(",") if a]
+    by_arm = {row["given"]: row.get("retention_mean") for row in table["points"] if row.get("seeds")}
+    today = by_arm.get("today")
+    picked = []
+    for group in (INIT_ARMS, TEACHER_ARMS):
+        scored = [(by_arm[a], a) for a in group if by_arm.get(a) is not None]
+        if scored and today is not None and max(scored)[0] > today:
+            picked.append(max(scored)[1])
+    return picked
+
+
+def distil_arm(arm: str, args, cfg, chosen: dict, shape: dict) -> dict:
+    """Distil, export and quantize one arm's students: a frontier point named by the arm."""
+    from shrinkbert.core.artifacts import read_manifest
+    from shrinkbert.frontier import _int8, _stage
+
+    point = {"speedup_target": None, "target_ms": None, "given": arm, "students": [], "shape": None}
+    recipe = {**RECIPE, "max_transfer_rows": args.max_transfer_rows, "transfer_corpus": args.transfer_corpus,
+              "max_length": args.max_length, **({"max_steps": args.max_steps} if args.max_steps else {})}
+    recipe = {k: v for k, v in recipe.items() if v not in ("", None)}
+    for seed in range(args.seeds):
+        options = arm_options(arm, seed, args, chosen)
+        if options is None:
+            point["unmet"] = f"{arm}: not available here (see --help)"
+            print(f"plateau: skipping {arm}: {point['unmet']}", file=sys.stderr, flush=True)
+            break
+        where = Path(args.out) / "students" / f"{arm}-seed{seed}"
+        settings = {"teacher": args.teacher, **({"task": args.task} if args.task else {}), **recipe, **shape, **options, "seed": seed, "threads": cfg.threads,
+                    "max_eval_rows": args.max_eval_rows}
+        student = _stage("distill", where, not args.no_resume, **settings)
+        point["shape"] = read_manifest(student)["student"]["shape"]
+        point["students"].append({"seed": seed, "student": str(student),
+                                  "int8": str(_int8(student, where, cfg, not args.no_resume))})
+    return point
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from shrinkbert.core.config import build_config
+    from shrinkbert.core.dataspec import resolve_spec
+    from shrinkbert.core.device import describe_machine
+    from shrinkbert.frontier import Config, _int8, format_table, measure_frontier, parse_shapes
+
+    print("machine:", describe_machine(), flush=True)
+    if not Path(args.teacher).is_dir():
+        print(f"error: teacher {args.teacher} missing: run bash scripts/demo.sh first (or give --teacher)", file=sys.stderr)
+        return 2
+    arms = [a for a in args.arms.split(",") if a]
+    unknown = [a for a in arms if a not in ARMS]
+    if unknown or "today" not in arms:
+        print(f"error: arms must include today (the reference) and come from {', '.join(ARMS)}", file=sys.stderr)
+        return 2
+    shape = parse_shapes(args.shape)[0]
+    threads = args.threads or os.cpu_count() or 1
+    cfg = build_config(Config, {"teacher": args.teacher, "output_dir": args.out, "max_length": args.max_length,
+                                "max_eval_rows": args.max_eval_rows, "runs": args.runs, "threads": threads,
+                                "compare_to": "today", **({"task": args.task} if args.task else {})})
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    chosen: dict[str, dict] = {}
+    points = [distil_arm(arm, args, cfg, chosen, shape) for arm in arms if arm != "best"]
+    spec = resolve_spec(cfg, [args.teacher])
+    teacher_int8 = _int8(Path(args.teacher), out / "teacher", cfg, not args.no_resume)
+    if "best" in arms:
+        # a first measurement picks the winners; the final one below re-times everything together
+        picked = pick_best(args, measure_frontier(cfg, spec, Path(args.teacher), teacher_int8, points, threads))
+        chosen["best"] = {"arms": picked}
+        print(f"plateau: best = {' + '.join(picked) or 'nothing beat today'}", file=sys.stderr, flush=True)
+        if picked:
+            points.append(distil_arm("best", args, cfg, chosen, shape))
+    table = measure_frontier(cfg, spec, Path(args.teacher), teacher_int8, points, threads)
+    table["best"] = chosen.get("best")
+    table["arms"] = {p["given"]: {"students": [s["student"] for s in p["students"]], "unmet": p.get("unmet")}
+                     for p in points}
+    names = iter(row["given"] for row in table["points"])
+    lines = [f"| {next(names)} |" + line[len("| shape given |"):] if line.startswith("| shape given |") else line
+             for line in format_table(table).replace("Frontier:", "Plateau ablation:", 1)
+             .replace(f"shapes picked on {table['runtime']}, ", "", 1)
+             .replace("| target |", "| arm |", 1).splitlines()]
+    lines += ["", "Arms: " + "; ".join(f"{row['given']} = {_describe(row['given'], args, chosen) or 'the recipe'}"
+                                       for row in table["points"])]
+    (out / "plateau.json").write_text(json.dumps(table, indent=2, default=str))
+    (out / "plateau.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+def _describe(arm: str, args, chosen: dict) -> str:
+    """An arm's distill options as text (seed 0's, with the assistant's path shown as its pattern)."""
+    options = arm_options(arm, 0, args, chosen) or {}
+    if options.get("teacher") == args.assistant.format(seed=0):
+        options["teacher"] = args.assistant
+    return ", ".join(f"{k}={v}" for k, v in options.items())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
