@@ -78,12 +78,6 @@ def pool(hidden, attention_mask, mode: str = "mean"):
     raise ShrinkbertError(f"unknown pooling mode '{mode}' (known: {', '.join(POOLING_MODES)})")
 
 
-def l2_normalize(vectors: np.ndarray) -> np.ndarray:
-    """Unit-length rows; an all-zero row (an empty text) stays zero instead of becoming NaN."""
-    norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
-    return (vectors / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
-
-
 def write_st_layout(out_dir: str | Path, spec: PoolingSpec, dim: int, max_seq_length: int = 256) -> None:
     """Write modules.json, 1_Pooling/ and 2_Normalize/ beside transformers files already in out_dir."""
     out_dir = Path(out_dir)

@@ -24,7 +24,8 @@ from safetensors.numpy import load_file, save_file
 from sklearn.decomposition import PCA
 from tokenizers import Tokenizer
 
-from shrinkbert.core.embedder import MODULES_FILE, ST_MODULE, Embedder, l2_normalize, pool
+from shrinkbert.compress.static_predictor import embed_with_table
+from shrinkbert.core.embedder import MODULES_FILE, ST_MODULE, Embedder, pool
 from shrinkbert.core.errors import ShrinkbertError
 
 STATIC_DIR, NORMALIZE_DIR = "0_StaticEmbedding", "1_Normalize"
@@ -173,12 +174,5 @@ class StaticEmbedder:
         (out_dir / MODULES_FILE).write_text(json.dumps(modules, indent=2))
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        """Mean of each text's token vectors (no [CLS]/[SEP]), L2-normalised; an empty text gives zeros.
-        The sum stands in for the mean: normalising removes the length. A plain loop over the
-        texts: at batch 1 (the latency that matters) tokenizing is most of the time and anything
-        vectorised across texts only adds overhead."""
-        sums = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for row, encoding in enumerate(self.tokenizer.encode_batch(list(texts), add_special_tokens=False)):
-            if encoding.ids:
-                sums[row] = self.vectors[encoding.ids].sum(axis=0)
-        return l2_normalize(sums)
+        """float32 [n, dim] unit vectors: the bundle's own inference (compress/static_predictor.py)."""
+        return embed_with_table(self.tokenizer, self.vectors, texts)

@@ -1,0 +1,78 @@
+"""The static embedding bundle: numpy and tokenizers only (checked with torch blocked), the
+student's vectors exactly, embed/similarity/search, `predict.py --embed`, and bad input."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+
+from shrinkbert.compress.static_bundle import run
+from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.students.static import StaticEmbedder
+
+VOCAB = {"[UNK]": 0, "good": 1, "movie": 2, "bad": 3, "plot": 4, "great": 5, "film": 6}
+TEXTS = ["good movie", "great film", "bad plot", "", "movie movie plot"]
+
+
+@pytest.fixture(scope="module")
+def student_dir(tmp_path_factory):
+    tokenizer = Tokenizer(models.WordLevel(VOCAB, unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.Lowercase()
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    table = np.random.default_rng(0).normal(size=(len(VOCAB), 6)).astype(np.float32)
+    table[5], table[6] = table[1] + 0.01, table[2] + 0.01  # great ~ good, film ~ movie
+    path = tmp_path_factory.mktemp("static") / "student"
+    StaticEmbedder(table, tokenizer).save(path)
+    return path
+
+
+def test_the_bundle_runs_without_torch_and_gives_the_students_vectors(student_dir, tmp_path):
+    bundle = run(student_dir, tmp_path / "bundle")
+    assert sorted(p.name for p in bundle.iterdir()) == ["predict.py", "requirements.txt", "shrinkbert.json",
+                                                         "tokenizer.json", "vectors.npy"]
+    assert "torch" not in (bundle / "requirements.txt").read_text()
+    script = f"""
+import json, sys
+sys.modules["torch"] = None          # any import of torch now fails
+sys.modules["onnxruntime"] = None
+sys.modules["transformers"] = None
+sys.path.insert(0, {str(bundle)!r})
+from predict import Predictor
+p = Predictor({str(bundle)!r})
+vectors = p.embed({TEXTS!r})
+print(json.dumps({{"vectors": vectors.tolist(), "dtype": str(vectors.dtype),
+                  "search": p.search("good movie", vectors, k=2),
+                  "sim": p.similarity(["good movie"], ["great film", "bad plot"]).tolist()}}))
+"""
+    out = json.loads(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                                    check=True).stdout)
+    expected = StaticEmbedder.load(student_dir).encode(TEXTS)
+    np.testing.assert_array_equal(np.asarray(out["vectors"], np.float32), expected)
+    assert out["dtype"] == "float32"
+    assert [row for row, _ in out["search"]] == [0, 1]  # itself, then its near-synonym
+    assert out["sim"][0][0] > 0.99 > out["sim"][0][1]
+
+
+def test_predict_py_embeds_a_text_file(student_dir, tmp_path):
+    bundle = run(student_dir, tmp_path / "bundle")
+    (tmp_path / "texts.txt").write_text("good movie\nbad plot\n")
+    subprocess.run([sys.executable, str(bundle / "predict.py"), "--embed", str(tmp_path / "texts.txt"),
+                    "--out", str(tmp_path / "v.npy")], check=True, capture_output=True)
+    np.testing.assert_array_equal(np.load(tmp_path / "v.npy"),
+                                  StaticEmbedder.load(student_dir).encode(["good movie", "bad plot"]))
+    (tmp_path / "empty.txt").write_text("\n\n")
+    done = subprocess.run([sys.executable, str(bundle / "predict.py"), "--embed", str(tmp_path / "empty.txt"),
+                           "--out", str(tmp_path / "e.npy")], capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr.strip().count("\n") == 0 and "holds no text" in done.stderr
+    assert not (tmp_path / "e.npy").exists()
+
+
+def test_a_folder_that_is_no_static_student_writes_nothing(tmp_path):
+    (tmp_path / "not-a-model").mkdir()
+    with pytest.raises(ShrinkbertError, match="not a static embedding model"):
+        run(tmp_path / "not-a-model", tmp_path / "bundle")
+    assert not (tmp_path / "bundle").exists()
