@@ -183,3 +183,30 @@ def test_frontier_gives_retention_differences_with_their_interval():
                          "speedup_vs_teacher_int8": 3.0, "size_mb": 10.0, "x_smaller": 10.0} for r in rows_out]}
     text = format_table(table)
     assert "retention vs 2L-H160 [95% CI]" in text and "| +10.1 [" in text
+
+
+def test_report_compares_token_variants_word_by_word_with_sentences_resampled():
+    from shrinkbert.eval.measure import Settings, Variant
+    from shrinkbert.eval.report import build_report
+    from shrinkbert.eval.rows import from_words
+
+    task = Task("tags", ("O", "X"), metrics=("accuracy",), kind="token")
+    rows = from_words(task, [["a", "b", "c"]] * 40, [[0, 1, 0]] * 40)
+
+    def variant(name, correct, counts, stage=None):
+        v = Variant(name, f"/x/{name}", kind="onnx", manifest={"stage": stage} if stage else {})
+        v.static = {"size_bytes": 1, "num_parameters": 1, "memory_bytes": 1}
+        v.accuracy = {"metrics": {"accuracy": sum(correct) / len(correct)}, "n": 40, "words": len(correct),
+                      "predictions": [0] * len(correct), "word_counts": counts, "correct": correct}
+        v.latency = {"b1/s16": {"p50": 1.0}}
+        return v
+
+    counts = [3] * 40
+    teacher = variant("teacher", [1] * 120, counts, "finetune")
+    student = variant("student", [0] * 30 + [1] * 90, counts)  # the first 10 sentences wholly wrong
+    shorter = variant("shorter", [1] * 80, [2] * 40)            # scored other words: no comparison
+    report = build_report([teacher, student, shorter], rows, Settings(batch_sizes=[1], seq_lens=["16"], threads=1))
+    to_teacher = report["variants"][1]["vs_baseline"]
+    assert to_teacher["metric"] == "word accuracy" and to_teacher["n"] == 40
+    assert to_teacher["difference"] == pytest.approx(-0.25) and to_teacher["b_only"] == 30
+    assert "different words" in report["variants"][2]["vs_baseline"]["unavailable"]
