@@ -138,8 +138,10 @@ def build_config(config_cls, values: dict[str, Any] | None = None):
     known = {f.name for f in dataclasses.fields(config_cls)}
     unknown = sorted(set(values) - known)
     if unknown:
-        raise ShrinkbertError(f"unknown option(s) {', '.join(map(option_name, unknown))} for "
-                              f"{config_cls.__module__.rsplit('.', 1)[-1]} (known: {', '.join(sorted(known))})")
+        noun, spell = {"cli": ("option(s)", flag), "api": ("keyword(s)", lambda n: f"{n}=")}.get(
+            _SURFACE.get(), ("config key(s)", str))
+        raise ShrinkbertError(f"unknown {noun} for {config_cls.__module__.rsplit('.', 1)[-1]}: "
+                              f"{', '.join(map(spell, unknown))} (known: {', '.join(sorted(known))})")
     coerced = {k: coerce(v, hints[k], k) for k, v in values.items()}
     fields = {f.name: f for f in dataclasses.fields(config_cls)}
     for name, value in coerced.items():
