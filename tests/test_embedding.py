@@ -15,7 +15,7 @@ from transformers import AutoModel, AutoTokenizer
 from shrinkbert.core.builtin import minilm_path
 from shrinkbert.core.embedder import Embedder, PoolingSpec, read_pooling, write_st_layout
 from shrinkbert.core.errors import ShrinkbertError
-from shrinkbert.core.testing import make_tiny_bert
+from fixtures import make_tiny_bert
 
 TEXTS = ["a good movie", "the plot was very dull and the actor was flat", "funny", ""]
 

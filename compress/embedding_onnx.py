@@ -1,0 +1,97 @@
+"""A transformer sentence embedder as one ONNX graph whose output is the sentence vector: the
+encoder, its pooling and its normalisation all inside the graph (so ONNX Runtime, an index builder
+or another language needs nothing else), and its dynamic int8 twin.
+
+The graph is traced from `core.embedder.Embedder.forward` with torch.onnx's TorchScript exporter
+(dynamo=False: its graphs are the ones ONNX Runtime fuses and quantize_dynamic accepts, STACK.md);
+inputs input_ids/attention_mask/token_type_ids with dynamic batch and sequence axes; output
+"sentence_embedding" [batch, dim]. Export checks parity with PyTorch on example sentences.
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import torch
+
+from shrinkbert.compress.int8 import quantization_config, quantize_file
+from shrinkbert.core.embedder import Embedder, read_pooling
+from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.models import load_tokenizer
+
+ONNX_FILE, OUTPUT = "model.onnx", "sentence_embedding"
+INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+PARITY_SENTENCES = ["A man is playing a guitar.", "The stock market fell sharply today.", "a cat", "",
+                    "Three dogs run through the snow while a child watches from the porch window."]
+
+
+class _SentenceGraph(torch.nn.Module):
+    """Embedder.forward as a module with positional tensor inputs, for tracing."""
+
+    def __init__(self, embedder: Embedder):
+        super().__init__()
+        self.embedder, self.model = embedder, embedder.model
+
+    def forward(self, input_ids, attention_mask, token_type_ids):
+        return self.embedder.forward({"input_ids": input_ids, "attention_mask": attention_mask,
+                                      "token_type_ids": token_type_ids})
+
+
+def export(model: str | Path, out_dir: str | Path, tolerance: float = 1e-4, opset: int = 17) -> float:
+    """Write model.onnx, the tokenizer and the pooling files into out_dir; return the parity gap
+    (max |vector difference| against PyTorch), raising when it exceeds `tolerance`."""
+    embedder = Embedder.load(model)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    sample = embedder.tokenizer(["a b", "c"], padding=True, return_tensors="pt", return_token_type_ids=True)
+    torch.onnx.export(_SentenceGraph(embedder).eval(), tuple(sample[name] for name in INPUTS),
+                      str(out_dir / ONNX_FILE), input_names=list(INPUTS), output_names=[OUTPUT],
+                      dynamic_axes={**{name: {0: "batch", 1: "sequence"} for name in INPUTS}, OUTPUT: {0: "batch"}},
+                      opset_version=opset, dynamo=False)
+    embedder.tokenizer.save_pretrained(out_dir)
+    source = Path(embedder.model.name_or_path)
+    for name in ("config.json", "modules.json", "sentence_bert_config.json", "1_Pooling", "2_Normalize"):
+        if (source / name).is_dir():
+            shutil.copytree(source / name, out_dir / name, dirs_exist_ok=True)
+        elif (source / name).is_file():
+            shutil.copy2(source / name, out_dir / name)
+    gap = float(np.abs(OnnxEmbedder(out_dir).encode(PARITY_SENTENCES) - embedder.encode(PARITY_SENTENCES)).max())
+    if gap > tolerance:
+        raise ShrinkbertError(f"the ONNX graph's vectors differ from PyTorch's by {gap:.2e} (> {tolerance})")
+    return gap
+
+
+def quantize(src_dir: str | Path, out_dir: str | Path, isa: str = "auto") -> dict:
+    """Dynamic int8 of an exported embedder (weights by the CPU's ISA, compress/int8.py); the
+    tokenizer and pooling files travel along. Returns the ISA choice that was applied."""
+    src_dir, out_dir = Path(src_dir), Path(out_dir)
+    if not (src_dir / ONNX_FILE).is_file():
+        raise ShrinkbertError(f"{src_dir} holds no {ONNX_FILE}: export the embedder first")
+    shutil.copytree(src_dir, out_dir, dirs_exist_ok=True, ignore=shutil.ignore_patterns(ONNX_FILE))
+    qconfig, choice = quantization_config(isa, False, None, [])
+    quantize_file(src_dir / ONNX_FILE, out_dir / ONNX_FILE, qconfig, fused=True)
+    return choice
+
+
+class OnnxEmbedder:
+    """An exported embedder run by ONNX Runtime: `encode(texts)` -> float32 [n, dim]."""
+
+    def __init__(self, path: str | Path, threads: int = 0, max_length: int = 128):
+        path = Path(path)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        # ORT's spinning workers would slow a PyTorch call timed next to them (STACK.md)
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self.session = ort.InferenceSession(str(path / ONNX_FILE), options, providers=["CPUExecutionProvider"])
+        self.tokenizer, self.max_length = load_tokenizer(path), max_length
+        self.spec = read_pooling(path)
+
+    def encode(self, texts: list[str], batch_size: int = 64, padding: str | bool = True) -> np.ndarray:
+        chunks = []
+        for start in range(0, len(texts), batch_size):
+            batch = self.tokenizer(list(texts[start:start + batch_size]), padding=padding, truncation=True,
+                                   max_length=self.max_length, return_token_type_ids=True, return_tensors="np")
+            chunks.append(self.session.run([OUTPUT], {name: batch[name].astype(np.int64) for name in INPUTS})[0])
+        return np.concatenate(chunks).astype(np.float32, copy=False)

@@ -1,0 +1,43 @@
+"""A transformer embedder exported as one ONNX graph (pooling and normalisation inside): its vectors
+match PyTorch's; the int8 twin stays close; a missing graph is one line."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+
+from shrinkbert.compress.embedding_onnx import OUTPUT, OnnxEmbedder, export, quantize
+from shrinkbert.core.embedder import Embedder, PoolingSpec, write_st_layout
+from shrinkbert.core.errors import ShrinkbertError
+from fixtures import make_tiny_bert
+
+TEXTS = ["a good movie", "the plot was very dull and the actor was flat", "funny", ""]
+
+
+@pytest.mark.parametrize("spec", [PoolingSpec("mean", True), PoolingSpec("cls", False)])
+def test_the_graph_outputs_the_sentence_vector(tmp_path, spec):
+    model = make_tiny_bert(tmp_path / "m", with_manifest=False)
+    write_st_layout(model, spec, dim=32)
+    gap = export(model, tmp_path / "onnx")
+    assert gap <= 1e-4
+    graph = onnx.load(str(tmp_path / "onnx" / "model.onnx"))
+    assert [o.name for o in graph.graph.output] == [OUTPUT]
+    assert len(graph.graph.output[0].type.tensor_type.shape.dim) == 2  # [batch, dim]: pooled inside
+    ours = OnnxEmbedder(tmp_path / "onnx").encode(TEXTS, batch_size=3)
+    assert ours.shape == (len(TEXTS), 32)
+    np.testing.assert_allclose(ours, Embedder.load(model).encode(TEXTS), atol=1e-4)
+    assert (tmp_path / "onnx" / "modules.json").is_file()  # the pooling files travel with the graph
+
+    choice = quantize(tmp_path / "onnx", tmp_path / "int8")
+    assert choice["isa"]
+    quantized = OnnxEmbedder(tmp_path / "int8").encode(TEXTS)
+    assert quantized.shape == ours.shape
+    cosine = (quantized * ours).sum(1) / np.linalg.norm(quantized, axis=1) / np.linalg.norm(ours, axis=1)
+    assert cosine.min() > 0.95
+    assert any(node.op_type in ("MatMulInteger", "DynamicQuantizeLinear")
+               for node in onnx.load(str(tmp_path / "int8" / "model.onnx")).graph.node)
+
+
+def test_quantizing_a_folder_without_a_graph_is_one_line(tmp_path):
+    with pytest.raises(ShrinkbertError, match="no model.onnx"):
+        quantize(tmp_path, tmp_path / "int8")
