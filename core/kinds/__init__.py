@@ -121,16 +121,16 @@ def kind_of(thing: Any) -> TaskKind:
         path = Path(thing).expanduser()
         if path.is_dir():
             return _kind_of_dir(path)
-        if isinstance(thing, str) and "/" not in thing and "." not in thing:
-            return get_kind(thing)  # an unknown kind name: one clear error
-        raise ShrinkbertError(f"cannot tell the task kind of {thing}: not a kind name or an artifact directory")
+        raise ShrinkbertError(f"cannot tell the task kind of {thing!r}: neither a task kind "
+                              f"({', '.join(all_kinds())}) nor an artifact directory")
     if isinstance(thing, dict):
         return _kind_in_dict(thing) or get_kind(DEFAULT_KIND)
     kind = getattr(thing, "kind", None)
     if isinstance(kind, str) and hasattr(thing, "label_names"):  # a Task
         return get_kind(kind)
-    config = getattr(thing, "config", thing)  # a model, or its config
-    return kind_of_architectures(getattr(config, "architectures", None))
+    if hasattr(thing, "config"):  # a model: its own class first (a new one's config names no architecture)
+        return kind_of_architectures([type(thing).__name__, *(getattr(thing.config, "architectures", None) or [])])
+    return kind_of_architectures(getattr(thing, "architectures", None))  # a config
 
 
 def kind_of_rows(rows) -> TaskKind:

@@ -74,6 +74,12 @@ class TaskKind(ABC):
     """True when `output_names` are per token ([B, L, ...]): the cache then packs each row's real
     tokens end to end; False: one vector per row ([B, ...])."""
 
+    cacheable_outputs: ClassVar[bool] = True
+    """Whether the teacher-output cache (students/cache.py) can hold this kind's outputs. Today it
+    holds one tensor, the forward output's `.logits`: per row ([B, C]), or per real token when the
+    logits are [B, L, C] (packed end to end). A kind whose `output_names` are anything else sets
+    False, and distillation runs its teacher live (or extends the cache)."""
+
     supports_pairs: ClassVar[bool] = False
     """Whether a task of this kind may read two texts per row (Task.pair)."""
 
