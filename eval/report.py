@@ -2,7 +2,9 @@
 
 Every row carries its lineage (from shrinkbert.json), its ratios to the baseline at the
 headline case (speed-up, size ratio, accuracy retention), and flags: slower than (or as slow
-as) its nearest measured ancestor, export parity failed, or an error line.
+as) its nearest measured ancestor, export parity failed, or an error line. Its accuracy
+difference to the baseline and to that ancestor on the same test rows comes with a paired
+bootstrap 95% interval and McNemar's test (eval/stats.py; "n.s." where the interval covers zero).
 
 A task is judged by its kind's report metric (core/kinds: a sequence task's first metric; a
 token task's entity F1 for seqeval, else word accuracy): retention, the plot's y axis and the
