@@ -147,3 +147,20 @@ def test_gold_positions_score_full_marks(squad_file, tokenizer, tmp_path):
     scores2 = kind.score_windows(windows2, *oracle_logits(windows2), task2)
     assert scores2["NoAns_total"] > 0 and scores2["HasAns_total"] > 0
     assert scores2["best_f1"] >= scores2["f1"] and scores2["best_f1"] > 90.0
+
+
+def test_encode_gives_model_inputs_and_scored_rows_are_real_tokens(squad_file, tokenizer):
+    from shrinkbert.core.data import load_task
+    from shrinkbert.core.kinds import kind_of
+
+    task, splits = load_task(str(squad_file))
+    kind = kind_of(task)
+    rows = kind.rows(splits["test"].select(range(3)), task)
+    encoded = kind.encode(tokenizer, rows, max_length=96)
+    assert set(encoded) == {"input_ids", "attention_mask", "token_type_ids"}
+    windows, width = encoded["input_ids"].shape
+    logits = np.random.default_rng(0).normal(size=(windows, width, 2))
+    scored = kind.scored_logits(logits, encoded)
+    assert scored.shape == (int(encoded["attention_mask"].sum()), 2)
+    with pytest.raises(ShrinkbertError, match="question-answering model"):
+        kind.scored_logits(logits[..., 0], encoded)

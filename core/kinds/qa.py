@@ -160,9 +160,12 @@ class QAKind(TaskKind):
 
     def encode(self, tokenizer, rows, max_length: int = MAX_LENGTH, padding: Any = True,
                return_tensors: str | None = "np"):
-        """Padded windows of rows (overflow_to_sample_mapping: each window's row; offset_mapping)."""
-        return tokenize_windows(tokenizer, [r["question"] for r in rows], [r["context"] for r in rows], max_length,
-                                doc_stride(max_length), padding=padding, return_tensors=return_tensors)
+        """Padded windows of rows: model inputs only (a model's forward takes the encoding as it is)."""
+        encoded = tokenize_windows(tokenizer, [r["question"] for r in rows], [r["context"] for r in rows], max_length,
+                                   doc_stride(max_length), padding=padding, return_tensors=return_tensors)
+        for extra in ("offset_mapping", "overflow_to_sample_mapping"):
+            encoded.pop(extra, None)
+        return encoded
 
     # -- models and outputs -----------------------------------------------------------------------
     @staticmethod

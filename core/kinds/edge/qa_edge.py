@@ -1,8 +1,8 @@
 """Extractive QA postprocessing: one home for turning start/end logits into answers.
 
 Shared by the kit (core/kinds/qa.py scores through it) and the edge bundle (which ships this file
-beside predict.py, see core/kinds/edge/__init__.py), so it imports numpy and nothing else: no
-torch, no transformers, no shrinkbert.
+beside predict.py, see core/kinds/edge/__init__.py), so it imports numpy and the standard library only:
+no torch, no transformers, no shrinkbert.
 
 It follows transformers' run_qa example (utils_qa.postprocess_qa_predictions): over all windows
 of a question, the n_best start and end positions each; a span is valid when both ends lie inside
@@ -17,6 +17,7 @@ token i in the context, or None for a token outside the context (question, speci
 """
 from __future__ import annotations
 
+import json
 from typing import Sequence
 
 import numpy as np
@@ -97,3 +98,99 @@ def best_null_threshold(null_score_diffs: Sequence[float], answer_f1: Sequence[f
     null = diffs[None, :] > candidates[:, None]  # per candidate threshold, which questions abstain
     mean_f1 = np.where(null, abstained[None, :], answered[None, :]).mean(axis=1)
     return float(candidates[int(np.argmax(mean_f1))])
+
+
+# ---------------------------------------------------------------------------------------------
+# The bundle's side (p is the bundle's Predictor, compress/edge_predictor.py): windows made with
+# `tokenizers` alone, the same windows core/qa_windows.py makes with transformers' tokenizer.
+
+NOT_A_TAGGER = "this bundle answers questions: use answer(question, context) or predict(questions, contexts)"
+
+
+def doc_stride(max_length: int) -> int:
+    """Tokens neighbouring windows share: run_qa's 128 at 384, in proportion (core/kinds/qa.py)."""
+    return max(1, 128 * max_length // 384)
+
+
+def encode_windows(tokenizer, question: str, context: str, max_length: int) -> list:
+    """The windows of one question as `tokenizers` Encodings: question first, only the context
+    truncated, neighbours sharing doc_stride tokens (run_qa's settings)."""
+    tokenizer.enable_truncation(max_length, stride=doc_stride(max_length), strategy="only_second")
+    first = tokenizer.encode(question.lstrip(), context)
+    return [first] + list(first.overflowing)
+
+
+def window_offsets(encoding) -> list:
+    """A window's character offsets into the context; None outside it (question, specials, padding)."""
+    return [tuple(offset) if sequence == 1 else None for offset, sequence in zip(encoding.offsets, encoding.sequence_ids)]
+
+
+def window_logits(p, encodings) -> tuple[np.ndarray, np.ndarray]:
+    """(start logits, end logits) of windows, padded to the longest, from the bundle's ONNX model."""
+    width = max(len(e.ids) for e in encodings)
+
+    def padded(values, pad):
+        return np.asarray([list(v) + [pad] * (width - len(v)) for v in values], dtype=np.int64)
+
+    columns = {"input_ids": padded([e.ids for e in encodings], p.tokenizer.padding["pad_id"] if p.tokenizer.padding else 0),
+               "attention_mask": padded([e.attention_mask for e in encodings], 0),
+               "token_type_ids": padded([e.type_ids for e in encodings], 0)}
+    outputs = dict(zip([o.name for o in p.session.get_outputs()],
+                       p.session.run(None, {name: columns[name] for name in p.input_names})))
+    return outputs["start_logits"], outputs["end_logits"]
+
+
+def answer(p, question: str, context: str, version_2_with_negative: bool = False, null_threshold: float = 0.0) -> dict:
+    """{"answer", "start", "end", "score"}: the span's text and character offsets into the context,
+    and its probability among the n_best candidates; answer "" and start/end/score None for none."""
+    encodings = encode_windows(p.tokenizer, question, context, p.max_length)
+    starts, ends = window_logits(p, encodings)
+    found = answer_question([(starts[i], ends[i], window_offsets(e)) for i, e in enumerate(encodings)], context,
+                            version_2_with_negative=version_2_with_negative, null_threshold=null_threshold)
+    if found["start"] is None:
+        return {"answer": "", "start": None, "end": None, "score": None}
+    return {"answer": found["text"], "start": found["start"], "end": found["end"], "score": found["score"]}
+
+
+def predict(p, texts, pairs=None, batch_size: int = 32) -> list[dict]:
+    """texts: questions; pairs: their contexts. One `answer` per question."""
+    if pairs is None or len(pairs) != len(texts):
+        raise ValueError("a QA bundle needs a context for every question")
+    return [answer(p, question, context) for question, context in zip(texts, pairs)]
+
+
+def logits(p, texts, pairs=None) -> np.ndarray:
+    """(real tokens of every window, 2): start and end logits, question after question (parity rows)."""
+    rows = []
+    for question, context in zip(texts, pairs or []):
+        encodings = encode_windows(p.tokenizer, question, context, p.max_length)
+        starts, ends = window_logits(p, encodings)
+        for i, e in enumerate(encodings):
+            real = np.asarray(e.attention_mask, dtype=bool)
+            rows.append(np.stack([starts[i][:len(real)][real], ends[i][:len(real)][real]], axis=-1))
+    return np.concatenate(rows) if rows else np.zeros((0, 2), np.float32)
+
+
+def rows_logits(p, rows, batch_size: int = 16) -> np.ndarray:
+    return logits(p, [r["question"] for r in rows], [r["context"] for r in rows])
+
+
+def word_logits(p, word_lists):
+    raise ValueError(NOT_A_TAGGER)
+
+
+def predict_words(p, word_lists, batch_size: int = 32):
+    raise ValueError(NOT_A_TAGGER)
+
+
+def read_lines(handle) -> tuple[list[str], list[str]]:
+    """JSON lines {"question": ..., "context": ...} -> (questions, contexts)."""
+    rows = [json.loads(line) for line in handle if line.strip()]
+    return [r["question"] for r in rows], [r["context"] for r in rows]
+
+
+def print_results(p, texts, pairs, as_json: bool, error) -> None:
+    if pairs is None:
+        error("a QA bundle needs --pair CONTEXT (or JSON lines of question and context on stdin)")
+    for result in predict(p, texts, pairs):
+        print(json.dumps(result) if as_json else f"{result['answer']}\t{result['score']}")
