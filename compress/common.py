@@ -15,6 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.kinds import kind_of, kind_of_rows
 from shrinkbert.core.predict import accuracy  # noqa: F401  (the compress stages score through it)
 
 # Used for parity checks only when no task data is given (recorded as "builtin" in the manifest).
@@ -38,21 +39,15 @@ BUILTIN_SENTENCES = [
 ]
 
 
-def is_token_model(config) -> bool:
-    """True for a token classifier (its architecture, or its saved config's)."""
-    return any(str(a).endswith("ForTokenClassification") for a in (getattr(config, "architectures", None) or []))
-
-
 def load_rows(spec, split: str = "validation", max_rows: int | None = 256,
-              cache_dir: str | None = None, words: bool = False) -> tuple[list[dict[str, Any]], Any]:
+              cache_dir: str | None = None, kind=None) -> tuple[list[dict[str, Any]], Any]:
     """Rows of a task split (the data spec's stored splits), or the built-in sentences when spec is None
-    (split into words when `words`: for a token classifier).
+    (as rows of `kind`, the model's task kind: a token classifier's rows are words).
 
     Returns (rows, task); task is None for the built-in sentences (no labels).
     """
     if spec is None:
-        rows = [({"tokens": t.split(), "tags": None} if words else {"text": t, "text_pair": None, "label": None})
-                for t in BUILTIN_SENTENCES]
+        rows = kind_of(kind).example_rows(BUILTIN_SENTENCES)
         return rows[:max_rows] if max_rows else rows, None
     from shrinkbert.core.dataspec import load_splits
 
@@ -63,13 +58,7 @@ def load_rows(spec, split: str = "validation", max_rows: int | None = 256,
     for name in splits:
         if name not in dsd:
             raise ShrinkbertError(f"task {data} has no '{name}' split (has: {', '.join(dsd)})")
-        part = dsd[name]
-        if task.is_token:
-            rows.extend({"tokens": list(t), "tags": list(g)} for t, g in zip(part["tokens"], part["tags"]))
-            continue
-        pairs = part["text_pair"] if "text_pair" in part.column_names else [None] * len(part)
-        labels = part["label"] if "label" in part.column_names else [None] * len(part)
-        rows.extend({"text": t, "text_pair": p, "label": l} for t, p, l in zip(part["text"], pairs, labels))
+        rows.extend(kind_of(task).rows(dsd[name], task))
     if max_rows:
         rows = rows[:max_rows]
     if not rows:
@@ -77,72 +66,34 @@ def load_rows(spec, split: str = "validation", max_rows: int | None = 256,
     return rows, task
 
 
-class WordLabels(list):
-    """A token task's gold labels, one per scored word, with the words per row (for entity F1)."""
-
-    def __init__(self, labels, counts):
-        super().__init__(labels)
-        self.counts = list(counts)
-
-
 def align_labels(rows: list[dict[str, Any]], task, id2label: dict, tokenizer=None,
                  max_length: int = 128) -> list[int | None]:
-    """Labels as the model's own ids: map through label names when task and model both name them.
-    Token rows give one label per word that fits in max_length (a WordLabels; needs the tokenizer)."""
-    token_rows = bool(rows) and "tokens" in rows[0]
-    labels = [r["tags"] if token_rows else r["label"] for r in rows]
-    if task is None or any(l is None for l in labels):
-        return [None] * len(rows)
-    model_names = {str(v): int(k) for k, v in (id2label or {}).items()}
-    if model_names and set(task.label_names) <= set(model_names):
-        to_model = [model_names[name] for name in task.label_names]
-    else:
-        to_model = list(range(task.num_labels))
-    if not token_rows:
-        return [to_model[l] for l in labels]
-    from shrinkbert.core.tagging import encode_words, encoded_word_ids, gold_words
-
-    if tokenizer is None:
-        raise ShrinkbertError("token rows need the tokenizer to find which words fit")
-    encoded = encode_words(tokenizer, [r["tokens"] for r in rows], max_length)
-    flat, counts = gold_words([[to_model[t] for t in tags] for tags in labels], encoded_word_ids(encoded, len(rows)))
-    return WordLabels(flat, counts)
+    """Labels as the model's own ids, one per scored row (`torch_logits`/`ort_logits`): mapped
+    through label names when task and model both name them. Token rows give one label per word
+    that fits in max_length (a WordLabels; needs the tokenizer)."""
+    return kind_of_rows(rows).gold_labels(rows, task, id2label, tokenizer, max_length)
 
 
 def task_scores(task, logits: np.ndarray, labels) -> dict[str, float | None]:
-    """The task's metrics from logits and align_labels' labels: accuracy, plus entity F1 for NER."""
-    if task is not None and task.is_token and isinstance(labels, WordLabels):
-        from shrinkbert.core.tagging import tag_scores
-
-        return tag_scores(task, np.asarray(logits).argmax(-1), labels, labels.counts)
-    return {"accuracy": accuracy(logits, labels)}
+    """The task's metrics from scored logits and align_labels' labels: accuracy, plus entity F1 for NER."""
+    return kind_of(task).score(task, logits, labels)
 
 
 def encode(tokenizer, rows: Sequence[dict[str, Any]], max_length: int = 128, padding: Any = True,
            return_tensors: str = "np") -> dict[str, Any]:
     """Model inputs of rows (a BatchEncoding: for token rows its word_ids map sub-tokens to words)."""
-    if rows and "tokens" in rows[0]:
-        from shrinkbert.core.tagging import encode_words
-
-        return encode_words(tokenizer, [r["tokens"] for r in rows], max_length, padding=padding,
-                            return_tensors=return_tensors)
-    texts = [r["text"] for r in rows]
-    pairs = [r["text_pair"] for r in rows]
-    pairs = pairs if all(p is not None for p in pairs) else None
-    return tokenizer(texts, pairs, truncation=True, max_length=max_length, padding=padding,
-                     return_tensors=return_tensors)
+    return kind_of_rows(rows).encode(tokenizer, rows, max_length, padding=padding, return_tensors=return_tensors)
 
 
 def load_pt(path: str | Path, eager: bool = False):
     """(model, tokenizer) of a PyTorch artifact, in eval mode."""
-    from transformers import AutoConfig, AutoModelForSequenceClassification, AutoModelForTokenClassification
+    from transformers import AutoConfig
 
     from shrinkbert.core.models import check_model_dir, load_model, load_tokenizer
 
     kwargs = {"attn_implementation": "eager"} if eager else {}
-    token = is_token_model(AutoConfig.from_pretrained(str(check_model_dir(path))))
-    cls = AutoModelForTokenClassification if token else AutoModelForSequenceClassification
-    model = load_model(cls, path, **kwargs).eval()
+    kind = kind_of(AutoConfig.from_pretrained(str(check_model_dir(path))))
+    model = load_model(kind.model_class(), path, **kwargs).eval()
     tokenizer = load_tokenizer(path, model.config)
     return model, tokenizer
 
@@ -160,14 +111,9 @@ def torch_logits(model, tokenizer, rows, max_length: int = 128, batch_size: int 
 
 
 def per_word(logits: np.ndarray, batch, rows) -> np.ndarray:
-    """Sequence logits as they are; a token classifier's (rows, seq, labels) as one row per word."""
-    if logits.ndim == 2:
-        return logits
-    if not rows or "tokens" not in rows[0]:
-        raise ShrinkbertError("a token classifier needs word rows (a token task, or --task naming one)")
-    from shrinkbert.core.tagging import encoded_word_ids, gather_words
-
-    return gather_words(logits, encoded_word_ids(batch, len(rows)))
+    """The rows' scored logits (their kind's): sequence logits as they are; a token classifier's
+    (rows, seq, labels) as one row per word."""
+    return kind_of_rows(rows).scored_logits(logits, batch, rows)
 
 
 def onnx_file(path: str | Path) -> Path:

@@ -21,12 +21,13 @@ from pathlib import Path
 
 import numpy as np
 
-from shrinkbert.compress.common import (align_labels, accuracy, is_token_model, load_pt, load_rows, onnx_file, ort_logits,
+from shrinkbert.compress.common import (align_labels, accuracy, load_pt, load_rows, onnx_file, ort_logits,
                              ort_session, parity, torch_logits)
 from shrinkbert.core.artifacts import atomic_artifact, check, write_manifest
 from shrinkbert.core.config import field, stage_main, to_dict
 from shrinkbert.core.dataspec import DataConfig, resolve_spec
 from shrinkbert.core.errors import ShrinkbertError, require
+from shrinkbert.core.kinds import kind_of
 from shrinkbert.core.models import check_model_dir, count_parameters
 from shrinkbert.core.quiet import quiet_library_warnings
 from shrinkbert.core.timing import time_callable
@@ -39,9 +40,9 @@ class Config(DataConfig):
     parity_rows: int = field(64, "rows for the parity check", min=1)
     tolerance: float = field(1e-3, "largest allowed |logit difference| between ONNX and PyTorch", min=0)
     allow_parity_failure: bool = field(False, "write the artifact even when parity fails (recorded)")
-    # O2 by default: O2 fusions + dynamic int8 measured 1.55-1.67x over fp32 ONNX at ~0 pt on the demo's
-    # teacher, against 1.42x at -0.40 pt unfused (AVX2). Static int8, --exclude and accuracy-aware
-    # quantization need the unfused graph: export with optimization none for those.
+    # O2 by default: the demo's path (O2 fusions, then dynamic int8) was both faster and closer to fp32
+    # than the unfused one on its teacher (bench/compress.py measures both). Static int8, --exclude and
+    # accuracy-aware quantization need the unfused graph: export with optimization none for those.
     optimization: str = field("O2", "ORTOptimizer level: none, O1 or O2 (fusions; static int8, --exclude and "
                                     "accuracy-aware quantize need none or O1)", choices=("none", "O1", "O2"))
     opset: int = field(0, "ONNX opset (0: Optimum's default for the model)", min=0)
@@ -50,11 +51,12 @@ class Config(DataConfig):
 
 
 @quiet_library_warnings(tracing=True)
-def export_graph(model_dir: str | Path, out: Path, opset: int = 0, token: bool = False) -> None:
+def export_graph(model_dir: str | Path, out: Path, opset: int = 0, kind=None) -> None:
+    """Export with Optimum under the export task of `kind` (the model's task kind; None: sequence)."""
     from optimum.exporters.onnx import main_export
 
     kwargs = {"opset": opset} if opset else {}
-    task = "token-classification" if token else "text-classification"
+    task = kind_of(kind).export_task
     try:
         with contextlib.redirect_stdout(io.StringIO()):
             main_export(str(model_dir), output=str(out), task=task, device="cpu",
@@ -106,12 +108,12 @@ def run(cfg: Config) -> Path:
     check_model_dir(cfg.model)
     model, tokenizer = load_pt(cfg.model)
     spec = resolve_spec(cfg, [cfg.model], required=False)  # no task anywhere: built-in sentences
-    token = is_token_model(model.config)
-    rows, task = load_rows(spec, "validation", cfg.parity_rows, cfg.cache_dir, words=token)
+    kind = kind_of(model)
+    rows, task = load_rows(spec, "validation", cfg.parity_rows, cfg.cache_dir, kind=kind)
     labels = align_labels(rows, task, model.config.id2label, tokenizer, cfg.max_length)
     with atomic_artifact(cfg.output_dir) as tmp:
         tmp = Path(tmp)
-        export_graph(cfg.model, tmp, cfg.opset, token=token)
+        export_graph(cfg.model, tmp, cfg.opset, kind=kind)
         metrics: dict = {"optimization": cfg.optimization}
         if cfg.optimization != "none":
             plain_ms = latency_probe(onnx_file(tmp), tokenizer, cfg.max_length, cfg.threads)

@@ -18,13 +18,14 @@ import numpy as np
 
 from shrinkbert.compress import accuracy_aware, int8
 from shrinkbert.compress.common import (accuracy, align_labels, check_onnx_file, copy_tokenizer_files, encode,
-                                        is_token_model, load_rows, onnx_file, ort_logits, ort_session, parity,
+                                        load_rows, onnx_file, ort_logits, ort_session, parity,
                                         task_scores)
 from shrinkbert.compress.onnx_modules import is_fused, node_groups, resolve
 from shrinkbert.core.artifacts import atomic_artifact, check, read_manifest, write_manifest
 from shrinkbert.core.config import field, stage_main, to_dict
 from shrinkbert.core.dataspec import DataConfig, resolve_spec
 from shrinkbert.core.errors import ShrinkbertError, require
+from shrinkbert.core.kinds import kind_of, primary_metric
 
 
 @dataclass
@@ -124,7 +125,7 @@ def run(cfg: Config) -> Path:
         # words' accuracy; entity F1 is reported beside it)
         model_config = AutoConfig.from_pretrained(str(src_dir))
         rows, task = load_rows(spec, "validation", None if cfg.accuracy_aware else cfg.max_eval_rows, cfg.cache_dir,
-                               words=is_token_model(model_config))
+                               kind=kind_of(model_config))
         labels = align_labels(rows, task, model_config.id2label, tokenizer, cfg.max_length)
 
     def evaluate(path: Path) -> np.ndarray:
@@ -178,9 +179,10 @@ def run(cfg: Config) -> Path:
             metrics.update({"val_accuracy_fp32": accuracy(fp32_logits, labels),
                             "val_accuracy_int8": accuracy(int8_logits, labels),
                             "vs_fp32": parity(fp32_logits, int8_logits)})
-            if task is not None and task.is_token and "seqeval" in task.metrics:
-                metrics.update(val_entity_f1_fp32=task_scores(task, fp32_logits, labels)["entity_f1"],
-                               val_entity_f1_int8=task_scores(task, int8_logits, labels)["entity_f1"])
+            judged_by = primary_metric(task)[0]
+            if task is not None and judged_by != "accuracy":  # e.g. entity F1 beside word accuracy
+                metrics.update({f"val_{judged_by}_fp32": task_scores(task, fp32_logits, labels)[judged_by],
+                                f"val_{judged_by}_int8": task_scores(task, int8_logits, labels)[judged_by]})
             if metrics["val_accuracy_fp32"] is not None:
                 metrics["val_accuracy_loss_points"] = round(
                     100 * (metrics["val_accuracy_fp32"] - metrics["val_accuracy_int8"]), 3)

@@ -22,6 +22,7 @@ from shrinkbert.core.artifacts import atomic_artifact, write_manifest
 from shrinkbert.core.config import field, stage_main, to_dict
 from shrinkbert.core.dataspec import DataConfig, resolve_spec
 from shrinkbert.core.errors import ShrinkbertError, require
+from shrinkbert.core.kinds import kind_of
 from shrinkbert.core.models import count_parameters
 
 
@@ -43,11 +44,7 @@ def corpus_texts(cfg: Config, spec=None) -> list[str | tuple[str, str]]:
 
         task, dsd = load_splits(spec, cfg.cache_dir)
         for split in dsd.values():
-            if task.is_token:  # the words joined: the pre-tokenizer splits them back the same way
-                texts.extend(" ".join(words) for words in split["tokens"])
-                continue
-            pairs = split["text_pair"] if "text_pair" in split.column_names else None
-            texts.extend(zip(split["text"], pairs) if pairs else split["text"])
+            texts.extend(kind_of(task).texts(split))
     for file in cfg.corpus_files:
         path = Path(file)
         require(path.is_file(), f"corpus file {path} does not exist")

@@ -1,13 +1,15 @@
 """One home for running a classifier over a tokenized split and scoring it.
 
 Every stage that reports accuracy (fine-tuning, distillation, pruning, export checks) goes through
-`predict` and `accuracy`, so "accuracy" means the same computation everywhere. A token
-classifier's predictions come back one row per scored word (core/tagging.py), so the same
-functions give word accuracy and cross-entropy; `score_split` adds the task's own metrics.
+`predict` and `accuracy`, so "accuracy" means the same computation everywhere. A kind whose
+predictions are not one per row (a token classifier: one per scored word) passes `predict` its
+`scored` hook, so the same functions give word accuracy and cross-entropy; each kind's
+`score_split` (core/kinds) adds the task's own metrics.
 """
 from __future__ import annotations
 
 import inspect
+from typing import Callable
 
 import numpy as np
 import torch
@@ -22,12 +24,12 @@ def model_inputs(model, batch: dict) -> dict:
 
 
 @torch.no_grad()
-def predict(model, dataset, collate, batch_size: int = 64) -> tuple[np.ndarray, np.ndarray | None]:
+def predict(model, dataset, collate, batch_size: int = 64,
+            scored: Callable | None = None) -> tuple[np.ndarray, np.ndarray | None]:
     """(logits, gold labels or None) over a tokenized split, in row order; the model's train/eval
-    mode is restored afterwards. For a token classifier: one row per scored word (its first
-    sub-token), in row then word order."""
-    from shrinkbert.core.tagging import flat_labelled
-
+    mode is restored afterwards. `scored(logits, labels) -> (logits, labels, ...)` turns each
+    batch's arrays into the rows that are scored (a token classifier: one row per labelled word,
+    core/tagging.flat_labelled); by default they are kept as they are."""
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
@@ -37,10 +39,10 @@ def predict(model, dataset, collate, batch_size: int = 64) -> tuple[np.ndarray, 
         inputs = {k: v.to(device) for k, v in model_inputs(model, batch).items() if k in MODEL_INPUTS}
         out = model(**inputs).logits.float().cpu().numpy()
         gold = batch["labels"].numpy() if "labels" in batch else None
-        if out.ndim == 3:  # per sub-token: keep each scored word's row
+        if scored is not None:
             if gold is None:
-                raise ValueError("a token classifier's split needs its aligned labels to find the words")
-            out, gold, _ = flat_labelled(out, gold)
+                raise ValueError("scoring per word needs the split's aligned labels to find the words")
+            out, gold = scored(out, gold)[:2]
         logits.append(out)
         if gold is not None:
             labels.append(gold)
@@ -63,17 +65,3 @@ def cross_entropy(logits: np.ndarray, labels) -> float:
         return float("nan")
     return float(torch.nn.functional.cross_entropy(torch.from_numpy(np.asarray(logits, np.float32)),
                                                    torch.as_tensor(np.asarray(labels), dtype=torch.long)))
-
-
-def score_split(model, dataset, collate, task, batch_size: int = 64) -> dict[str, float]:
-    """The task's scores on a tokenized split: accuracy and loss, and for a token task word accuracy
-    plus (seqeval tasks) entity precision/recall/F1."""
-    logits, labels = predict(model, dataset, collate, batch_size)
-    if task is not None and task.is_token:
-        from shrinkbert.core.tagging import tag_scores, word_counts
-
-        scores = tag_scores(task, logits.argmax(-1), labels, word_counts(dataset["labels"]))
-    else:
-        scores = {"accuracy": accuracy(logits, labels)}
-    scores["loss"] = cross_entropy(logits, labels)
-    return scores

@@ -117,10 +117,3 @@ def tag_scores(task, predictions: Sequence[int], references: Sequence[int], coun
         scores.update(entity_precision=result["overall_precision"], entity_recall=result["overall_recall"],
                       entity_f1=result["overall_f1"])
     return scores
-
-
-def primary_metric(task) -> tuple[str, str]:
-    """(key in the scores, name for tables) of the number a task is judged by."""
-    if task is not None and getattr(task, "kind", "sequence") == "token":
-        return ("entity_f1", "entity F1") if "seqeval" in task.metrics else ("accuracy", "word accuracy")
-    return "accuracy", "accuracy"

@@ -10,9 +10,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.kinds import DEFAULT_KIND, all_kinds, get_kind
 
-KNOWN_METRICS = ("accuracy", "f1", "matthews_correlation", "seqeval")
-KINDS = ("sequence", "token")  # one label per row | one label per word (tagging: NER, part of speech)
+
+def known_metrics() -> tuple[str, ...]:
+    """Every metric some task kind can report, in the kinds' order."""
+    return tuple(dict.fromkeys(m for kind in all_kinds().values() for m in kind.known_metrics))
 
 
 @dataclass(frozen=True)
@@ -21,9 +24,8 @@ class Task:
     label_names: tuple[str, ...]
     pair: bool = False  # True: rows have "text" and "text_pair" ([CLS] a [SEP] b [SEP])
     metrics: tuple[str, ...] = ("accuracy",)  # names of evaluate metrics
-    # "token": rows are {"tokens": [words], "tags": [label index per word]}; "accuracy" is then
-    # word accuracy and "seqeval" entity-level precision/recall/F1 over BIO tags.
-    kind: str = "sequence"
+    # the task kind's name (core/kinds): what a row holds, how it is encoded, scored and distilled
+    kind: str = DEFAULT_KIND
 
     def __post_init__(self):
         # Accept lists from YAML/JSON but store tuples, so a Task stays hashable and frozen.
@@ -33,23 +35,17 @@ class Task:
             raise ShrinkbertError(f"task '{self.name}' needs at least 2 labels, got {list(self.label_names)}")
         if len(set(self.label_names)) != len(self.label_names):
             raise ShrinkbertError(f"task '{self.name}' has duplicate label names: {list(self.label_names)}")
-        if self.kind not in KINDS:
-            raise ShrinkbertError(f"task '{self.name}': kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
-        if self.kind == "token" and self.pair:
-            raise ShrinkbertError(f"task '{self.name}': a token task cannot be a pair task")
-        if "seqeval" in self.metrics and self.kind != "token":
-            raise ShrinkbertError(f"task '{self.name}': seqeval scores token tasks only")
-        unknown = [m for m in self.metrics if m not in KNOWN_METRICS]
+        if self.kind not in all_kinds():
+            raise ShrinkbertError(f"task '{self.name}': kind must be one of {', '.join(all_kinds())}, got {self.kind!r}")
+        get_kind(self.kind).check_task(self)
+        known = known_metrics()
+        unknown = [m for m in self.metrics if m not in known]
         if unknown:
-            raise ShrinkbertError(f"task '{self.name}': unknown metric(s) {unknown} (known: {', '.join(KNOWN_METRICS)})")
+            raise ShrinkbertError(f"task '{self.name}': unknown metric(s) {unknown} (known: {', '.join(known)})")
 
     @property
     def num_labels(self) -> int:
         return len(self.label_names)
-
-    @property
-    def is_token(self) -> bool:
-        return self.kind == "token"
 
     @property
     def id2label(self) -> dict[int, str]:
@@ -66,7 +62,7 @@ class Task:
     def from_dict(cls, values: dict[str, Any]) -> "Task":
         return cls(name=values["name"], label_names=tuple(values["label_names"]),
                    pair=bool(values.get("pair", False)), metrics=tuple(values.get("metrics", ("accuracy",))),
-                   kind=values.get("kind", "sequence"))
+                   kind=values.get("kind", DEFAULT_KIND))
 
 
 # Built-in tasks: label names fixed here so every run agrees on what index means what.

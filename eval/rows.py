@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.kinds import kind_of
 from shrinkbert.core.tasks import Task
 
 
@@ -31,18 +32,12 @@ class TestRows:
             raise ShrinkbertError(f"no test rows for task '{self.task.name}' ({self.source or 'given rows'})")
         if len(self.labels) != len(self.texts) or (self.pairs is not None and len(self.pairs) != len(self.texts)):
             raise ShrinkbertError("test rows: texts, pairs and labels differ in length")
-        if self.task.is_token:
-            if self.words is None or len(self.words) != len(self.texts):
-                raise ShrinkbertError(f"token task '{self.task.name}': test rows need their words (one list per row)")
-            for i, (words, tags) in enumerate(zip(self.words, self.labels)):
-                if len(words) != len(tags):
-                    raise ShrinkbertError(f"test row {i}: {len(words)} words but {len(tags)} tags")
-        elif self.words is not None:
-            raise ShrinkbertError(f"task '{self.task.name}' is a sequence task: its test rows have no words")
+        self.kind.check_test_rows(self.task, self.texts, self.labels, self.pairs, self.words)
 
     @property
-    def is_token(self) -> bool:
-        return self.task.is_token
+    def kind(self):
+        """The task's kind (core/kinds): how these rows are scored and reported."""
+        return kind_of(self.task)
 
     @property
     def num_words(self) -> int:
@@ -69,15 +64,10 @@ def from_lists(task: Task, texts: Sequence[str], labels: Sequence[int], pairs: S
 
 
 def from_words(task: Task, words: Sequence[Sequence[str]], tags: Sequence[Sequence[int]], source: str = "") -> TestRows:
-    """A token task's rows: one word list and one tag list (label indices of the task) per row."""
-    if not task.is_token:
-        raise ShrinkbertError(f"task '{task.name}' is a sequence task; from_words takes token tasks")
-    words = [[str(w) for w in row] for row in words]
-    labels = [[int(t) for t in row] for row in tags]
-    bad = [i for i, row in enumerate(labels) for t in row if not 0 <= t < task.num_labels]
-    if bad:
-        raise ShrinkbertError(f"test row {bad[0]}: a tag outside 0..{task.num_labels - 1}")
-    return TestRows(task, [" ".join(row) for row in words], labels, None, source, words=words)
+    """A word-tagging task's rows: one word list and one tag list (label indices of the task) per row."""
+    if "tokens" not in kind_of(task).columns:
+        raise ShrinkbertError(f"task '{task.name}' is a {task.kind} task; from_words takes token tasks")
+    return TestRows(task, source=source, **kind_of(task).test_rows({"tokens": words, "tags": tags}, task))
 
 
 def load_test_rows(spec, split: str = "test", max_rows: int | None = None, cache_dir: str | None = None) -> TestRows:
@@ -92,7 +82,4 @@ def load_test_rows(spec, split: str = "test", max_rows: int | None = None, cache
         raise ShrinkbertError(f"task '{task}' has no '{split}' split (has: {', '.join(splits)})")
     data = splits[split]
     where = f"{task} [{split}, seed {seed}{f', at most {max_rows} rows' if max_rows else ''}]"
-    if task_obj.is_token:
-        return from_words(task_obj, list(data["tokens"]), list(data["tags"]), source=where)
-    pairs = list(data["text_pair"]) if task_obj.pair and "text_pair" in data.column_names else None
-    return from_lists(task_obj, list(data["text"]), list(data["label"]), pairs, source=where)
+    return TestRows(task_obj, source=where, **kind_of(task_obj).test_rows(data, task_obj))

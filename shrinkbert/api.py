@@ -186,7 +186,7 @@ def signature(stage: Stage) -> inspect.Signature:
     if stage.api_name == "report":
         params.append(inspect.Parameter("artifacts", inspect.Parameter.VAR_POSITIONAL,
                                         annotation="str | os.PathLike | Artifact"))
-    for option in options(stage.config_class):
+    for option in (o for group in grouped(stage.config_class).values() for o in group):  # as help() lists them
         if any(p.name == option.name for p in params):  # report's artifacts: the positional ones
             continue
         params.append(inspect.Parameter(option.name, inspect.Parameter.KEYWORD_ONLY, default=option.default,

@@ -33,6 +33,7 @@ from typing import Any
 from shrinkbert.core.config import field, stage_main, to_dict
 from shrinkbert.core.dataspec import DataConfig
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.kinds import kind_of
 from shrinkbert.eval.stats import compare_runs, difference_text, mean_sd
 
 
@@ -116,13 +117,12 @@ def _log(message: str) -> None:
 def probe_teacher_ms(teacher: str, max_length: int, threads: int) -> float:
     """The teacher's batch-1 p50 in PyTorch fp32 at max_length tokens: the speed-ups' reference."""
     import torch
-    from transformers import AutoModelForSequenceClassification
 
     from shrinkbert.core.device import torch_threads
     from shrinkbert.core.models import load_model
     from shrinkbert.core.timing import time_callable
 
-    model = load_model(AutoModelForSequenceClassification, teacher).eval()
+    model = load_model(kind_of(teacher).model_class(), teacher).eval()  # the teacher's own head
     with torch_threads(threads), torch.inference_mode():
         ids = torch.full((1, max_length), 100 % model.config.vocab_size, dtype=torch.long)
         inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": torch.zeros_like(ids)}

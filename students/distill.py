@@ -22,8 +22,8 @@ Token tasks (tagging) distil per token: the soft-logit (and hard) losses compare
 words' first sub-tokens, the hidden/attention losses every real token; the cache keeps the
 teacher's per-token logits. Transfer sets (--augment, --transfer-corpus) are for sequence tasks.
 
-The saved student is a plain BertConfig model that AutoModelForSequenceClassification (or
-AutoModelForTokenClassification / AutoModelForMaskedLM) loads with no custom code. The learned projections used by the hidden and
+The saved student is a plain BertConfig model that its task kind's AutoModelFor… class (or
+AutoModelForMaskedLM) loads with no custom code. The learned projections used by the hidden and
 embedding losses are training-only and are not saved (the manifest says so).
 """
 from __future__ import annotations
@@ -34,23 +34,22 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from shrinkbert.core.config import field, stage_main, to_dict
-from shrinkbert.core.dataspec import DataConfig, load_splits, resolve_spec
+from shrinkbert.core.dataspec import DataConfig, resolve_spec
 from shrinkbert.core.errors import ShrinkbertError
-from shrinkbert.core.masking import Masker
-from shrinkbert.core.predict import accuracy, score_split
-from shrinkbert.core.tagging import IGNORE, primary_metric
+from shrinkbert.core.kinds import kind_of, primary_metric, score_split
 from shrinkbert.core.train import TrainConfig, checkpoint_dir_for, remove_checkpoints, train
-from shrinkbert.students.ensemble import (TeacherEnsemble, describe_teachers, primary_teacher, split_teachers,
-                                          teacher_source)
-from shrinkbert.students.losses import DistillLoss, LossWeights, format_layer_map, parse_layer_map
-from shrinkbert.students.projection import attach_projection, fold_projection
+from shrinkbert.students.distill_data import _with_row_index, load_data, make_collate, teacher_cache_dir  # noqa: F401
+from shrinkbert.students.distill_loss import loss_weights, make_loss_fn
+from shrinkbert.students.distill_models import _is_mlm, _teacher_parameters, build_student, load_teacher
+from shrinkbert.students.ensemble import describe_teachers, primary_teacher, split_teachers, teacher_source
+from shrinkbert.students.losses import DistillLoss, format_layer_map, parse_layer_map
+from shrinkbert.students.processes import log_main, process_state
+from shrinkbert.students.projection import fold_projection
 
 PROJECTIONS_NOTE = ("hidden/embedding losses used learned projections from the student's width to the "
                     "teacher's; they are training-only and were not saved (the student never uses them)")
-MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
 @dataclasses.dataclass
@@ -111,352 +110,20 @@ class Config(TrainConfig, DataConfig):
     learning_rate: float = field(1e-4, "peak learning rate (AdamW)", above=0, group="training loop")
 
 
-def loss_weights(cfg: Config) -> LossWeights:
-    return LossWeights(logits=cfg.logits_weight, hidden=cfg.hidden_weight, attention=cfg.attention_weight,
-                       embedding=cfg.embedding_weight, hard=cfg.hard_weight)
-
-
-def _state():
-    """Accelerate's process state, opted in to CPU multi-process (gloo) the way core.train's
-    Accelerator is: PartialState is a singleton and its first creation decides, so a bare
-    PartialState() before training would leave each process training alone."""
-    from accelerate import PartialState
-
-    return PartialState(cpu=not torch.cuda.is_available())
-
-
-def _log(message: str) -> None:
-    if _state().is_main_process:
-        print(message, flush=True)
-
-
-def _is_mlm(config) -> bool:
-    return any(a.endswith(("ForMaskedLM", "ForPreTraining")) for a in (config.architectures or []))
-
-
-def _int_list(text: str) -> list[int] | None:
-    if not text:
-        return None
-    try:
-        return [int(x) for x in str(text).replace(" ", "").split(",") if x]
-    except ValueError:
-        raise ShrinkbertError(f"init_layers must be comma-separated layer numbers, got {text!r}") from None
-
-
-def teacher_cache_dir(cfg: Config) -> Path:
-    """Teacher outputs live in the one shrinkbert cache, beside the stored splits."""
-    from shrinkbert.core.data import default_cache_dir
-
-    return (Path(cfg.cache_dir).expanduser() if cfg.cache_dir else default_cache_dir()) / "teacher-outputs"
-
-
-def make_collate(tokenizer):
-    """Pad model inputs; carry labels and row indices through as tensors."""
-
-    tokenizer.deprecation_warnings["Asking-to-pad-a-fast-tokenizer"] = True  # pad() is right here: pre-tokenized rows
-
-    def collate(features: list[dict]) -> dict:
-        inputs = [{k: f[k] for k in MODEL_INPUTS if k in f} for f in features]
-        batch = dict(tokenizer.pad(inputs, padding=True, return_tensors="pt"))
-        for key in ("labels", "row_idx"):
-            if key in features[0]:
-                values = [f[key] for f in features]
-                if isinstance(values[0], (list, tuple)):  # a tagger's labels: padded to the inputs with IGNORE
-                    width = batch["input_ids"].shape[1]
-                    values = [list(v) + [IGNORE] * (width - len(v)) for v in values]
-                batch[key] = torch.tensor(values, dtype=torch.long)
-        return batch
-
-    return collate
-
-
-def _with_row_index(dataset):
-    keep = [c for c in dataset.column_names if c in (*MODEL_INPUTS, "labels")]
-    dataset = dataset.select_columns(keep)
-    return dataset.add_column("row_idx", list(range(len(dataset))))
-
-
-def _head_kwargs(need_attentions: bool) -> dict:
-    return {"attn_implementation": "eager"} if need_attentions else {}
-
-
 # ---------------------------------------------------------------------------------------------
-# Data
-
-
-def load_data(cfg: Config, tokenizer, spec=None, record: dict | None = None):
-    """(task or None, train dataset, test dataset or None), tokenized and row-indexed; `record`
-    receives what the transfer set and the leak guard did (for the manifest)."""
-    record = {} if record is None else record
-    if cfg.mode == "task":
-        from shrinkbert.core.data import tokenize_task
-
-        if spec is None:
-            raise ShrinkbertError("no task given: --task NAME_OR_FILE (or --mode general --corpus ...)")
-        task, splits = load_splits(spec, cfg.cache_dir)
-        if task.is_token and (cfg.augment or cfg.transfer_corpus):
-            raise ShrinkbertError(f"--augment and --transfer-corpus make sentence-level transfer sets; task "
-                                  f"'{task.name}' is a token task")
-        tokenized = tokenize_task(splits, tokenizer, task, max_length=cfg.max_length)
-        train_set, test_set = tokenized["train"], tokenized["test"]
-        if cfg.max_train_rows:
-            train_set = train_set.select(range(min(cfg.max_train_rows, len(train_set))))
-        if cfg.augment or cfg.transfer_corpus:
-            from shrinkbert.core.leakguard import LeakGuard
-
-            source = splits["train"].select(range(len(train_set)))
-            guard = LeakGuard.for_splits(splits, name=task.name)  # nothing of validation/test trains
-            train_set = _with_transfer_rows(train_set, source, task, tokenizer, cfg, guard, record)
-        if cfg.max_eval_rows:
-            test_set = test_set.select(range(min(cfg.max_eval_rows, len(test_set))))
-        return task, _with_row_index(train_set), _with_row_index(test_set)
-    if cfg.mode == "general":
-        import datasets
-
-        from shrinkbert.core.data import load_corpus
-
-        lines = load_corpus([c for c in cfg.corpus.split(",") if c], max_lines=cfg.max_train_rows or None,
-                            cache_dir=cfg.cache_dir or None)
-        if spec is not None:  # the teacher's task (or --task): its validation/test rows never train
-            from shrinkbert.core.leakguard import LeakGuard, describe
-
-            guard = LeakGuard.for_spec(spec, cfg.cache_dir or None)
-            total = len(lines)
-            lines, removed = guard.filter(lines)
-            record["leak_guard"] = {"task": guard.name, "removed": removed, "of": total}
-            _log(describe(removed, total, guard, "corpus lines"))
-        encoded = tokenizer(lines, truncation=True, max_length=cfg.max_length, return_token_type_ids=True,
-                            return_attention_mask=True)
-        train_set = datasets.Dataset.from_dict({k: encoded[k] for k in MODEL_INPUTS})
-        return None, _with_row_index(train_set), None
-    raise ShrinkbertError(f"mode must be 'task' or 'general', got {cfg.mode!r}")
-
-
-def _with_transfer_rows(train_set, source, task, tokenizer, cfg: Config, guard, record: dict):
-    """The tokenized training rows followed by teacher-labelled rows (label NO_LABEL): perturbed
-    copies of them (--augment) and transfer-corpus lines (--transfer-corpus), minus leaks."""
-    import datasets
-
-    from shrinkbert.core.leakguard import describe
-    from shrinkbert.students.augment import NO_LABEL, TRANSFER_SAMPLE_SEED, transfer_rows
-
-    texts, pairs = [], [] if task.pair else None
-    if cfg.augment:
-        if tokenizer.mask_token is None:
-            raise ShrinkbertError("--augment needs a tokenizer with a mask token")
-        # Fixed like the corpus sample, not --seed: the copies are then the same for every seed, so one
-        # cached teacher pass serves them all (a 110k-row transfer set took 7 min of teacher per seed).
-        texts, pairs = transfer_rows(source["text"], source["text_pair"] if task.pair else None, cfg.augment,
-                                     TRANSFER_SAMPLE_SEED, tokenizer.mask_token)
-    copies, corpus_lines = len(texts), 0
-    if cfg.transfer_corpus:
-        from shrinkbert.students.augment import corpus_transfer_rows
-
-        lines, seen, leaks = corpus_transfer_rows(cfg.transfer_corpus, cfg.max_transfer_rows, guard,
-                                                  cfg.cache_dir or None)
-        record["transfer_corpus"] = {"corpus": cfg.transfer_corpus, "rows": len(lines), "lines_read": seen,
-                                     "leaks_removed": leaks}
-        _log(f"transfer corpus {cfg.transfer_corpus}: {len(lines):,} lines, labelled by the teacher; "
-             + describe(leaks, seen, guard, "lines read"))
-        texts, corpus_lines = texts + lines, len(lines)
-        if pairs is not None:  # a pair task: a corpus line is a first text with an empty second one
-            pairs = pairs + [""] * len(lines)
-    keep = guard.keep_mask(texts, pairs)
-    if not all(keep):
-        texts = [t for t, k in zip(texts, keep) if k]
-        pairs = [p for p, k in zip(pairs, keep) if k] if pairs is not None else None
-    record["transfer_rows"] = {"augment_copies": copies, "total": len(texts), "leaks_removed": keep.count(False)}
-    if not texts:
-        return train_set
-    encoded = tokenizer(texts, pairs, truncation=True, max_length=cfg.max_length, return_token_type_ids=True,
-                        return_attention_mask=True)
-    extra = datasets.Dataset.from_dict({**{k: encoded[k] for k in MODEL_INPUTS}, "labels": [NO_LABEL] * len(texts)})
-    train_set = train_set.cast_column("labels", datasets.Value("int64"))  # a ClassLabel cannot hold NO_LABEL
-    extra = extra.cast(datasets.Features({k: train_set.features[k] for k in extra.column_names}))
-    _log(f"transfer set: {len(texts):,} rows ({copies:,} perturbed copies of {len(source):,} training rows and "
-         f"{corpus_lines:,} corpus lines, less {keep.count(False):,} leaks), labelled by the teacher alone")
-    return datasets.concatenate_datasets([train_set.select_columns(extra.column_names), extra])
-
-
-# ---------------------------------------------------------------------------------------------
-# Models
-
-
-def load_teacher(cfg: Config, need_attentions: bool):
-    from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM
-
-    from shrinkbert.core.models import check_model_dir, load_model
-
-    teachers = split_teachers(cfg.teacher)
-    if len(teachers) > 1:
-        return TeacherEnsemble([load_teacher(dataclasses.replace(cfg, teacher=t), need_attentions) for t in teachers],
-                               cfg.temperature)
-    check_model_dir(cfg.teacher)
-    config = AutoConfig.from_pretrained(cfg.teacher)
-    if cfg.mode == "general":
-        cls = AutoModelForMaskedLM if _is_mlm(config) else AutoModel
-    else:
-        cls = _classifier_class(config)
-    return load_model(cls, cfg.teacher, **_head_kwargs(need_attentions)).eval()
-
-
-def _is_token(config) -> bool:
-    return any(str(a).endswith("ForTokenClassification") for a in (config.architectures or []))
-
-
-def _classifier_class(teacher_config, auto: bool = True):
-    """The Auto (or Bert) class of a classifier like the teacher's: token or sequence."""
-    from transformers import (AutoModelForSequenceClassification, AutoModelForTokenClassification,
-                              BertForSequenceClassification, BertForTokenClassification)
-
-    if _is_token(teacher_config):
-        return AutoModelForTokenClassification if auto else BertForTokenClassification
-    return AutoModelForSequenceClassification if auto else BertForSequenceClassification
-
-
-def build_student(cfg: Config, teacher_config, weights: LossWeights, log=_log):
-    """(student model, record for the manifest): an existing model, or a new shape initialised."""
-    from transformers import AutoModelForMaskedLM, BertForMaskedLM
-
-    from shrinkbert.core.models import load_model
-    from shrinkbert.students.init import init_from_teacher
-    from shrinkbert.students.shape import shape_config, teacher_shape
-
-    kwargs = _head_kwargs(bool(weights.attention))
-    general = cfg.mode == "general"
-    if cfg.student:
-        if cfg.target or cfg.layers or cfg.hidden or cfg.heads or cfg.intermediate:
-            raise ShrinkbertError("--student distils into an existing model: do not also give a target or shape")
-        cls = AutoModelForMaskedLM if general else _classifier_class(teacher_config)
-        from transformers import AutoConfig
-
-        student_arch = AutoConfig.from_pretrained(cfg.student).architectures or []
-        head = "ForTokenClassification" if _is_token(teacher_config) else "ForSequenceClassification"
-        new_head = not general and not any(a.endswith(head) for a in student_arch)
-        if new_head:  # e.g. a general-distilled MLM student: the task's labels come from the teacher
-            kwargs.update(num_labels=teacher_config.num_labels, id2label=teacher_config.id2label,
-                          label2id=teacher_config.label2id)
-        torch.manual_seed(cfg.seed)  # a new classifier head is initialised from the global RNG
-        student = load_model(cls, cfg.student, **kwargs)
-        if student.config.vocab_size != teacher_config.vocab_size:
-            raise ShrinkbertError(f"student {cfg.student} has a {student.config.vocab_size}-token vocabulary and the "
-                                  f"teacher {teacher_config.vocab_size}: both must read the same token ids, so "
-                                  "distil before trimming the vocabulary")
-        record = {"how": f"existing model {cfg.student}", "shape": dataclasses.asdict(teacher_shape(student.config))}
-        if new_head:
-            from shrinkbert.students.init import carry_heads
-
-            record["heads_from_teacher"] = carry_heads(student, load_teacher(_first_teacher(cfg), need_attentions=False))
-            log(f"{cfg.student} has no classifier: pooler/classifier "
-                f"{'from the teacher' if record['heads_from_teacher'] else 'newly initialised (widths differ)'}")
-        return student, record
-
-    shape, record = _choose_shape_once(cfg, teacher_config, general, log)
-    config = shape_config(teacher_config, shape)
-    config.architectures = None
-    torch.manual_seed(cfg.seed)
-    cls = BertForMaskedLM if general else _classifier_class(teacher_config, auto=False)
-    student = cls._from_config(config, **kwargs)
-    if cfg.init == "teacher":
-        from shrinkbert.students.init import stream_basis
-
-        teacher_for_init = load_teacher(_first_teacher(cfg), need_attentions=False)
-        embeddings = "pca" if cfg.init_embeddings == "projected" else cfg.init_embeddings
-        record["init"] = init_from_teacher(student, teacher_for_init, layer_ids=(
-            [i - 1 for i in _int_list(cfg.init_layers)] if cfg.init_layers else None), keep=cfg.init_keep,
-            embeddings=embeddings)
-        if cfg.init_embeddings == "projected":
-            record["init"].update(attach_projection(student, teacher_for_init, stream_basis(
-                teacher_for_init, student.config.hidden_size, cfg.init_keep, embeddings)))
-        del teacher_for_init
-        log(f"student initialised from teacher layers {record['init']['layers_from_teacher']} "
-            f"(carried: {', '.join(record['init']['carried'])})")
-    elif cfg.init != "random":
-        raise ShrinkbertError(f"init must be 'teacher' or 'random', got {cfg.init!r}")
-    else:
-        record["init"] = {"random": True}
-    return student, record
-
-
-def _choose_shape_once(cfg: Config, teacher_config, general: bool, log):
-    """The shape, chosen on the main process and shared, so that every process of a multi-process
-    run builds the same student even when a latency target's timings differ between them."""
-    from accelerate.utils import broadcast_object_list
-
-    from shrinkbert.students.shape import choose_shape
-
-    state = _state()
-    result = [None]
-    if state.is_main_process:
-        result = [choose_shape(teacher_config, target=cfg.target or None, layers=cfg.layers or None,
-                               hidden=cfg.hidden or None, heads=cfg.heads or None,
-                               intermediate=cfg.intermediate or None, seq_len=cfg.max_length,
-                               threads=cfg.threads or None, head="mlm" if general else "classifier", log=log,
-                               runtime=cfg.latency_runtime)]
-    if state.num_processes > 1:
-        result = broadcast_object_list(result, from_process=0)
-    return result[0]
-
-
-def _model_inputs(batch: dict) -> dict:
-    return {k: batch[k] for k in MODEL_INPUTS if k in batch}
-
-
-# ---------------------------------------------------------------------------------------------
-# The loss function the training loop calls
-
-
-def make_loss_fn(distill_loss: DistillLoss, teacher=None, cache=None, tokenizer=None,
-                 general: bool = False, mlm_probability: float = 0.15, token: bool = False):
-    """loss_fn(student, batch) -> (loss, logs). Uses the cache when given, else runs the teacher.
-    token: a tagger's logits are compared at its labelled words' first sub-tokens only."""
-    need_hidden, need_attn = distill_loss.needs_hidden, distill_loss.needs_attentions
-    teacher_hidden_layers = distill_loss.teacher_hidden_layers()
-    masker = Masker(tokenizer, mlm_probability) if general else None
-    teacher_attention_layers = distill_loss.teacher_attention_layers()
-
-    def loss_fn(student, batch):
-        inputs = _model_inputs(batch)
-        positions = labels = None
-        if general:
-            labels = inputs["input_ids"]
-            masked_ids, mlm_labels = masker(inputs["input_ids"])
-            positions = mlm_labels != -100
-            if not positions.any():  # keep the MLM terms defined on tiny batches
-                positions = inputs["attention_mask"].bool().clone()
-            inputs = {**inputs, "input_ids": masked_ids}
-        elif token:
-            labels = batch["labels"]
-            positions = labels != IGNORE
-        out = student(**inputs, output_hidden_states=need_hidden, output_attentions=need_attn)
-        if cache is not None:
-            target = cache.lookup(batch["row_idx"], inputs["input_ids"].shape[1], inputs["input_ids"].device)
-            if need_hidden and any(layer not in target.get("hidden_states", {}) for layer in teacher_hidden_layers):
-                raise RuntimeError("the teacher-output cache lacks hidden layers the losses need")
-            if any(layer not in target.get("attentions", {}) for layer in teacher_attention_layers):
-                raise RuntimeError("the teacher-output cache lacks attention layers the losses need")
-        else:
-            with torch.no_grad():
-                t_out = teacher(**inputs, output_hidden_states=need_hidden, output_attentions=need_attn)
-            target = {"logits": getattr(t_out, "logits", None), "hidden_states": t_out.hidden_states,
-                      "attentions": t_out.attentions}
-        return distill_loss(out, target, batch, labels=labels, positions=positions)
-
-    return loss_fn
-
-
-# ---------------------------------------------------------------------------------------------
-# The stage
+# The stage (its data: distill_data.py; its models: distill_models.py; its loss mix: distill_loss.py)
 
 
 def _teacher_test_scores(cfg, teacher_loader, test_set, collate, task, log) -> dict[str, float]:
-    """The teacher's scores on the test rows (a sequence task's from its cached logits)."""
-    if task is not None and task.is_token:
+    """The teacher's scores on the test rows: from its cached outputs where the task's kind can
+    score those (sequence), else from a pass of the teacher."""
+    kind = kind_of(task)
+    if kind.per_token_outputs or not kind.cacheable_outputs:  # scoring needs the model's own pass
         return score_split(teacher_loader(), test_set, collate, task, cfg.eval_batch_size)
-    return {"accuracy": _teacher_test_accuracy(cfg, teacher_loader, test_set, collate, log)[0]}
+    return kind.score_cached(task, _teacher_test_logits(cfg, teacher_loader, test_set, collate, log), test_set)
 
 
-def _teacher_test_accuracy(cfg, teacher_loader, test_set, collate, log) -> tuple[float, np.ndarray]:
+def _teacher_test_logits(cfg, teacher_loader, test_set, collate, log) -> np.ndarray:
     from shrinkbert.students.cache import compute_teacher_outputs, load_or_compute
 
     if cfg.cache:
@@ -465,13 +132,7 @@ def _teacher_test_accuracy(cfg, teacher_loader, test_set, collate, log) -> tuple
                                       batch_size=cfg.eval_batch_size, log=log)
     else:
         cache = compute_teacher_outputs(teacher_loader(), test_set, collate, batch_size=cfg.eval_batch_size, log=log)
-    logits = cache.logits.numpy()
-    return accuracy(logits, test_set["labels"]), logits
-
-
-def _first_teacher(cfg: Config) -> Config:
-    """The config with only the first teacher: the one a student's weights start from."""
-    return dataclasses.replace(cfg, teacher=primary_teacher(cfg.teacher))
+    return cache.logits.numpy()
 
 
 def validate(cfg: Config) -> None:
@@ -546,25 +207,24 @@ def run(cfg: Config) -> Path:
 
     cache = None
     cache_record: dict[str, Any] = {"used": False}
-    live = (general or not cfg.cache
+    live = (general or not cfg.cache or not kind_of(task).cacheable_outputs
             or ((distill_loss.needs_hidden or distill_loss.needs_attentions) and not cfg.cache_hidden))
     if not live:
         hidden_layers = distill_loss.teacher_hidden_layers() if distill_loss.needs_hidden else []
         attention_layers = distill_loss.teacher_attention_layers()
-        with _state().main_process_first():  # the others then find the main process's cache
+        with process_state().main_process_first():  # the others then find the main process's cache
             cache, cache_file, hit = load_or_compute(teacher_source(cfg.teacher, cfg.temperature), teacher_loader, train_set, collate,
                                                      cfg.max_length, hidden_layers,
                                                      teacher_cache_dir(cfg),
-                                                     cfg.eval_batch_size, log=_log, attention_layers=attention_layers)
+                                                     cfg.eval_batch_size, log=log_main, attention_layers=attention_layers)
         cache_record = {"used": True, "file": str(cache_file), "hit": hit, "hidden_layers": hidden_layers,
                         "attention_layers": [i + 1 for i in attention_layers]}
-    _log(f"distilling: losses {weights.active()}, layer map {format_layer_map(layer_map)}, teacher "
+    log_main(f"distilling: losses {weights.active()}, layer map {format_layer_map(layer_map)}, teacher "
          f"{'live' if live else 'from cache'}, {len(train_set):,} training rows")
 
     teacher = teacher_loader() if live else None
     loss_fn = make_loss_fn(distill_loss, teacher=teacher, cache=cache, tokenizer=tokenizer,
-                           general=general, mlm_probability=cfg.mlm_probability,
-                           token=task is not None and task.is_token)
+                           general=general, mlm_probability=cfg.mlm_probability, kind=kind_of(task))
     out_dir = Path(cfg.output_dir)
     checkpoint_dir = checkpoint_dir_for(out_dir)
     # The whole stage config, not just the loop's knobs: a resume with another teacher, temperature
@@ -573,7 +233,7 @@ def run(cfg: Config) -> Path:
                           extra_modules=[distill_loss], frozen_modules=[teacher] if teacher is not None else [],
                           desc="distill")
 
-    state = _state()
+    state = process_state()
     metrics: dict[str, Any] = {k: v for k, v in train_metrics.items() if k != "history"}
     if state.is_main_process:
         student = student.cpu().eval()
@@ -581,7 +241,7 @@ def run(cfg: Config) -> Path:
         if test_set is not None:
             scores = score_split(student, test_set, collate, task, cfg.eval_batch_size)
             metrics.update({f"test_{k}": v for k, v in scores.items() if k != "loss"})
-            teacher_scores = _teacher_test_scores(cfg, teacher_loader, test_set, collate, task, _log)
+            teacher_scores = _teacher_test_scores(cfg, teacher_loader, test_set, collate, task, log_main)
             metrics.update({f"teacher_test_{k}": v for k, v in teacher_scores.items() if k != "loss"})
             # retention: of the task's primary metric (accuracy; entity F1 for a seqeval task)
             metrics["retention"] = metrics[f"test_{judged_by}"] / max(metrics[f"teacher_test_{judged_by}"], 1e-12)
@@ -612,23 +272,12 @@ def run(cfg: Config) -> Path:
                                 "transfer": data_record,
                                 "history": train_metrics.get("history", [])})
         if test_set is not None:
-            _log(f"student test {judged_name} {metrics[f'test_{judged_by}']:.4f} vs teacher "
+            log_main(f"student test {judged_name} {metrics[f'test_{judged_by}']:.4f} vs teacher "
                  f"{metrics[f'teacher_test_{judged_by}']:.4f} (retention {metrics['retention']:.1%}), "
                  f"{num_parameters:,} parameters ({metrics['parameter_ratio']:.1%} of the teacher)")
-        _log(f"student written to {out_dir}")
+        log_main(f"student written to {out_dir}")
     remove_checkpoints(checkpoint_dir)
     return out_dir
-
-
-def _teacher_parameters(teacher_dir, teacher_config, general: bool) -> int:
-    from shrinkbert.core.artifacts import is_artifact, read_manifest
-    from shrinkbert.students.shape import count_config_parameters
-
-    if is_artifact(teacher_dir):
-        recorded = read_manifest(teacher_dir).get("num_parameters")
-        if recorded:
-            return int(recorded)
-    return count_config_parameters(teacher_config, head="mlm" if general and _is_mlm(teacher_config) else "classifier")
 
 
 def main(argv: list[str] | None = None, prog: str | None = None, description: str | None = None) -> int:

@@ -26,11 +26,11 @@ import dataclasses
 import re
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from shrinkbert.core.errors import ShrinkbertError
-from shrinkbert.students.augment import NO_LABEL
+from shrinkbert.core.kinds import get_kind
+from shrinkbert.core.kinds.losses import hard_loss, kd_logits_loss
 
 EPS = 1e-12
 
@@ -75,14 +75,6 @@ def parse_layer_map(text: str | dict | None, student_layers: int, teacher_layers
 
 def format_layer_map(mapping: dict[int, int]) -> str:
     return ",".join(f"{s}:{t}" for s, t in mapping.items())
-
-
-def kd_logits_loss(student_logits, teacher_logits, temperature: float = 1.0) -> torch.Tensor:
-    """KL(softmax(t/T) || softmax(s/T)) * T^2, averaged over rows (any leading dims)."""
-    s = student_logits.reshape(-1, student_logits.shape[-1]).float() / temperature
-    t = teacher_logits.reshape(-1, teacher_logits.shape[-1]).float() / temperature
-    return F.kl_div(F.log_softmax(s, -1), F.log_softmax(t, -1), reduction="batchmean",
-                    log_target=True) * temperature ** 2
 
 
 def masked_mse(student, teacher, mask=None) -> torch.Tensor:
@@ -171,27 +163,27 @@ class DistillLoss(nn.Module):
         proj = self.projections[str(s_layer)] if str(s_layer) in self.projections else None
         return proj(hidden) if proj is not None else hidden
 
-    def forward(self, student_out, teacher: dict, batch: dict, labels=None, mask=None, positions=None):
-        """positions (bool [B, L]): token-level logits (MLM) are compared only there; labels then
-        are token ids. Without positions, logits are per example and labels default to batch["labels"]."""
+    def forward(self, student_out, teacher: dict, batch: dict, labels=None, mask=None, positions=None, kind=None):
+        """Task distillation: the task kind (core/kinds; default sequence) compares its outputs, KD and
+        gold labels in batch["labels"]. General distillation: positions (bool [B, L]): the MLM logits
+        are compared only there, and `labels` are token ids."""
         w = self.weights
         mask = batch.get("attention_mask") if mask is None else mask
-        labels = batch.get("labels") if labels is None else labels
-        s_logits = student_out.logits if w.logits or w.hard else None
-        t_logits = teacher.get("logits") if w.logits else None
-        if positions is not None:
-            s_logits = s_logits[positions] if s_logits is not None else None
-            t_logits = t_logits[positions] if t_logits is not None else None
-            labels = labels[positions] if labels is not None and w.hard else labels
         terms = {}
-        if w.logits:
-            terms["logits"] = kd_logits_loss(s_logits, t_logits, self.temperature)
-        if w.hard:
-            # Transfer-set rows carry NO_LABEL, which cross-entropy skips; a batch of nothing but
-            # them has no hard term.
-            known = labels != NO_LABEL
-            terms["hard"] = (F.cross_entropy(s_logits.float(), labels) if known.any()
-                             else s_logits.float().sum() * 0.0)
+        if positions is None:
+            kind = get_kind(None) if kind is None else kind
+            outputs = kind.outputs(student_out, batch) if w.logits or w.hard else None
+            if w.logits:
+                terms["logits"] = kind.kd_loss(outputs, teacher, batch, self.temperature)
+            if w.hard:
+                terms["hard"] = kind.hard_loss(outputs, batch)
+        else:
+            labels = batch.get("labels") if labels is None else labels
+            if w.logits:
+                terms["logits"] = kd_logits_loss(student_out.logits[positions], teacher["logits"][positions],
+                                                 self.temperature)
+            if w.hard:
+                terms["hard"] = hard_loss(student_out.logits[positions], labels[positions])
         if w.hidden or w.embedding:
             t_hidden = teacher["hidden_states"]
             s_hidden = student_out.hidden_states

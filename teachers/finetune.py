@@ -25,8 +25,9 @@ from shrinkbert.core.artifacts import save_model_artifact
 from shrinkbert.core.config import field, stage_main, to_dict
 from shrinkbert.core.dataspec import DataConfig
 from shrinkbert.core.errors import ShrinkbertError
-from shrinkbert.core.predict import model_inputs, score_split
-from shrinkbert.core.tagging import IGNORE, primary_metric
+from shrinkbert.core.kinds import kind_of, primary_metric, score_split
+from shrinkbert.core.predict import model_inputs
+from shrinkbert.core.tagging import IGNORE
 from shrinkbert.core.train import TrainConfig
 
 
@@ -50,15 +51,12 @@ class Config(TrainConfig, DataConfig):
 def load_classifier(cfg: Config, task, model_dir: Path | None = None):
     """(model, tokenizer, model dir) with a classification head sized for the task; `model_dir` is
     cfg.model already resolved to a directory (resolved here when not given)."""
-    from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
-
     from shrinkbert.core.models import check_model_dir, load_model, load_tokenizer
     from shrinkbert.teachers.common import resolve_model_dir
 
     path = check_model_dir(model_dir or resolve_model_dir(cfg.model))
     torch.manual_seed(cfg.seed)  # a new head is initialised from the seed
-    cls = AutoModelForTokenClassification if task.is_token else AutoModelForSequenceClassification
-    model = load_model(cls, path, num_labels=task.num_labels,
+    model = load_model(kind_of(task).model_class(), path, num_labels=task.num_labels,
                        id2label=task.id2label, label2id=task.label2id, ignore_mismatched_sizes=True)
     tokenizer = load_tokenizer(cfg.tokenizer or path, model.config)
     return model, tokenizer, path

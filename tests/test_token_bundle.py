@@ -211,7 +211,7 @@ def fake_words(text: str, tags: list[str], scores: list[float] | None = None) ->
 
 
 def test_entities_merge_like_the_pipeline_first_strategy():
-    from shrinkbert.compress.edge_predictor import group_entities
+    from shrinkbert.core.kinds.edge.token_edge import group_entities  # the token kind's bundle postprocessing
 
     text = "New York is in United States"
     words = fake_words(text, ["B-LOC", "I-LOC", "O", "O", "B-ORG", "I-ORG"], [0.8, 0.6, 0.9, 0.9, 0.5, 0.7])
@@ -259,15 +259,15 @@ def test_token_bundle_records_word_accuracy_and_entity_f1(tok_int8, tok_model, t
     rows = [{"tokens": words, "tags": [TINY_TAGS.index(t) for t in tags]} for words, tags in tiny_tagged(20, seed=3)]
     seen = {}
 
-    def fake_rows(spec, split="validation", max_rows=None, cache_dir=None, words=False):
-        seen["words"] = words
+    def fake_rows(spec, split="validation", max_rows=None, cache_dir=None, kind=None):
+        seen["kind"] = kind
         return rows[:max_rows], task
 
     monkeypatch.setattr(bundle, "load_rows", fake_rows)
     out = bundle.run(bundle.Config(model=str(tok_int8), output_dir=str(tmp_path / "edge"), reference=str(tok_model),
                                    parity_rows=20))
     m = metrics(out)
-    assert seen["words"] is True
+    assert seen["kind"].name == "token"  # the rows asked for are the model's kind's (words)
     assert m["vs_source"]["rows"] == sum(len(r["tokens"]) for r in rows)
     assert 0 <= m["val_accuracy_bundle"] <= 1 and 0 <= m["val_entity_f1_bundle"] <= 1
     assert 0 <= m["vs_reference"]["val_accuracy_reference"] <= 1

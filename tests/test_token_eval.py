@@ -84,20 +84,34 @@ def ner_run(token_model, token_onnx, token_int8, tiny_bert, tmp_path_factory):
 
 
 def _hand_scores(model_dir: Path, rows, task: Task) -> dict[str, float]:
-    """tag_scores of the PyTorch model computed here, outside the harness."""
+    """The PyTorch model's scores computed here with none of the harness's helpers: the fast
+    tokenizer's own word_ids, each word scored at its first sub-token, seqeval's own functions."""
     import torch
+    from seqeval.metrics import f1_score, precision_score, recall_score
     from transformers import AutoModelForTokenClassification, AutoTokenizer
-
-    from shrinkbert.core.tagging import encode_words, encoded_word_ids, gather_words, gold_words, tag_scores
 
     model = AutoModelForTokenClassification.from_pretrained(model_dir, attn_implementation="eager").eval()
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir), use_fast=True)
-    encoded = encode_words(tokenizer, rows.words, MAX_LENGTH, padding=True, return_tensors="pt")
+    encoded = tokenizer(rows.words, is_split_into_words=True, truncation=True, max_length=MAX_LENGTH,
+                        padding=True, return_tensors="pt")
     with torch.inference_mode():
-        logits = model(**encoded).logits.numpy()
-    word_ids = encoded_word_ids(encoded, len(rows.words))
-    golds, counts = gold_words(rows.labels, word_ids)
-    return tag_scores(task, gather_words(logits, word_ids).argmax(-1), golds, counts)
+        predicted = model(**encoded).logits.argmax(-1).numpy()
+    names = task.label_names
+    gold_rows, predicted_rows = [], []
+    for i, tags in enumerate(rows.labels):
+        first = {}
+        for position, word in enumerate(encoded.word_ids(i)):
+            if word is not None and word not in first:
+                first[word] = position  # words cut off by max_length have none: not scored
+        gold_rows.append([names[tags[w]] for w in sorted(first)])
+        predicted_rows.append([names[predicted[i, first[w]]] for w in sorted(first)])
+    pairs = [(g, p) for golds, preds in zip(gold_rows, predicted_rows) for g, p in zip(golds, preds)]
+    scores = {"accuracy": sum(g == p for g, p in pairs) / len(pairs)}
+    if "seqeval" in task.metrics:
+        scores.update(entity_precision=precision_score(gold_rows, predicted_rows, zero_division=0),
+                      entity_recall=recall_score(gold_rows, predicted_rows, zero_division=0),
+                      entity_f1=f1_score(gold_rows, predicted_rows, zero_division=0))
+    return scores
 
 
 # -- rows ----------------------------------------------------------------------------------------
@@ -107,7 +121,7 @@ def test_token_rows_keep_words_and_tags():
     from shrinkbert.eval.rows import from_lists, from_words
 
     rows = _rows()
-    assert rows.is_token and len(rows) == 13 and rows.num_words == sum(len(w) for w in rows.words)
+    assert rows.kind.name == "token" and len(rows) == 13 and rows.num_words == sum(len(w) for w in rows.words)
     assert rows.texts[0] == " ".join(rows.words[0])  # latency inputs: the words joined
     assert all(len(w) == len(t) for w, t in zip(rows.words, rows.labels))
     with pytest.raises(ShrinkbertError, match="words but"):
@@ -121,7 +135,7 @@ def test_token_rows_keep_words_and_tags():
     assert from_words(NER, [["good", "movie"]], [[1, 2]]).fingerprint != other_split.fingerprint
     assert from_words(POS, [["good", "movie"]], [[1, 0]]).fingerprint != other_split.fingerprint
     sequence = from_lists(Task("seq", tuple(TINY_TAGS)), ["good movie"], [1])
-    assert sequence.words is None and not sequence.is_token and sequence.fingerprint != other_split.fingerprint
+    assert sequence.words is None and sequence.kind.name == "sequence" and sequence.fingerprint != other_split.fingerprint
 
 
 # -- the harness on PyTorch, ONNX and int8 token variants -----------------------------------------
@@ -224,14 +238,14 @@ def test_onnx_runner_predict_words_lines_up_with_gold_words(token_onnx):
 def test_a_word_the_tokenizer_drops_loses_its_own_tag_only(token_onnx):
     """A zero-width space makes no sub-token: the word after it keeps its own gold tag."""
     from shrinkbert.core.tagging import tag_scores
-    from shrinkbert.eval.measure import Settings, _tag_accuracy
+    from shrinkbert.eval.measure import Settings, _accuracy
     from shrinkbert.eval.runners import open_runner
 
     rows = _rows(empty_word=True)
     runner = open_runner(token_onnx, threads=1)
     logits, scored = runner.predict_words(rows.words[-1:], MAX_LENGTH)
     assert scored == [[0, 2, 3]] and logits.shape == (3, 5)
-    result = _tag_accuracy(runner, rows, Settings(threads=1, max_length=MAX_LENGTH, memory="off"))
+    result = _accuracy(runner, rows, Settings(threads=1, max_length=MAX_LENGTH, memory="off"))
     all_logits, all_scored = runner.predict_words(rows.words, MAX_LENGTH)
     runner.close()
     golds = [tags[i] for tags, indices in zip(rows.labels, all_scored) for i in indices]
@@ -247,9 +261,6 @@ def test_a_word_the_tokenizer_drops_loses_its_own_tag_only(token_onnx):
 def test_bundle_variant_tags_words(token_model, token_int8, tmp_path):
     from shrinkbert.compress import edge_predictor
 
-    if not hasattr(edge_predictor.Predictor, "word_logits"):
-        pytest.skip("the bundle's Predictor has no word_logits yet (compress/edge_predictor.py): "
-                    "the bundle runner cannot tag words")
     from shrinkbert.compress import bundle
     from shrinkbert.eval.harness import run
 
@@ -273,11 +284,8 @@ def test_conll_task_through_the_command_line(token_model, token_onnx, tmp_path):
     from shrinkbert.eval.harness import main
 
     conll = write_tiny_conll(tmp_path / "tiny.conll", n=48, seed=2)
-    try:
-        task, splits = load_task(str(conll))
-    except Exception as err:  # the data layer's CoNLL reader is not there yet
-        pytest.skip(f"load_task cannot read a .conll file yet: {type(err).__name__}: {str(err)[:200]}")
-    assert task.is_token
+    task, splits = load_task(str(conll))
+    assert task.kind == "token"
     out = tmp_path / "eval"
     code = main([str(token_model), str(token_onnx), "--task", str(conll), "--out", str(out), "--batch-sizes", "1",
                  "--seq-lens", "16", "--runs", "2", "--warmup", "1", "--threads", "1", "--memory", "off",

@@ -1,0 +1,150 @@
+"""The distill stage's data: the task's tokenized splits or a general corpus, transfer sets, collating.
+
+Rows are tokenized once and row-indexed (the teacher-output cache looks batches up by index);
+transfer-set rows (--augment, --transfer-corpus) carry no gold label (NO_LABEL) and pass the
+leak guard, so no validation or test text ever trains.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+
+from shrinkbert.core.dataspec import load_splits
+from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.kinds import kind_of
+from shrinkbert.core.tagging import IGNORE
+from shrinkbert.students.processes import log_main
+
+if TYPE_CHECKING:  # the stage's Config, for annotations only (distill.py imports this module)
+    from shrinkbert.students.distill import Config
+
+MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def teacher_cache_dir(cfg: Config) -> Path:
+    """Teacher outputs live in the one shrinkbert cache, beside the stored splits."""
+    from shrinkbert.core.data import default_cache_dir
+
+    return (Path(cfg.cache_dir).expanduser() if cfg.cache_dir else default_cache_dir()) / "teacher-outputs"
+
+
+def make_collate(tokenizer):
+    """Pad model inputs; carry labels and row indices through as tensors."""
+
+    tokenizer.deprecation_warnings["Asking-to-pad-a-fast-tokenizer"] = True  # pad() is right here: pre-tokenized rows
+
+    def collate(features: list[dict]) -> dict:
+        inputs = [{k: f[k] for k in MODEL_INPUTS if k in f} for f in features]
+        batch = dict(tokenizer.pad(inputs, padding=True, return_tensors="pt"))
+        for key in ("labels", "row_idx"):
+            if key in features[0]:
+                values = [f[key] for f in features]
+                if isinstance(values[0], (list, tuple)):  # a tagger's labels: padded to the inputs with IGNORE
+                    width = batch["input_ids"].shape[1]
+                    values = [list(v) + [IGNORE] * (width - len(v)) for v in values]
+                batch[key] = torch.tensor(values, dtype=torch.long)
+        return batch
+
+    return collate
+
+
+def _with_row_index(dataset):
+    keep = [c for c in dataset.column_names if c in (*MODEL_INPUTS, "labels")]
+    dataset = dataset.select_columns(keep)
+    return dataset.add_column("row_idx", list(range(len(dataset))))
+
+
+def load_data(cfg: Config, tokenizer, spec=None, record: dict | None = None):
+    """(task or None, train dataset, test dataset or None), tokenized and row-indexed; `record`
+    receives what the transfer set and the leak guard did (for the manifest)."""
+    record = {} if record is None else record
+    if cfg.mode == "task":
+        from shrinkbert.core.data import tokenize_task
+
+        if spec is None:
+            raise ShrinkbertError("no task given: --task NAME_OR_FILE (or --mode general --corpus ...)")
+        task, splits = load_splits(spec, cfg.cache_dir)
+        if (cfg.augment or cfg.transfer_corpus) and not kind_of(task).supports_transfer_set:
+            raise ShrinkbertError(f"--augment and --transfer-corpus make sentence-level transfer sets; task "
+                                  f"'{task.name}' is a {task.kind} task")
+        tokenized = tokenize_task(splits, tokenizer, task, max_length=cfg.max_length)
+        train_set, test_set = tokenized["train"], tokenized["test"]
+        if cfg.max_train_rows:
+            train_set = train_set.select(range(min(cfg.max_train_rows, len(train_set))))
+        if cfg.augment or cfg.transfer_corpus:
+            from shrinkbert.core.leakguard import LeakGuard
+
+            source = splits["train"].select(range(len(train_set)))
+            guard = LeakGuard.for_splits(splits, name=task.name)  # nothing of validation/test trains
+            train_set = _with_transfer_rows(train_set, source, task, tokenizer, cfg, guard, record)
+        if cfg.max_eval_rows:
+            test_set = test_set.select(range(min(cfg.max_eval_rows, len(test_set))))
+        return task, _with_row_index(train_set), _with_row_index(test_set)
+    if cfg.mode == "general":
+        import datasets
+
+        from shrinkbert.core.data import load_corpus
+
+        lines = load_corpus([c for c in cfg.corpus.split(",") if c], max_lines=cfg.max_train_rows or None,
+                            cache_dir=cfg.cache_dir or None)
+        if spec is not None:  # the teacher's task (or --task): its validation/test rows never train
+            from shrinkbert.core.leakguard import LeakGuard, describe
+
+            guard = LeakGuard.for_spec(spec, cfg.cache_dir or None)
+            total = len(lines)
+            lines, removed = guard.filter(lines)
+            record["leak_guard"] = {"task": guard.name, "removed": removed, "of": total}
+            log_main(describe(removed, total, guard, "corpus lines"))
+        encoded = tokenizer(lines, truncation=True, max_length=cfg.max_length, return_token_type_ids=True,
+                            return_attention_mask=True)
+        train_set = datasets.Dataset.from_dict({k: encoded[k] for k in MODEL_INPUTS})
+        return None, _with_row_index(train_set), None
+    raise ShrinkbertError(f"mode must be 'task' or 'general', got {cfg.mode!r}")
+
+
+def _with_transfer_rows(train_set, source, task, tokenizer, cfg: Config, guard, record: dict):
+    """The tokenized training rows followed by teacher-labelled rows (label NO_LABEL): perturbed
+    copies of them (--augment) and transfer-corpus lines (--transfer-corpus), minus leaks."""
+    import datasets
+
+    from shrinkbert.core.leakguard import describe
+    from shrinkbert.students.augment import NO_LABEL, TRANSFER_SAMPLE_SEED, transfer_rows
+
+    texts, pairs = [], [] if task.pair else None
+    if cfg.augment:
+        if tokenizer.mask_token is None:
+            raise ShrinkbertError("--augment needs a tokenizer with a mask token")
+        # Fixed like the corpus sample, not --seed: the copies are then the same for every seed, so one
+        # cached teacher pass serves them all (a 110k-row transfer set took 7 min of teacher per seed).
+        texts, pairs = transfer_rows(source["text"], source["text_pair"] if task.pair else None, cfg.augment,
+                                     TRANSFER_SAMPLE_SEED, tokenizer.mask_token)
+    copies, corpus_lines = len(texts), 0
+    if cfg.transfer_corpus:
+        from shrinkbert.students.augment import corpus_transfer_rows
+
+        lines, seen, leaks = corpus_transfer_rows(cfg.transfer_corpus, cfg.max_transfer_rows, guard,
+                                                  cfg.cache_dir or None)
+        record["transfer_corpus"] = {"corpus": cfg.transfer_corpus, "rows": len(lines), "lines_read": seen,
+                                     "leaks_removed": leaks}
+        log_main(f"transfer corpus {cfg.transfer_corpus}: {len(lines):,} lines, labelled by the teacher; "
+             + describe(leaks, seen, guard, "lines read"))
+        texts, corpus_lines = texts + lines, len(lines)
+        if pairs is not None:  # a pair task: a corpus line is a first text with an empty second one
+            pairs = pairs + [""] * len(lines)
+    keep = guard.keep_mask(texts, pairs)
+    if not all(keep):
+        texts = [t for t, k in zip(texts, keep) if k]
+        pairs = [p for p, k in zip(pairs, keep) if k] if pairs is not None else None
+    record["transfer_rows"] = {"augment_copies": copies, "total": len(texts), "leaks_removed": keep.count(False)}
+    if not texts:
+        return train_set
+    encoded = tokenizer(texts, pairs, truncation=True, max_length=cfg.max_length, return_token_type_ids=True,
+                        return_attention_mask=True)
+    extra = datasets.Dataset.from_dict({**{k: encoded[k] for k in MODEL_INPUTS}, "labels": [NO_LABEL] * len(texts)})
+    train_set = train_set.cast_column("labels", datasets.Value("int64"))  # a ClassLabel cannot hold NO_LABEL
+    extra = extra.cast(datasets.Features({k: train_set.features[k] for k in extra.column_names}))
+    log_main(f"transfer set: {len(texts):,} rows ({copies:,} perturbed copies of {len(source):,} training rows and "
+         f"{corpus_lines:,} corpus lines, less {keep.count(False):,} leaks), labelled by the teacher alone")
+    return datasets.concatenate_datasets([train_set.select_columns(extra.column_names), extra])

@@ -1,0 +1,157 @@
+"""The distill stage's models: loading the teacher(s) and building the student (a new shape or an existing model).
+
+A new student's shape comes from a size target (chosen once on the main process and shared), its
+classifier class from the teacher's task kind, and its weights from the (first) teacher unless
+--init random.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+import torch
+
+from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.kinds import kind_of
+from shrinkbert.students.ensemble import TeacherEnsemble, primary_teacher, split_teachers
+from shrinkbert.students.losses import LossWeights
+from shrinkbert.students.processes import log_main, process_state
+from shrinkbert.students.projection import attach_projection
+
+if TYPE_CHECKING:  # the stage's Config, for annotations only (distill.py imports this module)
+    from shrinkbert.students.distill import Config
+
+
+def _first_teacher(cfg: Config) -> Config:
+    """The config with only the first teacher: the one a student's weights start from."""
+    return dataclasses.replace(cfg, teacher=primary_teacher(cfg.teacher))
+
+
+def _is_mlm(config) -> bool:
+    return any(a.endswith(("ForMaskedLM", "ForPreTraining")) for a in (config.architectures or []))
+
+
+def _int_list(text: str) -> list[int] | None:
+    if not text:
+        return None
+    try:
+        return [int(x) for x in str(text).replace(" ", "").split(",") if x]
+    except ValueError:
+        raise ShrinkbertError(f"init_layers must be comma-separated layer numbers, got {text!r}") from None
+
+
+def _head_kwargs(need_attentions: bool) -> dict:
+    return {"attn_implementation": "eager"} if need_attentions else {}
+
+
+def load_teacher(cfg: Config, need_attentions: bool):
+    from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM
+
+    from shrinkbert.core.models import check_model_dir, load_model
+
+    teachers = split_teachers(cfg.teacher)
+    if len(teachers) > 1:
+        return TeacherEnsemble([load_teacher(dataclasses.replace(cfg, teacher=t), need_attentions) for t in teachers],
+                               cfg.temperature)
+    check_model_dir(cfg.teacher)
+    config = AutoConfig.from_pretrained(cfg.teacher)
+    if cfg.mode == "general":
+        cls = AutoModelForMaskedLM if _is_mlm(config) else AutoModel
+    else:
+        cls = kind_of(config).model_class()
+    return load_model(cls, cfg.teacher, **_head_kwargs(need_attentions)).eval()
+
+
+def build_student(cfg: Config, teacher_config, weights: LossWeights, log=log_main):
+    """(student model, record for the manifest): an existing model, or a new shape initialised."""
+    from transformers import AutoModelForMaskedLM, BertForMaskedLM
+
+    from shrinkbert.core.models import load_model
+    from shrinkbert.students.init import init_from_teacher
+    from shrinkbert.students.shape import shape_config, teacher_shape
+
+    kwargs = _head_kwargs(bool(weights.attention))
+    general = cfg.mode == "general"
+    if cfg.student:
+        if cfg.target or cfg.layers or cfg.hidden or cfg.heads or cfg.intermediate:
+            raise ShrinkbertError("--student distils into an existing model: do not also give a target or shape")
+        kind = kind_of(teacher_config)
+        cls = AutoModelForMaskedLM if general else kind.model_class()
+        from transformers import AutoConfig
+
+        student_arch = AutoConfig.from_pretrained(cfg.student).architectures or []
+        new_head = not general and not kind.matches_architectures(student_arch)
+        if new_head:  # e.g. a general-distilled MLM student: the task's labels come from the teacher
+            kwargs.update(num_labels=teacher_config.num_labels, id2label=teacher_config.id2label,
+                          label2id=teacher_config.label2id)
+        torch.manual_seed(cfg.seed)  # a new classifier head is initialised from the global RNG
+        student = load_model(cls, cfg.student, **kwargs)
+        if student.config.vocab_size != teacher_config.vocab_size:
+            raise ShrinkbertError(f"student {cfg.student} has a {student.config.vocab_size}-token vocabulary and the "
+                                  f"teacher {teacher_config.vocab_size}: both must read the same token ids, so "
+                                  "distil before trimming the vocabulary")
+        record = {"how": f"existing model {cfg.student}", "shape": dataclasses.asdict(teacher_shape(student.config))}
+        if new_head:
+            from shrinkbert.students.init import carry_heads
+
+            record["heads_from_teacher"] = carry_heads(student, load_teacher(_first_teacher(cfg), need_attentions=False))
+            log(f"{cfg.student} has no classifier: pooler/classifier "
+                f"{'from the teacher' if record['heads_from_teacher'] else 'newly initialised (widths differ)'}")
+        return student, record
+
+    shape, record = _choose_shape_once(cfg, teacher_config, general, log)
+    config = shape_config(teacher_config, shape)
+    config.architectures = None
+    torch.manual_seed(cfg.seed)
+    cls = BertForMaskedLM if general else kind_of(teacher_config).model_class(auto=False)
+    student = cls._from_config(config, **kwargs)
+    if cfg.init == "teacher":
+        from shrinkbert.students.init import stream_basis
+
+        teacher_for_init = load_teacher(_first_teacher(cfg), need_attentions=False)
+        embeddings = "pca" if cfg.init_embeddings == "projected" else cfg.init_embeddings
+        record["init"] = init_from_teacher(student, teacher_for_init, layer_ids=(
+            [i - 1 for i in _int_list(cfg.init_layers)] if cfg.init_layers else None), keep=cfg.init_keep,
+            embeddings=embeddings)
+        if cfg.init_embeddings == "projected":
+            record["init"].update(attach_projection(student, teacher_for_init, stream_basis(
+                teacher_for_init, student.config.hidden_size, cfg.init_keep, embeddings)))
+        del teacher_for_init
+        log(f"student initialised from teacher layers {record['init']['layers_from_teacher']} "
+            f"(carried: {', '.join(record['init']['carried'])})")
+    elif cfg.init != "random":
+        raise ShrinkbertError(f"init must be 'teacher' or 'random', got {cfg.init!r}")
+    else:
+        record["init"] = {"random": True}
+    return student, record
+
+
+def _choose_shape_once(cfg: Config, teacher_config, general: bool, log):
+    """The shape, chosen on the main process and shared, so that every process of a multi-process
+    run builds the same student even when a latency target's timings differ between them."""
+    from accelerate.utils import broadcast_object_list
+
+    from shrinkbert.students.shape import choose_shape
+
+    state = process_state()
+    result = [None]
+    if state.is_main_process:
+        result = [choose_shape(teacher_config, target=cfg.target or None, layers=cfg.layers or None,
+                               hidden=cfg.hidden or None, heads=cfg.heads or None,
+                               intermediate=cfg.intermediate or None, seq_len=cfg.max_length,
+                               threads=cfg.threads or None, head="mlm" if general else "classifier", log=log,
+                               runtime=cfg.latency_runtime)]
+    if state.num_processes > 1:
+        result = broadcast_object_list(result, from_process=0)
+    return result[0]
+
+
+def _teacher_parameters(teacher_dir, teacher_config, general: bool) -> int:
+    from shrinkbert.core.artifacts import is_artifact, read_manifest
+    from shrinkbert.students.shape import count_config_parameters
+
+    if is_artifact(teacher_dir):
+        recorded = read_manifest(teacher_dir).get("num_parameters")
+        if recorded:
+            return int(recorded)
+    return count_config_parameters(teacher_config, head="mlm" if general and _is_mlm(teacher_config) else "classifier")
