@@ -259,8 +259,6 @@ def test_a_word_the_tokenizer_drops_loses_its_own_tag_only(token_onnx):
 # -- edge bundle ------------------------------------------------------------------------------
 
 def test_bundle_variant_tags_words(token_model, token_int8, tmp_path):
-    from shrinkbert.compress import edge_predictor
-
     from shrinkbert.compress import bundle
     from shrinkbert.eval.harness import run
 
