@@ -67,6 +67,14 @@ def test_pca_init_projects_every_stream_weight_and_columns_init_is_unchanged():
         init_from_teacher(columns, teacher, embeddings="svd")
 
 
+def test_init_layers_copy_the_teacher_layers_named():
+    teacher, student = _bert(layers=4), _bert(layers=2, seed=3)
+    record = init_from_teacher(student, teacher, layer_ids=[0, 1])  # --init-layers 1,2
+    assert record["layers_from_teacher"] == [1, 2]
+    for s_layer, t_layer in zip(student.bert.encoder.layer, teacher.bert.encoder.layer[:2]):
+        assert torch.equal(s_layer.output.dense.weight, t_layer.output.dense.weight)
+
+
 def test_full_width_columns_init_is_an_exact_copy():
     teacher, student = _bert(), _bert(seed=3)
     init_from_teacher(student, teacher)
@@ -150,7 +158,8 @@ def test_distill_from_an_ensemble_with_a_projected_table_then_from_that_student(
     assert model.bert.embeddings.word_embeddings.weight.shape[1] == 16
     # the student as a teacher assistant for a smaller one
     smaller = read_manifest(run(_distill_cfg(student, tiny_csv, tmp_path / "smaller", layers=1, hidden=16, heads=2,
-                                             intermediate=32, init_embeddings="pca")))
+                                             intermediate=32, init_embeddings="pca", init_layers="1")))
+    assert smaller["student"]["init"]["layers_from_teacher"] == [1]  # --init-layers 1, not the uniform 2
     assert smaller["student"]["teachers"] == [{"path": str(student), "stage": "distill", "role": "assistant"}]
     assert smaller["student"]["init"]["embeddings"] == "pca"
     with pytest.raises(ShrinkbertError, match="init-embeddings"):
