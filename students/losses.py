@@ -86,7 +86,7 @@ def masked_mse(student, teacher, mask=None) -> torch.Tensor:
     return (err * mask).sum() / mask.sum().clamp_min(1.0)
 
 
-def attention_loss(student_attn, teacher_attn, mask=None, kind: str = "kl") -> torch.Tensor:
+def attention_loss(student_attn, teacher_attn, mask=None, divergence: str = "kl") -> torch.Tensor:
     """Between attention probabilities [B, H, L, L]; rows of padding queries ignored.
 
     If head counts differ, both sides are averaged over heads (a mean distribution is still a
@@ -95,12 +95,12 @@ def attention_loss(student_attn, teacher_attn, mask=None, kind: str = "kl") -> t
     s, t = student_attn.float(), teacher_attn.float()
     if s.shape[1] != t.shape[1]:
         s, t = s.mean(1, keepdim=True), t.mean(1, keepdim=True)
-    if kind == "kl":
+    if divergence == "kl":
         per_row = (t * (torch.log(t + EPS) - torch.log(s + EPS))).sum(-1)  # [B, H, L]
-    elif kind == "mse":
+    elif divergence == "mse":
         per_row = (s - t).pow(2).sum(-1)
     else:
-        raise ShrinkbertError(f"attention loss must be 'kl' or 'mse', got {kind!r}")
+        raise ShrinkbertError(f"attention loss must be 'kl' or 'mse', got {divergence!r}")
     if mask is None:
         return per_row.mean()
     row_mask = mask.to(per_row.dtype)[:, None, :].expand_as(per_row)
