@@ -173,7 +173,10 @@ def test_static_int8_with_npz_calibration_and_relative_paths(onnx_dir, tmp_path,
     assert m["mode"] == "static" and m["quantized_nodes"] > 0
     # static int8 must keep what the model predicts, not only run (the fp32 logits are far apart)
     assert m["eval_rows"] == 16 and m["vs_fp32"]["label_agreement"] >= 0.9
-    assert m["val_accuracy_loss_points"] <= 10.0
+    # int8 moves these logits by ~0.005 (measured): at most one of the 16 rows may flip, and accuracy can
+    # move by no more than the rows that flipped
+    assert m["vs_fp32"]["label_agreement"] >= 1 - 1 / m["vs_fp32"]["rows"], m["vs_fp32"]
+    assert abs(m["val_accuracy_loss_points"]) <= 100 * (1 - m["vs_fp32"]["label_agreement"]) + 1e-6, m
 
 
 def test_calibration_of_wrong_shape_or_too_small_is_one_clear_error(onnx_dir, tmp_path):
@@ -303,4 +306,6 @@ def test_o2_export_then_fused_int8_keeps_labels(model_dir, data, tmp_path):
     assert "QAttention" in int8_ops, f"int8 did not quantize the fused attention: {sorted(int8_ops)}"
     assert (int8 / "model.onnx").stat().st_size < (fused / "model.onnx").stat().st_size
     q = metrics(int8)
-    assert q["val_accuracy_int8"] >= q["val_accuracy_fp32"] - 0.1, q
+    # as above: at most one flipped row, and accuracy moves only by the rows that flipped
+    assert q["vs_fp32"]["label_agreement"] >= 1 - 1 / q["vs_fp32"]["rows"], q["vs_fp32"]
+    assert abs(q["val_accuracy_int8"] - q["val_accuracy_fp32"]) <= 1 - q["vs_fp32"]["label_agreement"] + 1e-9, q
