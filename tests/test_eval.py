@@ -91,10 +91,10 @@ def test_metric_modules_load_with_no_network(monkeypatch):
     monkeypatch.setattr(socket.socket, "connect", no_network)
     monkeypatch.setattr(socket, "create_connection", no_network)
     metrics._load.cache_clear()
-    for name in ("accuracy", "f1", "matthews_correlation"):
+    for name in ("accuracy", "f1", "matthews_correlation", "squad"):
         module = metrics.load_metric(name)
         assert module.name == name
-    assert metrics.available() == ["accuracy", "f1", "matthews_correlation", "seqeval"]
+    assert metrics.available() == ["accuracy", "f1", "matthews_correlation", "seqeval", "squad"]
 
 
 def test_metric_modules_ship_as_package_data():
