@@ -49,7 +49,7 @@ print(json.dumps({{"vectors": vectors.tolist(), "dtype": str(vectors.dtype),
                   "sim": p.similarity(["good movie"], ["great film", "bad plot"]).tolist()}}))
 """
     out = json.loads(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                                    check=True).stdout)
+                                    check=True, timeout=120).stdout)
     expected = StaticEmbedder.load(student_dir).encode(TEXTS)
     np.testing.assert_array_equal(np.asarray(out["vectors"], np.float32), expected)
     assert out["dtype"] == "float32"
@@ -61,12 +61,12 @@ def test_predict_py_embeds_a_text_file(student_dir, tmp_path):
     bundle = run(student_dir, tmp_path / "bundle")
     (tmp_path / "texts.txt").write_text("good movie\nbad plot\n")
     subprocess.run([sys.executable, str(bundle / "predict.py"), "--embed", str(tmp_path / "texts.txt"),
-                    "--out", str(tmp_path / "v.npy")], check=True, capture_output=True)
+                    "--out", str(tmp_path / "v.npy")], check=True, capture_output=True, timeout=120)
     np.testing.assert_array_equal(np.load(tmp_path / "v.npy"),
                                   StaticEmbedder.load(student_dir).encode(["good movie", "bad plot"]))
     (tmp_path / "empty.txt").write_text("\n\n")
     done = subprocess.run([sys.executable, str(bundle / "predict.py"), "--embed", str(tmp_path / "empty.txt"),
-                           "--out", str(tmp_path / "e.npy")], capture_output=True, text=True)
+                           "--out", str(tmp_path / "e.npy")], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and done.stderr.strip().count("\n") == 0 and "holds no text" in done.stderr
     assert not (tmp_path / "e.npy").exists()
 
