@@ -114,6 +114,8 @@ def coerce(value: Any, tp, name: str) -> Any:
         if base is str:
             if isinstance(value, (dict, list)):
                 raise TypeError
+            if isinstance(value, bool):  # YAML reads a bare `off`/`on` as a bool: give the word back
+                return "on" if value else "off"
             return str(value)
         if origin is list:
             (item_tp,) = typing.get_args(base) or (Any,)

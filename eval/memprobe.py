@@ -83,7 +83,8 @@ def measure_isolated(path: str | Path, threads: int, batch: int, seq_len: int, a
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
-    cmd = [sys.executable, "-m", "shrinkbert.eval.memprobe", str(path), "--threads", str(threads), "--batch", str(batch),
+    # The probe runs with cwd=ROOT, so a path relative to the caller's directory must be made absolute here.
+    cmd = [sys.executable, "-m", "shrinkbert.eval.memprobe", str(Path(path).resolve()), "--threads", str(threads), "--batch", str(batch),
            "--seq-len", str(seq_len), "--attention", attention]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout_s, cwd=str(ROOT))

@@ -1,6 +1,6 @@
 """One variant in a process of its own, timed on request: the latency a user's process would see.
 
-    python -m shrinkbert.eval.worker     (started by eval.workers; pickled requests on stdin, replies on stdout)
+    python -m shrinkbert.eval.worker     (started by eval.workers; JSON-line requests on stdin, replies on stdout)
 
 The process holds only the runtime its variant ships in: a PyTorch dir imports torch and
 transformers here; an ONNX dir onnxruntime and numpy, never torch; an edge bundle its own
@@ -18,11 +18,13 @@ the report states what the model really ran with, not what was asked for.
 from __future__ import annotations
 
 import gc
-import pickle
+import json
 import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
+
+import numpy as np
 
 # Each loader returns (run: inputs -> None, convert: int64 arrays -> the runtime's inputs, timed_with).
 Loaded = tuple[Callable[[Any], Any], Callable[[dict], Any], dict]
@@ -117,14 +119,28 @@ def _one_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {text.splitlines()[0]}" if text else type(err).__name__
 
 
+def to_json(value):
+    """json.dumps' fallback for what crosses the pipe: arrays as {"__ndarray__", "dtype"}, numpy scalars as
+    Python numbers. JSON rather than pickle, so that neither side ever unpickles what the other wrote."""
+    if isinstance(value, np.ndarray):
+        return {"__ndarray__": value.tolist(), "dtype": str(value.dtype)}
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"cannot send {type(value).__name__} to or from a timing worker")
+
+
+def from_json(obj: dict):
+    """json.loads' object hook: the inverse of `to_json` for arrays."""
+    if "__ndarray__" in obj:
+        return np.asarray(obj["__ndarray__"], dtype=obj["dtype"])
+    return obj
+
+
 def serve(requests, replies) -> None:
     worker = Worker()
     handlers = {"open": worker.open, "inputs": worker.load_inputs, "time": worker.time}
-    while True:
-        try:
-            request = pickle.load(requests)
-        except EOFError:  # the parent went away
-            return
+    for line in requests:  # ends when the parent goes away
+        request = json.loads(line, object_hook=from_json)
         op = request.pop("op")
         if op == "close":
             return
@@ -132,7 +148,7 @@ def serve(requests, replies) -> None:
             reply = handlers[op](**request)
         except Exception as err:  # one bad variant: the parent drops it and goes on with the others
             reply = {"error": _one_line(err)}
-        pickle.dump(reply, replies, protocol=pickle.HIGHEST_PROTOCOL)
+        replies.write(json.dumps(reply, default=to_json).encode() + b"\n")
         replies.flush()
 
 

@@ -9,8 +9,8 @@ milliseconds. Only one worker runs at a time; the others wait on their pipe, idl
 """
 from __future__ import annotations
 
+import json
 import os
-import pickle
 import subprocess
 import sys
 import tempfile
@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.eval.worker import from_json, to_json
 
 
 class WorkerProcess:
@@ -33,15 +34,19 @@ class WorkerProcess:
 
     def send(self, op: str, **fields) -> None:
         try:
-            pickle.dump({"op": op, **fields}, self.process.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+            line = json.dumps({"op": op, **fields}, default=to_json).encode() + b"\n"
+            self.process.stdin.write(line)
             self.process.stdin.flush()
         except (BrokenPipeError, OSError):
             raise ShrinkbertError(f"the timing worker stopped: {self._last_error()}") from None
 
     def receive(self) -> dict[str, Any]:
         try:
-            reply = pickle.load(self.process.stdout)
-        except (EOFError, pickle.UnpicklingError, OSError):
+            line = self.process.stdout.readline()
+            if not line:
+                raise EOFError
+            reply = json.loads(line, object_hook=from_json)
+        except (EOFError, ValueError, OSError):
             raise ShrinkbertError(f"the timing worker stopped: {self._last_error()}") from None
         if "error" in reply:
             raise ShrinkbertError(reply["error"])

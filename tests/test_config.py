@@ -133,3 +133,16 @@ def test_nothing_to_train_is_refused():
     with pytest.raises(ShrinkbertError, match="nothing to train"):
         build_config(finetune.Config, {"epochs": 0, "max_steps": 0})
     assert build_config(finetune.Config, {"epochs": 0, "max_steps": 3}).max_steps == 3
+
+
+def test_a_bare_yaml_off_reads_as_the_word_for_a_choice_field():
+    # YAML 1.1 turns `memory: off` in a recipe into False; the eval stage must still get "off".
+    import yaml
+
+    from shrinkbert.eval.harness import Config as EvalConfig
+
+    values = yaml.safe_load("memory: off")
+    assert values == {"memory": False}
+    assert build_config(EvalConfig, values).memory == "off"
+    with pytest.raises(ShrinkbertError, match="must be one of"):
+        build_config(EvalConfig, yaml.safe_load("memory: on"))
