@@ -121,7 +121,7 @@ def main(argv=None) -> int:
 
     from shrinkbert.compress import bundle, export, prune, quantize
     from shrinkbert.compress.common import align_labels, load_rows
-    from shrinkbert.core.dataspec import DataSpec
+    from shrinkbert.core.data.dataspec import DataSpec
     from shrinkbert.compress.int8 import detect_isa
     from shrinkbert.core.device import describe_machine
 

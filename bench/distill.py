@@ -116,10 +116,10 @@ def step_times(args, teacher: Path, student_dir: Path) -> dict:
     import torch
     from transformers import AutoModelForSequenceClassification
 
-    from shrinkbert.core.data import load_task, tokenize_task
+    from shrinkbert.core.data.load import load_task, tokenize_task
     from shrinkbert.core.models import load_model, load_tokenizer
     from shrinkbert.students.cache import load_or_compute
-    from shrinkbert.core.data import default_cache_dir
+    from shrinkbert.core.data.cache import default_cache_dir
     from shrinkbert.students.distill import _with_row_index, make_collate, make_loss_fn
     from shrinkbert.students.losses import DistillLoss, LossWeights
 

@@ -39,7 +39,7 @@ def main(argv=None) -> int:
     import torch
     from transformers import AutoModelForSequenceClassification
 
-    from shrinkbert.core.data import load_task, tokenize_task
+    from shrinkbert.core.data.load import load_task, tokenize_task
     from shrinkbert.core.device import describe_machine, set_threads
     from shrinkbert.core.models import load_model, load_tokenizer
     from shrinkbert.core.train import LengthGroupedSampler

@@ -38,10 +38,10 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from shrinkbert.core.artifacts import atomic_artifact, write_manifest  # noqa: E402
-from shrinkbert.core.data import load_corpus  # noqa: E402
+from shrinkbert.core.data.load import load_corpus  # noqa: E402
+from shrinkbert.core.data.scored_pairs import read_scored_pairs  # noqa: E402
 from shrinkbert.core.device import describe_machine, set_threads  # noqa: E402
 from shrinkbert.core.embedder import Embedder  # noqa: E402
-from shrinkbert.core.scored_pairs import read_scored_pairs  # noqa: E402
 from shrinkbert.core.timing import percentiles  # noqa: E402
 from shrinkbert.eval.sts import sts_spearman  # noqa: E402
 from shrinkbert.students.static import StaticEmbedder  # noqa: E402

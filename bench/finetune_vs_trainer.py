@@ -39,8 +39,8 @@ def main() -> int:
 
     import torch
 
-    from shrinkbert.core.data import limit_rows, tokenize_task
-    from shrinkbert.core.dataspec import load_splits, resolve_spec
+    from shrinkbert.core.data.load import limit_rows, tokenize_task
+    from shrinkbert.core.data.dataspec import load_splits, resolve_spec
     from shrinkbert.core.device import describe_machine
     from shrinkbert.teachers.common import resolve_model_dir
     from shrinkbert.teachers import finetune

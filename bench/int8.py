@@ -84,7 +84,7 @@ def main(argv=None) -> int:
     from shrinkbert.compress import export, int8, quantize
     from shrinkbert.compress.common import accuracy, align_labels, file_mb, load_rows, onnx_file, ort_logits, ort_session
     from shrinkbert.core.artifacts import is_artifact, read_manifest
-    from shrinkbert.core.dataspec import resolve_spec
+    from shrinkbert.core.data.dataspec import resolve_spec
     from shrinkbert.eval.latency import Case, measure_interleaved
     from shrinkbert.eval.runners import open_runner
 

@@ -90,7 +90,7 @@ def main(argv=None) -> int:
         print("RESULT " + json.dumps(worker(*args.worker, args.predictions, args.threads)))
         return 0
     sys.path.insert(0, str(ROOT))
-    from shrinkbert.core.data import load_task
+    from shrinkbert.core.data.load import load_task
 
     _, splits = load_task(args.task)
     texts_file = Path(args.out).with_suffix(".texts.json")

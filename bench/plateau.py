@@ -133,7 +133,7 @@ def main(argv=None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     from shrinkbert.core.config import build_config
-    from shrinkbert.core.dataspec import resolve_spec
+    from shrinkbert.core.data.dataspec import resolve_spec
     from shrinkbert.core.device import describe_machine
     from shrinkbert.frontier import Config, _int8, format_table, measure_frontier, parse_shapes
 

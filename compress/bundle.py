@@ -30,7 +30,7 @@ from shrinkbert.compress.common import (accuracy, align_labels, check_onnx_file,
                                         onnx_file, ort_logits, ort_session, parity, task_scores, torch_logits)
 from shrinkbert.core.artifacts import atomic_artifact, check, read_manifest, write_manifest
 from shrinkbert.core.config import field, stage_main, to_dict
-from shrinkbert.core.dataspec import DataConfig, resolve_spec
+from shrinkbert.core.data.dataspec import DataConfig, resolve_spec
 from shrinkbert.core.errors import ShrinkbertError, require
 from shrinkbert.core.kinds import kind_of, primary_metric
 

@@ -14,8 +14,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from shrinkbert.core.data.dataspec import load_splits
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds import kind_of, kind_of_rows
+from shrinkbert.core.models import check_model_dir, load_model, load_tokenizer
 from shrinkbert.core.predict import accuracy  # noqa: F401  (the compress stages score through it)
 
 # Used for parity checks only when no task data is given (recorded as "builtin" in the manifest).
@@ -49,7 +51,6 @@ def load_rows(spec, split: str = "validation", max_rows: int | None = 256,
     if spec is None:
         rows = kind_of(kind).example_rows(BUILTIN_SENTENCES)
         return rows[:max_rows] if max_rows else rows, None
-    from shrinkbert.core.dataspec import load_splits
 
     task, dsd = load_splits(spec, cache_dir)
     data = spec.task
@@ -88,8 +89,6 @@ def encode(tokenizer, rows: Sequence[dict[str, Any]], max_length: int = 128, pad
 def load_pt(path: str | Path, eager: bool = False):
     """(model, tokenizer) of a PyTorch artifact, in eval mode."""
     from transformers import AutoConfig
-
-    from shrinkbert.core.models import check_model_dir, load_model, load_tokenizer
 
     kwargs = {"attn_implementation": "eager"} if eager else {}
     kind = kind_of(AutoConfig.from_pretrained(str(check_model_dir(path))))

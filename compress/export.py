@@ -25,7 +25,7 @@ from shrinkbert.compress.common import (align_labels, accuracy, load_pt, load_ro
                              ort_session, parity, torch_logits)
 from shrinkbert.core.artifacts import atomic_artifact, check, write_manifest
 from shrinkbert.core.config import field, stage_main, to_dict
-from shrinkbert.core.dataspec import DataConfig, resolve_spec
+from shrinkbert.core.data.dataspec import DataConfig, resolve_spec
 from shrinkbert.core.errors import ShrinkbertError, require
 from shrinkbert.core.kinds import kind_of
 from shrinkbert.core.models import check_model_dir, count_parameters

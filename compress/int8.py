@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from shrinkbert.core.device import cpu_flags, detect_isa  # noqa: F401  (detect_isa: int8.detect_isa is public)
+from shrinkbert.core.device import (cpu_flags, cpu_model, detect_isa)  # noqa: F401  (detect_isa: int8.detect_isa is public)
 from shrinkbert.core.errors import ShrinkbertError, require
 from shrinkbert.core.quiet import quiet_library_warnings
 
@@ -47,8 +47,6 @@ ISA_DEFAULTS = {
 
 def cpu_description() -> str:
     """'AMD EPYC ... (avx2)': the CPU model and the detected int8 instruction set, for every int8 figure."""
-    from shrinkbert.core.device import cpu_model
-
     vnni = "avx512_vnni" in cpu_flags() or "avx512vnni" in cpu_flags()
     return f"{cpu_model() or platform.machine()}, int8 ISA {detect_isa()}{'' if vnni else ' (no VNNI)'}"
 

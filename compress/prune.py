@@ -24,7 +24,7 @@ from shrinkbert.compress.common import accuracy, align_labels, load_pt, load_row
 from shrinkbert.compress.importance import bert_layers, score
 from shrinkbert.core.artifacts import save_model_artifact
 from shrinkbert.core.config import field, stage_main, to_dict
-from shrinkbert.core.dataspec import DataConfig, resolve_spec
+from shrinkbert.core.data.dataspec import DataConfig, resolve_spec
 from shrinkbert.core.errors import ShrinkbertError, require
 from shrinkbert.core.models import count_parameters
 

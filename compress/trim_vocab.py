@@ -20,7 +20,7 @@ import torch
 from shrinkbert.compress.common import load_pt
 from shrinkbert.core.artifacts import atomic_artifact, write_manifest
 from shrinkbert.core.config import field, stage_main, to_dict
-from shrinkbert.core.dataspec import DataConfig, resolve_spec
+from shrinkbert.core.data.dataspec import DataConfig, load_splits, resolve_spec
 from shrinkbert.core.errors import ShrinkbertError, require
 from shrinkbert.core.kinds import kind_of
 from shrinkbert.core.models import count_parameters
@@ -40,8 +40,6 @@ def corpus_texts(cfg: Config, spec=None) -> list[str | tuple[str, str]]:
     """The texts whose tokens are kept: every split of the task (so no test word becomes [UNK]) plus files."""
     texts: list = []
     if spec is not None:
-        from shrinkbert.core.dataspec import load_splits
-
         task, dsd = load_splits(spec, cfg.cache_dir)
         for split in dsd.values():
             texts.extend(kind_of(task).texts(split))

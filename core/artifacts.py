@@ -99,7 +99,7 @@ def write_manifest(out_dir: str | Path, *, stage: str, parents: list[str | Path]
                    extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """Write shrinkbert.json into out_dir (normally the temporary dir of `atomic_artifact`).
 
-    data: the data spec (core.dataspec) later stages inherit; checks: what the stage verified,
+    data: the data spec (core.data.dataspec) later stages inherit; checks: what the stage verified,
     as [{name, passed, detail}] (see `check`): the report reads failures from there only.
     """
     manifest = {

@@ -14,8 +14,8 @@ from typing import Sequence
 
 import datasets
 
+from shrinkbert.core.data.userdata import quiet_datasets
 from shrinkbert.core.errors import ShrinkbertError
-from shrinkbert.core.userdata import quiet_datasets
 
 MAX_LENGTH = 384
 DOC_STRIDE = 128

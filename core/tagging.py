@@ -19,6 +19,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.metrics import compute_metrics, load_metric
 
 IGNORE = -100  # the label torch's cross-entropy skips: special tokens, padding, later sub-tokens
 
@@ -103,8 +104,6 @@ def split_rows(flat: Sequence, counts: Sequence[int]) -> list[list]:
 
 def tag_scores(task, predictions: Sequence[int], references: Sequence[int], counts: Sequence[int]) -> dict[str, float]:
     """Word accuracy, and for a task scored with seqeval entity precision/recall/F1 over its BIO tags."""
-    from shrinkbert.core.metrics import compute_metrics, load_metric
-
     predictions, references = [int(p) for p in predictions], [int(r) for r in references]
     if not references:
         raise ShrinkbertError("no words to score")

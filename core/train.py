@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import torch
 
-from shrinkbert.core.config import field
+from shrinkbert.core.config import field, to_dict
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.progress import progress_bar
 
@@ -243,8 +243,6 @@ def train(model: torch.nn.Module, train_dataset, collate_fn: Callable, loss_fn: 
     from accelerate.utils import DataLoaderConfiguration, DistributedDataParallelKwargs, set_seed
     from torch.utils.data import DataLoader
     from transformers import get_linear_schedule_with_warmup
-
-    from shrinkbert.core.config import to_dict
 
     checkpoint_dir = Path(checkpoint_dir)
     run_config = to_dict(cfg) if dataclasses.is_dataclass(cfg) else dict(vars(cfg))

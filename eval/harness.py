@@ -24,8 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shrinkbert.core.config import build_config, field, make_parser, read_yaml, speaking_as
-from shrinkbert.core.dataspec import DataConfig, resolve_spec
+from shrinkbert.core.data.dataspec import DataConfig, resolve_spec
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.eval.cache import MeasurementCache
+from shrinkbert.eval.rows import load_test_rows
 
 QUICK = {"batch_sizes": [1], "seq_lens": ["128", "real"], "runs": 8, "warmup": 2, "max_eval_rows": 200, "memory": "off"}
 
@@ -88,10 +90,8 @@ def run(config: EvalConfig, rows=None) -> tuple[dict, dict]:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_EVALUATE_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from shrinkbert.eval.cache import MeasurementCache
     from shrinkbert.eval.measure import Settings, measure
     from shrinkbert.eval.report import build_report, write_report
-    from shrinkbert.eval.rows import load_test_rows
 
     settings = Settings(batch_sizes=config.batch_sizes, seq_lens=config.seq_lens, runs=config.runs,
                         warmup=config.warmup, threads=config.threads, max_length=config.max_length,

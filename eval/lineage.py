@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from shrinkbert.core.artifacts import MANIFEST, read_manifest
+from shrinkbert.core.artifacts import MANIFEST, failed_checks, read_manifest
 from shrinkbert.core.errors import ShrinkbertError
 
 ARROW = " → "
@@ -56,8 +56,6 @@ def lineage(path: str | Path, manifest: dict[str, Any] | None = None) -> dict[st
 def manifest_flags(manifest: dict[str, Any]) -> list[str]:
     """Warnings for the report: the checks a stage recorded as failed (manifest "checks",
     [{name, passed, detail}]). Nothing is guessed from metric names."""
-    from shrinkbert.core.artifacts import failed_checks
-
     stage = manifest.get("stage") or "stage"
     return [f"{stage} {c.get('name', 'check')} failed" + (f" ({c['detail']})" if c.get("detail") else "")
             for c in failed_checks(manifest)]

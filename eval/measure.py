@@ -24,6 +24,7 @@ from shrinkbert.eval.cache import MeasurementCache, cache_key
 from shrinkbert.eval.latency import Case, measure_interleaved, plan_cases
 from shrinkbert.eval.lineage import lineage
 from shrinkbert.eval.memory import MODES, PeakRSS
+from shrinkbert.eval.memprobe import measure_isolated
 from shrinkbert.eval.rows import TestRows
 from shrinkbert.eval.runners import artifact_kind, detect_kind, open_runner
 from shrinkbert.eval.workers import start_workers
@@ -351,8 +352,6 @@ def _largest_shape(settings: Settings) -> tuple[int, int]:
 
 def _isolated_memory(variant: Variant, settings: Settings, warn) -> dict[str, Any]:
     """Memory of the variant alone in a fresh process (eval.memprobe); {} with a warning if that fails."""
-    from shrinkbert.eval.memprobe import measure_isolated
-
     batch, length = _largest_shape(settings)
     try:
         probe = measure_isolated(variant.path, settings.threads, batch, length, settings.attention)

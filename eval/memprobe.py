@@ -16,6 +16,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from shrinkbert.core.artifacts import is_artifact, read_manifest
+from shrinkbert.core.errors import ShrinkbertError
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -43,8 +46,6 @@ def _import_runtime(kind: str, path: Path) -> None:
 def probe(path: str, threads: int, batch: int, seq_len: int, attention: str = "eager") -> dict:
     from shrinkbert.eval.memory import PeakRSS
     from shrinkbert.eval.runners import detect_kind, open_runner
-
-    from shrinkbert.core.artifacts import is_artifact, read_manifest
 
     path = Path(path)
     kind = detect_kind(path)
@@ -78,8 +79,6 @@ def _high_water_mark() -> int:
 def measure_isolated(path: str | Path, threads: int, batch: int, seq_len: int, attention: str = "eager",
                      timeout_s: float = 600) -> dict:
     """Run the probe in a fresh interpreter; its JSON result, or ShrinkbertError with its last line."""
-    from shrinkbert.core.errors import ShrinkbertError
-
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -22,16 +22,17 @@ from typing import Any
 
 from shrinkbert.core.artifacts import library_versions
 from shrinkbert.core.device import describe_machine
-from shrinkbert.core.metrics import f1_average
 from shrinkbert.core.kinds import kind_of
+from shrinkbert.core.metrics import f1_average
 from shrinkbert.eval.latency import REAL
 from shrinkbert.eval.lineage import manifest_flags
-from shrinkbert.eval.targets import describe as describe_target
-from shrinkbert.eval.targets import judge, target_record, variant_runtime
-from shrinkbert.eval.memory import METHODS as MEMORY_METHODS
 from shrinkbert.eval.measure import Settings, Variant
+from shrinkbert.eval.memory import METHODS as MEMORY_METHODS
+from shrinkbert.eval.plot import pareto_plot
 from shrinkbert.eval.rows import TestRows
 from shrinkbert.eval.stats import RESAMPLES, SEED, compare, difference_text
+from shrinkbert.eval.targets import describe as describe_target
+from shrinkbert.eval.targets import judge, target_record, variant_runtime
 
 TIMING_METHOD = ("model call only (inputs tokenized beforehand), wall clock (perf_counter); each variant in a worker "
                  "process of its own holding only its runtime (PyTorch: torch; ONNX: onnxruntime, no torch; a bundle: "
@@ -497,8 +498,6 @@ def write_report(report: dict[str, Any], out_dir: str | Path, plot: bool = True)
     _write_atomic(files["csv"], summary_csv(report))
     _write_atomic(files["latency_csv"], latency_csv(report))
     if plot:
-        from shrinkbert.eval.plot import pareto_plot
-
         files["png"] = out_dir / "pareto.png"
         tmp = out_dir / f".pareto.{os.getpid()}.tmp.png"
         pareto_plot(report, tmp)

@@ -11,9 +11,10 @@ import json
 from dataclasses import dataclass
 from typing import Sequence
 
+from shrinkbert.core.data.dataspec import load_splits
+from shrinkbert.core.data.tasks import Task
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds import kind_of
-from shrinkbert.core.tasks import Task
 
 
 @dataclass
@@ -71,10 +72,8 @@ def from_words(task: Task, words: Sequence[Sequence[str]], tags: Sequence[Sequen
 
 
 def load_test_rows(spec, split: str = "test", max_rows: int | None = None, cache_dir: str | None = None) -> TestRows:
-    """The stored split of a data spec (core.dataspec): fixed by its split seed, so every variant and
+    """The stored split of a data spec (core.data.dataspec): fixed by its split seed, so every variant and
     every stage sees the same rows."""
-    from shrinkbert.core.dataspec import load_splits
-
     # max_rows keeps a prefix of the stored split, so a quick run's rows are the full run's first rows.
     task, seed = spec.task, spec.split_seed
     task_obj, splits = load_splits(spec, cache_dir, max_rows=max_rows)

@@ -33,7 +33,9 @@ import numpy as np
 
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds import kind_of_architectures
+from shrinkbert.core.models import count_parameters, load_model, load_tokenizer
 from shrinkbert.core.ortsession import ort_session
+from shrinkbert.core.tagging import encode_words, encoded_word_ids, first_positions, gather_words
 
 KINDS = ("pytorch", "onnx", "bundle")
 WEIGHT_SUFFIXES = (".safetensors", ".onnx", ".onnx_data", ".onnx.data", ".bin")
@@ -111,8 +113,6 @@ class Runner:
 
     def predict_words(self, words: Sequence[Sequence[str]], max_length: int) -> tuple[np.ndarray, list[list[int]]]:
         """(one logits row per word that fits in max_length, the scored words' indices per row)."""
-        from shrinkbert.core.tagging import encode_words, encoded_word_ids, gather_words
-
         encoded = encode_words(self.tokenizer, [list(w) for w in words], max_length, padding="longest",
                                return_tensors="np")
         word_ids = encoded_word_ids(encoded, len(words))
@@ -162,7 +162,6 @@ class TorchRunner(Runner):
     def __init__(self, path, threads, manifest=None, attention: str = "eager"):
         super().__init__(path, threads, manifest)
         import torch
-        from shrinkbert.core.models import load_model, load_tokenizer
 
         torch.set_num_threads(threads)
         self.attention = attention
@@ -190,8 +189,6 @@ class TorchRunner(Runner):
         return sorted(self.path.glob("*.safetensors"))
 
     def num_parameters(self):
-        from shrinkbert.core.models import count_parameters
-
         return count_parameters(self.model)
 
     def max_positions(self):
@@ -215,7 +212,6 @@ class OnnxRunner(Runner):
 
     def __init__(self, path, threads, manifest=None):
         super().__init__(path, threads, manifest)
-        from shrinkbert.core.models import load_tokenizer
 
         self.model_file = pick_onnx_file(self.path, self.manifest)
         self.session = ort_session(self.model_file, threads)
@@ -412,8 +408,6 @@ class BundleRunner(Runner):
 
 def _scored_words(word_ids) -> list[int]:
     """Indices of the words that start a sub-token (core.tagging.first_positions' words)."""
-    from shrinkbert.core.tagging import first_positions
-
     return [int(word_ids[p]) for p in first_positions(word_ids)]
 
 

@@ -10,7 +10,7 @@ from typing import Callable, Sequence
 import numpy as np
 from scipy.stats import spearmanr
 
-from shrinkbert.core.scored_pairs import ScoredPairs
+from shrinkbert.core.data.scored_pairs import ScoredPairs
 
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from shrinkbert.core.artifacts import MANIFEST, read_manifest
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.students.shape import parse_target
 
 INT8_STAGES = ("quantize", "bundle")
 
@@ -49,8 +50,6 @@ def variant_runtime(kind: str | None, manifest: dict[str, Any], ancestors: list[
 
 def judge(record: dict[str, Any], runtime: str, row: dict[str, Any]) -> dict[str, Any]:
     """{"target", "judged_on", "measured", "limit", "met" (True/False/None: not judged)}."""
-    from shrinkbert.students.shape import parse_target
-
     target = parse_target(record["target"])
     out: dict[str, Any] = {"target": record["target"], "met": None, "measured": None, "limit": None}
     if target.kind == "ms":

@@ -26,6 +26,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from shrinkbert.eval.runners import call_with_supported, load_bundle_module, pick_onnx_file
+
 # Each loader returns (run: inputs -> None, convert: int64 arrays -> the runtime's inputs, timed_with).
 Loaded = tuple[Callable[[Any], Any], Callable[[dict], Any], dict]
 
@@ -46,7 +48,6 @@ def _open_pytorch(path: Path, threads: int, attention: str, manifest: dict) -> L
 
 def _open_onnx(path: Path, threads: int, attention: str, manifest: dict) -> Loaded:
     from shrinkbert.core.ortsession import ort_session
-    from shrinkbert.eval.runners import pick_onnx_file
 
     model_file = pick_onnx_file(path, manifest)
     # ORT's own default (spinning on): nothing else runs in this process for the spinning to slow.
@@ -55,8 +56,6 @@ def _open_onnx(path: Path, threads: int, attention: str, manifest: dict) -> Load
 
 
 def _open_bundle(path: Path, threads: int, attention: str, manifest: dict) -> Loaded:
-    from shrinkbert.eval.runners import call_with_supported, load_bundle_module
-
     module = load_bundle_module(path)
     # The bundle's own defaults (labels.json "runtime") except the thread count, which the report
     # sets alike for every variant; a Predictor older than the threads option keeps its own.

@@ -29,9 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from shrinkbert.core.artifacts import read_manifest
 from shrinkbert.core.config import Option, grouped, option_help, options, speaking_as
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds import kind_of_architectures
+from shrinkbert.core.models import load_model
 from shrinkbert.stages import API_STAGES, Stage, resolve
 
 
@@ -48,8 +50,6 @@ class Artifact:
 
     @property
     def manifest(self) -> dict[str, Any]:
-        from shrinkbert.core.artifacts import read_manifest
-
         return read_manifest(self.path)
 
     @property
@@ -72,8 +72,6 @@ class Artifact:
     def load(self):
         """The model to run: a transformers model (PyTorch artifacts), an Optimum ORTModel (ONNX
         artifacts) or the bundle's torch-free Predictor (edge bundles)."""
-        from shrinkbert.core.models import load_model
-
         if (self.path / "predict.py").is_file() and (self.path / "labels.json").is_file():
             from shrinkbert.compress.edge_predictor import Predictor
 

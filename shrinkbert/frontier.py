@@ -30,10 +30,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from shrinkbert.api import run_stage
+from shrinkbert.core.artifacts import artifact_hash, is_artifact, read_manifest
 from shrinkbert.core.config import field, stage_main, to_dict
-from shrinkbert.core.dataspec import DataConfig
+from shrinkbert.core.data.dataspec import DataConfig, resolve_spec
+from shrinkbert.core.device import torch_threads
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds import kind_of
+from shrinkbert.core.models import load_model
+from shrinkbert.core.timing import time_callable
+from shrinkbert.eval.rows import load_test_rows
 from shrinkbert.eval.stats import compare_runs, difference_text, mean_sd
 
 
@@ -118,10 +124,6 @@ def probe_teacher_ms(teacher: str, max_length: int, threads: int) -> float:
     """The teacher's batch-1 p50 in PyTorch fp32 at max_length tokens: the speed-ups' reference."""
     import torch
 
-    from shrinkbert.core.device import torch_threads
-    from shrinkbert.core.models import load_model
-    from shrinkbert.core.timing import time_callable
-
     model = load_model(kind_of(teacher).model_class(), teacher).eval()  # the teacher's own head
     with torch_threads(threads), torch.inference_mode():
         ids = torch.full((1, max_length), 100 % model.config.vocab_size, dtype=torch.long)
@@ -132,8 +134,6 @@ def probe_teacher_ms(teacher: str, max_length: int, threads: int) -> float:
 def _stale_reason(out: Path, kwargs: dict[str, Any]) -> str:
     """Why the artifact in `out` was not made from these inputs ('' when it was): a parent artifact
     (the teacher, the model) whose content changed since, or a setting that differs."""
-    from shrinkbert.core.artifacts import artifact_hash, read_manifest
-
     manifest = read_manifest(out)
     for parent in manifest.get("parents", []):
         path = Path(parent.get("path", ""))
@@ -148,9 +148,6 @@ def _stale_reason(out: Path, kwargs: dict[str, Any]) -> str:
 
 
 def _stage(name: str, out: Path, resume: bool, **kwargs) -> Path:
-    from shrinkbert.api import run_stage
-    from shrinkbert.core.artifacts import is_artifact
-
     if resume and is_artifact(out):
         stale = _stale_reason(out, kwargs)
         if not stale:
@@ -180,8 +177,6 @@ def _distill_kwargs(cfg: Config) -> dict[str, Any]:
 
 def run(cfg: Config) -> Path:
     import os
-
-    from shrinkbert.core.dataspec import resolve_spec
 
     if not cfg.teacher:
         raise ShrinkbertError("no teacher given: --teacher DIR")
@@ -219,8 +214,6 @@ def run(cfg: Config) -> Path:
 
 def _distil_point(cfg: Config, point: dict[str, Any], prefix: Path, shape_args: dict[str, Any]) -> dict[str, Any]:
     """Distil, export and quantize one point's students (seeds 0..N-1) into prefix-seed{N}."""
-    from shrinkbert.core.artifacts import read_manifest
-
     name = point.get("given") or f"{point['speedup_target']:g}x"
     for seed in range(cfg.seeds):
         where = prefix.with_name(f"{prefix.name}-seed{seed}")
@@ -247,7 +240,6 @@ def measure_frontier(cfg: Config, spec, teacher: Path, teacher_int8: Path, point
     """Time and score the teacher, its int8 export and every int8 student in one interleaved run."""
     from shrinkbert.eval.measure import Settings, measure
     from shrinkbert.eval.report import correctness
-    from shrinkbert.eval.rows import load_test_rows
 
     rows = load_test_rows(spec, split="test", max_rows=cfg.max_eval_rows or None, cache_dir=cfg.cache_dir or None)
     settings = Settings(batch_sizes=[1], seq_lens=[str(cfg.max_length)], runs=cfg.runs, warmup=cfg.warmup,

@@ -60,7 +60,7 @@ TRANSFER_SAMPLE_SEED = 0  # fixed: the same transfer lines and perturbed copies 
 def corpus_transfer_rows(corpus, max_rows: int, guard, cache_dir=None) -> tuple[list[str], int, int]:
     """(up to max_rows distinct corpus lines that leak nothing, in a fixed shuffled order; how many
     lines were read to find them; how many of those the guard removed). max_rows 0 takes every line."""
-    from shrinkbert.core.data import load_corpus
+    from shrinkbert.core.data.load import load_corpus
 
     lines = load_corpus(corpus, cache_dir=cache_dir)
     order = list(range(len(lines)))

@@ -35,11 +35,14 @@ from typing import Any
 
 import numpy as np
 
+from shrinkbert.core.artifacts import save_model_artifact
 from shrinkbert.core.config import field, stage_main, to_dict
-from shrinkbert.core.dataspec import DataConfig, resolve_spec
+from shrinkbert.core.data.dataspec import DataConfig, resolve_spec
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds import kind_of, primary_metric, score_split
+from shrinkbert.core.models import check_model_dir, count_parameters, load_tokenizer
 from shrinkbert.core.train import TrainConfig, checkpoint_dir_for, remove_checkpoints, train
+from shrinkbert.students.cache import compute_teacher_outputs, load_or_compute
 from shrinkbert.students.distill_data import _with_row_index, load_data, make_collate, teacher_cache_dir  # noqa: F401
 from shrinkbert.students.distill_loss import loss_weights, make_loss_fn
 from shrinkbert.students.distill_models import _is_mlm, _teacher_parameters, build_student, load_teacher
@@ -67,7 +70,7 @@ class Config(TrainConfig, DataConfig):
     transfer_corpus: str = field("", "mode task: corpora (imdb, rotten-tomatoes, sotu, wordnet, .txt files) whose "
                                      "lines join the training set unlabelled, taught by the teacher's soft logits "
                                      "alone (TinyBERT's transfer set); the task's validation/test rows and "
-                                     "near-duplicates are removed (core/leakguard.py)", group="data")
+                                     "near-duplicates are removed (core/data/leakguard.py)", group="data")
     max_transfer_rows: int = field(0, "at most N transfer-corpus lines: a fixed sample, the same for every --seed, "
                                       "so the teacher's pass over them is cached once (0: all)", min=0, group="data")
     output_dir: str = field("runs/student", "where the student artifact is written", group="output")
@@ -124,8 +127,6 @@ def _teacher_test_scores(cfg, teacher_loader, test_set, collate, task, log) -> d
 
 
 def _teacher_test_logits(cfg, teacher_loader, test_set, collate, log) -> np.ndarray:
-    from shrinkbert.students.cache import compute_teacher_outputs, load_or_compute
-
     if cfg.cache:
         cache, _, _ = load_or_compute(teacher_source(cfg.teacher, cfg.temperature), teacher_loader, test_set, collate, cfg.max_length,
                                       cache_dir=teacher_cache_dir(cfg),
@@ -161,14 +162,9 @@ def run(cfg: Config) -> Path:
     """Distil; write the student artifact to cfg.output_dir and return its path."""
     from transformers import AutoConfig
 
-    from shrinkbert.core.artifacts import save_model_artifact
-    from shrinkbert.core.models import count_parameters, load_tokenizer
-    from shrinkbert.students.cache import load_or_compute
-
     validate(cfg)
     started = time.perf_counter()
     weights = loss_weights(cfg)
-    from shrinkbert.core.models import check_model_dir
 
     teacher_config = AutoConfig.from_pretrained(check_model_dir(primary_teacher(cfg.teacher)))
     general = cfg.mode == "general"

@@ -11,10 +11,13 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from shrinkbert.core.dataspec import load_splits
+from shrinkbert.core.data.cache import default_cache_dir
+from shrinkbert.core.data.dataspec import load_splits
+from shrinkbert.core.data.leakguard import LeakGuard, describe
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds import kind_of
 from shrinkbert.core.tagging import IGNORE
+from shrinkbert.students.augment import NO_LABEL, TRANSFER_SAMPLE_SEED, corpus_transfer_rows, transfer_rows
 from shrinkbert.students.processes import log_main
 
 if TYPE_CHECKING:  # the stage's Config, for annotations only (distill.py imports this module)
@@ -25,8 +28,6 @@ MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 def teacher_cache_dir(cfg: Config) -> Path:
     """Teacher outputs live in the one shrinkbert cache, beside the stored splits."""
-    from shrinkbert.core.data import default_cache_dir
-
     return (Path(cfg.cache_dir).expanduser() if cfg.cache_dir else default_cache_dir()) / "teacher-outputs"
 
 
@@ -61,7 +62,7 @@ def load_data(cfg: Config, tokenizer, spec=None, record: dict | None = None):
     receives what the transfer set and the leak guard did (for the manifest)."""
     record = {} if record is None else record
     if cfg.mode == "task":
-        from shrinkbert.core.data import tokenize_task
+        from shrinkbert.core.data.load import tokenize_task
 
         if spec is None:
             raise ShrinkbertError("no task given: --task NAME_OR_FILE (or --mode general --corpus ...)")
@@ -74,8 +75,6 @@ def load_data(cfg: Config, tokenizer, spec=None, record: dict | None = None):
         if cfg.max_train_rows:
             train_set = train_set.select(range(min(cfg.max_train_rows, len(train_set))))
         if cfg.augment or cfg.transfer_corpus:
-            from shrinkbert.core.leakguard import LeakGuard
-
             source = splits["train"].select(range(len(train_set)))
             guard = LeakGuard.for_splits(splits, name=task.name)  # nothing of validation/test trains
             train_set = _with_transfer_rows(train_set, source, task, tokenizer, cfg, guard, record)
@@ -85,14 +84,13 @@ def load_data(cfg: Config, tokenizer, spec=None, record: dict | None = None):
     if cfg.mode == "general":
         import datasets
 
-        from shrinkbert.core.data import load_corpus
+        from shrinkbert.core.data.load import load_corpus
 
         lines = load_corpus([c for c in cfg.corpus.split(",") if c], max_lines=cfg.max_train_rows or None,
                             cache_dir=cfg.cache_dir or None)
         if spec is not None:  # the teacher's task (or --task): its validation/test rows never train
-            from shrinkbert.core.leakguard import LeakGuard, describe
-
-            guard = LeakGuard.for_spec(spec, cfg.cache_dir or None)
+            guard_task, guard_splits = load_splits(spec, cfg.cache_dir or None)
+            guard = LeakGuard.for_splits(guard_splits, name=guard_task.name)
             total = len(lines)
             lines, removed = guard.filter(lines)
             record["leak_guard"] = {"task": guard.name, "removed": removed, "of": total}
@@ -109,9 +107,6 @@ def _with_transfer_rows(train_set, source, task, tokenizer, cfg: Config, guard, 
     copies of them (--augment) and transfer-corpus lines (--transfer-corpus), minus leaks."""
     import datasets
 
-    from shrinkbert.core.leakguard import describe
-    from shrinkbert.students.augment import NO_LABEL, TRANSFER_SAMPLE_SEED, transfer_rows
-
     texts, pairs = [], [] if task.pair else None
     if cfg.augment:
         if tokenizer.mask_token is None:
@@ -122,8 +117,6 @@ def _with_transfer_rows(train_set, source, task, tokenizer, cfg: Config, guard, 
                                      TRANSFER_SAMPLE_SEED, tokenizer.mask_token)
     copies, corpus_lines = len(texts), 0
     if cfg.transfer_corpus:
-        from shrinkbert.students.augment import corpus_transfer_rows
-
         lines, seen, leaks = corpus_transfer_rows(cfg.transfer_corpus, cfg.max_transfer_rows, guard,
                                                   cfg.cache_dir or None)
         record["transfer_corpus"] = {"corpus": cfg.transfer_corpus, "rows": len(lines), "lines_read": seen,

@@ -11,12 +11,16 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from shrinkbert.core.artifacts import is_artifact, read_manifest
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds import kind_of
+from shrinkbert.core.models import check_model_dir, load_model
 from shrinkbert.students.ensemble import TeacherEnsemble, primary_teacher, split_teachers
+from shrinkbert.students.init import carry_heads, init_from_teacher, stream_basis
 from shrinkbert.students.losses import LossWeights
 from shrinkbert.students.processes import log_main, process_state
 from shrinkbert.students.projection import attach_projection
+from shrinkbert.students.shape import choose_shape, count_config_parameters, shape_config, teacher_shape
 
 if TYPE_CHECKING:  # the stage's Config, for annotations only (distill.py imports this module)
     from shrinkbert.students.distill import Config
@@ -47,8 +51,6 @@ def _head_kwargs(need_attentions: bool) -> dict:
 def load_teacher(cfg: Config, need_attentions: bool):
     from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM
 
-    from shrinkbert.core.models import check_model_dir, load_model
-
     teachers = split_teachers(cfg.teacher)
     if len(teachers) > 1:
         return TeacherEnsemble([load_teacher(dataclasses.replace(cfg, teacher=t), need_attentions) for t in teachers],
@@ -65,10 +67,6 @@ def load_teacher(cfg: Config, need_attentions: bool):
 def build_student(cfg: Config, teacher_config, weights: LossWeights, log=log_main):
     """(student model, record for the manifest): an existing model, or a new shape initialised."""
     from transformers import AutoModelForMaskedLM, BertForMaskedLM
-
-    from shrinkbert.core.models import load_model
-    from shrinkbert.students.init import init_from_teacher
-    from shrinkbert.students.shape import shape_config, teacher_shape
 
     kwargs = _head_kwargs(bool(weights.attention))
     general = cfg.mode == "general"
@@ -92,8 +90,6 @@ def build_student(cfg: Config, teacher_config, weights: LossWeights, log=log_mai
                                   "distil before trimming the vocabulary")
         record = {"how": f"existing model {cfg.student}", "shape": dataclasses.asdict(teacher_shape(student.config))}
         if new_head:
-            from shrinkbert.students.init import carry_heads
-
             record["heads_from_teacher"] = carry_heads(student, load_teacher(_first_teacher(cfg), need_attentions=False))
             log(f"{cfg.student} has no classifier: pooler/classifier "
                 f"{'from the teacher' if record['heads_from_teacher'] else 'newly initialised (widths differ)'}")
@@ -106,8 +102,6 @@ def build_student(cfg: Config, teacher_config, weights: LossWeights, log=log_mai
     cls = BertForMaskedLM if general else kind_of(teacher_config).model_class(auto=False)
     student = cls._from_config(config, **kwargs)
     if cfg.init == "teacher":
-        from shrinkbert.students.init import stream_basis
-
         teacher_for_init = load_teacher(_first_teacher(cfg), need_attentions=False)
         embeddings = "pca" if cfg.init_embeddings == "projected" else cfg.init_embeddings
         record["init"] = init_from_teacher(student, teacher_for_init, layer_ids=(
@@ -131,8 +125,6 @@ def _choose_shape_once(cfg: Config, teacher_config, general: bool, log):
     run builds the same student even when a latency target's timings differ between them."""
     from accelerate.utils import broadcast_object_list
 
-    from shrinkbert.students.shape import choose_shape
-
     state = process_state()
     result = [None]
     if state.is_main_process:
@@ -147,9 +139,6 @@ def _choose_shape_once(cfg: Config, teacher_config, general: bool, log):
 
 
 def _teacher_parameters(teacher_dir, teacher_config, general: bool) -> int:
-    from shrinkbert.core.artifacts import is_artifact, read_manifest
-    from shrinkbert.students.shape import count_config_parameters
-
     if is_artifact(teacher_dir):
         recorded = read_manifest(teacher_dir).get("num_parameters")
         if recorded:

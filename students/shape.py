@@ -27,6 +27,8 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
+from shrinkbert.compress.int8 import choose
+from shrinkbert.core.device import torch_threads
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.quiet import quiet_library_warnings
 
@@ -312,8 +314,6 @@ def onnx_timer(runtime: str, threads: int, warmup: int, runs: int, neighbour_con
             if runtime == "onnx-int8":
                 from onnxruntime.quantization import QuantType, quantize_dynamic
 
-                from shrinkbert.compress.int8 import choose
-
                 choice = choose("auto")
                 quantize_dynamic(str(path), str(Path(work) / "int8.onnx"), per_channel=choice["per_channel"],
                                  reduce_range=choice["reduce_range"],
@@ -341,8 +341,6 @@ def pick_by_latency(teacher_config, target: Target, *, seq_len: int = 128, threa
     Runtime) or onnx-int8 (dynamic int8 with this CPU's defaults, ONNX Runtime). torch's global
     thread count is left as it was found.
     """
-    from shrinkbert.core.device import torch_threads
-
     if runtime not in RUNTIMES:
         raise ShrinkbertError(f"latency runtime must be one of {', '.join(RUNTIMES)}, got '{runtime}'")
     with torch_threads(threads) as threads_used:

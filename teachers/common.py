@@ -5,6 +5,7 @@ from pathlib import Path
 
 import torch
 
+from shrinkbert.core.data.builtin import resolve_model
 from shrinkbert.core.errors import ShrinkbertError
 
 PAD_VALUES = {"labels": -100, "token_type_ids": 0, "attention_mask": 0, "special_tokens_mask": 1}
@@ -12,8 +13,6 @@ PAD_VALUES = {"labels": -100, "token_type_ids": 0, "attention_mask": 0, "special
 
 def resolve_model_dir(name_or_path: str) -> Path:
     """A local model directory for "minilm", a directory, or a hub name (safetensors files only)."""
-    from shrinkbert.core.builtin import resolve_model
-
     resolved = resolve_model(name_or_path)
     if Path(resolved).is_dir():
         return Path(resolved)

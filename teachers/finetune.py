@@ -23,12 +23,14 @@ import torch
 
 from shrinkbert.core.artifacts import save_model_artifact
 from shrinkbert.core.config import field, stage_main, to_dict
-from shrinkbert.core.dataspec import DataConfig
+from shrinkbert.core.data.dataspec import DataConfig, load_splits, resolve_spec
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds import kind_of, primary_metric, score_split
+from shrinkbert.core.models import check_model_dir, count_parameters, load_model, load_tokenizer
 from shrinkbert.core.predict import model_inputs
 from shrinkbert.core.tagging import IGNORE
 from shrinkbert.core.train import TrainConfig
+from shrinkbert.teachers.common import pad_collate, resolve_model_dir
 
 
 @dataclasses.dataclass
@@ -51,9 +53,6 @@ class Config(TrainConfig, DataConfig):
 def load_classifier(cfg: Config, task, model_dir: Path | None = None):
     """(model, tokenizer, model dir) with a classification head sized for the task; `model_dir` is
     cfg.model already resolved to a directory (resolved here when not given)."""
-    from shrinkbert.core.models import check_model_dir, load_model, load_tokenizer
-    from shrinkbert.teachers.common import resolve_model_dir
-
     path = check_model_dir(model_dir or resolve_model_dir(cfg.model))
     torch.manual_seed(cfg.seed)  # a new head is initialised from the seed
     model = load_model(kind_of(task).model_class(), path, num_labels=task.num_labels,
@@ -66,11 +65,8 @@ def run(cfg: Config) -> Path:
     from safetensors.torch import load_model as load_weights
     from safetensors.torch import save_model as save_weights
 
-    from shrinkbert.core.data import limit_rows, tokenize_task
-    from shrinkbert.core.dataspec import load_splits, resolve_spec
-    from shrinkbert.core.models import count_parameters
+    from shrinkbert.core.data.load import limit_rows, tokenize_task
     from shrinkbert.core.train import LATEST, checkpoint_dir_for, is_main_process, remove_checkpoints, train, wait_for_everyone
-    from shrinkbert.teachers.common import pad_collate, resolve_model_dir
 
     model_dir = resolve_model_dir(cfg.model)
     spec = resolve_spec(cfg, [model_dir])

@@ -25,7 +25,10 @@ from shrinkbert.core.artifacts import save_model_artifact
 from shrinkbert.core.config import field, stage_main, to_dict
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.masking import Masker
+from shrinkbert.core.models import check_model_dir, count_parameters, load_model, load_tokenizer
+from shrinkbert.core.predict import model_inputs
 from shrinkbert.core.train import TrainConfig
+from shrinkbert.teachers.common import pad_collate, resolve_model_dir
 
 PRESETS = {  # name -> BertConfig shape
     "bert-base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
@@ -135,8 +138,6 @@ def masked_forward(model, batch: dict, labels: torch.Tensor):
     The vocabulary projection is the costliest matmul of a small BERT (hidden x 30k for every token);
     only ~15% of positions carry a label, so the head runs on those rows alone (6-7x less head work).
     """
-    from shrinkbert.core.predict import model_inputs
-
     from transformers import PreTrainedModel
 
     inputs = model_inputs(model, batch)
@@ -205,9 +206,6 @@ def load_start(cfg: Config):
     """(model, tokenizer, parents, head_is_new) for a from-scratch or continued run."""
     from transformers import BertForMaskedLM, BertForPreTraining
 
-    from shrinkbert.core.models import check_model_dir, load_model, load_tokenizer
-    from shrinkbert.teachers.common import resolve_model_dir
-
     model_cls = BertForPreTraining if cfg.nsp else BertForMaskedLM
     # Seeded before any load: a continued run's new MLM head is initialised from the global RNG, and
     # unseeded it made two runs of the same recipe and seed train different teachers.
@@ -233,10 +231,8 @@ def load_start(cfg: Config):
 
 
 def run(cfg: Config) -> Path:
-    from shrinkbert.core.data import load_corpus
-    from shrinkbert.core.models import count_parameters
+    from shrinkbert.core.data.load import load_corpus
     from shrinkbert.core.train import checkpoint_dir_for, is_main_process, remove_checkpoints, train, wait_for_everyone
-    from shrinkbert.teachers.common import pad_collate
 
     if cfg.masking not in ("dynamic", "static"):
         raise ShrinkbertError(f"masking must be dynamic or static, got '{cfg.masking}'")

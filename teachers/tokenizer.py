@@ -59,7 +59,7 @@ def train_tokenizer(lines: list[str], vocab_size: int = 8000, min_frequency: int
 
 
 def run(cfg: Config) -> Path:
-    from shrinkbert.core.data import load_corpus
+    from shrinkbert.core.data.load import load_corpus
     from shrinkbert.core.train import is_main_process
 
     out = Path(cfg.output_dir)

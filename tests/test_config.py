@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 STAGES = ["teachers.finetune", "teachers.pretrain", "teachers.tokenizer", "students.distill", "compress.prune",
           "compress.sparsify", "compress.trim_vocab", "compress.export", "compress.quantize", "compress.bundle",
           "eval.harness"]
-# Data fields owned by core.dataspec, validated when the data spec is resolved.
+# Data fields owned by core.data.dataspec, validated when the data spec is resolved.
 UNBOUNDED = {"split_seed"}
 
 

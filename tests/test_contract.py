@@ -49,8 +49,8 @@ def test_another_training_seed_trains_on_the_same_rows_and_never_a_test_row(tiny
     import shrinkbert.core.train as core_train
     import shrinkbert.students.distill as distill_module
     from shrinkbert import distill, finetune
-    from shrinkbert.core.data import tokenize_task
-    from shrinkbert.core.dataspec import DataSpec, load_splits
+    from shrinkbert.core.data.load import tokenize_task
+    from shrinkbert.core.data.dataspec import DataSpec, load_splits
     from shrinkbert.core.models import load_tokenizer
 
     teacher_rows = _spy_training_rows(monkeypatch, core_train)

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shrinkbert.core import builtin, data
-from shrinkbert.core.data import load_corpus, load_task, tokenize_task
+from shrinkbert.core.data import builtin, load as data
+from shrinkbert.core.data.load import load_corpus, load_task, tokenize_task
+from shrinkbert.core.data.tasks import Task
 from shrinkbert.core.errors import ShrinkbertError
-from shrinkbert.core.tasks import Task
 from fixtures import tiny_sentences
 
 
@@ -371,7 +371,7 @@ def test_tokenized_splits_are_stored_once_and_shared(cache_env, tiny_csv, tiny_b
     max_length reads the arrow file the first one wrote beside the store, instead of tokenizing again."""
     from transformers import AutoTokenizer
 
-    from shrinkbert.core.data import load_task, tokenize_task
+    from shrinkbert.core.data.load import load_task, tokenize_task
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_bert)
     task, splits = load_task(str(tiny_csv))

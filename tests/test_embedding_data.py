@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shrinkbert.core.data import load_corpus
+from shrinkbert.core.data.load import load_corpus
+from shrinkbert.core.data.scored_pairs import read_scored_pairs
 from shrinkbert.core.errors import ShrinkbertError
-from shrinkbert.core.scored_pairs import read_scored_pairs
 from shrinkbert.eval.sts import cosine_rows, spearman_x100, sts_spearman
 
 STSB = Path(__file__).resolve().parents[2] / "shared" / "data" / "stsb"

@@ -88,7 +88,7 @@ def test_a_pair_task_its_columns_and_split_seed_7_are_inherited_by_every_stage(t
 
 
 @pytest.mark.xfail(strict=True, reason="max_length is recorded by finetune/distill but is not part of the inherited "
-                                       "data spec (core/dataspec.py): a later stage falls back to 128")
+                                       "data spec (core/data/dataspec.py): a later stage falls back to 128")
 def test_max_length_given_once_is_inherited(tiny_bert, pair_csv, tmp_path):
     out = run_chain(tmp_path, tiny_bert, pair_csv, max_length=24, stages=("teacher", "student"))
     for stage in ("teacher", "student"):

@@ -10,9 +10,9 @@ import pytest
 import torch
 from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification, BertForTokenClassification
 
+from shrinkbert.core.data.tasks import Task
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds import TaskKind, all_kinds, get_kind, kind_of, kind_of_rows
-from shrinkbert.core.tasks import Task
 from fixtures import TINY_TAGS, make_tiny_bert
 
 ROOT = Path(__file__).resolve().parents[1]

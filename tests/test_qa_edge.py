@@ -14,7 +14,7 @@ MAX_LENGTH = 96
 
 @pytest.fixture(scope="module")
 def questions():
-    from shrinkbert.core.qa_data import read_qa_file
+    from shrinkbert.core.data.qa_data import read_qa_file
 
     rows = read_qa_file(SQUAD)
     return rows.select(range(0, len(rows), 300))
@@ -22,7 +22,7 @@ def questions():
 
 @pytest.fixture(scope="module")
 def minilm_dir() -> Path:
-    from shrinkbert.core.builtin import minilm_path
+    from shrinkbert.core.data.builtin import minilm_path
 
     return Path(minilm_path())
 

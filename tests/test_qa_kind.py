@@ -30,7 +30,7 @@ def squad_file(tmp_path_factory) -> Path:
 def tokenizer():
     from transformers import AutoTokenizer
 
-    from shrinkbert.core.builtin import minilm_path
+    from shrinkbert.core.data.builtin import minilm_path
 
     return AutoTokenizer.from_pretrained(str(minilm_path()), use_fast=True)
 
@@ -46,7 +46,7 @@ def tiny_qa_model(tokenizer, seed=0):
 
 
 def test_load_task_reads_squad_as_qa_split_by_article(squad_file):
-    from shrinkbert.core.data import load_task
+    from shrinkbert.core.data.load import load_task
 
     task, splits = load_task(str(squad_file), split_seed=0)
     assert task.kind == "qa" and task.metrics == ("squad",) and task.num_labels == 2
@@ -58,7 +58,7 @@ def test_load_task_reads_squad_as_qa_split_by_article(squad_file):
 
 
 def test_v2_file_gets_squad_v2_metrics(tmp_path):
-    from shrinkbert.core.data import load_task
+    from shrinkbert.core.data.load import load_task
 
     path = tmp_path / "v2.json"
     path.write_text(json.dumps(subset("squad-dev-v2.0.json", articles=6, per_paragraph=20, paragraphs=2)))
@@ -68,7 +68,7 @@ def test_v2_file_gets_squad_v2_metrics(tmp_path):
 
 
 def test_bad_squad_file_through_load_task_is_one_line_and_stores_nothing(tmp_path, cache_env):
-    from shrinkbert.core.data import load_task
+    from shrinkbert.core.data.load import load_task
 
     data = subset("squad-dev-v1.1.json", articles=3)
     data["data"][1]["paragraphs"][0]["qas"][0]["answers"][0]["answer_start"] += 3
@@ -84,7 +84,7 @@ def test_bad_squad_file_through_load_task_is_one_line_and_stores_nothing(tmp_pat
 def test_windows_losses_and_scoring_on_a_tiny_model(squad_file, tokenizer):
     import torch
 
-    from shrinkbert.core.data import load_task
+    from shrinkbert.core.data.load import load_task
     from shrinkbert.core.kinds import kind_of
 
     task, splits = load_task(str(squad_file))
@@ -131,7 +131,7 @@ def oracle_logits(windows):
 
 
 def test_gold_positions_score_full_marks(squad_file, tokenizer, tmp_path):
-    from shrinkbert.core.data import load_task
+    from shrinkbert.core.data.load import load_task
     from shrinkbert.core.kinds import kind_of
 
     task, splits = load_task(str(squad_file))
@@ -150,7 +150,7 @@ def test_gold_positions_score_full_marks(squad_file, tokenizer, tmp_path):
 
 
 def test_encode_gives_model_inputs_and_scored_rows_are_real_tokens(squad_file, tokenizer):
-    from shrinkbert.core.data import load_task
+    from shrinkbert.core.data.load import load_task
     from shrinkbert.core.kinds import kind_of
 
     task, splits = load_task(str(squad_file))

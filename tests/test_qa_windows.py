@@ -14,14 +14,14 @@ pytestmark = pytest.mark.skipif(not SQUAD.is_file(), reason="../shared/data/squa
 def tokenizer():
     from transformers import AutoTokenizer
 
-    from shrinkbert.core.builtin import minilm_path
+    from shrinkbert.core.data.builtin import minilm_path
 
     return AutoTokenizer.from_pretrained(str(minilm_path()), use_fast=True)
 
 
 @pytest.fixture(scope="module")
 def questions():
-    from shrinkbert.core.qa_data import read_qa_file
+    from shrinkbert.core.data.qa_data import read_qa_file
 
     rows = read_qa_file(SQUAD)
     return rows.select(range(0, len(rows), 45))  # ~200 questions across every article

@@ -56,7 +56,7 @@ def miniature(recipe, tiny: Path) -> list[str]:
 
 def builtin_sources(recipe) -> set[str]:
     """The registry archives a recipe's stages read (built-in tasks and corpora)."""
-    from shrinkbert.core.builtin import SOURCES
+    from shrinkbert.core.data.builtin import SOURCES
 
     names = set()
     for stage in recipe.stages:

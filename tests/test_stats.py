@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
+from shrinkbert.core.data.tasks import Task
 from shrinkbert.core.errors import ShrinkbertError
-from shrinkbert.core.tasks import Task
 from shrinkbert.eval.stats import compare, difference_text, mcnemar, mean_sd, paired_bootstrap
 
 TASK = Task("tiny", ("negative", "positive"), metrics=("accuracy",))

@@ -293,7 +293,7 @@ def _cfg(teacher, task, out, **overrides):
 
 
 def test_cached_and_live_teacher_give_the_same_first_step_losses(teacher4, tiny_csv, cache_env):
-    from shrinkbert.core.data import load_task, tokenize_task
+    from shrinkbert.core.data.load import load_task, tokenize_task
     from shrinkbert.core.models import load_tokenizer
     from shrinkbert.students.cache import TeacherCache, load_or_compute
     from shrinkbert.students.distill import _with_row_index, make_collate, make_loss_fn
@@ -468,7 +468,7 @@ def test_distill_with_a_transfer_set_trains_on_teacher_labelled_copies(teacher4,
 
 def test_cached_hidden_states_and_attentions_match_live_within_fp16(teacher4, tiny_csv, cache_env):
     """Attention maps are cached compactly (mapped layers, real tokens, fp16) and read back padded."""
-    from shrinkbert.core.data import load_task, tokenize_task
+    from shrinkbert.core.data.load import load_task, tokenize_task
     from shrinkbert.core.models import load_tokenizer
     from shrinkbert.students.cache import TeacherCache, load_or_compute
     from shrinkbert.students.distill import _with_row_index, make_collate, make_loss_fn

@@ -8,11 +8,11 @@ import datasets
 import pytest
 from conftest import fetch_or_skip
 
-from shrinkbert.core import builtin, builtin_data
-from shrinkbert.core.brown_tags import UNIVERSAL_TAGS, universal_tag
-from shrinkbert.core.data import load_task
+from shrinkbert.core.data import builtin, builtin_data
+from shrinkbert.core.data.brown_tags import UNIVERSAL_TAGS, universal_tag
+from shrinkbert.core.data.load import load_task
+from shrinkbert.core.data.tasks import BUILTIN_TASKS
 from shrinkbert.core.errors import ShrinkbertError
-from shrinkbert.core.tasks import BUILTIN_TASKS
 from fixtures import tiny_tagged, write_tiny_conll
 
 TINY_LABELS = ("O", "B-NEG", "B-POS", "I-NEG", "I-POS")

@@ -252,7 +252,7 @@ def test_flipped_token_reference_fails_agreement_and_writes_nothing(tok_int8, to
 def test_token_bundle_records_word_accuracy_and_entity_f1(tok_int8, tok_model, tmp_path, monkeypatch):
     """With a seqeval task's rows (here tiny tagged sentences) the bundle records word accuracy and entity F1."""
     from shrinkbert.compress import bundle
-    from shrinkbert.core.tasks import Task
+    from shrinkbert.core.data.tasks import Task
     from fixtures import TINY_TAGS, tiny_tagged
 
     task = Task("tiny-ner", tuple(TINY_TAGS), metrics=("seqeval", "accuracy"), kind="token")

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shrinkbert.core.tasks import Task
+from shrinkbert.core.data.tasks import Task
 from fixtures import TINY_TAGS, make_tiny_bert, tiny_tagged, write_tiny_conll
 
 NER = Task("tiny-ner", tuple(TINY_TAGS), metrics=("seqeval", "accuracy"), kind="token")
@@ -278,7 +278,7 @@ def test_bundle_variant_tags_words(token_model, token_int8, tmp_path):
 # -- a CoNLL file through --task -------------------------------------------------------------------
 
 def test_conll_task_through_the_command_line(token_model, token_onnx, tmp_path):
-    from shrinkbert.core.data import load_task
+    from shrinkbert.core.data.load import load_task
     from shrinkbert.eval.harness import main
 
     conll = write_tiny_conll(tmp_path / "tiny.conll", n=48, seed=2)

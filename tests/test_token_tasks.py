@@ -38,7 +38,7 @@ def test_alignment_labels_first_subtoken_only():
 
 def test_tag_scores_entity_f1_counts_spans_not_words():
     from shrinkbert.core.tagging import tag_scores
-    from shrinkbert.core.tasks import Task
+    from shrinkbert.core.data.tasks import Task
 
     task = Task("t", ("O", "B-PER", "I-PER"), metrics=("seqeval", "accuracy"), kind="token")
     gold = [1, 2, 0, 1]          # two entities: words 0-1 and word 3
@@ -64,7 +64,7 @@ def test_finetune_token_task_records_entity_f1_and_labels(tagger):
 def test_cached_per_token_logits_match_the_live_teacher(tagger, tmp_path):
     from transformers import AutoModelForTokenClassification, AutoTokenizer
 
-    from shrinkbert.core.data import load_task, tokenize_task
+    from shrinkbert.core.data.load import load_task, tokenize_task
     from shrinkbert.students.cache import compute_teacher_outputs
     from shrinkbert.students.distill import _with_row_index, make_collate
 
@@ -136,7 +136,7 @@ def test_a_tag_the_teacher_does_not_know_is_refused(tagger, tmp_path):
 def test_word_rows_parity_is_per_word(tagger):
     """compress.common turns a tagger's logits into one row per word that fits, and labels to match."""
     from shrinkbert.compress.common import align_labels, load_pt, load_rows, torch_logits
-    from shrinkbert.core.dataspec import DataSpec
+    from shrinkbert.core.data.dataspec import DataSpec
 
     model, tokenizer = load_pt(tagger.path)
     rows, task = load_rows(DataSpec(task=tagger.data["task"]), "validation", 6)

@@ -29,7 +29,7 @@ def _cfg(teacher, task, out, **overrides):
 
 def _corpus_with_a_leak(tiny_csv, tmp_path) -> tuple[Path, str]:
     """A .txt corpus of new sentences plus one test row of the task, re-cased and re-punctuated."""
-    from shrinkbert.core.data import load_task
+    from shrinkbert.core.data.load import load_task
     from fixtures import tiny_sentences
 
     _, splits = load_task(str(tiny_csv))
@@ -46,7 +46,7 @@ def test_transfer_rows_come_from_the_corpus_unlabelled_and_without_leaks(teacher
     from shrinkbert.core.models import load_tokenizer
     from shrinkbert.students.augment import NO_LABEL
     from shrinkbert.students.distill import load_data
-    from shrinkbert.core.dataspec import resolve_spec
+    from shrinkbert.core.data.dataspec import resolve_spec
 
     corpus, test_row = _corpus_with_a_leak(tiny_csv, tmp_path)
     cfg = _cfg(teacher, tiny_csv, tmp_path / "s", transfer_corpus=str(corpus), max_transfer_rows=0)

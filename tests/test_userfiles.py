@@ -1,4 +1,4 @@
-"""User files as people have them (core/userdata.py): a GLUE-style paraphrase .tsv (quote characters
+"""User files as people have them (core/data/userdata.py): a GLUE-style paraphrase .tsv (quote characters
 inside sentences, CRLF line ends, a UTF-8 byte-order mark before the header) reads as written; a
 quoted .tsv reads with tsv_quoting; a row with the wrong number of fields is one clear line."""
 from __future__ import annotations
@@ -31,7 +31,7 @@ def write_glue_tsv(path, rows, newline="\r\n", bom=True):
 
 
 def load_pairs(path, **options):
-    from shrinkbert.core.data import load_task
+    from shrinkbert.core.data.load import load_task
 
     return load_task(str(path), text_column="#1 String", text_pair_column="#2 String", label_column="Quality",
                      **options)
@@ -58,7 +58,7 @@ def test_crlf_and_lf_and_the_bom_read_alike(tmp_path, cache_env):
 
 
 def test_a_bom_and_crlf_csv_finds_its_first_column(tmp_path, cache_env):
-    from shrinkbert.core.data import load_task
+    from shrinkbert.core.data.load import load_task
 
     path = tmp_path / "excel.csv"
     lines = ["text,label"] + [f'"a movie, {i}",{"good" if i % 2 else "bad"}' for i in range(20)]
@@ -70,7 +70,7 @@ def test_a_bom_and_crlf_csv_finds_its_first_column(tmp_path, cache_env):
 
 @pytest.mark.parametrize("cells, count", [(6, 6), (4, 4)])
 def test_a_row_with_the_wrong_field_count_is_one_clear_line(tmp_path, cells, count):
-    from shrinkbert.core.userdata import read_table
+    from shrinkbert.core.data.userdata import read_table
 
     rows = glue_rows(12)
     rows[6] = (rows[6] + ["stray"])[:cells] if cells > 5 else rows[6][:cells]  # pandas would pad a short row
@@ -97,13 +97,13 @@ def test_tsv_quoting_reads_a_quoted_tsv(tmp_path, cache_env):
 
 
 def load_pairs_plain(path, **options):
-    from shrinkbert.core.data import load_task
+    from shrinkbert.core.data.load import load_task
 
     return load_task(str(path), **options)
 
 
 def test_a_quoted_csv_row_with_a_stray_field_names_its_line(tmp_path):
-    from shrinkbert.core.userdata import read_table
+    from shrinkbert.core.data.userdata import read_table
 
     path = tmp_path / "bad.csv"
     path.write_text("text,label\n" + "".join(f"movie {i},good\n" for i in range(5)) + "a, b,good\n")
@@ -114,7 +114,7 @@ def test_a_quoted_csv_row_with_a_stray_field_names_its_line(tmp_path):
 
 def test_tsv_quoting_is_part_of_the_inherited_data_spec(tmp_path):
     from shrinkbert.core.artifacts import write_manifest
-    from shrinkbert.core.dataspec import DataConfig, resolve_spec
+    from shrinkbert.core.data.dataspec import DataConfig, resolve_spec
 
     task = str(write_glue_tsv(tmp_path / "t.tsv", glue_rows()))
     own = resolve_spec(DataConfig(task=task, tsv_quoting=True))

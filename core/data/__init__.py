@@ -1,0 +1,48 @@
+"""The data room inside core: tasks, the data spec, readers of every source, stored splits.
+
+    from shrinkbert.core.data.load import load_task, tokenize_task
+    task, splits = load_task("movie-snippets")          # also: from shrinkbert.core.data import load_task
+
+The modules, lowest first; each imports only modules listed above it (and core's errors,
+artifacts, config). tasks and load also ask the task kinds (core/kinds), whose modules read a
+user's rows with userdata and qa_data: the kinds sit above those readers and below load.
+
+  cache         where shrinkbert keeps what it fetches and builds ($SHRINKBERT_CACHE)
+  brown_tags    Brown corpus tags -> the 12 universal tags
+  leakguard     the filter that keeps validation/test text (and near-duplicates) out of training text
+  userdata      a user's files: tables, CoNLL, directories of train/validation/test
+  qa_data       extractive QA (SQuAD) rows: read, checked, split by article
+  scored_pairs  scored sentence pairs (STS-B's shape) for embedding tasks
+  tasks         Task: a task's declaration (labels, pair, metrics, kind); the built-in tasks
+  builtin       the built-in archives, fetched from package registries, and the built-in model
+  builtin_data  the built-in tasks' rows and corpora, read from those archives
+  dataspec      DataConfig / DataSpec: the data fields every stage shares, inherited along the lineage;
+                load_splits(spec): the stored splits of a spec (imports load when called)
+  load          load_task, tokenize_task, load_corpus: seeded splits, stored once
+
+This file imports none of them: the names below are looked up on first use (PEP 562), so
+importing a light module of the package (tasks, dataspec) does not import `datasets`. Code inside
+shrinkbert imports from the module itself (tests/test_imports.py checks it), so the import graph
+it checks for circles has every edge.
+"""
+from __future__ import annotations
+
+import importlib
+
+# name -> the module of this package that defines it
+_EXPORTS = {
+    "load_task": "load", "load_splits": "dataspec", "tokenize_task": "load", "load_corpus": "load",
+    "limit_rows": "load", "make_splits": "load", "default_cache_dir": "cache",
+    "Task": "tasks", "BUILTIN_TASKS": "tasks", "DataConfig": "dataspec", "DataSpec": "dataspec",
+    "resolve_spec": "dataspec", "LeakGuard": "leakguard",
+}
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
