@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shrinkbert.core.errors import ShrinkbertError
-from shrinkbert.core.kinds import DEFAULT_KIND, all_kinds, get_kind
+from shrinkbert.core.kinds import DEFAULT_KIND, all_kinds, check_task
 
 
 def known_metrics() -> tuple[str, ...]:
@@ -37,7 +37,7 @@ class Task:
             raise ShrinkbertError(f"task '{self.name}' has duplicate label names: {list(self.label_names)}")
         if self.kind not in all_kinds():
             raise ShrinkbertError(f"task '{self.name}': kind must be one of {', '.join(all_kinds())}, got {self.kind!r}")
-        get_kind(self.kind).check_task(self)
+        check_task(self)
         known = known_metrics()
         unknown = [m for m in self.metrics if m not in known]
         if unknown:

@@ -65,6 +65,17 @@ def get_kind(name: str | None) -> TaskKind:
     return kinds[name]
 
 
+def check_task(task) -> None:
+    """Refuse a Task declaration that does not fit its kind: first a metric another kind owns
+    ("seqeval scores token tasks only"; only the registry sees every kind), then the kind's own checks."""
+    kind = get_kind(task.kind)
+    for metric in task.metrics:
+        owners = [k.name for k in all_kinds().values() if metric in k.known_metrics]
+        if owners and metric not in kind.known_metrics:
+            raise ShrinkbertError(f"task '{task.name}': {metric} scores {' or '.join(owners)} tasks only")
+    kind.check_task(task)
+
+
 def kind_of_architectures(architectures) -> TaskKind:
     """The kind whose model class the architectures name (none matching: the default kind)."""
     for kind in all_kinds().values():

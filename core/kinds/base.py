@@ -113,14 +113,8 @@ class TaskKind(ABC):
 
     def check_task(self, task) -> None:
         """Raise ShrinkbertError (one line naming the task) when a Task declaration does not fit this
-        kind. The default refuses a metric another kind owns ("seqeval scores token tasks only");
-        metrics no kind knows are left to Task's own check. Extend it (call super())."""
-        from shrinkbert.core.kinds import all_kinds  # the registry imports this module first
-
-        for metric in task.metrics:
-            owners = [k.name for k in all_kinds().values() if metric in k.known_metrics]
-            if owners and metric not in self.known_metrics:
-                raise ShrinkbertError(f"task '{task.name}': {metric} scores {' or '.join(owners)} tasks only")
+        kind. A metric that another kind owns is refused by the registry (`kinds.check_task`) before
+        this is called; the default accepts the rest. Extend it (call super())."""
 
     def default_metrics(self, label_names: Sequence[str]) -> tuple[str, ...]:
         """The metrics a task of this kind reports when the user names none."""
