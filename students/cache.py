@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from shrinkbert.core.artifacts import artifact_hash, is_artifact, read_manifest
+from shrinkbert.core.kinds import kind_of
 from shrinkbert.core.progress import progress_bar
 
 ROW_INDEX = "row_idx"
@@ -170,13 +171,17 @@ class TeacherCache:
 
 @torch.no_grad()
 def compute_teacher_outputs(teacher, dataset, collate_fn, hidden_layers=(), batch_size: int = 64,
-                            key: str = "", log=print, attention_layers=()) -> TeacherCache:
+                            key: str = "", log=print, attention_layers=(), kind=None) -> TeacherCache:
     """Run the teacher (eval mode) over `dataset`; results in row order (rows must carry ROW_INDEX = position).
+
+    kind: the task's kind (core/kinds; None: sequence), whose `pack_outputs` makes the one tensor
+    stored per row (its `.logits`, or a QA window's start and end logits side by side).
 
     attention_layers: indices into the teacher's attentions tuple (0-based); the teacher must then
     run eager attention (attn_implementation="eager") to return them."""
     from torch.utils.data import DataLoader
 
+    kind = kind_of(kind)
     teacher.eval()
     device = next(teacher.parameters()).device
     hidden_layers = sorted(int(i) for i in hidden_layers)
@@ -200,7 +205,7 @@ def compute_teacher_outputs(teacher, dataset, collate_fn, hidden_layers=(), batc
         out = teacher(**inputs, output_hidden_states=bool(hidden_layers), output_attentions=bool(attention_layers))
         positions = order[done:done + len(inputs["input_ids"])]
         done += len(positions)
-        logits = out.logits.float().cpu()
+        logits = kind.pack_outputs(kind.outputs(out, batch)).float().cpu()
         mask = inputs["attention_mask"].bool().cpu()
         real = [m.nonzero().squeeze(1) for m in mask]
         per_token = logits.dim() == 3  # a token classifier: each row's real tokens' logits
@@ -232,7 +237,7 @@ def compute_teacher_outputs(teacher, dataset, collate_fn, hidden_layers=(), batc
 
 def load_or_compute(teacher_dir, teacher_loader, dataset, collate_fn, max_length: int, hidden_layers=(),
                     cache_dir: str | Path = ".cache/shrinkbert/teacher-outputs", batch_size: int = 64,
-                    log=print, attention_layers=()) -> tuple[TeacherCache, Path, bool]:
+                    log=print, attention_layers=(), kind=None) -> tuple[TeacherCache, Path, bool]:
     """The cached teacher outputs for `dataset`, computed (with `teacher_loader()`) only on a miss.
 
     Returns (cache, its file, hit?). The dataset must carry ROW_INDEX = its row position.
@@ -248,7 +253,7 @@ def load_or_compute(teacher_dir, teacher_loader, dataset, collate_fn, max_length
         except Exception as err:  # a corrupt cache file is recomputed, never trusted
             log(f"teacher outputs: ignoring unreadable cache {path} ({type(err).__name__})")
     cache = compute_teacher_outputs(teacher_loader(), dataset, collate_fn, hidden_layers, batch_size, key, log,
-                                    attention_layers=attention_layers)
+                                    attention_layers=attention_layers, kind=kind)
     cache.save(path)
     log(f"teacher outputs: cached to {path}")
     return cache, path, False

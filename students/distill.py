@@ -186,7 +186,7 @@ def run(cfg: Config) -> Path:
         if not generic and teacher_labels != list(task.label_names):
             raise ShrinkbertError(f"the teacher's labels {teacher_labels} are not the task's {list(task.label_names)} "
                                   "(in index order): distil a teacher fine-tuned on this task")
-    collate = make_collate(tokenizer)
+    collate = make_collate(tokenizer, kind_of(task).target_columns)
 
     student, student_record = build_student(cfg, teacher_config, weights)
     s_layers, t_layers = student.config.num_hidden_layers, teacher_config.num_hidden_layers
@@ -212,7 +212,8 @@ def run(cfg: Config) -> Path:
             cache, cache_file, hit = load_or_compute(teacher_source(cfg.teacher, cfg.temperature), teacher_loader, train_set, collate,
                                                      cfg.max_length, hidden_layers,
                                                      teacher_cache_dir(cfg),
-                                                     cfg.eval_batch_size, log=log_main, attention_layers=attention_layers)
+                                                     cfg.eval_batch_size, log=log_main, attention_layers=attention_layers,
+                                                     kind=kind_of(task))
         cache_record = {"used": True, "file": str(cache_file), "hit": hit, "hidden_layers": hidden_layers,
                         "attention_layers": [i + 1 for i in attention_layers]}
     log_main(f"distilling: losses {weights.active()}, layer map {format_layer_map(layer_map)}, teacher "

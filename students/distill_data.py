@@ -31,15 +31,16 @@ def teacher_cache_dir(cfg: Config) -> Path:
     return (Path(cfg.cache_dir).expanduser() if cfg.cache_dir else default_cache_dir()) / "teacher-outputs"
 
 
-def make_collate(tokenizer):
-    """Pad model inputs; carry labels and row indices through as tensors."""
+def make_collate(tokenizer, targets: tuple[str, ...] = ("labels",)):
+    """Pad model inputs; carry the kind's targets (`TaskKind.target_columns`: labels, a QA window's
+    start/end_positions) and row indices through as tensors."""
 
     tokenizer.deprecation_warnings["Asking-to-pad-a-fast-tokenizer"] = True  # pad() is right here: pre-tokenized rows
 
     def collate(features: list[dict]) -> dict:
         inputs = [{k: f[k] for k in MODEL_INPUTS if k in f} for f in features]
         batch = dict(tokenizer.pad(inputs, padding=True, return_tensors="pt"))
-        for key in ("labels", "row_idx"):
+        for key in (*targets, "row_idx"):
             if key in features[0]:
                 values = [f[key] for f in features]
                 if isinstance(values[0], (list, tuple)):  # a tagger's labels: padded to the inputs with IGNORE
@@ -51,8 +52,10 @@ def make_collate(tokenizer):
     return collate
 
 
-def _with_row_index(dataset):
-    keep = [c for c in dataset.column_names if c in (*MODEL_INPUTS, "labels")]
+def _with_row_index(dataset, kind=None):
+    """The model inputs, the kind's targets and scoring columns of tokenized rows, plus each row's index."""
+    kind = kind or kind_of(None)
+    keep = [c for c in dataset.column_names if c in (*MODEL_INPUTS, *kind.target_columns, *kind.scoring_columns)]
     dataset = dataset.select_columns(keep)
     return dataset.add_column("row_idx", list(range(len(dataset))))
 
@@ -80,7 +83,7 @@ def load_data(cfg: Config, tokenizer, spec=None, record: dict | None = None):
             train_set = _with_transfer_rows(train_set, source, task, tokenizer, cfg, guard, record)
         if cfg.max_eval_rows:
             test_set = test_set.select(range(min(cfg.max_eval_rows, len(test_set))))
-        return task, _with_row_index(train_set), _with_row_index(test_set)
+        return task, _with_row_index(train_set, kind_of(task)), _with_row_index(test_set, kind_of(task))
     if cfg.mode == "general":
         import datasets
 

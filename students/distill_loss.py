@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from shrinkbert.core.kinds import kind_of
 from shrinkbert.core.masking import Masker
 from shrinkbert.students.distill_data import MODEL_INPUTS
 from shrinkbert.students.losses import DistillLoss, LossWeights
@@ -36,6 +37,7 @@ def make_loss_fn(distill_loss: DistillLoss, teacher=None, cache=None, tokenizer=
     teacher_hidden_layers = distill_loss.teacher_hidden_layers()
     masker = Masker(tokenizer, mlm_probability) if general else None
     teacher_attention_layers = distill_loss.teacher_attention_layers()
+    outputs_kind = kind_of(kind)  # None: sequence (an MLM teacher's logits in mode general)
 
     def loss_fn(student, batch):
         inputs = _model_inputs(batch)
@@ -50,6 +52,7 @@ def make_loss_fn(distill_loss: DistillLoss, teacher=None, cache=None, tokenizer=
         out = student(**inputs, output_hidden_states=need_hidden, output_attentions=need_attn)
         if cache is not None:
             target = cache.lookup(batch["row_idx"], inputs["input_ids"].shape[1], inputs["input_ids"].device)
+            target.update(outputs_kind.unpack_outputs(target.pop("logits")))
             if need_hidden and any(layer not in target.get("hidden_states", {}) for layer in teacher_hidden_layers):
                 raise RuntimeError("the teacher-output cache lacks hidden layers the losses need")
             if any(layer not in target.get("attentions", {}) for layer in teacher_attention_layers):
@@ -57,8 +60,8 @@ def make_loss_fn(distill_loss: DistillLoss, teacher=None, cache=None, tokenizer=
         else:
             with torch.no_grad():
                 t_out = teacher(**inputs, output_hidden_states=need_hidden, output_attentions=need_attn)
-            target = {"logits": getattr(t_out, "logits", None), "hidden_states": t_out.hidden_states,
-                      "attentions": t_out.attentions}
+            outputs = outputs_kind.outputs(t_out, batch) if not general else {"logits": t_out.logits}
+            target = {**outputs, "hidden_states": t_out.hidden_states, "attentions": t_out.attentions}
         return distill_loss(out, target, batch, labels=labels, positions=positions, kind=kind)
 
     return loss_fn

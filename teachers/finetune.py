@@ -28,7 +28,6 @@ from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds import kind_of, primary_metric, score_split
 from shrinkbert.core.models import check_model_dir, count_parameters, load_model, load_tokenizer
 from shrinkbert.core.predict import model_inputs
-from shrinkbert.core.tagging import IGNORE
 from shrinkbert.core.train import TrainConfig
 from shrinkbert.teachers.common import pad_collate, resolve_model_dir
 
@@ -87,11 +86,10 @@ def run(cfg: Config) -> Path:
         shutil.rmtree(best_dir, ignore_errors=True)
     wait_for_everyone()
 
+    kind = kind_of(task)
+
     def loss_fn(m, batch):
-        out_ = m(**model_inputs(m, batch))
-        scored = batch["labels"] != IGNORE  # every row for a classifier; labelled sub-tokens for a tagger
-        hits = (out_.logits.argmax(-1) == batch["labels"])[scored]
-        return out_.loss, {"accuracy": hits.float().mean()}
+        return kind.train_step_loss(m(**model_inputs(m, batch)), batch)
 
     def eval_fn(m):
         scores = score_split(m, data["validation"], collate, task, cfg.eval_batch_size)

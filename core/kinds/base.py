@@ -75,10 +75,18 @@ class TaskKind(ABC):
     tokens end to end; False: one vector per row ([B, ...])."""
 
     cacheable_outputs: ClassVar[bool] = True
-    """Whether the teacher-output cache (students/cache.py) can hold this kind's outputs. Today it
-    holds one tensor, the forward output's `.logits`: per row ([B, C]), or per real token when the
-    logits are [B, L, C] (packed end to end). A kind whose `output_names` are anything else sets
-    False, and distillation runs its teacher live (or extends the cache)."""
+    """Whether the teacher-output cache (students/cache.py) can hold this kind's outputs. It holds
+    one tensor per row, `pack_outputs` of the outputs: per row ([B, C]), or per real token when it is
+    [B, L, C] (packed end to end); `unpack_outputs` gives the outputs back. A kind whose outputs fit
+    no such tensor sets False, and distillation runs its teacher live."""
+
+    target_columns: ClassVar[tuple[str, ...]] = ("labels",)
+    """The tokenized training columns a batch carries besides the model inputs (the gold targets
+    `hard_loss` and `train_step_loss` read); collated as tensors."""
+
+    scoring_columns: ClassVar[tuple[str, ...]] = ()
+    """Tokenized test columns `score_split` reads besides model inputs and targets (kept on the rows
+    a stage scores, e.g. a QA window's question id and offsets)."""
 
     supports_pairs: ClassVar[bool] = False
     """Whether a task of this kind may read two texts per row (Task.pair)."""
@@ -204,6 +212,23 @@ class TaskKind(ABC):
         """{name: tensor} of `output_names` from a transformers forward output (the teacher-output
         cache stores these; the KD loss compares them). Default: the attributes of those names."""
         return {name: getattr(model_output, name) for name in self.output_names}
+
+    def train_step_loss(self, model_output, batch: dict):
+        """(loss, {name: tensor} logged beside it) of one fine-tuning step from the model's forward output
+        on a collated batch that carries this kind's targets. Default (sequence, token): the model's own
+        loss on batch["labels"] and the accuracy at the labelled positions (-100 marks the rest)."""
+        scored = batch["labels"] != -100  # every row for a classifier; labelled sub-tokens for a tagger (core.tagging.IGNORE)
+        hits = (model_output.logits.argmax(-1) == batch["labels"])[scored]
+        return model_output.loss, {"accuracy": hits.float().mean()}
+
+    def pack_outputs(self, outputs: dict[str, Any]):
+        """`outputs` as the one tensor the teacher-output cache stores ([B, C] or [B, L, C])."""
+        return outputs["logits"]
+
+    def unpack_outputs(self, packed) -> dict[str, Any]:
+        """The `outputs` dict of a tensor `pack_outputs` made (as the cache hands it back, zero past
+        each row's real tokens)."""
+        return {"logits": packed}
 
     @abstractmethod
     def kd_loss(self, student: dict[str, Any], teacher: dict[str, Any], batch: dict, temperature: float):

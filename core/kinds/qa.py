@@ -60,7 +60,8 @@ class QAKind(TaskKind):
     columns = ("id", "title", "context", "question", "answers")
     output_names = ("start_logits", "end_logits")
     per_token_outputs = True
-    cacheable_outputs = False  # the teacher-output cache holds `.logits` only: the teacher runs live for now
+    target_columns = TARGET_COLUMNS
+    scoring_columns = EVAL_COLUMNS
     known_metrics = ("squad", "squad_v2")
     read_priority = 5  # before the catch-all table of texts: SQuAD files have no text/label columns
     description = "extractive question answering"
@@ -173,6 +174,15 @@ class QAKind(TaskKind):
     def _masked(logits, attention_mask):
         return logits.float().masked_fill(attention_mask == 0, MASKED)
 
+    def pack_outputs(self, outputs):
+        """Start and end logits stacked per token ([B, L, 2]): the cache packs each window's real tokens."""
+        import torch  # deferred: torch takes seconds to import
+
+        return torch.stack([outputs["start_logits"], outputs["end_logits"]], dim=-1)
+
+    def unpack_outputs(self, packed):
+        return {"start_logits": packed[..., 0], "end_logits": packed[..., 1]}
+
     def kd_loss(self, student, teacher, batch, temperature):
         """KL of the softened start distribution plus that of the end distribution, each over a
         window's real tokens, T^2-scaled, averaged over the two (as the hard loss averages them)."""
@@ -187,6 +197,12 @@ class QAKind(TaskKind):
         mask = batch["attention_mask"]
         return sum(F.cross_entropy(self._masked(student[name], mask), batch[target])
                    for name, target in zip(self.output_names, TARGET_COLUMNS)) / 2
+
+    def train_step_loss(self, model_output, batch):
+        """The model's own loss on start/end_positions (run_qa's), and how often both ends are hit."""
+        hits = ((model_output.start_logits.argmax(-1) == batch["start_positions"])
+                & (model_output.end_logits.argmax(-1) == batch["end_positions"]))
+        return model_output.loss, {"span_accuracy": hits.float().mean()}
 
     def scored_logits(self, logits, batch, rows=None) -> np.ndarray:
         """Start/end logits ([windows, L, 2], or a (start, end) pair of [windows, L]) -> one row
