@@ -18,13 +18,13 @@ from typing import Callable
 
 import numpy as np
 
-from shrinkbert.compress.common import accuracy
+from shrinkbert.compress.common import accuracy, unit_scores
 
 
 def loss_with_margin(fp32_logits: np.ndarray, int8_logits: np.ndarray, labels: list[int]) -> tuple[float, float]:
-    """(accuracy loss, its paired standard error), both in points, over the same rows."""
-    y = np.asarray(labels)
-    diff = (fp32_logits.argmax(-1) == y).astype(float) - (int8_logits.argmax(-1) == y).astype(float)
+    """(accuracy loss, its paired standard error), both in points, over the same rows (a QA task:
+    per-question F1, so the search is judged on F1)."""
+    diff = unit_scores(fp32_logits, labels) - unit_scores(int8_logits, labels)
     n = len(diff)
     se = float(diff.std(ddof=1) / np.sqrt(n)) if n > 1 else 0.0
     return 100 * float(diff.mean()), 100 * se

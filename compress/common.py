@@ -18,7 +18,6 @@ from shrinkbert.core.data.dataspec import load_splits
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds import kind_of, kind_of_rows
 from shrinkbert.core.models import check_model_dir, load_model, load_tokenizer
-from shrinkbert.core.predict import accuracy  # noqa: F401  (the compress stages score through it)
 
 # Used for parity checks only when no task data is given (recorded as "builtin" in the manifest).
 BUILTIN_SENTENCES = [
@@ -75,6 +74,24 @@ def align_labels(rows: list[dict[str, Any]], task, id2label: dict, tokenizer=Non
     return kind_of_rows(rows).gold_labels(rows, task, id2label, tokenizer, max_length)
 
 
+def unit_scores(logits: np.ndarray, labels) -> np.ndarray | None:
+    """One score in [0, 1] per scored unit, what accuracy averages and accuracy-aware quantization
+    pairs: the labels' own where they carry it (a QA question's F1, core/kinds/qa.QALabels), else
+    arg-max == label; None when there are no (or unlabelled) rows."""
+    if labels is None or len(labels) == 0 or any(label is None for label in labels):
+        return None
+    own = getattr(labels, "unit_scores", None)
+    if own is not None:
+        return own(logits)
+    return (np.asarray(logits).argmax(-1) == np.asarray(labels)).astype(np.float64)
+
+
+def accuracy(logits: np.ndarray, labels) -> float | None:
+    """Mean of `unit_scores`: the share of rows whose arg-max matches the label (a QA task: mean F1 / 100)."""
+    scores = unit_scores(logits, labels)
+    return None if scores is None else float(scores.mean())
+
+
 def task_scores(task, logits: np.ndarray, labels) -> dict[str, float | None]:
     """The task's metrics from scored logits and align_labels' labels: accuracy, plus entity F1 for NER."""
     return kind_of(task).score(task, logits, labels)
@@ -104,8 +121,9 @@ def torch_logits(model, tokenizer, rows, max_length: int = 128, batch_size: int 
     with torch.inference_mode():
         for i in range(0, len(rows), batch_size):
             batch = encode(tokenizer, rows[i:i + batch_size], max_length, return_tensors="pt")
-            logits = model(**batch).logits.float().numpy()
-            out.append(per_word(logits, batch, rows[i:i + batch_size]))
+            kind = kind_of_rows(rows)
+            outputs = {k: v.float().numpy() for k, v in kind.outputs(model(**batch), batch).items()}
+            out.append(per_word(kind.output_array(outputs), batch, rows[i:i + batch_size]))
     return np.concatenate(out) if out else np.zeros((0, model.config.num_labels), np.float32)
 
 
@@ -153,13 +171,15 @@ def check_onnx_file(path: str | Path):
 
 def ort_logits(session, tokenizer, rows, max_length: int = 128, batch_size: int = 32) -> np.ndarray:
     names = {i.name for i in session.get_inputs()}
+    output_names = [o.name for o in session.get_outputs()]
     out = []
     for i in range(0, len(rows), batch_size):
         batch = encode(tokenizer, rows[i:i + batch_size], max_length)
         feed = {k: np.asarray(v, dtype=np.int64) for k, v in batch.items() if k in names}
         if "token_type_ids" in names and "token_type_ids" not in feed:
             feed["token_type_ids"] = np.zeros_like(feed["input_ids"])
-        out.append(per_word(session.run(None, feed)[0], batch, rows[i:i + batch_size]))
+        outputs = dict(zip(output_names, session.run(None, feed)))
+        out.append(per_word(kind_of_rows(rows).output_array(outputs), batch, rows[i:i + batch_size]))
     return np.concatenate(out)
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from shrinkbert.compress.common import encode
+from shrinkbert.core.kinds import kind_of_rows
 
 
 def bert_layers(model):
@@ -54,14 +55,7 @@ def score(model, tokenizer, rows: list[dict[str, Any]], labels: list[int | None]
         for start in range(0, len(rows), batch_size):
             chunk = rows[start:start + batch_size]
             batch = encode(tokenizer, chunk, max_length, return_tensors="pt")
-            logits = model(**batch).logits
-            target = labels[start:start + batch_size]
-            if logits.dim() == 3:  # a tagger: scored on its own predictions at every real token
-                logits = logits[batch["attention_mask"].bool()]
-                target = [None]
-            target = (torch.tensor(target) if all(t is not None for t in target)
-                      else logits.detach().argmax(-1))
-            loss = torch.nn.functional.cross_entropy(logits, target)
+            loss = kind_of_rows(chunk).importance_loss(model(**batch), batch, labels[start:start + batch_size])
             model.zero_grad()
             for g in gates:
                 g.grad = None

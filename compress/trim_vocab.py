@@ -6,6 +6,15 @@ rewritten with the new ids. WordPiece is greedy longest-match-first, so removing
 never used cannot change how that text splits: on covered text the trimmed model gives the same
 logits (checked here on every corpus text before the artifact is written). Text outside the corpus
 may split differently (into the kept characters) or hit [UNK].
+
+A kind whose model meets text at use time that no split holds (`TaskKind.open_vocabulary`: QA,
+whose contexts are new documents) is trimmed on its train and validation texts only and measured
+on its test split's texts as unseen text: the share of their tokens that become [UNK] and how many
+more tokens they split into. Past either bound (--max-unseen-unk-rate, --max-unseen-token-increase)
+the stage refuses with one line and writes nothing: words split into characters read as noise to
+a model that never trained on those pieces, and longer windows cost latency, so for such a task a
+trimmed vocabulary only pays where the use-time text is as narrow as the training text (then
+raise the bounds, or give --corpus-files of that text).
 """
 from __future__ import annotations
 
@@ -34,21 +43,57 @@ class Config(DataConfig):
     keep_tokens: list[str] = field([], "extra tokens to keep")
     keep_ascii_chars: bool = field(True, "keep single ASCII characters (and ##x) so unseen words split instead of [UNK]")
     max_train_rows: int = field(0, "cap on corpus texts (0: all)", min=0)
+    max_unseen_unk_rate: float = field(0.001, "open-vocabulary tasks (QA): largest share of the test texts' tokens "
+                                              "that may become [UNK] after trimming", min=0, max=1)
+    max_unseen_token_increase: float = field(0.02, "open-vocabulary tasks (QA): largest relative growth of the test "
+                                                   "texts' token count after trimming (words split into pieces)", min=0)
 
 
-def corpus_texts(cfg: Config, spec=None) -> list[str | tuple[str, str]]:
-    """The texts whose tokens are kept: every split of the task (so no test word becomes [UNK]) plus files."""
+def corpus_texts(cfg: Config, spec=None) -> tuple[list[str | tuple[str, str]], list]:
+    """(the texts whose tokens are kept, unseen texts to measure the trimmed tokenizer on). Kept: every
+    split of the task (so no test word becomes [UNK]) plus files; for an open-vocabulary kind (QA)
+    train and validation only, its test texts being the unseen ones."""
     texts: list = []
+    unseen: list = []
     if spec is not None:
         task, dsd = load_splits(spec, cfg.cache_dir)
-        for split in dsd.values():
-            texts.extend(kind_of(task).texts(split))
+        kind = kind_of(task)
+        for name, split in dsd.items():
+            (unseen if kind.open_vocabulary and name == "test" else texts).extend(kind.texts(split))
     for file in cfg.corpus_files:
         path = Path(file)
         require(path.is_file(), f"corpus file {path} does not exist")
         texts.extend(line.rstrip("\n") for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip())
     require(bool(texts), "trim-vocab needs a corpus: pass --task TASK and/or --corpus-files FILE")
-    return texts[:cfg.max_train_rows] if cfg.max_train_rows else texts
+    return (texts[:cfg.max_train_rows] if cfg.max_train_rows else texts), unseen
+
+
+def untruncated(tokenizer):
+    """A copy of a fast tokenizer's backend that splits whole texts (a saved one may truncate)."""
+    from tokenizers import Tokenizer
+
+    backend = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
+    backend.no_truncation()
+    return backend
+
+
+def unseen_text_check(cfg: Config, tokenizer, trimmed, unseen: list) -> dict:
+    """How the trimmed tokenizer splits unseen texts against the original: ShrinkbertError (one
+    line) past the config's bounds, else the measured rates (for the manifest)."""
+    before, after = (encode_all(untruncated(t), unseen) for t in (tokenizer, trimmed))
+    tokens_before, tokens_after = sum(map(len, before)), sum(map(len, after))
+    unk_before = sum(ids.count(tokenizer.unk_token_id) for ids in before)
+    unk_rate = (sum(ids.count(trimmed.unk_token_id) for ids in after) - unk_before) / max(1, tokens_after)
+    increase = tokens_after / max(1, tokens_before) - 1
+    measured = {"unseen_texts": len(unseen), "unseen_unk_rate": round(unk_rate, 5),
+                "unseen_token_increase": round(increase, 5)}
+    if unk_rate > cfg.max_unseen_unk_rate or increase > cfg.max_unseen_token_increase:
+        raise ShrinkbertError(
+            f"trimming would hurt unseen text: on the {len(unseen)} held-out test texts {unk_rate:.2%} of tokens become "
+            f"[UNK] (bound {cfg.max_unseen_unk_rate:.2%}) and they split into {increase:.1%} more tokens (bound "
+            f"{cfg.max_unseen_token_increase:.1%}); keep the model's general vocabulary (skip trim-vocab) or raise "
+            "--max-unseen-unk-rate/--max-unseen-token-increase")
+    return measured
 
 
 def encode_all(backend, texts) -> list[list[int]]:
@@ -121,7 +166,7 @@ def run(cfg: Config) -> Path:
     require(model.get_output_embeddings() is None,
             "trim-vocab handles classifiers; this model has a tied output (LM) head")
     spec = resolve_spec(cfg, [cfg.model], required=False)
-    texts = corpus_texts(cfg, spec)
+    texts, unseen = corpus_texts(cfg, spec)
     encodings = encode_all(tokenizer.backend_tokenizer, texts)
     keep = kept_ids(tokenizer, encodings, cfg)
     mapping = {old: new for new, old in enumerate(keep)}
@@ -139,11 +184,12 @@ def run(cfg: Config) -> Path:
             if [mapping[i] for i in old_ids] != new_ids:
                 raise ShrinkbertError("trimmed tokenizer splits a corpus text differently; "
                                       "this tokenizer is not plain WordPiece and cannot be trimmed safely")
+        unseen_metrics = unseen_text_check(cfg, tokenizer, trimmed, unseen) if unseen else {}
         metrics = {"vocab_before": old_size, "vocab_after": len(keep), "vocab_ratio": round(len(keep) / old_size, 4),
                    "params_before": old_params, "params_after": count_parameters(model),
                    "corpus_texts": len(texts), "corpus_tokens": sum(len(e) for e in encodings),
                    "unk_tokens_in_corpus": sum(e.count(tokenizer.unk_token_id) for e in encodings),
-                   "checked_identical_ids_on_corpus": True}
+                   "checked_identical_ids_on_corpus": True, **unseen_metrics}
         write_manifest(tmp, stage="trim-vocab", parents=[cfg.model], config=to_dict(cfg), metrics=metrics,
                        num_parameters=count_parameters(model), data=spec.record() if spec else None)
     return Path(cfg.output_dir)

@@ -88,6 +88,11 @@ class TaskKind(ABC):
     """Tokenized test columns `score_split` reads besides model inputs and targets (kept on the rows
     a stage scores, e.g. a QA window's question id and offsets)."""
 
+    open_vocabulary: ClassVar[bool] = False
+    """True when the model meets text at use time that no split holds (QA: new documents): trim-vocab
+    then keeps the train/validation tokens only and measures the trimmed vocabulary on the test
+    texts as unseen text (compress/trim_vocab.py), refusing where it would hurt."""
+
     supports_pairs: ClassVar[bool] = False
     """Whether a task of this kind may read two texts per row (Task.pair)."""
 
@@ -230,6 +235,18 @@ class TaskKind(ABC):
         each row's real tokens)."""
         return {"logits": packed}
 
+    def importance_loss(self, model_output, batch: dict, labels: list):
+        """The loss whose gradients rank heads and neurons for pruning (compress/importance.py), on one
+        encoded batch of rows and their `gold_labels`: cross-entropy on the labels, or on the model's
+        own predictions where rows carry none (a tagger: always, at every real token)."""
+        import torch  # deferred: torch takes seconds to import
+
+        logits, target = model_output.logits, labels
+        if logits.dim() == 3:
+            logits, target = logits[batch["attention_mask"].bool()], [None]
+        target = torch.tensor(target) if all(t is not None for t in target) else logits.detach().argmax(-1)
+        return torch.nn.functional.cross_entropy(logits, target)
+
     @abstractmethod
     def kd_loss(self, student: dict[str, Any], teacher: dict[str, Any], batch: dict, temperature: float):
         """The distillation loss at the outputs (a scalar tensor): student and teacher are `outputs`
@@ -253,6 +270,11 @@ class TaskKind(ABC):
         """Gold labels of rows in the model's own label ids, one per `scored_logits` row (a list of
         Nones when the rows are unlabelled). Where scoring needs row boundaries (entity F1) the list
         carries them (see token.WordLabels)."""
+
+    def output_array(self, outputs: dict[str, Any]) -> np.ndarray:
+        """The one raw array `scored_logits` reads, from a forward's outputs by name as numpy arrays
+        (PyTorch's `outputs` or an ONNX Runtime session's named outputs). Default: "logits"."""
+        return np.asarray(outputs["logits"])
 
     def predictions(self, scored: np.ndarray) -> np.ndarray:
         """Predicted label ids from `scored_logits` rows (default: arg-max)."""

@@ -31,7 +31,7 @@ from shrinkbert.core.kinds.edge.qa_edge import answer_question, best_null_thresh
 from shrinkbert.core.kinds.losses import kd_logits_loss
 from shrinkbert.core.metrics.squad.compute_score import compute_score, question_scores
 from shrinkbert.core.predict import model_inputs
-from shrinkbert.core.qa_windows import DOC_STRIDE, MAX_LENGTH, encode_batch, tokenize_windows
+from shrinkbert.core.qa_windows import DOC_STRIDE, MAX_LENGTH, context_offsets, encode_batch, tokenize_windows
 
 LABEL_NAMES = ("start", "end")  # ForQuestionAnswering's two outputs per token (num_labels 2)
 MODEL_COLUMNS = ("input_ids", "attention_mask", "token_type_ids")
@@ -49,6 +49,36 @@ def is_v2(task) -> bool:
     return task is not None and "squad_v2" in task.metrics
 
 
+class QALabels(list):
+    """Gold answers of QA rows (one list of texts per question), with what scoring flat
+    `scored_logits` rows needs: each window's question index, real-token count and context
+    offsets, and each question's context (the windows of `encode` at the same max_length)."""
+
+    def __init__(self, answers, owners, lengths, offsets, contexts, version_2: bool):
+        super().__init__(answers)
+        self.owners, self.lengths, self.offsets, self.contexts = owners, lengths, offsets, contexts
+        self.version_2 = version_2
+
+    def answers(self, scored: np.ndarray) -> list[dict]:
+        """One answer dict (qa_edge.answer_question) per question from flat (start, end) rows."""
+        scored = np.asarray(scored)
+        if len(scored) != sum(self.lengths):
+            raise ShrinkbertError(f"{len(scored)} scored QA rows for windows of {sum(self.lengths)} tokens: "
+                                  "score with the max_length the rows were encoded with")
+        bounds = np.concatenate([[0], np.cumsum(self.lengths)])
+        parts: list[list[tuple]] = [[] for _ in self]
+        for window, owner in enumerate(self.owners):
+            rows = scored[bounds[window]:bounds[window + 1]]
+            parts[owner].append((rows[:, 0], rows[:, 1], self.offsets[window]))
+        return [answer_question(part, context, version_2_with_negative=self.version_2)
+                for part, context in zip(parts, self.contexts)]
+
+    def unit_scores(self, scored: np.ndarray) -> np.ndarray:
+        """Each question's F1 in [0, 1] (the unit accuracy-style checks average and pair)."""
+        return np.asarray([question_scores(found["text"], gold)[1]
+                           for found, gold in zip(self.answers(scored), self)], dtype=np.float64)
+
+
 @register
 class QAKind(TaskKind):
     name = "qa"
@@ -60,6 +90,7 @@ class QAKind(TaskKind):
     columns = ("id", "title", "context", "question", "answers")
     output_names = ("start_logits", "end_logits")
     per_token_outputs = True
+    open_vocabulary = True  # a deployed QA model reads documents no split held
     target_columns = TARGET_COLUMNS
     scoring_columns = EVAL_COLUMNS
     known_metrics = ("squad", "squad_v2")
@@ -122,7 +153,7 @@ class QAKind(TaskKind):
 
     def example_rows(self, sentences: Sequence[str]) -> list[dict[str, Any]]:
         return [{"id": str(i), "title": "", "context": text, "question": " ".join(text.split()[:4]) + "?",
-                 "answers": {"text": [], "answer_start": []}} for i, text in enumerate(sentences)]
+                 "answers": None} for i, text in enumerate(sentences)]
 
     def test_rows(self, split, task) -> dict[str, Any]:
         return {"texts": list(split["question"]), "pairs": list(split["context"]),
@@ -204,6 +235,15 @@ class QAKind(TaskKind):
                 & (model_output.end_logits.argmax(-1) == batch["end_positions"]))
         return model_output.loss, {"span_accuracy": hits.float().mean()}
 
+    def importance_loss(self, model_output, batch, labels):
+        """Cross-entropy of the start and end logits against the model's own best start and end per
+        window (a window's gold positions are not in the encoded rows; pruning ranks by sensitivity)."""
+        import torch.nn.functional as F  # deferred: torch takes seconds to import
+
+        mask = batch["attention_mask"]
+        return sum(F.cross_entropy(logits, logits.detach().argmax(-1))
+                   for logits in (self._masked(getattr(model_output, name), mask) for name in self.output_names)) / 2
+
     def scored_logits(self, logits, batch, rows=None) -> np.ndarray:
         """Start/end logits ([windows, L, 2], or a (start, end) pair of [windows, L]) -> one row
         (start, end) per real token of every window: the flat rows parity checks compare."""
@@ -217,12 +257,30 @@ class QAKind(TaskKind):
         return logits[mask]
 
     def gold_labels(self, rows, task, id2label, tokenizer=None, max_length: int = MAX_LENGTH) -> list:
-        return [list(r["answers"]["text"]) if r.get("answers") else None for r in rows]
+        """A QALabels: the gold texts per question (None for unlabelled rows) and the windows that
+        `encode` makes of the rows at max_length (needs the tokenizer)."""
+        answers = [list(r["answers"]["text"]) if r.get("answers") is not None else None for r in rows]
+        if tokenizer is None or not rows:
+            return answers
+        encoded = tokenize_windows(tokenizer, [r["question"] for r in rows], [r["context"] for r in rows],
+                                   max_length, doc_stride(max_length))
+        windows = range(len(encoded["input_ids"]))
+        return QALabels(answers, list(encoded["overflow_to_sample_mapping"]),
+                        [int(sum(encoded["attention_mask"][w])) for w in windows],
+                        [context_offsets(encoded, w) for w in windows], [r["context"] for r in rows], is_v2(task))
+
+    def output_array(self, outputs) -> np.ndarray:
+        """Start and end logits side by side ([windows, L, 2]), as `scored_logits` reads them."""
+        return np.stack([np.asarray(outputs["start_logits"]), np.asarray(outputs["end_logits"])], axis=-1)
 
     # -- metrics ----------------------------------------------------------------------------------
     def score(self, task, scored, labels) -> dict[str, float | None]:
-        raise ShrinkbertError("a QA task is scored on answers, not on flat logits: use score_split "
-                              "(windows with offsets) or score_answers")
+        """SQuAD scores of flat `scored_logits` rows against `gold_labels`' QALabels (their windows)."""
+        if not isinstance(labels, QALabels) or any(gold is None for gold in labels):
+            return {"exact_match": None, "f1": None}
+        found = labels.answers(scored)
+        return self.score_answers(task, {str(i): a["text"] for i, a in enumerate(found)},
+                                  {str(i): list(gold) for i, gold in enumerate(labels)})
 
     def score_answers(self, task, predictions: dict[str, str], references: dict[str, list[str]]) -> dict[str, float]:
         """SQuAD scores of {id: answer text} against {id: gold texts} (core/metrics/squad's rules)."""
