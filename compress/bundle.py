@@ -97,7 +97,9 @@ def run(cfg: Config) -> Path:
     rows, task = load_rows(spec, "validation", cfg.parity_rows, cfg.cache_dir, kind=kind)
     labels = align_labels(rows, task, config.id2label, tokenizer, cfg.max_length)
     # Same batches on both sides: dynamic int8 scales depend on the whole batch (padding included).
-    source = ort_logits(ort_session(src), tokenizer, rows, cfg.max_length, batch_size=16)
+    session = ort_session(src)
+    source = ort_logits(session, tokenizer, rows, cfg.max_length, batch_size=16)
+    meta.update(kind.bundle_validation_meta(task, source, labels))  # settings chosen on these validation rows
     with atomic_artifact(cfg.output_dir) as tmp:
         tmp = Path(tmp)
         shutil.copy2(src, tmp / "model.onnx")
@@ -115,6 +117,11 @@ def run(cfg: Config) -> Path:
                 f"on the same {len(rows)} rows; no bundle written")
         vs_source = parity(source, bundle)
         passed = vs_source["max_abs_logit_diff"] <= cfg.tolerance
+        agreement = kind.bundle_agreement(predictor, rows, task, tokenizer, cfg.max_length,
+                                          lambda part: ort_logits(session, tokenizer, part, cfg.max_length), meta)
+        if agreement is not None:
+            vs_source["predictions_identical"] = agreement
+            passed = passed and agreement["same"] == agreement["of"]
         metrics = {"vs_source": {**vs_source, "tolerance": cfg.tolerance, "passed": passed,
                                  "rows_source": spec.task if spec else "builtin-sentences"},
                    "bundle_mb": round(sum(f.stat().st_size for f in tmp.iterdir()) / 1e6, 3),
@@ -149,7 +156,9 @@ def run(cfg: Config) -> Path:
             if not cfg.allow_parity_failure:
                 raise ShrinkbertError(
                     f"bundle parity failed: its predictor differs from {src} by up to "
-                    f"{vs_source['max_abs_logit_diff']:.2e} in logits (tolerance {cfg.tolerance:.0e}); no bundle written")
+                    f"{vs_source['max_abs_logit_diff']:.2e} in logits (tolerance {cfg.tolerance:.0e})"
+                    + (f" and predicts as it does on {agreement['same']} of {agreement['of']} texts" if agreement else "")
+                    + "; no bundle written")
             metrics["parity_failure_allowed"] = True
         metrics["runtime"] = choose_runtime(tmp, cfg.max_length)  # also labels.json "runtime": the Predictor's defaults
         parents = [cfg.model] + ([cfg.reference] if cfg.reference else [])
@@ -157,6 +166,10 @@ def run(cfg: Config) -> Path:
         checks = [check("parity", vs_source["max_abs_logit_diff"] <= cfg.tolerance,
                         f"max |logit diff| vs {src_dir.name} {vs_source['max_abs_logit_diff']:.2e} "
                         f"(tolerance {cfg.tolerance:.0e}) on {vs_source['rows']} {unit}")]
+        if agreement is not None:
+            checks.append(check("predictions_identical", agreement["same"] == agreement["of"],
+                                f"the bundle's own predictions equal {src_dir.name}'s on {agreement['same']} of "
+                                f"{agreement['of']} parity texts"))
         if cfg.reference:
             checks.append(check("reference_agreement", metrics["vs_reference"]["passed"],
                                 f"labels agree with {cfg.reference} on {metrics['vs_reference']['label_agreement']:.1%} "

@@ -12,6 +12,12 @@ A sequence classifier (one label per text):
     from predict import Predictor
     Predictor().predict(["some text"])            # [{"label": ..., "score": ..., "scores": {...}}]
 
+An extractive QA model (an answer span of a context):
+
+    python predict.py --question "Who wrote it?" --context context.txt    # text<TAB>score
+    echo '{"question": "...", "context": "..."}' | python predict.py --json
+    Predictor().answer("Who wrote it?", context)   # {"text", "start", "end", "score"}
+
 A token classifier (a tag per word: NER, part of speech):
 
     python predict.py "Apple is looking at buying a U.K. startup"   # one JSON object per text
@@ -73,6 +79,7 @@ class Predictor:
         the same process, another server) runs better with spin=False and fewer threads."""
         root = Path(bundle_dir) if bundle_dir else HERE
         meta = json.loads((root / "labels.json").read_text(encoding="utf-8"))
+        self.meta = meta  # the kind's own entries too (a QA bundle's null threshold)
         self.labels = [meta["id2label"][str(i)] for i in range(len(meta["id2label"]))]
         self.kind = meta.get("kind", "sequence")  # bundles written before token support are sequence ones
         self.edge = load_kind_module(root, meta)  # what outputs become: the task kind's own file
@@ -125,6 +132,13 @@ class Predictor:
         texts = [texts] if isinstance(texts, str) else list(texts)
         return self.edge.predict(self, texts, pairs, batch_size)
 
+    def answer(self, question: str, context: str) -> dict:
+        """Extractive QA bundle: {"text", "start", "end", "score"} of the answer span in `context`
+        (text "" and start/end/score None when a SQuAD v2 bundle finds no answer)."""
+        if not hasattr(self.edge, "answer"):
+            raise ValueError(f"this bundle is a {self.kind} model: answer() is for question-answering bundles")
+        return self.edge.answer(self, question, context)
+
     def predict_words(self, word_lists: list[list[str]], batch_size: int = 32) -> list[list[dict]]:
         """Tags of pre-split words: per list, [{"word", "tag", "score"}, ...] for the words that fit."""
         return self.edge.predict_words(self, word_lists, batch_size)
@@ -162,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("text", nargs="*", help="text(s) to classify; none: read lines from stdin")
     parser.add_argument("--pair", action="append", help="second text of a pair (one per text)")
     parser.add_argument("--batch", help="file with one text per line (a<TAB>b for pairs)")
+    parser.add_argument("--question", help="question-answering bundles: the question (with --context FILE)")
+    parser.add_argument("--context", help="question-answering bundles: a text file holding the context")
     parser.add_argument("--json", action="store_true", help="print one JSON object per text (always, for tagging)")
     parser.add_argument("--threads", type=int, default=None,
                         help="ONNX Runtime threads (default: labels.json's runtime, else one per physical core)")
@@ -177,6 +193,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.benchmark:
         text = args.text[0] if args.text else "the movie was good"
         print(json.dumps(predictor.benchmark(text, args.batch_size, args.seq_len, runs=args.benchmark)))
+        return 0
+    if args.question is not None or args.context is not None:
+        if args.question is None or args.context is None:
+            parser.error("give both --question and --context FILE")
+        try:
+            context = Path(args.context).read_text(encoding="utf-8")
+        except OSError as err:
+            parser.error(f"cannot read --context {args.context}: {err.strerror}")
+        try:
+            result = predictor.answer(args.question, context)
+        except ValueError as err:
+            parser.error(str(err))
+        print(json.dumps(result) if args.json else f"{result['text']}\t{result['score']}")
         return 0
     if args.batch:
         with open(args.batch, encoding="utf-8") as handle:

@@ -83,5 +83,5 @@ def test_answer_from_logits_without_torch(questions, minilm_dir):
     predictor.session = OracleSession(list(spans))
     found = qa_edge.predict(predictor, list(questions["question"]), list(questions["context"]))
     for result, context, answers in zip(found, questions["context"], questions["answers"]):
-        assert context[result["start"]:result["end"]] == result["answer"]
-        assert answers["text"][0] in result["answer"] and 0 < result["score"] <= 1
+        assert context[result["start"]:result["end"]] == result["text"]
+        assert answers["text"][0] in result["text"] and 0 < result["score"] <= 1

@@ -339,5 +339,16 @@ class TaskKind(ABC):
         """Entries this kind adds to a bundle's labels.json besides id2label/max_length/"kind"."""
         return {}
 
+    def bundle_validation_meta(self, task, scored, labels) -> dict[str, Any]:
+        """Entries of labels.json chosen on validation rows (a QA v2 null threshold): `scored` and
+        `labels` are the bundled model's `scored_logits` and `gold_labels` there (task None: no rows)."""
+        return {}
+
+    def bundle_agreement(self, predictor, rows, task, tokenizer, max_length: int, source_scored, meta: dict):
+        """{"same": n, "of": rows} of the bundle's user-facing predictions (its Predictor's) that equal
+        the source model's, where parity of the scored rows does not already say so; `source_scored(rows)`
+        runs the source model. None (the default): logit parity and label agreement suffice."""
+        return None
+
     def __repr__(self) -> str:
         return f"<task kind {self.name}>"

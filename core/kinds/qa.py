@@ -59,7 +59,7 @@ class QALabels(list):
         self.owners, self.lengths, self.offsets, self.contexts = owners, lengths, offsets, contexts
         self.version_2 = version_2
 
-    def answers(self, scored: np.ndarray) -> list[dict]:
+    def answers(self, scored: np.ndarray, null_threshold: float = 0.0) -> list[dict]:
         """One answer dict (qa_edge.answer_question) per question from flat (start, end) rows."""
         scored = np.asarray(scored)
         if len(scored) != sum(self.lengths):
@@ -70,8 +70,16 @@ class QALabels(list):
         for window, owner in enumerate(self.owners):
             rows = scored[bounds[window]:bounds[window + 1]]
             parts[owner].append((rows[:, 0], rows[:, 1], self.offsets[window]))
-        return [answer_question(part, context, version_2_with_negative=self.version_2)
+        return [answer_question(part, context, version_2_with_negative=self.version_2, null_threshold=null_threshold)
                 for part, context in zip(parts, self.contexts)]
+
+    def null_threshold(self, scored: np.ndarray) -> float:
+        """SQuAD v2: the no-answer threshold that maximises F1 on these (validation) rows."""
+        spans = self.answers(scored, null_threshold=float("inf"))
+        found = self.answers(scored)
+        return best_null_threshold([a["null_score_diff"] for a in found],
+                                   [question_scores(s["text"], gold)[1] for s, gold in zip(spans, self)],
+                                   [any(g.strip() for g in gold) for gold in self])
 
     def unit_scores(self, scored: np.ndarray) -> np.ndarray:
         """Each question's F1 in [0, 1] (the unit accuracy-style checks average and pair)."""
@@ -268,6 +276,25 @@ class QAKind(TaskKind):
         return QALabels(answers, list(encoded["overflow_to_sample_mapping"]),
                         [int(sum(encoded["attention_mask"][w])) for w in windows],
                         [context_offsets(encoded, w) for w in windows], [r["context"] for r in rows], is_v2(task))
+
+    def bundle_validation_meta(self, task, scored, labels):
+        """SQuAD v2 bundles answer "" past the null threshold chosen on the validation rows given."""
+        if not is_v2(task):
+            return {"version_2_with_negative": False}
+        labelled = isinstance(labels, QALabels) and scored is not None and all(g is not None for g in labels)
+        return {"version_2_with_negative": True, "null_threshold": labels.null_threshold(scored) if labelled else 0.0}
+
+    def bundle_agreement(self, predictor, rows, task, tokenizer, max_length, source_scored, meta):
+        """Each question's answer from the bundle's `answer()` against the source model's over the same
+        windows, run as one batch per question as the bundle runs them (dynamic int8 scales depend on
+        the batch): text and character span must be identical."""
+        same = 0
+        for row in rows:
+            labels = self.gold_labels([row], task, None, tokenizer, max_length)
+            expected = labels.answers(source_scored([row]), float(meta.get("null_threshold", 0.0)))[0]
+            got = predictor.answer(row["question"], row["context"])
+            same += (got["text"], got["start"], got["end"]) == (expected["text"], expected["start"], expected["end"])
+        return {"same": same, "of": len(rows)}
 
     def output_array(self, outputs) -> np.ndarray:
         """Start and end logits side by side ([windows, L, 2]), as `scored_logits` reads them."""

@@ -140,16 +140,19 @@ def window_logits(p, encodings) -> tuple[np.ndarray, np.ndarray]:
     return outputs["start_logits"], outputs["end_logits"]
 
 
-def answer(p, question: str, context: str, version_2_with_negative: bool = False, null_threshold: float = 0.0) -> dict:
-    """{"answer", "start", "end", "score"}: the span's text and character offsets into the context,
-    and its probability among the n_best candidates; answer "" and start/end/score None for none."""
+def answer(p, question: str, context: str) -> dict:
+    """{"text", "start", "end", "score"}: the span's text and character offsets into the context,
+    and its probability among the n_best candidates; text "" and start/end/score None for no answer
+    (SQuAD v2 bundles: labels.json's version_2_with_negative and validation-chosen null_threshold)."""
+    meta = getattr(p, "meta", {})
     encodings = encode_windows(p.tokenizer, question, context, p.max_length)
     starts, ends = window_logits(p, encodings)
     found = answer_question([(starts[i], ends[i], window_offsets(e)) for i, e in enumerate(encodings)], context,
-                            version_2_with_negative=version_2_with_negative, null_threshold=null_threshold)
+                            version_2_with_negative=bool(meta.get("version_2_with_negative")),
+                            null_threshold=float(meta.get("null_threshold", 0.0)))
     if found["start"] is None:
-        return {"answer": "", "start": None, "end": None, "score": None}
-    return {"answer": found["text"], "start": found["start"], "end": found["end"], "score": found["score"]}
+        return {"text": "", "start": None, "end": None, "score": None}
+    return {"text": found["text"], "start": found["start"], "end": found["end"], "score": found["score"]}
 
 
 def predict(p, texts, pairs=None, batch_size: int = 32) -> list[dict]:
@@ -159,11 +162,14 @@ def predict(p, texts, pairs=None, batch_size: int = 32) -> list[dict]:
     return [answer(p, question, context) for question, context in zip(texts, pairs)]
 
 
-def logits(p, texts, pairs=None) -> np.ndarray:
-    """(real tokens of every window, 2): start and end logits, question after question (parity rows)."""
+def logits(p, texts, pairs=None, batch_size: int = 1) -> np.ndarray:
+    """(real tokens of every window, 2): start and end logits, question after question (parity rows);
+    the windows of batch_size questions run as one batch (the kit's parity batches)."""
     rows = []
-    for question, context in zip(texts, pairs or []):
-        encodings = encode_windows(p.tokenizer, question, context, p.max_length)
+    pairs = list(pairs or [])
+    for first in range(0, min(len(texts), len(pairs)), batch_size):
+        encodings = [e for question, context in zip(texts[first:first + batch_size], pairs[first:first + batch_size])
+                     for e in encode_windows(p.tokenizer, question, context, p.max_length)]
         starts, ends = window_logits(p, encodings)
         for i, e in enumerate(encodings):
             real = np.asarray(e.attention_mask, dtype=bool)
@@ -172,7 +178,7 @@ def logits(p, texts, pairs=None) -> np.ndarray:
 
 
 def rows_logits(p, rows, batch_size: int = 16) -> np.ndarray:
-    return logits(p, [r["question"] for r in rows], [r["context"] for r in rows])
+    return logits(p, [r["question"] for r in rows], [r["context"] for r in rows], batch_size)
 
 
 def word_logits(p, word_lists):
@@ -191,6 +197,6 @@ def read_lines(handle) -> tuple[list[str], list[str]]:
 
 def print_results(p, texts, pairs, as_json: bool, error) -> None:
     if pairs is None:
-        error("a QA bundle needs --pair CONTEXT (or JSON lines of question and context on stdin)")
+        error("a QA bundle needs --question Q --context FILE (or JSON lines of question and context on stdin)")
     for result in predict(p, texts, pairs):
-        print(json.dumps(result) if as_json else f"{result['answer']}\t{result['score']}")
+        print(json.dumps(result) if as_json else f"{result['text']}\t{result['score']}")
