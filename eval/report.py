@@ -193,7 +193,7 @@ def paired_difference(v: Variant, other: Variant, rows: TestRows) -> dict[str, A
     if mine[1] != theirs[1] or len(mine[0]) != len(theirs[0]):
         return {"vs": other.name, "unavailable": f"the two scored different {rows.kind.scored_unit} "
                                                  "(truncation or tokenizer differ)"}
-    metric = "word accuracy" if mine[1] is not None else "accuracy"
+    metric = (v.accuracy or {}).get("correct_metric") or ("word accuracy" if mine[1] is not None else "accuracy")
     return {"vs": other.name, "metric": metric, **compare(mine[0], theirs[0], row_counts=mine[1]).to_dict()}
 
 

@@ -15,6 +15,13 @@ one logits row per word (its first sub-token, core/tagging.py), row after row; w
 max_length (and words the tokenizer turns into nothing) are not scored, and the indices say which
 of each row's gold tags to keep.
 
+A model with several outputs (extractive QA: start and end logits) is scored through
+
+    runner.forward_outputs(inputs) -> {output name: np.ndarray}   (every named output)
+    runner.own_answers(questions, contexts) -> [answer dicts] or None  (a QA bundle's own answer())
+
+the task kind (core/kinds) encoding the inputs with `runner.tokenizer` and reading the outputs.
+
 Threads are set explicitly for both runtimes (STACK.md): torch intra-op threads, and ORT
 intra_op_num_threads with spinning off, so an ORT session does not slow the next torch call.
 These runners load, encode and score in the harness's process; the report's latency is timed in a
@@ -126,6 +133,19 @@ class Runner:
         """Tokenizer output (int64 arrays) as this runner's forward takes it."""
         raise NotImplementedError
 
+    def prepare(self, encoded: dict[str, np.ndarray]) -> dict[str, Any]:
+        """Model inputs (int64 arrays, e.g. a task kind's own encoding) as this runner's forward takes them."""
+        return self._prepare({k: np.asarray(v, dtype=np.int64) for k, v in encoded.items()})
+
+    def forward_outputs(self, inputs: dict[str, Any]) -> dict[str, np.ndarray]:
+        """Every named output of the model for prepared inputs (QA: start_logits and end_logits)."""
+        raise NotImplementedError
+
+    def own_answers(self, questions: Sequence[str], contexts: Sequence[str]) -> list[dict] | None:
+        """Answers an artifact computes end to end with its own code (a QA bundle's Predictor.answer);
+        None: the kit scores the model's outputs itself."""
+        return None
+
     def model_files(self) -> list[Path]:
         return sorted(p for p in self.path.iterdir() if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES))
 
@@ -182,8 +202,15 @@ class TorchRunner(Runner):
     def forward(self, inputs):
         import torch
 
+        with torch.inference_mode():  # the first output: a classifier's logits, a QA model's start logits
+            return self.model(**inputs).to_tuple()[0].numpy()
+
+    def forward_outputs(self, inputs):
+        import torch
+
         with torch.inference_mode():
-            return self.model(**inputs).logits.numpy()
+            out = self.model(**inputs)
+        return {name: value.float().numpy() for name, value in out.items() if isinstance(value, torch.Tensor)}
 
     def model_files(self):
         return sorted(self.path.glob("*.safetensors"))
@@ -229,6 +256,9 @@ class OnnxRunner(Runner):
 
     def forward(self, inputs):
         return self.session.run(None, inputs)[0]
+
+    def forward_outputs(self, inputs):
+        return dict(zip([o.name for o in self.session.get_outputs()], self.session.run(None, inputs)))
 
     def model_files(self):
         data = [p for p in self.path.iterdir() if p.name.startswith(self.model_file.name) and p != self.model_file]
@@ -335,6 +365,17 @@ class BundleRunner(Runner):
 
     def forward(self, inputs):
         return self.session.run(None, inputs)[0]
+
+    def forward_outputs(self, inputs):
+        return dict(zip([o.name for o in self.session.get_outputs()], self.session.run(None, inputs)))
+
+    def own_answers(self, questions, contexts):
+        """The bundle's own Predictor.answer (its tokenizer, windows and postprocessing), question by question."""
+        answer = getattr(self.predictor, "answer", None)
+        if answer is None:
+            raise ShrinkbertError(f"{self.path / 'predict.py'}: its Predictor has no answer(question, context), so "
+                                  "the bundle cannot answer questions (re-make it with this version of the bundle stage)")
+        return [answer(question, context) for question, context in zip(questions, contexts)]
 
     def predict(self, texts, pairs, max_length):
         """Logits from the Predictor itself, so the bundle's own pre-processing is what is measured."""

@@ -379,5 +379,27 @@ class QAKind(TaskKind):
         return scores
 
     def score_runner(self, runner, rows, columns, batch_size: int, max_length: int) -> dict[str, Any]:
-        raise ShrinkbertError("eval does not measure QA variants yet (the runners return one logits array; a QA "
-                              "model returns start and end logits per window)")
+        """Every question over all its windows of max_length tokens: a bundle answers with its own
+        Predictor.answer; a PyTorch or ONNX variant runs the kit's windows (batch_size questions a
+        batch) and the shared postprocessing (qa_edge). SQuAD EM/F1 (v2: HasAns/NoAns, null
+        threshold 0 for every variant alike); "correct" is each question's exact match (the report's
+        paired differences)."""
+        table = [{"question": q, "context": c, "answers": {"text": list(g)}}
+                 for q, c, g in zip(rows.texts, rows.pairs, rows.labels)]
+        found = runner.own_answers(rows.texts, rows.pairs)
+        windows = None
+        if found is None:
+            labels = self.gold_labels(table, rows.task, None, runner.tokenizer, max_length)
+            parts = []
+            for first in range(0, len(table), batch_size):
+                encoded = self.encode(runner.tokenizer, table[first:first + batch_size], max_length)
+                outputs = runner.forward_outputs(runner.prepare(dict(encoded)))
+                parts.append(self.scored_logits(self.output_array(outputs), encoded))
+            found = labels.answers(np.concatenate(parts))
+            windows = len(labels.owners)
+        texts = [a["text"] or "" for a in found]
+        metrics = self.score_answers(rows.task, {str(i): t for i, t in enumerate(texts)},
+                                     {str(i): list(g) for i, g in enumerate(rows.labels)})
+        return {"metrics": metrics, "n": len(rows), "predictions": texts, "windows": windows,
+                "correct": [int(question_scores(t, g)[0]) for t, g in zip(texts, rows.labels)],
+                "correct_metric": "exact match"}
