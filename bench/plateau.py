@@ -3,6 +3,7 @@
     python bench/plateau.py                                   # every arm, 3 seeds (hours on 2 cores)
     python bench/plateau.py --arms today,pca --seeds 1        # a subset
     python bench/plateau.py --ensemble T1,T2,T3 --best auto   # with an ensemble of three teachers
+    python bench/plateau.py --tiny --teacher T --task data.csv --pretrain-corpus text.txt ...  # a dry run in seconds
 
 Arms (each a set of distill options on top of the frontier's recipe: train split + 16,000
 teacher-labelled IMDB sentences, logits + hidden KD, 2 epochs, lr 3e-4, max_length 128):
@@ -14,14 +15,23 @@ teacher-labelled IMDB sentences, logits + hidden KD, 2 epochs, lr 3e-4, max_leng
   assistant  --teacher = the 3L/H384/F768 student of the same seed (a teacher assistant; --assistant,
              default the frontier's runs/frontier/students/3L-H384-F768-seed{seed})
   ensemble   --teacher T1,T2,...: the teachers' soft labels averaged at T (--ensemble; skipped without)
-  best       the options of the winning init arm and the winning teacher arm together (--best auto: each
-             only when its mean retention beats today's; or name arms: --best pca,assistant)
+  pretrained --student = a student of the shape pretrained first (`shrinkbert pretrain --teacher`): sliced
+             from --pretrain-from (default the demo's domain-MLM teacher runs/demo/mlm, so its MLM head
+             comes too), MLM + MLM-KD against it on --pretrain-corpus (default all: 10.2M words) for
+             --pretrain-epochs; one pretrained student (seed 0, cached by content) serves every seed
+  best       the options of the winning start arm (pca, projected or pretrained) and the winning teacher
+             arm together (--best auto: each only when its mean retention beats today's; or name arms:
+             --best pretrained,assistant)
 Each arm distils --seeds students (seed 0..N-1), exports them (ONNX O2) and quantizes them (dynamic
 int8), as the frontier does. One interleaved measurement (shrinkbert/frontier.py measure_frontier)
 then times and scores the teacher (PyTorch fp32), its O2+int8 export and every int8 student on the
 same test rows. The table (plateau.md/.json in --out) gives per arm retention mean ± sd over seeds and
 the difference in retention to `today` with a paired bootstrap 95% interval over the test rows
-(eval/stats.py; "n.s." where it covers zero). Students already in --out are reused.
+(eval/stats.py; "n.s." where it covers zero). Students already in --out are reused. The table
+names each arm's options, and the pretrained arm's words seen and pretraining hours.
+
+--tiny runs the same arms on tiny models (a tiny shape, 2 steps each, 2 timed runs, no transfer
+corpus, 1 thread): the plumbing's dry run, seconds on two cores (tests/test_plateau_bench.py).
 """
 from __future__ import annotations
 
@@ -35,8 +45,11 @@ ROOT = Path(__file__).resolve().parents[1]
 RECIPE = dict(epochs=2, learning_rate=3e-4, logits_weight=1.0, hidden_weight=1.0, transfer_corpus="imdb",
               max_transfer_rows=16000, max_length=128)
 SHAPE = dict(layers=2, hidden=160, heads=5, intermediate=640)
-ARMS = ("today", "pca", "projected", "assistant", "ensemble", "best")
-INIT_ARMS, TEACHER_ARMS = ("pca", "projected"), ("assistant", "ensemble")
+ARMS = ("today", "pca", "projected", "assistant", "ensemble", "pretrained", "best")
+# how the student starts (one may win) and who teaches it (one may win): the best arm takes one of each
+INIT_ARMS, TEACHER_ARMS = ("pca", "projected", "pretrained"), ("assistant", "ensemble")
+TINY = dict(shape="1L/H16/A2/F32", max_steps=2, batch_size=8, max_length=32, runs=2, warmup=0, threads=1,
+            transfer_corpus="", max_transfer_rows=0, pretrain_steps=2)
 
 
 def parse_args(argv):
@@ -60,14 +73,32 @@ def parse_args(argv):
     p.add_argument("--max-eval-rows", type=int, default=0, help="first N test rows (0: all)")
     p.add_argument("--runs", type=int, default=30, help="timed calls per variant in the measurement")
     p.add_argument("--threads", type=int, default=0, help="threads (0: all cores)")
+    p.add_argument("--warmup", type=int, default=5, help="untimed calls per variant first")
+    p.add_argument("--batch-size", type=int, default=32, help="distillation batch size")
+    p.add_argument("--pretrain-from", default=str(ROOT / "runs/demo/mlm"),
+                   help="pretrained arm: the model the student is sliced from and (MLM-KD) taught by; the demo's "
+                        "domain-MLM teacher by default (it has the MLM head); falls back to --teacher without KD")
+    p.add_argument("--pretrain-corpus", default="all", help="pretrained arm: the text (all: every built-in corpus)")
+    p.add_argument("--pretrain-epochs", type=float, default=1.0, help="pretrained arm: passes over the text")
+    p.add_argument("--pretrain-steps", type=int, default=0, help="pretrained arm: optimizer steps (0: from epochs)")
+    p.add_argument("--pretrain-kd-weight", type=float, default=1.0, help="pretrained arm: MLM-KD weight (0: MLM only)")
+    p.add_argument("--pretrain-lr", type=float, default=5e-4, help="pretrained arm: peak learning rate")
     p.add_argument("--no-resume", action="store_true", help="redo students already in --out")
-    return p.parse_args(argv)
+    p.add_argument("--tiny", action="store_true", help="a dry run on tiny models: " + ", ".join(
+        f"{k.replace('_', '-')} {v}" for k, v in TINY.items()))
+    args = p.parse_args(argv)
+    if args.tiny:
+        for key, value in TINY.items():
+            setattr(args, key, value)
+    return args
 
 
 def arm_options(arm: str, seed: int, args, chosen: dict[str, dict]) -> dict | None:
     """The distill options of one arm at one seed (None: the arm cannot run here)."""
     if arm == "today":
         return {}
+    if arm == "pretrained":
+        return {"student": args.pretrained} if getattr(args, "pretrained", None) else None
     if arm in INIT_ARMS:
         return {"init_embeddings": arm}
     if arm == "assistant":
@@ -110,7 +141,8 @@ def distil_arm(arm: str, args, cfg, chosen: dict, shape: dict) -> dict:
 
     point = {"speedup_target": None, "target_ms": None, "given": arm, "students": [], "shape": None}
     recipe = {**RECIPE, "max_transfer_rows": args.max_transfer_rows, "transfer_corpus": args.transfer_corpus,
-              "max_length": args.max_length, **({"max_steps": args.max_steps} if args.max_steps else {})}
+              "max_length": args.max_length, "batch_size": args.batch_size,
+              **({"max_steps": args.max_steps} if args.max_steps else {})}
     recipe = {k: v for k, v in recipe.items() if v not in ("", None)}
     for seed in range(args.seeds):
         options = arm_options(arm, seed, args, chosen)
@@ -119,13 +151,30 @@ def distil_arm(arm: str, args, cfg, chosen: dict, shape: dict) -> dict:
             print(f"plateau: skipping {arm}: {point['unmet']}", file=sys.stderr, flush=True)
             break
         where = Path(args.out) / "students" / f"{arm}-seed{seed}"
-        settings = {"teacher": args.teacher, **({"task": args.task} if args.task else {}), **recipe, **shape, **options, "seed": seed, "threads": cfg.threads,
+        # a pretrained student is distilled into as it is (distill --student takes no shape fields)
+        settings = {"teacher": args.teacher, **({"task": args.task} if args.task else {}), **recipe,
+                    **({} if "student" in options else shape), **options, "seed": seed, "threads": cfg.threads,
                     "max_eval_rows": args.max_eval_rows}
         student = _stage("distill", where, not args.no_resume, **settings)
         point["shape"] = read_manifest(student)["student"]["shape"]
         point["students"].append({"seed": seed, "student": str(student),
                                   "int8": str(_int8(student, where, cfg, not args.no_resume))})
     return point
+
+
+def pretrain_student(args, shape: dict, cfg) -> Path:
+    """The pretrained arm's student: `shrinkbert pretrain` of the arm's shape, once (cached by content)."""
+    from shrinkbert.frontier import _stage
+
+    source = args.pretrain_from if Path(args.pretrain_from).is_dir() else args.teacher
+    kd = args.pretrain_kd_weight if source == args.pretrain_from else 0.0  # the fine-tuned teacher has no MLM head
+    settings = {"teacher": source, **{k: v for k, v in shape.items() if k in ("layers", "hidden", "heads", "intermediate")},
+                "corpus": [c for c in args.pretrain_corpus.split(",") if c], "kd_weight": kd,
+                "max_length": args.max_length, "batch_size": args.batch_size, "seed": 0,
+                "learning_rate": args.pretrain_lr, "checkpoint_every": 0 if args.tiny else 500,
+                **({"max_steps": args.pretrain_steps} if args.pretrain_steps else {"epochs": args.pretrain_epochs}),
+                **({"cache_dir": cfg.cache_dir} if cfg.cache_dir else {})}
+    return _stage("pretrain", Path(args.out) / "pretrained", not args.no_resume, **settings)
 
 
 def main(argv=None) -> int:
@@ -149,17 +198,22 @@ def main(argv=None) -> int:
     shape = parse_shapes(args.shape)[0]
     threads = args.threads or os.cpu_count() or 1
     cfg = build_config(Config, {"teacher": args.teacher, "output_dir": args.out, "max_length": args.max_length,
-                                "max_eval_rows": args.max_eval_rows, "runs": args.runs, "threads": threads,
+                                "max_eval_rows": args.max_eval_rows, "runs": args.runs, "warmup": args.warmup,
+                                "threads": threads,
                                 "compare_to": "today", **({"task": args.task} if args.task else {})})
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     chosen: dict[str, dict] = {}
+    args.pretrained = None
+    if "pretrained" in arms or (args.best not in ("auto", "none") and "pretrained" in args.best.split(",")):
+        args.pretrained = str(pretrain_student(args, shape, cfg))
     points = [distil_arm(arm, args, cfg, chosen, shape) for arm in arms if arm != "best"]
     spec = resolve_spec(cfg, [args.teacher])
     teacher_int8 = _int8(Path(args.teacher), out / "teacher", cfg, not args.no_resume)
     if "best" in arms:
-        # a first measurement picks the winners; the final one below re-times everything together
-        picked = pick_best(args, measure_frontier(cfg, spec, Path(args.teacher), teacher_int8, points, threads))
+        # --best auto: a first measurement picks the winners; the final one below re-times everything together
+        picked = pick_best(args, measure_frontier(cfg, spec, Path(args.teacher), teacher_int8, points, threads)
+                           if args.best == "auto" else {"points": []})
         chosen["best"] = {"arms": picked}
         print(f"plateau: best = {' + '.join(picked) or 'nothing beat today'}", file=sys.stderr, flush=True)
         if picked:
@@ -175,10 +229,36 @@ def main(argv=None) -> int:
              .replace("| target |", "| arm |", 1).splitlines()]
     lines += ["", "Arms: " + "; ".join(f"{row['given']} = {_describe(row['given'], args, chosen) or 'the recipe'}"
                                        for row in table["points"])]
+    if args.pretrained:
+        table["pretrained"] = pretrained_record(Path(args.pretrained))
+        lines += ["", "Pretrained student: " + describe_pretrained(table["pretrained"])]
     (out / "plateau.json").write_text(json.dumps(table, indent=2, default=str))
     (out / "plateau.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
+
+
+def pretrained_record(path: Path) -> dict:
+    """What the pretrained student saw: its words, passes, time and losses (from its manifest)."""
+    from shrinkbert.core.artifacts import read_manifest
+
+    manifest = read_manifest(path)
+    metrics, config = manifest.get("metrics", {}), manifest.get("config", {})
+    return {"path": str(path), "corpus_words": manifest.get("corpus_words"), "words_seen": metrics.get("words_seen"),
+            "train_time_s": metrics.get("train_time_s"), "words_per_s": metrics.get("words_per_s"),
+            "steps": metrics.get("steps"), "kd_weight": config.get("kd_weight"), "teacher": config.get("teacher"),
+            "heldout_mlm_loss": [metrics.get("heldout_mlm_loss_before"), metrics.get("heldout_mlm_loss_after")]}
+
+
+def describe_pretrained(record: dict) -> str:
+    words = record.get("corpus_words") or {}
+    loss = record.get("heldout_mlm_loss") or [None, None]
+    return (f"{sum(words.values()):,} words of text ({', '.join(f'{k} {v:,}' for k, v in words.items())}), "
+            f"{record.get('words_seen') or 0:,.0f} words seen in {(record.get('train_time_s') or 0) / 3600:.2f} h "
+            f"({record.get('words_per_s') or 0:,.0f} words/s, {record.get('steps')} steps), MLM"
+            + (f" + MLM-KD (weight {record['kd_weight']:g})" if record.get("kd_weight") else " only")
+            + f" from {record.get('teacher')}; held-out MLM loss "
+            + (f"{loss[0]:.2f} -> {loss[1]:.2f}" if None not in loss else "n/a") + f" ({record['path']})")
 
 
 def _describe(arm: str, args, chosen: dict) -> str:
