@@ -46,7 +46,7 @@ class Config(DataConfig):
     parity_rows: int = field(64, "rows for the parity check", min=1)
     tolerance: float = field(1e-4, "largest allowed |logit diff| between the bundle and its source model", min=0)
     allow_parity_failure: bool = field(False, "write the bundle even when parity fails (recorded)")
-    max_length: int = field(128, "tokens per text the bundle truncates to", min=8, max=8192)
+    max_length: int | None = field(None, "tokens per text the bundle truncates to (empty: the task kind's default, 128; 384 for QA)", min=8, max=8192)
 
 
 def requirements() -> str:
@@ -86,6 +86,7 @@ def run(cfg: Config) -> Path:
 
     require(bool(cfg.model) and bool(cfg.output_dir), "bundle needs --model and --output-dir")
     src_dir = Path(cfg.model)
+    cfg.max_length = kind_of(src_dir).max_length(cfg.max_length)
     src = onnx_file(src_dir)
     check_onnx_file(src)
     require((src_dir / "tokenizer.json").is_file(), f"{src_dir} has no tokenizer.json (a fast tokenizer is needed)")

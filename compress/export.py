@@ -46,7 +46,7 @@ class Config(DataConfig):
     optimization: str = field("O2", "ORTOptimizer level: none, O1 or O2 (fusions; static int8, --exclude and "
                                     "accuracy-aware quantize need none or O1)", choices=("none", "O1", "O2"))
     opset: int = field(0, "ONNX opset (0: Optimum's default for the model)", min=0)
-    max_length: int = field(128, "tokens per row in the parity check and latency probe", min=8, max=8192)
+    max_length: int | None = field(None, "tokens per row in the parity check and latency probe (empty: the task kind's default, 128; 384 for QA)", min=8, max=8192)
     threads: int = field(0, "ONNX Runtime threads for the checks (0: ORT default)", min=0)
 
 
@@ -107,6 +107,7 @@ def run(cfg: Config) -> Path:
     require(bool(cfg.model) and bool(cfg.output_dir), "export needs --model and --output-dir")
     check_model_dir(cfg.model)
     model, tokenizer = load_pt(cfg.model)
+    cfg.max_length = kind_of(model.config).max_length(cfg.max_length)
     spec = resolve_spec(cfg, [cfg.model], required=False)  # no task anywhere: built-in sentences
     kind = kind_of(model)
     rows, task = load_rows(spec, "validation", cfg.parity_rows, cfg.cache_dir, kind=kind)

@@ -26,6 +26,7 @@ from shrinkbert.core.artifacts import save_model_artifact
 from shrinkbert.core.config import field, stage_main, to_dict
 from shrinkbert.core.data.dataspec import DataConfig, resolve_spec
 from shrinkbert.core.errors import ShrinkbertError, require
+from shrinkbert.core.kinds import kind_of
 from shrinkbert.core.models import count_parameters
 
 
@@ -40,7 +41,7 @@ class Config(DataConfig):
     importance: str = field("taylor", "'taylor' (gradient x activation on task rows) or 'magnitude' (weights only, no data)", choices=("taylor", "magnitude"))
     importance_rows: int = field(256, "task rows (train split) used to score heads and neurons", min=1)
     max_eval_rows: int = field(256, "validation rows to score accuracy before/after (0: skip)", min=0)
-    max_length: int = field(128, "tokens per row", min=8, max=8192)
+    max_length: int | None = field(None, "tokens per row (empty: the task kind's default, 128; 384 for QA)", min=8, max=8192)
     batch_size: int = field(16, "rows per scoring batch", min=1)
 
 
@@ -127,6 +128,7 @@ def run(cfg: Config) -> Path:
     if cfg.importance == "taylor" and spec is None:
         raise ShrinkbertError("taylor importance needs task rows: pass --task TASK (or --importance magnitude)")
     model, tokenizer = load_pt(cfg.model)
+    cfg.max_length = kind_of(model.config).max_length(cfg.max_length)
     require(model.config.model_type == "bert" or hasattr(model, "bert"),
             f"structured pruning supports BERT-family models, got model_type '{model.config.model_type}'")
     before = structure(model)

@@ -55,7 +55,7 @@ class Config(DataConfig):
     margin_z: float = field(1.0, "accuracy-aware: met when loss + margin_z * (paired standard error) <= tolerance, on the whole validation split (0: point estimate)", min=0)
     allow_unmet: bool = field(False, "accuracy-aware: write the model even when the tolerance cannot be met (recorded)")
     max_eval_rows: int = field(256, "validation rows for accuracy fp32 vs int8 (0: skip)", min=0)
-    max_length: int = field(128, "tokens per row", min=8, max=8192)
+    max_length: int | None = field(None, "tokens per row (empty: the task kind's default, 128; 384 for QA)", min=8, max=8192)
     threads: int = field(0, "ONNX Runtime threads for the checks (0: ORT default)", min=0)
 
 
@@ -87,6 +87,7 @@ def calibration_features(cfg: Config, tokenizer, input_names: list[str], spec=No
 def run(cfg: Config) -> Path:
     require(bool(cfg.model) and bool(cfg.output_dir), "quantize needs --model and --output-dir")
     src_dir = Path(cfg.model).resolve()
+    cfg.max_length = kind_of(src_dir).max_length(cfg.max_length)
     src = onnx_file(src_dir)
     graph = check_onnx_file(src)
     session = ort_session(src, cfg.threads or None)

@@ -17,6 +17,7 @@ from shrinkbert.core.artifacts import atomic_artifact, write_manifest
 from shrinkbert.core.config import field, stage_main, to_dict
 from shrinkbert.core.data.dataspec import DataConfig, resolve_spec
 from shrinkbert.core.errors import require
+from shrinkbert.core.kinds import kind_of
 from shrinkbert.core.models import count_parameters
 
 
@@ -29,7 +30,7 @@ class Config(DataConfig):
     include_embeddings: bool = field(False, "also sparsify the embedding matrices")
     include_classifier: bool = field(False, "also sparsify the classifier head")
     max_eval_rows: int = field(256, "validation rows for the accuracy check before/after (0: skip)", min=0)
-    max_length: int = field(128, "tokens per row", min=8, max=8192)
+    max_length: int | None = field(None, "tokens per row (empty: the task kind's default, 128; 384 for QA)", min=8, max=8192)
 
 
 def targets(model, cfg: Config) -> list[tuple[torch.nn.Module, str]]:
@@ -68,6 +69,7 @@ def run(cfg: Config) -> Path:
     require(bool(cfg.model) and bool(cfg.output_dir), "sparsify needs --model and --output-dir")
     require(0.0 <= cfg.sparsity < 1.0, f"sparsity must be in [0, 1), got {cfg.sparsity}")
     model, tokenizer = load_pt(cfg.model)
+    cfg.max_length = kind_of(model.config).max_length(cfg.max_length)
     rows, labels, task = [], [], None
     spec = resolve_spec(cfg, [cfg.model], required=False)
     if spec is not None and cfg.max_eval_rows:

@@ -45,7 +45,7 @@ class EvalConfig(DataConfig):
     runs: int = field(30, "timed calls per variant and case", min=1)
     warmup: int = field(5, "untimed warm-up calls per variant and case", min=0)
     threads: int = field(0, "threads for torch and ONNX Runtime (0: all cores); stated in the report", min=0)
-    max_length: int = field(128, "truncation length for accuracy and the 'real' latency batches", min=8, max=8192)
+    max_length: int | None = field(None, "truncation length for accuracy and the 'real' latency batches (empty: the task kind's default, 128; 384 for QA)", min=8, max=8192)
     eval_batch_size: int = field(32, "batch size of the accuracy pass", min=1)
     torch_attention: str = field("eager", "attention implementation of PyTorch variants: eager or sdpa", choices=("eager", "sdpa"))
     memory: str = field("isolated", "memory: isolated (each variant alone in a fresh process, ~10 s each), "
@@ -94,7 +94,7 @@ def run(config: EvalConfig, rows=None) -> tuple[dict, dict]:
     from shrinkbert.eval.report import build_report, write_report
 
     settings = Settings(batch_sizes=config.batch_sizes, seq_lens=config.seq_lens, runs=config.runs,
-                        warmup=config.warmup, threads=config.threads, max_length=config.max_length,
+                        warmup=config.warmup, threads=config.threads, max_length=config.max_length or 128,
                         eval_batch_size=config.eval_batch_size, attention=config.torch_attention,
                         memory=config.memory)
     settings.cases  # validate the cases before any loading
@@ -108,6 +108,7 @@ def run(config: EvalConfig, rows=None) -> tuple[dict, dict]:
         # The task the variants were made on (the lineage records it), unless --task names another.
         spec = resolve_spec(config, [baseline or "", *artifacts])
         rows = load_test_rows(spec, split=config.split, max_rows=config.max_eval_rows or None, cache_dir=config.cache_dir)
+    settings.max_length = rows.kind.max_length(config.max_length)  # empty: the task kind's (QA: 384)
     out = Path(config.output_dir)
     cache = MeasurementCache(out / "cache", enabled=config.cache)
     variants = measure(artifacts, rows, settings, cache, progress=config.progress)

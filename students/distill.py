@@ -108,7 +108,10 @@ class Config(TrainConfig, DataConfig):
     cache: bool = field(True, "cache the teacher's outputs on disk and reuse them across runs", group="teacher outputs")
     cache_hidden: bool = field(True, "also cache the hidden states and attention maps the losses need (fp16, "
                                      "real tokens only); off: the teacher runs live for those losses", group="teacher outputs")
-    max_length: int = field(128, "tokens per example (and the sequence length of a latency target)", min=8, max=8192, group="data")
+    max_length: int | None = field(None, "tokens per example (and the sequence length of a latency target; "
+                                         "empty: the task kind's default, 128; 384 for QA)", min=8, max=8192, group="data")
+    doc_stride: int = field(0, "QA: tokens neighbouring windows share (run_qa's name; 0: 128 at max_length 384, "
+                               "in proportion otherwise)", min=0, group="data")
     eval_batch_size: int = field(64, "batch size for the teacher pass and the test evaluation", min=1, group="training loop")
     learning_rate: float = field(1e-4, "peak learning rate (AdamW)", above=0, group="training loop")
 
@@ -167,6 +170,7 @@ def run(cfg: Config) -> Path:
     weights = loss_weights(cfg)
 
     teacher_config = AutoConfig.from_pretrained(check_model_dir(primary_teacher(cfg.teacher)))
+    cfg.max_length = kind_of(teacher_config).max_length(cfg.max_length)
     general = cfg.mode == "general"
     if general and weights.logits and not _is_mlm(teacher_config):
         raise ShrinkbertError(f"teacher {cfg.teacher} has no MLM head, so mode general cannot distil its MLM "

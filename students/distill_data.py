@@ -73,7 +73,7 @@ def load_data(cfg: Config, tokenizer, spec=None, record: dict | None = None):
         if (cfg.augment or cfg.transfer_corpus) and not kind_of(task).supports_transfer_set:
             raise ShrinkbertError(f"--augment and --transfer-corpus make sentence-level transfer sets; task "
                                   f"'{task.name}' is a {task.kind} task")
-        tokenized = tokenize_task(splits, tokenizer, task, max_length=cfg.max_length)
+        tokenized = tokenize_task(splits, tokenizer, task, max_length=cfg.max_length, doc_stride=cfg.doc_stride)
         train_set, test_set = tokenized["train"], tokenized["test"]
         if cfg.max_train_rows:
             train_set = train_set.select(range(min(cfg.max_train_rows, len(train_set))))

@@ -39,7 +39,8 @@ class Config(TrainConfig, DataConfig):
     tokenizer: str = field("", "tokenizer dir (default: the model's own)")
     max_train_rows: int = field(0, "train on the first N rows of the train split only (0: all)", min=0)
     max_eval_rows: int = field(0, "validate and test on the first N rows of those splits only (0: all)", min=0)
-    max_length: int = field(128, "tokens per example; longer inputs are truncated", min=8, max=8192)
+    max_length: int | None = field(None, "tokens per example; longer inputs are truncated (empty: the task kind's default, 128; 384 for QA)", min=8, max=8192)
+    doc_stride: int = field(0, "QA: tokens neighbouring windows share (run_qa's name; 0: 128 at max_length 384, in proportion otherwise)", min=0)
     eval_batch_size: int = field(64, "batch size for validation and test", min=1)
     keep: str = field("best", "best (the epoch with the best validation score: accuracy, or entity F1 for NER) or final",
                       choices=("best", "final"))
@@ -71,11 +72,13 @@ def run(cfg: Config) -> Path:
     spec = resolve_spec(cfg, [model_dir])
     task, splits = load_splits(spec, cfg.cache_dir)
     splits = limit_rows(splits, cfg.max_train_rows, cfg.max_eval_rows)
+    cfg.max_length = kind_of(task).max_length(cfg.max_length)
     model, tokenizer, model_dir = load_classifier(cfg, task, model_dir)
     positions = getattr(model.config, "max_position_embeddings", cfg.max_length)
     if cfg.max_length > positions:
         raise ShrinkbertError(f"max_length {cfg.max_length} exceeds the model's {positions} positions")
-    data = tokenize_task(splits, tokenizer, task, cfg.max_length, label_all_subtokens=cfg.label_all_subtokens)
+    data = tokenize_task(splits, tokenizer, task, cfg.max_length, label_all_subtokens=cfg.label_all_subtokens,
+                         doc_stride=cfg.doc_stride)
     judged_by, judged_name = primary_metric(task)
     collate = pad_collate(tokenizer.pad_token_id)
 

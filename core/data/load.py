@@ -276,7 +276,7 @@ def limit_rows(splits: datasets.DatasetDict, max_train_rows: int = 0, max_eval_r
 
 
 def tokenize_task(dataset_dict: datasets.DatasetDict, tokenizer, task: Task,
-                  max_length: int = 128, label_all_subtokens: bool = False) -> datasets.DatasetDict:
+                  max_length: int = 128, label_all_subtokens: bool = False, doc_stride: int = 0) -> datasets.DatasetDict:
     """input_ids, attention_mask, token_type_ids and "labels"; unpadded (the collator pads).
 
     Takes a DatasetDict from load_task (or one split of it, a Dataset) and returns the same kind.
@@ -286,7 +286,12 @@ def tokenize_task(dataset_dict: datasets.DatasetDict, tokenizer, task: Task,
     max_length, in any process, loads it instead (measured on movie-snippets, all splits: 0.84 s to
     tokenize, 0.03 s to load).
     """
-    return kind_of(task).tokenize(dataset_dict, tokenizer, task, max_length, label_all_subtokens)
+    kind = kind_of(task)
+    if doc_stride and not kind.windowed:
+        raise ShrinkbertError(f"doc_stride is for tasks read in overlapping windows (QA); task '{task.name}' is a "
+                              f"{task.kind} task")
+    windows = {"doc_stride": doc_stride} if doc_stride else {}  # only windowed kinds take it
+    return kind.tokenize(dataset_dict, tokenizer, task, max_length, label_all_subtokens, **windows)
 
 
 def load_corpus(names_or_paths: list[str] | str, max_lines: int | None = None, cache_dir=None) -> list[str]:

@@ -93,6 +93,13 @@ class TaskKind(ABC):
     then keeps the train/validation tokens only and measures the trimmed vocabulary on the test
     texts as unseen text (compress/trim_vocab.py), refusing where it would hurt."""
 
+    windowed: ClassVar[bool] = False
+    """True when a long input becomes overlapping windows of max_length tokens (QA): the training
+    stages then take a doc_stride (`tokenize(..., doc_stride=N)`)."""
+
+    default_max_length: ClassVar[int] = 128
+    """Tokens per example where a stage's max_length is left empty (QA: run_qa's 384 per window)."""
+
     supports_pairs: ClassVar[bool] = False
     """Whether a task of this kind may read two texts per row (Task.pair)."""
 
@@ -100,6 +107,10 @@ class TaskKind(ABC):
     """Whether unlabelled sentence-level transfer rows (distill --augment, --transfer-corpus) fit."""
 
     # -- identity helpers (shared) ----------------------------------------------------------------
+    def max_length(self, requested: int | None) -> int:
+        """A stage's max_length: the one asked for, else this kind's `default_max_length`."""
+        return int(requested) if requested else self.default_max_length
+
     def matches_architectures(self, architectures: Sequence[str] | None) -> bool:
         """True when a model config's `architectures` name a model of this kind."""
         return any(str(a).endswith(self.architecture_suffix) for a in (architectures or []))

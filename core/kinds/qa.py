@@ -40,7 +40,7 @@ EVAL_COLUMNS = ("example_id", "offset_mapping", "context", "gold_answers")
 MASKED = -1e4  # a padded position's logit: no probability in the softened distributions
 
 
-def doc_stride(max_length: int) -> int:
+def default_doc_stride(max_length: int) -> int:
     """Tokens neighbouring windows share: run_qa's 128 at 384, in proportion for other lengths."""
     return max(1, DOC_STRIDE * max_length // MAX_LENGTH)
 
@@ -98,6 +98,8 @@ class QAKind(TaskKind):
     columns = ("id", "title", "context", "question", "answers")
     output_names = ("start_logits", "end_logits")
     per_token_outputs = True
+    default_max_length = MAX_LENGTH  # run_qa's 384-token windows
+    windowed = True
     open_vocabulary = True  # a deployed QA model reads documents no split held
     target_columns = TARGET_COLUMNS
     scoring_columns = EVAL_COLUMNS
@@ -171,15 +173,17 @@ class QAKind(TaskKind):
         return list(zip(split["question"], split["context"]))
 
     # -- encoding and collating -------------------------------------------------------------------
-    def tokenize(self, dataset, tokenizer, task, max_length: int = MAX_LENGTH, label_all_subtokens: bool = False):
-        """Windows of every question. Train: model inputs and start/end_positions. Validation and test
-        (and a lone Dataset): also each window's question id, context offsets, context and gold
-        answers, which scoring needs (`score_split` collates the model inputs only)."""
+    def tokenize(self, dataset, tokenizer, task, max_length: int = MAX_LENGTH, label_all_subtokens: bool = False,
+                 doc_stride: int = 0):
+        """Windows of every question (neighbours sharing doc_stride tokens; 0: `default_doc_stride(max_length)`).
+        Train: model inputs and start/end_positions. Validation and test (and a lone Dataset): also
+        each window's question id, context offsets, context and gold answers, which scoring needs
+        (`score_split` collates the model inputs only)."""
         def one(split, name):
             missing = [c for c in ("id", "context", "question", "answers") if c not in split.column_names]
             if missing:
                 raise ShrinkbertError(f"a QA task's rows need {', '.join(missing)}")
-            stride = doc_stride(max_length)
+            stride = doc_stride or default_doc_stride(max_length)
 
             def encode(batch):
                 windows = encode_batch(batch, tokenizer, max_length, stride)
@@ -203,7 +207,7 @@ class QAKind(TaskKind):
                return_tensors: str | None = "np"):
         """Padded windows of rows: model inputs only (a model's forward takes the encoding as it is)."""
         encoded = tokenize_windows(tokenizer, [r["question"] for r in rows], [r["context"] for r in rows], max_length,
-                                   doc_stride(max_length), padding=padding, return_tensors=return_tensors)
+                                   default_doc_stride(max_length), padding=padding, return_tensors=return_tensors)
         for extra in ("offset_mapping", "overflow_to_sample_mapping"):
             encoded.pop(extra, None)
         return encoded
@@ -271,7 +275,7 @@ class QAKind(TaskKind):
         if tokenizer is None or not rows:
             return answers
         encoded = tokenize_windows(tokenizer, [r["question"] for r in rows], [r["context"] for r in rows],
-                                   max_length, doc_stride(max_length))
+                                   max_length, default_doc_stride(max_length))
         windows = range(len(encoded["input_ids"]))
         return QALabels(answers, list(encoded["overflow_to_sample_mapping"]),
                         [int(sum(encoded["attention_mask"][w])) for w in windows],
