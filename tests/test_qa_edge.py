@@ -48,7 +48,7 @@ def test_bundle_windows_equal_the_kits(questions, minilm_dir):
     from tokenizers import Tokenizer
     from transformers import AutoTokenizer
 
-    from shrinkbert.core.kinds.qa import doc_stride
+    from shrinkbert.core.kinds.qa import default_doc_stride as doc_stride
     from shrinkbert.core.qa_windows import encode_batch
 
     fast = AutoTokenizer.from_pretrained(str(minilm_dir), use_fast=True)
