@@ -1,5 +1,7 @@
-"""The Pareto plot: accuracy against p50 latency (log x), marker area = file size, frontier drawn.
-The y axis is the task's primary metric: for a token task entity F1 or word accuracy, named so.
+"""The two plots: the report's Pareto plot (accuracy against p50 latency, log x, marker area = file
+size) and the frontier's (retention against speed-up over seeds, error bars = sd). In both the
+line joins the Pareto points only, in order of speed: nothing another point beats on both axes.
+The report's y axis is the task's primary metric: for a token task entity F1 or word accuracy, named so.
 
 Labels are placed greedily (fastest variant first) at the candidate spot that overlaps the
 fewest markers and already-placed labels; the legends sit outside the axes so they never hide
@@ -121,11 +123,10 @@ def pareto_plot(report: dict[str, Any], path: str | Path) -> Path:
     yspan = max(ymax - ymin, 0.02)
     ax.set_ylim(ymin - 0.15 * yspan, ymax + 0.15 * yspan)
 
-    # The frontier, extended right to the frame: anything below-right of it is beaten.
+    # The frontier as a staircase through the Pareto points only: anything below-right of it is beaten.
     front = pareto_front(list(zip(xs, ys)))
     fx, fy = [xs[i] for i in front], [ys[i] for i in front]
-    ax.plot(fx + [hi * 100], fy + [fy[-1]], drawstyle="steps-post", color="0.35", linestyle="--",
-            linewidth=1.2, zorder=1)
+    ax.plot(fx, fy, drawstyle="steps-post", color="0.35", linestyle="--", linewidth=1.2, zorder=1)
     for i, r in enumerate(rows):
         colour, marker, _ = KIND_STYLE.get(r["kind"], ("0.5", "o", r["kind"]))
         flagged = bool(r["flags"])
@@ -159,7 +160,7 @@ def pareto_plot(report: dict[str, Any], path: str | Path) -> Path:
     fig.tight_layout()
 
     # Labels: placed in pixel space once the layout is final.
-    texts = []
+    texts: list[str] = []
     for r in rows:
         text = r["name"] + ("  (baseline)" if r["name"] == report["baseline"] else "")
         speed = (r.get("ratios") or {}).get("speedup")
@@ -167,21 +168,120 @@ def pareto_plot(report: dict[str, Any], path: str | Path) -> Path:
             text += f"  {speed:.1f}x"
         texts.append(text)
     fig.canvas.draw()
-    px_per_pt = fig.dpi / 72.0
-    points_px = [tuple(ax.transData.transform((x, y))) for x, y in zip(xs, ys)]
-    radii_px = [math.sqrt(a) / 2 * px_per_pt for a in areas]
-    sizes_px = [(len(t) * FONT_SIZE * 0.56 * px_per_pt + 6, FONT_SIZE * 1.5 * px_per_pt) for t in texts]
-    bbox = ax.get_window_extent()
-    placements = place_labels(points_px, radii_px, sizes_px, (bbox.x0, bbox.y0, bbox.x1, bbox.y1))
-    for i, (dx, dy, ha) in enumerate(placements):
-        ax.annotate(texts[i], (xs[i], ys[i]), xytext=(dx / px_per_pt, dy / px_per_pt), textcoords="offset points",
-                    fontsize=FONT_SIZE, ha=ha, va="center", zorder=4,
-                    bbox=dict(boxstyle="round,pad=0.2", fc="white", ec="none", alpha=0.9),
-                    arrowprops=dict(arrowstyle="-", color="0.5", lw=0.6, shrinkA=0, shrinkB=radii_px[i] / px_per_pt)
-                    if abs(dy) > sizes_px[i][1] else None)
+    _annotate(fig, ax, xs, ys, [math.sqrt(a) / 2 for a in areas], texts)
     fig.savefig(path, format="png")
     plt.close(fig)
     return Path(path)
+
+
+def _annotate(fig, ax, xs: list[float], ys: list[float], radii_pt: list[float], texts: list[str]) -> list:
+    """Place one label per point (place_labels, in pixels, once the layout is final); the annotations."""
+    fig.canvas.draw()
+    px_per_pt = fig.dpi / 72.0
+    points_px = [tuple(ax.transData.transform((x, y))) for x, y in zip(xs, ys)]
+    radii_px = [r * px_per_pt for r in radii_pt]
+    sizes_px = [(max(len(line) for line in t.split("\n")) * FONT_SIZE * 0.56 * px_per_pt + 6,
+                 FONT_SIZE * 1.5 * px_per_pt * (t.count("\n") + 1)) for t in texts]
+    bbox = ax.get_window_extent()
+    placements = place_labels(points_px, radii_px, sizes_px, (bbox.x0, bbox.y0, bbox.x1, bbox.y1))
+    annotations = []
+    for i, (dx, dy, ha) in enumerate(placements):
+        annotations.append(ax.annotate(
+            texts[i], (xs[i], ys[i]), xytext=(dx / px_per_pt, dy / px_per_pt), textcoords="offset points",
+            fontsize=FONT_SIZE, ha=ha, va="center", zorder=4,
+            bbox=dict(boxstyle="round,pad=0.2", fc="white", ec="none", alpha=0.9),
+            arrowprops=dict(arrowstyle="-", color="0.5", lw=0.6, shrinkA=0, shrinkB=radii_px[i] / px_per_pt)
+            if abs(dy) > sizes_px[i][1] else None))
+    return annotations
+
+
+def short_shape(shape: dict | None) -> str:
+    """2L/H160, with /F768 only when the FFN is not the usual 4 x hidden."""
+    if not shape:
+        return "-"
+    text = f"{shape['layers']}L/H{shape['hidden']}"
+    return text + (f"/F{shape['intermediate']}" if shape.get("intermediate") not in (None, 4 * shape["hidden"]) else "")
+
+
+def frontier_points(table: dict) -> list[dict]:
+    """The frontier plot's points: {x: speed-up vs the teacher in PyTorch, y: retention %, sd, label,
+    student}, the teacher and its int8 export first, then each measured point of the table."""
+    t, ti = table["teacher"], table["teacher_int8"]
+    points = [{"x": 1.0, "y": 100.0, "sd": 0.0, "label": "teacher (PyTorch fp32)", "student": False},
+              {"x": t["p50_ms"] / ti["p50_ms"], "y": 100 * ti["accuracy"] / t["accuracy"], "sd": 0.0,
+               "label": "teacher O2+int8", "student": False}]
+    for row in table["points"]:
+        if not row.get("seeds"):
+            continue
+        target = f"{row['speedup_target']:g}x: " if row.get("speedup_target") is not None else ""
+        points.append({"x": row["speedup_vs_torch"], "y": 100 * row["retention_mean"],
+                       "sd": 100 * row["retention_sd"], "label": target + short_shape(row.get("shape")),
+                       "student": True})
+    return points
+
+
+def frontier_line(points: list[dict]) -> list[int]:
+    """Indices of the Pareto points (no other point is both faster and keeps more), slowest first:
+    the points the frontier's line joins, and nothing else."""
+    front = pareto_front([(1.0 / p["x"], p["y"]) for p in points])  # speed-up -> a cost, lower is better
+    return sorted(front, key=lambda i: points[i]["x"])
+
+
+def frontier_plot(table: dict, path: str | Path, goal: float | None = 97.0) -> dict:
+    """Retention (mean ± sd over seeds) against speed-up, log x; the line joins the Pareto points only,
+    labels placed clear of each other. Returns {"front": labels on the line, "labels": their texts,
+    "label_boxes": the drawn labels' pixel boxes (x0, y0, x1, y1)}."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    points = frontier_points(table)
+    front = frontier_line(points)
+    xs, ys = [p["x"] for p in points], [p["y"] for p in points]
+    fig, ax = plt.subplots(figsize=(9.0, 5.2), dpi=130)
+    ax.set_xscale("log")
+    lo, hi = min(xs), max(xs)
+    span = max(math.log10(hi / lo), 0.3)
+    ax.set_xlim(lo / 10 ** (0.12 * span), hi * 10 ** (0.3 * span))
+    low = min(p["y"] - p["sd"] for p in points)
+    top = max(p["y"] + p["sd"] for p in points)
+    ax.set_ylim(low - 0.12 * (top - low + 0.5), top + 0.12 * (top - low + 0.5))
+    ax.plot([xs[i] for i in front], [ys[i] for i in front], color="0.35", linestyle="--", linewidth=1.2, zorder=1)
+    on_front = set(front)
+    for i, p in enumerate(points):
+        colour = "#1f77b4" if p["student"] else ("black" if i == 0 else "grey")
+        marker = "o" if p["student"] else ("s" if i == 0 else "D")
+        ax.errorbar([p["x"]], [p["y"]], yerr=[p["sd"]] if p["sd"] else None, fmt=marker, markersize=7, capsize=3,
+                    color=colour, markerfacecolor=colour if i in on_front else "white", markeredgewidth=1.4, zorder=3)
+    if goal is not None:
+        ax.axhline(goal, color="red", linewidth=0.7, linestyle=":", zorder=0)
+    ax.set_xlabel("speed-up vs the teacher in PyTorch fp32 (batch 1, log scale)   faster →")
+    ax.set_ylabel("retention of the teacher's test accuracy (%)")
+    ax.set_title(f"accuracy-speed frontier: int8 ONNX students, mean ± sd over seeds ({table['test_rows']} test rows)",
+                 fontsize=10)
+    ax.grid(True, which="both", alpha=0.25)
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}x"))
+    handles = [Line2D([], [], marker="o", color="#1f77b4", linestyle="none", label="student on the frontier"),
+               Line2D([], [], marker="o", color="#1f77b4", markerfacecolor="white", linestyle="none",
+                      label="student beaten by another point"),
+               Line2D([], [], marker="s", color="black", linestyle="none", label="teacher PyTorch fp32"),
+               Line2D([], [], marker="D", color="grey", linestyle="none", label="teacher O2+int8 ONNX"),
+               Line2D([], [], color="0.35", linestyle="--", label="Pareto frontier")]
+    if goal is not None:
+        handles.append(Line2D([], [], color="red", linestyle=":", label=f"goal {goal:g}%"))
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=FONT_SIZE, frameon=False)
+    fig.tight_layout()
+    texts = [p["label"] for p in points]
+    annotations = _annotate(fig, ax, xs, ys, [5.0] * len(points), texts)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    boxes = [tuple(a.get_bbox_patch().get_window_extent(renderer).extents) if a.get_bbox_patch() else
+             tuple(a.get_window_extent(renderer).extents) for a in annotations]
+    fig.savefig(path, format="png")
+    plt.close(fig)
+    return {"front": [texts[i] for i in front], "labels": texts, "label_boxes": boxes}
 
 
 def _human_bytes(n: float) -> str:

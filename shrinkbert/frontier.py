@@ -354,35 +354,10 @@ def format_table(table: dict) -> str:
 
 
 def plot_frontier(table: dict, path: Path) -> None:
-    import matplotlib
+    """frontier.png: retention against speed-up, the line through the Pareto points only (eval/plot.py)."""
+    from shrinkbert.eval.plot import frontier_plot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    measured = [r for r in table["points"] if r["seeds"]]
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    if measured:
-        xs = [r["speedup_vs_torch"] for r in measured]
-        ys = [100 * r["retention_mean"] for r in measured]
-        ax.errorbar(xs, ys, yerr=[100 * r["retention_sd"] for r in measured], fmt="o-", capsize=3,
-                    label="int8 ONNX students (mean ± sd over seeds)")
-        for r, x, y in zip(measured, xs, ys):
-            ax.annotate(f"{_target_text(r)}\n{_shape_text(r['shape'])}", (x, y), fontsize=7,
-                        textcoords="offset points", xytext=(4, 4))
-    t, ti = table["teacher"], table["teacher_int8"]
-    ax.plot([1.0], [100.0], "s", color="black", label="teacher PyTorch fp32")
-    ax.plot([t["p50_ms"] / ti["p50_ms"]], [100 * ti["accuracy"] / t["accuracy"]], "D", color="grey",
-            label="teacher O2+int8 ONNX")
-    ax.set_xscale("log")
-    ax.set_xlabel("speed-up vs teacher PyTorch fp32 (batch 1, log scale)")
-    ax.set_ylabel("retention of teacher test accuracy (%)")
-    ax.axhline(97, color="red", linewidth=0.6, linestyle="--")
-    ax.grid(True, which="both", linewidth=0.3)
-    ax.legend(fontsize=7, loc="lower left")
-    ax.set_title(f"accuracy-speed frontier ({table['test_rows']} test rows)", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
+    frontier_plot(table, path)
 
 
 def main(argv: list[str] | None = None, prog: str | None = None, description: str | None = None) -> int:
