@@ -16,6 +16,7 @@ import datasets
 
 from shrinkbert.core.data.userdata import quiet_datasets
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.kinds.edge.qa_edge import cut_question, question_limit
 
 MAX_LENGTH = 384
 DOC_STRIDE = 128
@@ -35,8 +36,12 @@ def tokenize_windows(tokenizer, questions: Sequence[str], contexts: Sequence[str
     overflow_to_sample_mapping (window -> question index) and offset_mapping; `options` go to the
     tokenizer (padding, return_tensors)."""
     check_window_sizes(tokenizer, max_length, doc_stride)
-    # Leading whitespace in a question wastes window room (run_qa strips it too).
+    # Leading whitespace in a question wastes window room (run_qa strips it too); a question too long
+    # to leave the context room is cut as the question-answering pipeline cuts it (max_question_len).
     questions = [question.lstrip() for question in questions]
+    spans = tokenizer(questions, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    limit = question_limit(max_length, doc_stride)
+    questions = [cut_question(question, offsets, limit) for question, offsets in zip(questions, spans)]
     return tokenizer(questions, list(contexts), truncation="only_second", max_length=max_length, stride=doc_stride,
                      return_overflowing_tokens=True, return_offsets_mapping=True, return_token_type_ids=True, **options)
 

@@ -24,6 +24,20 @@ import numpy as np
 
 N_BEST = 20
 MAX_ANSWER_LENGTH = 30
+MAX_QUESTION_LEN = 64  # the question-answering pipeline's max_question_len: longer questions are cut
+
+
+def question_limit(max_length: int, stride: int) -> int:
+    """Most question tokens a window of max_length may hold: the pipeline's 64, and fewer where the
+    context would otherwise not get more than doc_stride tokens ([CLS] and two [SEP] besides)."""
+    return max(1, min(MAX_QUESTION_LEN, max_length - 3 - stride - 1))
+
+
+def cut_question(question: str, offsets: Sequence, limit: int) -> str:
+    """The question (leading whitespace removed) cut after its limit-th token (`offsets`: the
+    character spans of its tokens, specials excluded), as the kit and the bundle both cut it."""
+    question = question.lstrip()
+    return question if len(offsets) <= limit else question[:offsets[limit - 1][1]]
 
 
 def _softmax(scores: np.ndarray) -> np.ndarray:
@@ -115,8 +129,12 @@ def doc_stride(max_length: int) -> int:
 def encode_windows(tokenizer, question: str, context: str, max_length: int) -> list:
     """The windows of one question as `tokenizers` Encodings: question first, only the context
     truncated, neighbours sharing doc_stride tokens (run_qa's settings)."""
+    tokenizer.no_truncation()
+    question = question.lstrip()
+    offsets = tokenizer.encode(question, add_special_tokens=False).offsets
+    question = cut_question(question, offsets, question_limit(max_length, doc_stride(max_length)))
     tokenizer.enable_truncation(max_length, stride=doc_stride(max_length), strategy="only_second")
-    first = tokenizer.encode(question.lstrip(), context)
+    first = tokenizer.encode(question, context)
     return [first] + list(first.overflowing)
 
 
