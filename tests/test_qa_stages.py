@@ -54,10 +54,10 @@ def chain(tmp_path_factory):
     common = {"max_length": MAX_LENGTH}
     out = {"task": task, "root": root}
     out["teacher"] = shrinkbert.finetune(model=str(tiny_qa_model(root / "tiny")), task=task, epochs=2, batch_size=8,
-                                         learning_rate=3e-3, output_dir=str(root / "teacher"), progress=False, **common)
+                                         learning_rate=3e-3, output_dir=str(root / "teacher"), **common)
     out["student"] = shrinkbert.distill(teacher=out["teacher"], layers=1, epochs=1, batch_size=8, hidden_weight=1.0,
                                         attention_weight=1.0, hard_weight=0.5, output_dir=str(root / "student"),
-                                        progress=False, **common)
+                                        **common)
     out["pruned"] = shrinkbert.prune(model=out["student"], head_fraction=0.5, neuron_fraction=0.5, importance_rows=8,
                                      max_eval_rows=8, output_dir=str(root / "pruned"), **common)
     out["onnx"] = shrinkbert.export(model=out["teacher"], optimization="none", parity_rows=8,
@@ -213,8 +213,10 @@ def test_bundle_answers_equal_the_int8_models_with_torch_blocked(chain, tmp_path
         labels = kind.gold_labels([row], task, None, tokenizer, MAX_LENGTH)
         want = labels.answers(ort_logits(session, tokenizer, [row], MAX_LENGTH))[0]
         assert (got["text"], got["start"], got["end"]) == (want["text"], want["start"], want["end"])
-        assert got["score"] == pytest.approx(want["score"], rel=1e-5)
-        assert row["context"][got["start"]:got["end"]] == got["text"]
+        assert got["score"] == (pytest.approx(want["score"], rel=1e-5) if want["score"] is not None else None)
+        if got["start"] is not None:
+            assert row["context"][got["start"]:got["end"]] == got["text"]
+    assert sum(bool(got["text"]) for got in result["answers"]) >= len(rows) // 2  # real spans, not only "no span"
 
 
 def test_predict_py_answers_a_question_about_a_context_file(chain, tmp_path):

@@ -324,9 +324,10 @@ class QAKind(TaskKind):
         for index, qid in enumerate(windows["example_id"]):
             grouped.setdefault(qid, []).append(index)
         offsets, contexts, golds = windows["offset_mapping"], windows["context"], windows["gold_answers"]
+        lengths = [len(ids) for ids in windows["input_ids"]]  # a window's own tokens: padding is never a candidate
         predicted, references = {}, {}
         for qid, indices in grouped.items():
-            parts = [(start_logits[i], end_logits[i], offsets[i]) for i in indices]
+            parts = [(start_logits[i][:lengths[i]], end_logits[i][:lengths[i]], offsets[i]) for i in indices]
             predicted[qid] = answer_question(parts, contexts[indices[0]], version_2_with_negative=is_v2(task),
                                              null_threshold=null_threshold)
             references[qid] = list(golds[indices[0]])

@@ -165,7 +165,9 @@ def answer(p, question: str, context: str) -> dict:
     meta = getattr(p, "meta", {})
     encodings = encode_windows(p.tokenizer, question, context, p.max_length)
     starts, ends = window_logits(p, encodings)
-    found = answer_question([(starts[i], ends[i], window_offsets(e)) for i, e in enumerate(encodings)], context,
+    real = [int(sum(e.attention_mask)) for e in encodings]  # a window's own tokens: padding is never a candidate
+    found = answer_question([(starts[i][:n], ends[i][:n], window_offsets(e)[:n]) for i, (e, n) in
+                             enumerate(zip(encodings, real))], context,
                             version_2_with_negative=bool(meta.get("version_2_with_negative")),
                             null_threshold=float(meta.get("null_threshold", 0.0)))
     if found["start"] is None:
