@@ -28,21 +28,22 @@ def main(argv=None) -> int:
     if args.task:
         _, splits = load_task(args.task)
         guard = LeakGuard.for_splits(splits, name=args.task)
-    rows, total_lines, total_words = [], 0, 0
+    rows, total_lines, total_words, total_bytes = [], 0, 0, 0
     for name in CORPORA:
         started = time.perf_counter()
         lines = load_corpus([name])
         if guard is not None:
             lines, _ = guard.filter(lines)
         words = count_words(lines)
-        rows.append((name, len(lines), words, time.perf_counter() - started))
-        total_lines, total_words = total_lines + len(lines), total_words + words
-    print(f"| corpus | lines | words |{' (after the ' + args.task + ' leak guard)' if guard else ''}")
-    print("|---|--:|--:|")
-    for name, n_lines, words, _ in rows:
-        print(f"| {name} | {n_lines:,} | {words:,} |")
-    print(f"| **all** | {total_lines:,} | **{total_words:,}** |")
-    print(f"read in {sum(r[3] for r in rows):.1f} s", file=sys.stderr)
+        size = sum(len(line.encode("utf-8")) + 1 for line in lines)  # UTF-8 bytes, a newline per line
+        rows.append((name, len(lines), words, size, time.perf_counter() - started))
+        total_lines, total_words, total_bytes = total_lines + len(lines), total_words + words, total_bytes + size
+    print(f"| corpus | lines | words | MB |{' (after the ' + args.task + ' leak guard)' if guard else ''}")
+    print("|---|--:|--:|--:|")
+    for name, n_lines, words, size, _ in rows:
+        print(f"| {name} | {n_lines:,} | {words:,} | {size / 1e6:.1f} |")
+    print(f"| **all** | {total_lines:,} | **{total_words:,}** | {total_bytes / 1e6:.1f} |")
+    print(f"read in {sum(r[4] for r in rows):.1f} s", file=sys.stderr)
     return 0
 
 

@@ -19,7 +19,8 @@ the teacher or random, pretrained with MLM and/or MLM-KD against an MLM teacher
 
 The words of the training text are counted (per source, printed and in the manifest), as are the
 words seen and words/s. A finished run is kept in the cache under a key over its config, models and
-text (teachers/reuse.py): the same run again copies it instead of training (`--no-reuse` trains).
+text (teachers/reuse.py): the same student run again copies it instead of training (`--reuse off`
+trains; `--reuse on` reuses continued and from-scratch runs too).
 """
 from __future__ import annotations
 
@@ -60,8 +61,10 @@ class Config(TrainConfig):
                                         "one) and/or .txt files, comma-separated")
     cache_dir: str = field("", "the shrinkbert cache (default $SHRINKBERT_CACHE or ~/.cache/shrinkbert): built-in "
                                "corpora and the reusable pretrained artifacts")
-    reuse: bool = field(True, "reuse the artifact of an earlier run with the same config, models and text "
-                              "(teachers/reuse.py) instead of training again")
+    reuse: str = field("auto", "reuse the artifact of an earlier run with the same config, models and text "
+                               "(teachers/reuse.py) instead of training: on | off | auto (on for a student of "
+                               "--teacher, off for continued or from-scratch runs, whose reruns check determinism)",
+                       choices=("auto", "on", "off"))
     max_train_rows: int = field(0, "use at most this many lines (rows) of text (0: all)", min=0)
     max_length: int = field(128, "tokens per example, [CLS] and [SEP] included", min=8, max=8192)
     nsp: bool = field(False, "add next-sentence prediction (BertForPreTraining, sentence-pair examples)")
@@ -332,7 +335,7 @@ def read_text(cfg: Config) -> tuple[list[str], dict[str, int], dict]:
 def start_models(cfg: Config) -> dict[str, str | None]:
     """The models a run reads (their content goes into the reuse key)."""
     return {"model": str(resolve_model_dir(cfg.model)) if cfg.model else None, "tokenizer": cfg.tokenizer or None,
-            "teacher": cfg.teacher or None, "kd_teacher": pretrain_student.kd_teacher_dir(cfg) or None}
+            "teacher": str(resolve_model_dir(cfg.teacher)) if cfg.teacher else None, "kd_teacher": pretrain_student.kd_teacher_dir(cfg) or None}
 
 
 # --------------------------------------------------------------------------------------------
@@ -352,11 +355,13 @@ def run(cfg: Config) -> Path:
     out = Path(cfg.output_dir)
     lines, words, guard_record = read_text(cfg)
     key = reuse.content_key(to_dict(cfg), start_models(cfg), lines)
-    found = reuse.find(key, cfg.cache_dir or None) if cfg.reuse else None
+    reusing = cfg.reuse == "on" or (cfg.reuse == "auto" and pretrain_student.wants_student(cfg))
+    found = reuse.find(key, cfg.cache_dir or None) if reusing else None
     if found is not None:  # every process finds the same entry; the main one copies it
         if is_main_process():
-            reuse.copy_artifact(found, out)
-            print(f"pretrain: reused {found} (same config, models and text; --no-reuse trains again) -> {out}")
+            if out.resolve() != found.resolve():
+                reuse.copy_artifact(found, out)
+            print(f"pretrain: reused {found} (same config, models and text; --reuse off trains again) -> {out}")
         wait_for_everyone()
         return out
     result, model, tokenizer, parents, record = _pretrain(cfg, lines, words)
@@ -369,7 +374,8 @@ def run(cfg: Config) -> Path:
         save_model_artifact(out, model, tokenizer, stage="pretrain",
                             parents=parents + [c for c in cfg.corpus if Path(c).is_file()], config=to_dict(cfg),
                             metrics=result, seed=cfg.seed, num_parameters=count_parameters(model), extra=extra)
-        reuse.store(out, key, cfg.cache_dir or None)
+        if reusing:
+            reuse.store(out, key, cfg.cache_dir or None)
         print(f"pretrain: {result['train_words']:,} words of text ({', '.join(f'{s} {n:,}' for s, n in words.items())}), "
               f"{result['words_seen']:,.0f} seen at {result['words_per_s']:,.0f} words/s "
               f"({result['tokens_per_s']:,.0f} tokens/s); held-out MLM loss {result['heldout_mlm_loss_before']:.3f} -> "

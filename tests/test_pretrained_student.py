@@ -85,8 +85,23 @@ def test_a_student_is_pretrained_counted_and_reused_by_content(tiny_bert, corpus
     assert calls == ["pretrain", "pretrain"]
     assert read_manifest(third)["content_key"] != manifest["content_key"]
     pretrain.run(_config(tiny_bert, corpus, tmp_path / "d", seed=1))  # other seed: trained again
-    pretrain.run(_config(tiny_bert, corpus, tmp_path / "e", reuse=False))  # told not to reuse
+    pretrain.run(_config(tiny_bert, corpus, tmp_path / "e", reuse="off"))  # told not to reuse
     assert len(calls) == 4
+
+
+def test_a_continued_run_trains_again_unless_told_to_reuse(tiny_bert, corpus, tmp_path, cache_env, monkeypatch):
+    """auto: only students are reused, so rerunning a teacher's pretraining still checks determinism."""
+    from shrinkbert.teachers import pretrain
+
+    calls = _count_train_calls(monkeypatch)
+    for name in ("a", "b"):
+        pretrain.run(_config(tiny_bert, corpus, tmp_path / name, teacher="", model=str(tiny_bert), head_warmup_steps=0,
+                             layers=0, hidden=0, heads=0, intermediate=0))
+    assert calls == ["pretrain", "pretrain"]
+    for name in ("c", "d"):
+        pretrain.run(_config(tiny_bert, corpus, tmp_path / name, teacher="", model=str(tiny_bert), head_warmup_steps=0,
+                             layers=0, hidden=0, heads=0, intermediate=0, reuse="on"))
+    assert calls == ["pretrain"] * 3
 
 
 def test_mlm_kd_teaches_and_a_classifier_cannot(tiny_bert, mlm_teacher, corpus, tmp_path, cache_env):
