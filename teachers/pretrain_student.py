@@ -24,6 +24,7 @@ from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.models import check_model_dir, load_model, load_tokenizer
 from shrinkbert.students.init import init_from_teacher
 from shrinkbert.students.shape import choose_shape, shape_config
+from shrinkbert.teachers.common import resolve_model_dir
 
 if TYPE_CHECKING:  # the stage's Config, for annotations only (pretrain.py imports this module)
     from shrinkbert.teachers.pretrain import Config
@@ -65,7 +66,7 @@ def build_student(cfg: Config, model_cls):
     """(student, tokenizer, parents, record): a new shape of the teacher's, sliced from it or random."""
     from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM
 
-    teacher_dir = check_model_dir(cfg.teacher)
+    teacher_dir = check_model_dir(resolve_model_dir(cfg.teacher))
     teacher_config = AutoConfig.from_pretrained(teacher_dir)
     if teacher_config.model_type != "bert":
         raise ShrinkbertError(f"{cfg.teacher} is a {teacher_config.model_type} model; students are BERTs")
@@ -89,7 +90,7 @@ def build_student(cfg: Config, model_cls):
 
 def kd_teacher_dir(cfg: Config) -> str:
     """The MLM-KD teacher's directory ('' when KD is off)."""
-    return (cfg.kd_teacher or cfg.teacher) if cfg.kd_weight > 0 else ""
+    return str(resolve_model_dir(cfg.kd_teacher or cfg.teacher)) if cfg.kd_weight > 0 else ""
 
 
 def load_kd_teacher(cfg: Config, vocab_size: int):
@@ -99,7 +100,7 @@ def load_kd_teacher(cfg: Config, vocab_size: int):
         return None
     from transformers import AutoConfig, AutoModelForMaskedLM
 
-    path = check_model_dir(path)
+    path = check_model_dir(resolve_model_dir(path))
     config = AutoConfig.from_pretrained(path)
     if not _is_mlm(config):
         raise ShrinkbertError(f"the MLM-KD teacher {path} has no MLM head: name an MLM model (e.g. the teacher's "
