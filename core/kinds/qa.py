@@ -384,11 +384,13 @@ class QAKind(TaskKind):
         return scores
 
     def score_runner(self, runner, rows, columns, batch_size: int, max_length: int) -> dict[str, Any]:
-        """Every question over all its windows of max_length tokens: a bundle answers with its own
-        Predictor.answer; a PyTorch or ONNX variant runs the kit's windows (batch_size questions a
-        batch) and the shared postprocessing (qa_edge). SQuAD EM/F1 (v2: HasAns/NoAns, null
-        threshold 0 for every variant alike); "correct" is each question's exact match (the report's
-        paired differences)."""
+        """Every question over all its windows of max_length tokens, each question's windows as one
+        batch (as the bundle answers, and as a deployed model meets a question: dynamic int8 scales
+        depend on the batch, so an ONNX int8 variant then answers exactly as its bundle): a bundle
+        answers with its own Predictor.answer; a PyTorch or ONNX variant runs the kit's windows and
+        the shared postprocessing (qa_edge). `batch_size` is not used. SQuAD EM/F1 (v2: HasAns/NoAns,
+        null threshold 0 for every variant alike); "correct" is each question's exact match (the
+        report's paired differences)."""
         table = [{"question": q, "context": c, "answers": {"text": list(g)}}
                  for q, c, g in zip(rows.texts, rows.pairs, rows.labels)]
         found = runner.own_answers(rows.texts, rows.pairs)
@@ -396,8 +398,8 @@ class QAKind(TaskKind):
         if found is None:
             labels = self.gold_labels(table, rows.task, None, runner.tokenizer, max_length)
             parts = []
-            for first in range(0, len(table), batch_size):
-                encoded = self.encode(runner.tokenizer, table[first:first + batch_size], max_length)
+            for row in table:
+                encoded = self.encode(runner.tokenizer, [row], max_length)
                 outputs = runner.forward_outputs(runner.prepare(dict(encoded)))
                 parts.append(self.scored_logits(self.output_array(outputs), encoded))
             found = labels.answers(np.concatenate(parts))
