@@ -268,3 +268,41 @@ def test_qa_stages_default_to_384_tokens_and_doc_stride_is_for_qa_only(tiny_csv)
     tokenizer = AutoTokenizer.from_pretrained(str(minilm_path()))
     with pytest.raises(ShrinkbertError, match="doc_stride is for tasks read in overlapping windows"):
         tokenize_task(splits, tokenizer, task, 64, doc_stride=16)
+
+
+def test_squad_recipe_runs_end_to_end_in_miniature(tmp_path):
+    """recipes/squad.yaml --quick, as tests/test_recipes_run.py runs the other recipes in miniature, but
+    with a tiny QA model that has MiniLM's vocabulary (test_recipes_run's tiny BERT spells SQuAD's words
+    letter by letter: a hundred windows per question) and 96-token windows."""
+    import os
+
+    from test_recipes_run import ROOT, miniature
+
+    from shrinkbert.core.artifacts import read_manifest
+    from shrinkbert.recipe import load_recipe
+
+    path = ROOT / "recipes" / "squad.yaml"
+    recipe = load_recipe(path, quick=True)
+    teacher = recipe.stages[0]
+    assert teacher.params["model"] == "minilm" and teacher.params["task"] == "../shared/data/squad/squad-dev-v1.1.json"
+    tiny = tiny_qa_model(tmp_path / "tiny")
+    sets = [a.split("=")[0] + f"={MAX_LENGTH}" if ".max_length=" in a else a for a in miniature(recipe, tiny)]
+    sets += ["teacher.max_train_rows=32", "teacher.max_eval_rows=12", "student.max_train_rows=32",
+             "pruned-recovered.max_train_rows=32", "report.max_eval_rows=12"]
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "shrinkbert.cli", "run", str(path), "--quick", "--output-dir", str(out)]
+    for assignment in sets:
+        cmd += ["--set", assignment]
+    done = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
+                          timeout=280)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "recipe 'squad' finished in" in done.stdout and "stage times:" in done.stdout
+    for stage in recipe.stages:
+        if stage.uses == "eval":
+            report = json.loads((out / stage.name / "report.json").read_text())
+            assert len(report["variants"]) == 6 and all(not v["error"] for v in report["variants"])
+            assert all(v["metrics"]["f1"] is not None for v in report["variants"])
+            continue
+        manifest = read_manifest(out / stage.name)
+        assert manifest["stage"] == stage.uses and all(c["passed"] for c in manifest["checks"]), stage.name
+        assert manifest["data"]["task"] == str((ROOT / teacher.params["task"]).resolve())
