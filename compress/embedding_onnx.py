@@ -1,5 +1,6 @@
 """A transformer sentence embedder as one ONNX graph whose output is the sentence vector: the
-encoder, its pooling and its normalisation all inside the graph (so ONNX Runtime, an index builder
+encoder, its pooling, its projection (a Dense module, when the folder has one) and its normalisation
+all inside the graph (so ONNX Runtime, an index builder
 or another language needs nothing else), and its dynamic int8 twin.
 
 The graph is traced from `core.embedder.Embedder.forward` with torch.onnx's TorchScript exporter
@@ -9,6 +10,7 @@ inputs input_ids/attention_mask/token_type_ids with dynamic batch and sequence a
 """
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -17,7 +19,7 @@ import onnxruntime as ort
 import torch
 
 from shrinkbert.compress.int8 import quantization_config, quantize_file
-from shrinkbert.core.embedder import Embedder, read_pooling
+from shrinkbert.core.embedder import MODULES_FILE, Embedder, read_pooling
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.models import load_tokenizer
 
@@ -27,12 +29,19 @@ PARITY_SENTENCES = ["A man is playing a guitar.", "The stock market fell sharply
                     "Three dogs run through the snow while a child watches from the porch window."]
 
 
+def module_folders(source: Path) -> list[str]:
+    """The sentence-transformers module folders (pooling, dense, normalise) a model folder names."""
+    if not (source / MODULES_FILE).is_file():
+        return []
+    return [module["path"] for module in json.loads((source / MODULES_FILE).read_text()) if module.get("path")]
+
+
 class _SentenceGraph(torch.nn.Module):
     """Embedder.forward as a module with positional tensor inputs, for tracing."""
 
     def __init__(self, embedder: Embedder):
         super().__init__()
-        self.embedder, self.model = embedder, embedder.model
+        self.embedder, self.model, self.dense = embedder, embedder.model, embedder.dense  # registered: traced as weights
 
     def forward(self, input_ids, attention_mask, token_type_ids):
         return self.embedder.forward({"input_ids": input_ids, "attention_mask": attention_mask,
@@ -52,7 +61,7 @@ def export(model: str | Path, out_dir: str | Path, tolerance: float = 1e-4, opse
                       opset_version=opset, dynamo=False)
     embedder.tokenizer.save_pretrained(out_dir)
     source = Path(embedder.model.name_or_path)
-    for name in ("config.json", "modules.json", "sentence_bert_config.json", "1_Pooling", "2_Normalize"):
+    for name in ("config.json", "modules.json", "sentence_bert_config.json", *module_folders(source)):
         if (source / name).is_dir():
             shutil.copytree(source / name, out_dir / name, dirs_exist_ok=True)
         elif (source / name).is_file():

@@ -1,16 +1,24 @@
-"""The static embedding bundle: a static student (students/static.py) as a folder that runs with
-numpy and tokenizers only.
+"""Embedding bundles: a folder that embeds texts without torch.
 
-Contents: vectors.npy (the token-vector table), tokenizer.json, predict.py (a copy of
-compress/static_predictor.py: `Predictor.embed/similarity/search`, `python predict.py --embed`),
-requirements.txt and shrinkbert.json. Before it is written, the bundle's own Predictor embeds
-example sentences and must give the student's vectors exactly (same table, same tokenizer).
+- A static student (students/static.py): vectors.npy (the token-vector table) and tokenizer.json;
+  numpy and tokenizers only.
+- A transformer embedder exported as one ONNX graph (compress/embedding_onnx.py, fp32 or int8):
+  model.onnx, tokenizer.json and embedding.json (max_length, dim, padding id); numpy, tokenizers
+  and onnxruntime.
+
+Both get predict.py (a copy of compress/static_predictor.py: `Predictor.embed/similarity/search`,
+`python predict.py --embed`), requirements.txt and shrinkbert.json. Before it is written, the
+bundle's own Predictor embeds example sentences and must give the source model's vectors: exactly
+for the static table; for the graph, the same graph run by onnxruntime on the kit's tokenizer
+(compress/embedding_onnx.OnnxEmbedder), within 1e-5.
 
     python -m shrinkbert.compress.static_bundle --model runs/embedding/static-minilm-d256 --output-dir runs/bundle-static
+    python -m shrinkbert.compress.static_bundle --model runs/embedding/student-int8 --output-dir runs/bundle-emb
 """
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
 from importlib import metadata
@@ -27,9 +35,12 @@ PARITY_SENTENCES = ["A man is playing a guitar.", "The stock market fell sharply
                     "a cat sat on the mat", "", "Résumé naïve café — émigré!"]
 
 
-def requirements() -> str:
+ONNX_TOLERANCE = 1e-5  # the same graph on the same token ids: only thread scheduling may differ
+
+
+def requirements(onnx: bool = False) -> str:
     versions = {}
-    for name, default in (("tokenizers", "0.15"), ("numpy", "1.24")):
+    for name, default in (("tokenizers", "0.15"), ("numpy", "1.24")) + ((("onnxruntime", "1.16"),) if onnx else ()):
         try:
             versions[name] = ".".join(metadata.version(name).split(".")[:2])
         except metadata.PackageNotFoundError:
@@ -41,6 +52,8 @@ def run(model: str | Path, output_dir: str | Path) -> Path:
     """Write the bundle of the static student at `model` into output_dir (atomically)."""
     if not output_dir:
         raise ShrinkbertError("give --output-dir for the bundle")
+    if (Path(model) / static_predictor.ONNX_FILE).is_file():
+        return run_onnx(model, output_dir)
     student = StaticEmbedder.load(model)
     with atomic_artifact(output_dir) as tmp:
         np.save(tmp / static_predictor.VECTORS_FILE, student.vectors)
@@ -58,9 +71,38 @@ def run(model: str | Path, output_dir: str | Path) -> Path:
     return Path(output_dir)
 
 
+def run_onnx(model: str | Path, output_dir: str | Path) -> Path:
+    """Write the bundle of an exported embedding graph (compress/embedding_onnx.py) into output_dir."""
+    from shrinkbert.compress.embedding_onnx import OnnxEmbedder  # deferred: it imports torch
+
+    source = OnnxEmbedder(model)
+    tokenizer = source.tokenizer
+    if not tokenizer.is_fast:
+        raise ShrinkbertError(f"{model}'s tokenizer has no tokenizer.json (a fast tokenizer): the bundle needs one")
+    dim = int(source.encode(PARITY_SENTENCES[:1]).shape[1])
+    meta = {"max_length": source.max_length, "dim": dim, "pad_id": tokenizer.pad_token_id,
+            "pad_token": tokenizer.pad_token, "pooling": source.spec.mode, "normalize": source.spec.normalize}
+    with atomic_artifact(output_dir) as tmp:
+        shutil.copyfile(Path(model) / static_predictor.ONNX_FILE, tmp / static_predictor.ONNX_FILE)
+        tokenizer.backend_tokenizer.save(str(tmp / static_predictor.TOKENIZER_FILE))
+        (tmp / static_predictor.META_FILE).write_text(json.dumps(meta, indent=2))
+        shutil.copyfile(static_predictor.__file__, tmp / "predict.py")
+        (tmp / "requirements.txt").write_text(requirements(onnx=True))
+        gap = float(np.abs(static_predictor.Predictor(tmp).embed(PARITY_SENTENCES, batch_size=len(PARITY_SENTENCES))
+                           - source.encode(PARITY_SENTENCES, batch_size=len(PARITY_SENTENCES))).max())
+        if gap > ONNX_TOLERANCE:
+            raise ShrinkbertError(f"the bundle's vectors differ from the model's by {gap:.2e} (> {ONNX_TOLERANCE}): "
+                                  "not written")
+        write_manifest(tmp, stage="bundle-embedding", parents=[model],
+                       config={"model": str(model), "output_dir": str(output_dir)},
+                       checks=[check("bundle_parity", True, f"{len(PARITY_SENTENCES)} sentences, max |diff| {gap:.1e}")],
+                       extra={"kind": "embedding", "dim": dim, "runtime": "onnxruntime"})
+    return Path(output_dir)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="bundle a static embedding student (numpy + tokenizers only)")
-    parser.add_argument("--model", required=True, help="the static student's folder (distill --student static)")
+    parser = argparse.ArgumentParser(description="bundle an embedding model without torch (a static student or an ONNX graph)")
+    parser.add_argument("--model", required=True, help="a static student's folder or an exported embedding graph's")
     parser.add_argument("--output-dir", required=True)
     args = parser.parse_args(argv)
     try:

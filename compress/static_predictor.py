@@ -1,7 +1,9 @@
-"""A static embedding bundle's predictor: numpy and tokenizers only (no torch, no onnxruntime).
+"""An embedding bundle's predictor: numpy and tokenizers (and onnxruntime for a transformer), no torch.
 
-Copied into the bundle as predict.py beside vectors.npy (the token-vector table) and
-tokenizer.json. It is also the one home of the static student's inference: the kit's
+Copied into the bundle as predict.py beside tokenizer.json and either vectors.npy (a static
+student's token-vector table: numpy alone, onnxruntime never imported) or model.onnx (a transformer
+embedder exported as one graph whose output is the sentence vector, compress/embedding_onnx.py,
+with embedding.json giving its max_length). It is also the one home of the static student's inference: the kit's
 StaticEmbedder calls `embed_with_table` from here, so the bundle computes exactly what was measured.
 
     from predict import Predictor
@@ -23,6 +25,8 @@ import numpy as np
 from tokenizers import Tokenizer
 
 VECTORS_FILE, TOKENIZER_FILE = "vectors.npy", "tokenizer.json"
+ONNX_FILE, META_FILE, ONNX_OUTPUT = "model.onnx", "embedding.json", "sentence_embedding"
+ONNX_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
 def normalize_rows(vectors: np.ndarray) -> np.ndarray:
@@ -43,21 +47,53 @@ def embed_with_table(tokenizer: Tokenizer, table: np.ndarray, texts: list[str]) 
     return normalize_rows(sums)
 
 
-class Predictor:
-    def __init__(self, path: str | Path = "."):
-        path = Path(path)
-        self.table = np.load(path / VECTORS_FILE, allow_pickle=False)  # plain array: no pickle ever
+class OnnxGraph:
+    """A sentence-vector ONNX graph and its tokenizer: padded to the batch's longest text, truncated to max_length."""
+
+    def __init__(self, path: Path, threads: int = 0):
+        import onnxruntime as ort  # deferred: a static bundle never needs it
+
+        meta = json.loads((path / META_FILE).read_text())
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self.session = ort.InferenceSession(str(path / ONNX_FILE), options, providers=["CPUExecutionProvider"])
         self.tokenizer = Tokenizer.from_file(str(path / TOKENIZER_FILE))
-        self.tokenizer.no_padding()
-        self.tokenizer.no_truncation()  # a mean has no length limit
+        self.tokenizer.enable_truncation(int(meta["max_length"]))
+        self.tokenizer.enable_padding(pad_id=int(meta.get("pad_id", 0)), pad_token=meta.get("pad_token", "[PAD]"))
+        self.dim = int(meta["dim"])
+
+    def embed(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
+        chunks = [np.zeros((0, self.dim), np.float32)]
+        for start in range(0, len(texts), batch_size):
+            encodings = self.tokenizer.encode_batch(texts[start:start + batch_size])
+            feeds = {"input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
+                     "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
+                     "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64)}
+            chunks.append(self.session.run([ONNX_OUTPUT], feeds)[0])
+        return np.concatenate(chunks).astype(np.float32, copy=False)
+
+
+class Predictor:
+    def __init__(self, path: str | Path = ".", threads: int = 0):
+        path = Path(path)
+        self.graph = OnnxGraph(path, threads) if (path / ONNX_FILE).is_file() else None
+        if self.graph is None:
+            self.table = np.load(path / VECTORS_FILE, allow_pickle=False)  # plain array: no pickle ever
+            self.tokenizer = Tokenizer.from_file(str(path / TOKENIZER_FILE))
+            self.tokenizer.no_padding()
+            self.tokenizer.no_truncation()  # a mean has no length limit
 
     @property
     def dim(self) -> int:
-        return self.table.shape[1]
+        return self.graph.dim if self.graph is not None else self.table.shape[1]
 
-    def embed(self, texts: list[str] | str) -> np.ndarray:
+    def embed(self, texts: list[str] | str, batch_size: int = 32) -> np.ndarray:
         """float32 [n, dim] unit vectors (cosine similarity is their dot product)."""
-        return embed_with_table(self.tokenizer, self.table, [texts] if isinstance(texts, str) else list(texts))
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        if self.graph is not None:
+            return self.graph.embed(texts, batch_size)
+        return embed_with_table(self.tokenizer, self.table, texts)
 
     def similarity(self, a, b) -> np.ndarray:
         """Cosine similarity matrix [len(a), len(b)] of texts or vectors."""
@@ -77,7 +113,7 @@ class Predictor:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="embed texts with this static bundle")
+    parser = argparse.ArgumentParser(description="embed texts with this embedding bundle")
     parser.add_argument("--embed", required=True, help="a text file, one text a line ('-': stdin)")
     parser.add_argument("--out", default="-", help="vectors.npy, vectors.json or '-' (JSON to stdout)")
     args = parser.parse_args(argv)

@@ -2,8 +2,9 @@
 sentence-transformers folder layout.
 
 An embedding artifact is a sentence-transformers model folder: the transformers files at its root,
-`modules.json` naming Transformer -> Pooling (-> Normalize), `1_Pooling/config.json` and
-`2_Normalize/`. `SentenceTransformer(path)` loads it as it is, and so does `Embedder` here. A
+`modules.json` naming Transformer -> Pooling (-> Dense) (-> Normalize), `1_Pooling/config.json`,
+`2_Dense/` (a linear projection of the pooled vector: a narrower student's map into its teacher's
+vector space, students/embedding_distill.py) and `2_Normalize/` (or `3_Normalize/` after a Dense). `SentenceTransformer(path)` loads it as it is, and so does `Embedder` here. A
 model without `modules.json` (a plain BERT) is read as mean pooling, then L2 normalisation:
 sentence-transformers' own default pooling, and the normalised vectors the kit's bundles return.
 """
@@ -20,7 +21,9 @@ from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.models import load_model, load_tokenizer
 
 MODULES_FILE = "modules.json"
-POOLING_DIR, NORMALIZE_DIR = "1_Pooling", "2_Normalize"
+POOLING_DIR, NORMALIZE_DIR, DENSE_DIR = "1_Pooling", "2_Normalize", "2_Dense"
+DENSE_WEIGHTS = "model.safetensors"  # sentence-transformers' Dense: "linear.weight", "linear.bias"
+IDENTITY = "torch.nn.modules.linear.Identity"
 ST_MODULE = "sentence_transformers.models."
 # sentence-transformers' Pooling config keys, in the order it writes them, and the kit's mode names.
 POOLING_KEYS = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean",
@@ -33,6 +36,7 @@ class PoolingSpec:
     """How token vectors become one sentence vector: the pooling mode, then L2 normalisation or not."""
     mode: str = "mean"
     normalize: bool = True
+    dense: str = ""  # the folder of a Dense module (a linear projection after pooling), "" for none
 
 
 def read_pooling(path: str | Path) -> PoolingSpec:
@@ -46,10 +50,17 @@ def read_pooling(path: str | Path) -> PoolingSpec:
         types = [module["type"].rsplit(".", 1)[-1] for module in modules]
     except (ValueError, KeyError, TypeError, AttributeError) as err:
         raise ShrinkbertError(f"{modules_file} is not a sentence-transformers modules list ({err})") from None
-    unknown = [name for name in types if name not in ("Transformer", "Pooling", "Normalize")]
+    unknown = [name for name in types if name not in ("Transformer", "Pooling", "Dense", "Normalize")]
     if unknown:
         raise ShrinkbertError(f"{modules_file} names module(s) {unknown} this kit cannot run "
-                              "(it runs Transformer -> Pooling -> Normalize)")
+                              "(it runs Transformer -> Pooling -> Dense -> Normalize)")
+    dense = ""
+    if "Dense" in types:
+        dense = modules[types.index("Dense")].get("path", DENSE_DIR)
+        config = json.loads((path / dense / "config.json").read_text()) if (path / dense / "config.json").is_file() else {}
+        if config.get("activation_function", IDENTITY) != IDENTITY:
+            raise ShrinkbertError(f"{path / dense} applies {config['activation_function']}; this kit runs a "
+                                  "linear Dense (Identity activation) only")
     mode = "mean"
     if "Pooling" in types:
         pooling_dir = path / modules[types.index("Pooling")].get("path", POOLING_DIR)
@@ -58,7 +69,37 @@ def read_pooling(path: str | Path) -> PoolingSpec:
         if len(chosen) > 1:
             raise ShrinkbertError(f"{pooling_dir} combines pooling modes {chosen}; this kit runs one")
         mode = chosen[0] if chosen else "mean"
-    return PoolingSpec(mode=mode, normalize="Normalize" in types)
+    return PoolingSpec(mode=mode, normalize="Normalize" in types, dense=dense)
+
+
+def load_dense(path: str | Path, spec: PoolingSpec):
+    """The torch Linear of the folder's Dense module (None without one)."""
+    if not spec.dense:
+        return None
+    import torch  # deferred with torch (see pool)
+    from safetensors.torch import load_file
+
+    folder = Path(path) / spec.dense
+    config = json.loads((folder / "config.json").read_text())
+    weights = load_file(str(folder / DENSE_WEIGHTS))
+    linear = torch.nn.Linear(config["in_features"], config["out_features"], bias=config.get("bias", True))
+    linear.load_state_dict({name.removeprefix("linear."): value for name, value in weights.items()})
+    return linear
+
+
+def write_dense(folder: str | Path, linear) -> None:
+    """A torch Linear as sentence-transformers' Dense module (Identity activation) in `folder`."""
+    from safetensors.torch import save_file
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    config = {"in_features": linear.in_features, "out_features": linear.out_features,
+              "bias": linear.bias is not None, "activation_function": IDENTITY}
+    (folder / "config.json").write_text(json.dumps(config, indent=2))
+    tensors = {"linear.weight": linear.weight.detach().contiguous().cpu()}
+    if linear.bias is not None:
+        tensors["linear.bias"] = linear.bias.detach().contiguous().cpu()
+    save_file(tensors, str(folder / DENSE_WEIGHTS))
 
 
 def pool(hidden, attention_mask, mode: str = "mean"):
@@ -78,14 +119,21 @@ def pool(hidden, attention_mask, mode: str = "mean"):
     raise ShrinkbertError(f"unknown pooling mode '{mode}' (known: {', '.join(POOLING_MODES)})")
 
 
-def write_st_layout(out_dir: str | Path, spec: PoolingSpec, dim: int, max_seq_length: int = 256) -> None:
-    """Write modules.json, 1_Pooling/ and 2_Normalize/ beside transformers files already in out_dir."""
+def write_st_layout(out_dir: str | Path, spec: PoolingSpec, dim: int, max_seq_length: int = 256,
+                    dense=None) -> None:
+    """Write modules.json, 1_Pooling/, 2_Dense/ (given a torch Linear `dense`) and the Normalize folder
+    beside transformers files already in out_dir; `dim` is the encoder's hidden size."""
     out_dir = Path(out_dir)
     modules = [{"idx": 0, "name": "0", "path": "", "type": ST_MODULE + "Transformer"},
                {"idx": 1, "name": "1", "path": POOLING_DIR, "type": ST_MODULE + "Pooling"}]
+    if dense is not None:
+        modules.append({"idx": 2, "name": "2", "path": DENSE_DIR, "type": ST_MODULE + "Dense"})
+        write_dense(out_dir / DENSE_DIR, dense)
     if spec.normalize:
-        modules.append({"idx": 2, "name": "2", "path": NORMALIZE_DIR, "type": ST_MODULE + "Normalize"})
-        (out_dir / NORMALIZE_DIR).mkdir(exist_ok=True)
+        index = len(modules)
+        folder = NORMALIZE_DIR if dense is None else f"{index}_Normalize"
+        modules.append({"idx": index, "name": str(index), "path": folder, "type": ST_MODULE + "Normalize"})
+        (out_dir / folder).mkdir(exist_ok=True)
     (out_dir / MODULES_FILE).write_text(json.dumps(modules, indent=2))
     (out_dir / POOLING_DIR).mkdir(exist_ok=True)
     pooling = {"word_embedding_dimension": dim, **{key: name == spec.mode for key, name in POOLING_KEYS.items()}}
@@ -97,8 +145,9 @@ def write_st_layout(out_dir: str | Path, spec: PoolingSpec, dim: int, max_seq_le
 class Embedder:
     """A transformers encoder with its pooling: `encode(texts)` -> float32 [n, dim] sentence vectors."""
 
-    def __init__(self, model, tokenizer, spec: PoolingSpec, max_length: int = 128):
+    def __init__(self, model, tokenizer, spec: PoolingSpec, max_length: int = 128, dense=None):
         self.model, self.tokenizer, self.spec, self.max_length = model.eval(), tokenizer, spec, max_length
+        self.dense = dense.eval() if dense is not None else None  # torch Linear after pooling, or None
 
     @classmethod
     def load(cls, path: str | Path, max_length: int = 128) -> "Embedder":
@@ -107,14 +156,16 @@ class Embedder:
 
         path = resolve_model(str(path))
         model = load_model(AutoModel, path)
-        return cls(model, load_tokenizer(path, model.config), read_pooling(path), max_length)
+        spec = read_pooling(path)
+        return cls(model, load_tokenizer(path, model.config), spec, max_length, load_dense(path, spec))
 
     @property
     def dim(self) -> int:
-        return self.model.config.hidden_size
+        return self.dense.out_features if self.dense is not None else self.model.config.hidden_size
 
-    def forward(self, batch: dict):
-        """Tokenized batch (torch tensors) -> sentence vectors (torch), pooled and normalised as declared;
+    def forward(self, batch: dict, normalize: bool | None = None):
+        """Tokenized batch (torch tensors) -> sentence vectors (torch), pooled, projected and normalised
+        as declared (normalize=False: the vectors before normalisation, the distillation target);
         differentiable, for the distillation loss."""
         import torch.nn.functional as F  # deferred with torch (see pool)
 
@@ -122,15 +173,25 @@ class Embedder:
                   if key in ("input_ids", "attention_mask", "token_type_ids")}
         hidden = self.model(**inputs).last_hidden_state
         vectors = pool(hidden, inputs["attention_mask"], self.spec.mode)
-        return F.normalize(vectors, p=2, dim=-1) if self.spec.normalize else vectors
+        if self.dense is not None:
+            vectors = self.dense(vectors)
+        normalize = self.spec.normalize if normalize is None else normalize
+        return F.normalize(vectors, p=2, dim=-1) if normalize else vectors
 
-    def encode(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
+    def encode(self, texts: list[str], batch_size: int = 64, normalize: bool | None = None) -> np.ndarray:
         import torch  # deferred with torch (see pool)
 
+        texts = list(texts)
+        # batches of similar lengths pad little (padding is masked out of the pooling either way)
+        order = sorted(range(len(texts)), key=lambda row: len(texts[row]))
         chunks = []
         with torch.inference_mode():
             for start in range(0, len(texts), batch_size):
-                batch = self.tokenizer(list(texts[start:start + batch_size]), padding=True, truncation=True,
-                                       max_length=self.max_length, return_tensors="pt")
-                chunks.append(self.forward(batch).float().numpy())
-        return np.concatenate(chunks) if chunks else np.zeros((0, self.dim), np.float32)
+                batch = self.tokenizer([texts[row] for row in order[start:start + batch_size]], padding=True,
+                                       truncation=True, max_length=self.max_length, return_tensors="pt")
+                chunks.append(self.forward(batch, normalize).float().numpy())
+        if not chunks:
+            return np.zeros((0, self.dim), np.float32)
+        vectors = np.empty((len(texts), self.dim), np.float32)
+        vectors[order] = np.concatenate(chunks)
+        return vectors

@@ -71,8 +71,15 @@ def test_the_teacher_declares_mean_pooling_then_normalize():
 
 def test_a_module_the_kit_cannot_run_is_one_line(tmp_path):
     (tmp_path / "modules.json").write_text(json.dumps([{"idx": 0, "name": "0", "path": "",
-                                                        "type": "sentence_transformers.models.Dense"}]))
+                                                        "type": "sentence_transformers.models.LayerNorm"}]))
     with pytest.raises(ShrinkbertError, match="cannot run"):
+        read_pooling(tmp_path)
+    # a Dense runs only as a linear map (the kit's projection): another activation is refused
+    (tmp_path / "2_Dense").mkdir()
+    (tmp_path / "2_Dense" / "config.json").write_text(json.dumps({"activation_function": "torch.nn.modules.activation.Tanh"}))
+    (tmp_path / "modules.json").write_text(json.dumps([{"idx": 0, "name": "0", "path": "2_Dense",
+                                                        "type": "sentence_transformers.models.Dense"}]))
+    with pytest.raises(ShrinkbertError, match="linear Dense"):
         read_pooling(tmp_path)
 
 

@@ -76,3 +76,42 @@ def test_a_folder_that_is_no_static_student_writes_nothing(tmp_path):
     with pytest.raises(ShrinkbertError, match="not a static embedding model"):
         run(tmp_path / "not-a-model", tmp_path / "bundle")
     assert not (tmp_path / "bundle").exists()
+
+
+@pytest.fixture(scope="module")
+def int8_graph(tmp_path_factory):
+    """A tiny encoder exported as one sentence-vector graph, then dynamic int8."""
+    from fixtures import make_tiny_bert
+    from shrinkbert.compress.embedding_onnx import export, quantize
+
+    root = tmp_path_factory.mktemp("onnx-emb")
+    export(make_tiny_bert(root / "tiny"), root / "fp32")
+    quantize(root / "fp32", root / "int8")
+    return root / "int8"
+
+
+def test_the_onnx_bundle_runs_without_torch_and_gives_the_int8_models_vectors(int8_graph, tmp_path):
+    from shrinkbert.compress.embedding_onnx import OnnxEmbedder
+
+    bundle = run(int8_graph, tmp_path / "bundle")
+    assert sorted(p.name for p in bundle.iterdir()) == ["embedding.json", "model.onnx", "predict.py",
+                                                         "requirements.txt", "shrinkbert.json", "tokenizer.json"]
+    requirements = (bundle / "requirements.txt").read_text()
+    assert "onnxruntime" in requirements and "torch" not in requirements
+    texts = TEXTS + ["a much longer sentence about a good movie with a great plot and a bad ending"]
+    script = f"""
+import json, sys
+sys.modules["torch"] = None          # any import of torch now fails
+sys.modules["transformers"] = None
+sys.path.insert(0, {str(bundle)!r})
+from predict import Predictor
+p = Predictor({str(bundle)!r})
+vectors = p.embed({texts!r})
+print(json.dumps({{"vectors": vectors.tolist(), "search": p.search({texts[0]!r}, vectors, k=2)}}))
+"""
+    out = json.loads(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                                    check=True, timeout=120).stdout)
+    expected = OnnxEmbedder(int8_graph).encode(texts)
+    np.testing.assert_allclose(np.asarray(out["vectors"], np.float32), expected, atol=1e-5)
+    assert out["search"][0][0] == 0 and abs(out["search"][0][1] - 1) < 1e-5  # a text finds itself first
+    np.testing.assert_allclose(np.linalg.norm(expected, axis=1), 1, atol=1e-5)

@@ -34,15 +34,22 @@ def read_scored_pairs(path: str | Path, score_range: tuple[float, float] = STS_R
     if missing:
         raise ShrinkbertError(f"{path} has no column(s) {', '.join(missing)}: a scored-pairs file needs "
                               f"{','.join(columns)} (found {','.join(table.column_names)})")
+    scores = check_scores(table[score_column], path, score_range)
+    first, second = [str(text) for text in table[first_column]], [str(text) for text in table[second_column]]
+    return ScoredPairs(first, second, np.asarray(scores, dtype=np.float64))
+
+
+def check_scores(values, where, score_range: tuple[float, float] = STS_RANGE) -> list[float]:
+    """The values as floats, or a ShrinkbertError naming the first row (a file's row: 2 after the header)
+    whose score is not a number or lies outside the declared range."""
     scores = []
-    for row, value in enumerate(table[score_column], start=2):  # row 1 is the header
+    for row, value in enumerate(values, start=2):  # row 1 is the header
         try:
             score = float(value)
         except (TypeError, ValueError):
-            raise ShrinkbertError(f"{path} row {row}: score {value!r} is not a number") from None
+            raise ShrinkbertError(f"{where} row {row}: score {value!r} is not a number") from None
         if math.isnan(score) or not score_range[0] <= score <= score_range[1]:
-            raise ShrinkbertError(f"{path} row {row}: score {value!r} is outside the declared range "
+            raise ShrinkbertError(f"{where} row {row}: score {value!r} is outside the declared range "
                                   f"{score_range[0]:g}..{score_range[1]:g}")
         scores.append(score)
-    first, second = [str(text) for text in table[first_column]], [str(text) for text in table[second_column]]
-    return ScoredPairs(first, second, np.asarray(scores, dtype=np.float64))
+    return scores

@@ -1,0 +1,259 @@
+"""Sentence embeddings: a model maps a text to one vector; similar meanings, near vectors.
+
+The model is an encoder plus pooling (and an optional linear projection), then L2 normalisation
+(core/embedder.py: read from the model's own sentence-transformers files); an artifact is a
+sentence-transformers folder whose shrinkbert.json says kind "embedding". Such a folder's
+config.json names a bare "BertModel", which is no kind's architecture: all-MiniLM-L6-v2 itself is one
+(and is fine-tuned into a classifier as it always was), so an embedding artifact is recognised by its
+manifest's kind only (`kind_of(dir)` reads shrinkbert.json first), and a folder without one is an
+embedding model only when a stage is told so (distill --teacher of an embedding task, eval of
+scored pairs).
+
+Task rows are scored sentence pairs, STS-B's shape: {"sentence1", "sentence2", "score"} with the
+score inside a declared range (the task's two `label_names` are that range's ends, "0" and "5" for
+STS-B). The metric is "spearman": Spearman of the cosine of the two sentences' vectors with the gold
+score, x100 (eval/sts.py, MTEB's STS main score).
+
+Scored rows are sentence vectors (unit length): for rows of pairs, the n first sentences' vectors
+then the n second sentences' (unlabelled rows, `example_rows`, have no second sentence), so parity
+checks and the int8 tolerance compare vectors, and `score` cosines the two halves. A model's raw
+output is either the sentence vector itself (the exported graph's "sentence_embedding") or token
+vectors [batch, seq, hidden] (a transformers BertModel's last_hidden_state), mean-pooled here over
+the real tokens, as sentence-transformers' default Pooling does.
+
+Training is not through the tokenized-split path of the classifiers: an embedding student is
+distilled on unlabelled text (students/embedding_distill.py) and a model is fine-tuned on scored
+or NLI pairs (teachers/embedding_pairs.py); `kd_loss` and `hard_loss` are those modules' losses.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import datasets
+import numpy as np
+
+from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.kinds import register
+from shrinkbert.core.kinds.base import TaskKind
+
+COLUMNS = ("sentence1", "sentence2", "score")
+OUTPUT = "sentence_embedding"  # compress/embedding_onnx.py's graph output
+DEFAULT_RANGE = ("0", "5")     # STS-B's score range, as the task's label names
+
+
+def normalize_rows(vectors: np.ndarray) -> np.ndarray:
+    vectors = np.asarray(vectors, dtype=np.float32)
+    return vectors / np.maximum(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12)
+
+
+def mean_pool(hidden: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
+    """[batch, seq, hidden] token vectors -> [batch, hidden], the mean over real tokens."""
+    mask = np.asarray(attention_mask, dtype=np.float32)[..., None]
+    return (np.asarray(hidden, np.float32) * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
+
+
+def score_range(task) -> tuple[float, float]:
+    """The declared range of a task's gold scores (its two label names)."""
+    try:
+        low, high = (float(name) for name in task.label_names)
+    except ValueError:
+        raise ShrinkbertError(f"task '{task.name}': an embedding task's labels are its score range "
+                              f"(e.g. 0 and 5), got {list(task.label_names)}") from None
+    return low, high
+
+
+@register
+class EmbeddingKind(TaskKind):
+    name = "embedding"
+    # No architecture names this kind: a bare BertModel stays the default kind (see the docstring);
+    # the manifest's "kind" says embedding.
+    architecture_suffix = "\0embedding"
+    auto_model_class = "AutoModel"
+    bert_model_class = "BertModel"
+    ort_model_class = "ORTModelForFeatureExtraction"
+    export_task = "feature-extraction"
+    columns = COLUMNS
+    output_names = (OUTPUT,)
+    target_columns = ()
+    supports_pairs = True
+    known_metrics = ("spearman",)
+    description = "sentence embedding"
+    read_priority = 40  # before the catch-all: a table with sentence1, sentence2 and score
+    scored_unit = "sentences"
+    cache_identity = ("embedding-v1",)
+
+    # -- the task declaration ---------------------------------------------------------------------
+    def check_task(self, task) -> None:
+        low, high = score_range(task)
+        if not low < high:
+            raise ShrinkbertError(f"task '{task.name}': the score range {low:g}..{high:g} is empty")
+
+    def default_metrics(self, label_names) -> tuple[str, ...]:
+        return ("spearman",)
+
+    def primary_metric(self, task) -> tuple[str, str]:
+        return "spearman", "Spearman x100"
+
+    def metrics_note(self, report, columns, max_length: int) -> str | None:
+        return ("- Metrics: Spearman correlation x100 between the cosine of the two sentences' vectors and the "
+                "gold score (MTEB's STS score); each distinct sentence embedded once.")
+
+    # -- reading and checking rows ----------------------------------------------------------------
+    def read_user_splits(self, read, where, options):
+        from shrinkbert.core.data.scored_pairs import STS_RANGE, check_scores  # deferred: the data package
+
+        tables = {split: table for split, (table, _, _) in read.items()}
+        if not all({"sentence1", "sentence2", "score"} <= set(table.column_names) for table in tables.values()):
+            return None
+        names = options.get("label_names") or DEFAULT_RANGE
+        low, high = (float(n) for n in names) if len(names) == 2 else STS_RANGE
+        splits = {}
+        for split, table in tables.items():
+            scores = check_scores(table["score"], f"{where} ({split})", (low, high))
+            splits[split] = datasets.Dataset.from_dict(
+                {"sentence1": [str(t) for t in table["sentence1"]], "sentence2": [str(t) for t in table["sentence2"]],
+                 "score": [float(s) for s in scores]})
+        return {"label_names": (f"{low:g}", f"{high:g}"), "metrics": ("spearman",), "pair": True}, splits
+
+    def label_features(self, features, task):
+        features["score"] = datasets.Value("float64")
+        return features
+
+    def rows(self, split, task) -> list[dict[str, Any]]:
+        return [{"sentence1": a, "sentence2": b, "score": s}
+                for a, b, s in zip(split["sentence1"], split["sentence2"], split["score"])]
+
+    def example_rows(self, sentences: Sequence[str]) -> list[dict[str, Any]]:
+        return [{"sentence1": text, "sentence2": None, "score": None} for text in sentences]
+
+    def test_rows(self, split, task) -> dict[str, Any]:
+        return {"texts": [str(t) for t in split["sentence1"]], "pairs": [str(t) for t in split["sentence2"]],
+                "labels": [float(s) for s in split["score"]]}
+
+    def check_test_rows(self, task, texts, labels, pairs, words) -> None:
+        if pairs is None:
+            raise ShrinkbertError(f"task '{task.name}' scores sentence pairs: its test rows need a second sentence")
+        low, high = score_range(task)
+        outside = [s for s in labels if not low <= float(s) <= high]
+        if outside:
+            raise ShrinkbertError(f"task '{task.name}': score {outside[0]} is outside {low:g}..{high:g}")
+
+    def texts(self, split) -> list:
+        return list(split["sentence1"]) + list(split["sentence2"])
+
+    # -- encoding ---------------------------------------------------------------------------------
+    @staticmethod
+    def sentences(rows: Sequence[dict[str, Any]]) -> list[str]:
+        """The texts scored rows are made of: every first sentence, then every second one (if any)."""
+        second = [r["sentence2"] for r in rows if r.get("sentence2") is not None]
+        if second and len(second) != len(rows):
+            raise ShrinkbertError("embedding rows: some have a second sentence and some do not")
+        return [r["sentence1"] for r in rows] + second
+
+    def tokenize(self, dataset, tokenizer, task, max_length: int = 128, label_all_subtokens: bool = False):
+        raise ShrinkbertError("an embedding model is not trained on tokenized task rows: distill it on unlabelled "
+                              "text (students/embedding_distill.py) or fine-tune it on pairs "
+                              "(teachers/embedding_pairs.py)")
+
+    def encode(self, tokenizer, rows, max_length: int = 128, padding: Any = True, return_tensors: str | None = "np"):
+        return tokenizer(self.sentences(rows), truncation=True, max_length=max_length, padding=padding,
+                         return_token_type_ids=True, return_tensors=return_tensors)
+
+    # -- models and outputs -----------------------------------------------------------------------
+    def outputs(self, model_output, batch: dict) -> dict[str, Any]:
+        """{"sentence_embedding": mean-pooled, normalised} of a transformers encoder's forward."""
+        import torch.nn.functional as F
+
+        from shrinkbert.core.embedder import pool
+
+        vectors = getattr(model_output, OUTPUT, None)
+        if vectors is None:
+            vectors = pool(model_output.last_hidden_state, batch["attention_mask"], "mean")
+        return {OUTPUT: F.normalize(vectors, p=2, dim=-1)}
+
+    def train_step_loss(self, model_output, batch: dict):
+        raise ShrinkbertError("fine-tune an embedding model on pairs with teachers/embedding_pairs.py")
+
+    def pack_outputs(self, outputs):
+        return outputs[OUTPUT]
+
+    def unpack_outputs(self, packed):
+        return {OUTPUT: packed}
+
+    def importance_loss(self, model_output, batch: dict, labels: list):
+        """Pruning ranks heads and neurons by how much the sentence vectors move: the squared norm of
+        the (unnormalised) mean-pooled vector, whose gradient touches every weight that shapes it."""
+        from shrinkbert.core.embedder import pool
+
+        return pool(model_output.last_hidden_state, batch["attention_mask"], "mean").pow(2).sum(-1).mean()
+
+    def kd_loss(self, student, teacher, batch, temperature):
+        """students/embedding_distill.py's loss: MSE plus (1 - cosine) to the teacher's vectors."""
+        import torch.nn.functional as F
+
+        s, t = student[OUTPUT], teacher[OUTPUT]
+        return F.mse_loss(s, t) + (1 - F.cosine_similarity(s, t, dim=-1)).mean()
+
+    def hard_loss(self, student, batch):
+        """sentence-transformers' CosineSimilarityLoss on a batch of pairs: the vectors of the n first
+        sentences then the n second ones, batch["labels"] the gold scores scaled to 0..1."""
+        import torch.nn.functional as F
+
+        vectors = student[OUTPUT]
+        half = vectors.shape[0] // 2
+        cosine = F.cosine_similarity(vectors[:half], vectors[half:], dim=-1)
+        return F.mse_loss(cosine, batch["labels"].to(cosine.dtype))
+
+    def output_array(self, outputs: dict[str, Any]) -> np.ndarray:
+        if OUTPUT in outputs:
+            return np.asarray(outputs[OUTPUT])
+        if "last_hidden_state" in outputs:
+            return np.asarray(outputs["last_hidden_state"])
+        raise ShrinkbertError(f"the model gives {sorted(outputs)}: an embedding model gives {OUTPUT} or token vectors")
+
+    def scored_logits(self, logits, batch, rows=None) -> np.ndarray:
+        array = np.asarray(logits)
+        if array.ndim == 3:
+            array = mean_pool(array, batch["attention_mask"])
+        if array.ndim != 2:
+            raise ShrinkbertError(f"an embedding model's output has shape {array.shape}: expected [n, dim] "
+                                  "sentence vectors or [n, seq, hidden] token vectors")
+        return normalize_rows(array)
+
+    def gold_labels(self, rows, task, id2label, tokenizer=None, max_length: int = 128) -> list:
+        return [r.get("score") for r in rows]
+
+    def predictions(self, scored: np.ndarray) -> np.ndarray:
+        """A sentence's "prediction" is its vector (parity compares them, not labels)."""
+        return np.asarray(scored)
+
+    # -- metrics ----------------------------------------------------------------------------------
+    def score(self, task, scored, labels) -> dict[str, float | None]:
+        from shrinkbert.eval.sts import cosine_rows, spearman_x100  # deferred: scipy
+
+        if not labels or any(label is None for label in labels):
+            return {"spearman": None}
+        scored = np.asarray(scored)
+        if len(scored) != 2 * len(labels):
+            raise ShrinkbertError(f"{len(scored)} sentence vectors for {len(labels)} scored pairs (expected "
+                                  f"{2 * len(labels)})")
+        half = len(labels)
+        return {"spearman": spearman_x100(cosine_rows(scored[:half], scored[half:]), [float(s) for s in labels])}
+
+    def score_split(self, model, dataset, collate, task, batch_size: int = 64) -> dict[str, float]:
+        raise ShrinkbertError("score an embedding model with eval/sts.py (sts_spearman) on scored pairs")
+
+    def score_runner(self, runner, rows, columns, batch_size: int, max_length: int) -> dict[str, Any]:
+        """Spearman of an eval runner's vectors: each distinct sentence embedded once, in batches."""
+        from shrinkbert.eval.sts import cosine_rows, spearman_x100
+
+        sentences = list(dict.fromkeys(list(rows.texts) + list(rows.pairs)))
+        chunks = []
+        for start in range(0, len(sentences), batch_size):
+            chunks.append(normalize_rows(np.asarray(runner.embed(sentences[start:start + batch_size], max_length))))
+        vectors = np.concatenate(chunks)
+        where = {text: row for row, text in enumerate(sentences)}
+        cosine = cosine_rows(vectors[[where[t] for t in rows.texts]], vectors[[where[t] for t in rows.pairs]])
+        spearman = spearman_x100(cosine, [float(s) for s in rows.labels])
+        return {"metrics": {"spearman": spearman}, "n": len(rows.texts), "predictions": cosine.tolist(),
+                "sentences": len(sentences)}

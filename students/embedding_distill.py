@@ -1,0 +1,279 @@
+"""Distil a sentence-embedding student on unlabelled text: a smaller transformer whose sentence vectors
+match its teacher's, so an index built with the teacher still answers the student's queries.
+
+    from shrinkbert.students.embedding_distill import EmbeddingStudentConfig, distill_embedding
+    distill_embedding("minilm", sentences, "runs/emb-3L", EmbeddingStudentConfig(layers=3, intermediate=768))
+
+- The student is a BertModel of the chosen shape, initialised from the teacher (students/init.py:
+  uniform layers, the FFN neurons and heads of largest norm; a narrower stream on the PCA basis of
+  the teacher's word-embedding table) and pooled as the teacher pools.
+- Loss, per batch of sentences: MSE between the student's and the teacher's sentence vectors before
+  normalisation (sentence-transformers' distillation loss) plus a cosine term (only directions matter
+  to a normalised index); with `hidden_weight` and the teacher's width, also the hidden-state MSE of
+  students/losses.py on the uniform layer map (that runs the teacher live, every batch).
+- The teacher's vectors are computed once per (teacher, max_length, sentences) and cached as .npy
+  under the cache directory, keyed by content like students/cache.py keys the teacher's logits.
+- A narrower student keeps the teacher's vector space: a linear projection (sentence-transformers'
+  Dense module, saved in the folder and traced into the ONNX graph) from its width to the teacher's,
+  initialised with the transpose of the PCA basis the student's stream was sliced on (the student
+  starts as the teacher seen through that basis, so the map back is its transpose), then trained.
+  With `dim` the student has a dimension of its own: the target is the teacher's vectors on their
+  top `dim` principal components (fitted on the training sentences), and the projection starts as
+  those components composed with the stream basis.
+- With `validation` (scored pairs), the epoch whose STS Spearman is best there is the one kept.
+
+The result is a sentence-transformers folder (Transformer -> Pooling (-> Dense) -> Normalize) whose
+shrinkbert.json says kind "embedding"; `SentenceTransformer(path)` loads it.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import random
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from shrinkbert.core.artifacts import atomic_artifact, check, write_manifest
+from shrinkbert.core.data.builtin import resolve_model
+from shrinkbert.core.data.cache import default_cache_dir
+from shrinkbert.core.embedder import Embedder, write_st_layout
+from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.students.cache import teacher_identity
+from shrinkbert.students.init import init_from_teacher, stream_basis
+from shrinkbert.students.losses import masked_mse
+from shrinkbert.students.shape import Shape, shape_config
+
+KIND = "embedding"
+
+
+@dataclass
+class EmbeddingStudentConfig:
+    layers: int = 3
+    hidden: int | None = None        # None: the teacher's
+    heads: int | None = None         # None: hidden / the teacher's head size
+    intermediate: int | None = None  # None: the teacher's FFN, scaled with the hidden size
+    dim: int | None = None           # the student's own output dimension (None: the teacher's space)
+    epochs: int = 3
+    lr: float = 1e-4
+    batch_size: int = 32
+    max_length: int = 128
+    mse_weight: float = 1.0
+    cosine_weight: float = 1.0
+    hidden_weight: float = 0.0
+    warmup: float = 0.1
+    seed: int = 0
+
+
+def student_shape(teacher_config, config: EmbeddingStudentConfig) -> Shape:
+    hidden = config.hidden or teacher_config.hidden_size
+    head_size = teacher_config.hidden_size // teacher_config.num_attention_heads
+    heads = config.heads or max(1, hidden // head_size)
+    intermediate = config.intermediate or teacher_config.intermediate_size * hidden // teacher_config.hidden_size
+    if hidden % heads:
+        raise ShrinkbertError(f"the student's hidden size {hidden} is not a multiple of its {heads} heads")
+    return Shape(config.layers, hidden, heads, intermediate)
+
+
+def teacher_vectors(teacher: Embedder, teacher_path: str | Path, sentences: list[str],
+                    cache_dir: str | Path | None = None) -> np.ndarray:
+    """The teacher's sentence vectors before normalisation, cached by (teacher, max_length, sentences)."""
+    digest = hashlib.sha256()
+    for sentence in sentences:
+        digest.update(sentence.encode("utf-8"))
+        digest.update(b"\0")
+    key = hashlib.sha256(json.dumps({"v": 1, "teacher": teacher_identity(teacher_path), "max_length": teacher.max_length,
+                                     "n": len(sentences), "text": digest.hexdigest()}).encode()).hexdigest()[:24]
+    path = Path(cache_dir or default_cache_dir()) / "embedding-teacher" / f"{key}.npy"
+    if path.is_file():
+        return np.load(path, allow_pickle=False)
+    vectors = teacher.encode(sentences, normalize=False)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp.npy")
+    np.save(tmp, vectors)
+    tmp.replace(path)
+    return vectors
+
+
+def build_student(teacher: Embedder, config: EmbeddingStudentConfig, sentence_vectors: np.ndarray) -> tuple[Embedder, np.ndarray | None, dict]:
+    """A student Embedder initialised from the teacher, with its projection where it needs one;
+    also the PCA components its targets are taken on (`dim`), or None (the teacher's space)."""
+    from transformers import BertModel
+
+    shape = student_shape(teacher.model.config, config)
+    student_model = BertModel._from_config(shape_config(teacher.model.config, shape), add_pooling_layer=False)
+    narrower = shape.hidden < teacher.model.config.hidden_size
+    record = init_from_teacher(student_model, teacher.model, embeddings="pca" if narrower else "columns")
+    record["shape"] = str(shape)
+    out_dim = teacher.dim
+    components = None
+    if config.dim:
+        if not 1 <= config.dim <= teacher.dim:
+            raise ShrinkbertError(f"--dim {config.dim} must lie between 1 and the teacher's {teacher.dim}")
+        if config.dim > len(sentence_vectors):
+            raise ShrinkbertError(f"--dim {config.dim} exceeds the {len(sentence_vectors)} training sentences "
+                                  "its principal components are fitted on")
+        centred = sentence_vectors.astype(np.float64) - sentence_vectors.mean(axis=0)
+        components = np.linalg.svd(centred, full_matrices=False)[2][:config.dim].astype(np.float32)
+        out_dim = config.dim
+    dense = None
+    if narrower or components is not None or teacher.dense is not None:
+        # the student's stream is (about) the teacher's on `basis`: the map back is its transpose
+        basis = stream_basis(teacher.model, shape.hidden, embeddings="pca" if narrower else "columns")
+        weight = basis.float()  # [teacher hidden, student hidden]
+        if teacher.dense is not None:
+            weight = teacher.dense.weight.detach() @ weight
+        if components is not None:
+            weight = torch.from_numpy(components) @ weight
+        dense = torch.nn.Linear(shape.hidden, out_dim, bias=True)
+        with torch.no_grad():
+            dense.weight.copy_(weight)
+            dense.bias.zero_()
+        record["projection"] = {"in": shape.hidden, "out": out_dim,
+                                "init": "PCA basis transposed" + (" then the teacher's top principal components"
+                                                                  if components is not None else "")}
+    student = Embedder(student_model, teacher.tokenizer, teacher.spec, teacher.max_length, dense)
+    return student, components, record
+
+
+def _batches(lengths: list[int], batch_size: int, rng: random.Random) -> list[list[int]]:
+    """Shuffled batches of similar lengths (less padding on 2 cores): shuffle, sort within pools of
+    50 batches, shuffle the batches."""
+    order = list(range(len(lengths)))
+    rng.shuffle(order)
+    pool = batch_size * 50
+    batches = []
+    for start in range(0, len(order), pool):
+        chunk = sorted(order[start:start + pool], key=lambda row: lengths[row])
+        batches += [chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size)]
+    rng.shuffle(batches)
+    return batches
+
+
+def _trainable(student: Embedder) -> torch.nn.ModuleList:
+    return torch.nn.ModuleList([student.model] + ([student.dense] if student.dense is not None else []))
+
+
+def train_student(student: Embedder, teacher: Embedder, sentences: list[str], targets: np.ndarray,
+                  config: EmbeddingStudentConfig, validation=None, log=print) -> dict:
+    """Distil in place; returns the training record (losses, epoch kept, validation scores)."""
+    from transformers import get_linear_schedule_with_warmup
+
+    from shrinkbert.eval.sts import sts_spearman
+
+    torch.manual_seed(config.seed)
+    rng = random.Random(config.seed)
+    encoded = teacher.tokenizer(sentences, truncation=True, max_length=config.max_length)
+    lengths = [len(ids) for ids in encoded["input_ids"]]
+    goal = torch.from_numpy(np.asarray(targets, np.float32))
+    hidden_loss = config.hidden_weight > 0 and student.model.config.hidden_size == teacher.model.config.hidden_size
+    t_layers, s_layers = teacher.model.config.num_hidden_layers, student.model.config.num_hidden_layers
+    layer_map = {s + 1: int((s + 1) * t_layers / s_layers + 0.5) for s in range(s_layers)}
+    modules = _trainable(student)
+    optimizer = torch.optim.AdamW(modules.parameters(), lr=config.lr)
+    steps = config.epochs * -(-len(sentences) // config.batch_size)
+    schedule = get_linear_schedule_with_warmup(optimizer, int(config.warmup * steps), steps)
+    record = {"epochs": [], "hidden_loss": hidden_loss}
+    best = {"score": -float("inf"), "epoch": 0, "state": None}
+    if validation is not None:
+        best.update(score=sts_spearman(student.encode, validation), epoch=0, state=copy.deepcopy(modules.state_dict()))
+        log(f"  epoch 0: STS validation {best['score']:.2f}")
+    for epoch in range(1, config.epochs + 1):
+        modules.train()
+        started, total, seen = time.perf_counter(), 0.0, 0
+        for rows in _batches(lengths, config.batch_size, rng):
+            batch = teacher.tokenizer.pad({"input_ids": [encoded["input_ids"][r] for r in rows],
+                                           "attention_mask": [encoded["attention_mask"][r] for r in rows],
+                                           "token_type_ids": [encoded["token_type_ids"][r] for r in rows]},
+                                          return_tensors="pt")
+            vectors = student.forward(batch, normalize=False) if not hidden_loss else None
+            loss_hidden = 0.0
+            if hidden_loss:
+                inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
+                out = student.model(**inputs, output_hidden_states=True)
+                vectors = _pooled(student, out.last_hidden_state, batch["attention_mask"])
+                with torch.no_grad():
+                    t_hidden = teacher.model(**inputs, output_hidden_states=True).hidden_states
+                mask = batch["attention_mask"].bool()
+                loss_hidden = sum(masked_mse(out.hidden_states[s], t_hidden[t], mask) for s, t in layer_map.items()) / len(layer_map)
+            target = goal[rows]
+            loss = (config.mse_weight * F.mse_loss(vectors, target)
+                    + config.cosine_weight * (1 - F.cosine_similarity(vectors, target, dim=-1)).mean()
+                    + config.hidden_weight * loss_hidden)
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(modules.parameters(), 1.0)
+            optimizer.step()
+            schedule.step()
+            total += float(loss.detach()) * len(rows)
+            seen += len(rows)
+        modules.eval()
+        entry = {"epoch": epoch, "loss": total / max(seen, 1), "seconds": time.perf_counter() - started}
+        if validation is not None:
+            entry["validation_spearman"] = sts_spearman(student.encode, validation)
+            if entry["validation_spearman"] > best["score"]:
+                best.update(score=entry["validation_spearman"], epoch=epoch, state=copy.deepcopy(modules.state_dict()))
+        record["epochs"].append(entry)
+        log(f"  epoch {epoch}: loss {entry['loss']:.4f} ({entry['seconds']:.0f} s)"
+            + (f", STS validation {entry['validation_spearman']:.2f}" if validation is not None else ""))
+    if best["state"] is not None:
+        modules.load_state_dict(best["state"])
+        record["epoch_kept"], record["validation_spearman"] = best["epoch"], best["score"]
+    return record
+
+
+def _pooled(student: Embedder, hidden, attention_mask):
+    from shrinkbert.core.embedder import pool
+
+    vectors = pool(hidden, attention_mask, student.spec.mode)
+    return student.dense(vectors) if student.dense is not None else vectors
+
+
+def save_student(student: Embedder, out_dir: str | Path, *, stage: str, parents, config: dict, metrics: dict,
+                 seed: int | None = None, checks=None, extra=None) -> Path:
+    """The student as a sentence-transformers folder with a shrinkbert.json of kind embedding (atomically)."""
+    with atomic_artifact(out_dir) as tmp:
+        student.model.save_pretrained(tmp, safe_serialization=True)
+        student.tokenizer.save_pretrained(tmp)
+        write_st_layout(tmp, student.spec, student.model.config.hidden_size, student.max_length, dense=student.dense)
+        write_manifest(tmp, stage=stage, parents=parents, config=config, metrics=metrics, seed=seed,
+                       num_parameters=sum(p.numel() for p in _trainable(student).parameters()), checks=checks,
+                       extra={"kind": KIND, "dim": student.dim, **(extra or {})})
+    return Path(out_dir)
+
+
+def distill_embedding(teacher_path: str | Path, sentences: list[str], out_dir: str | Path,
+                      config: EmbeddingStudentConfig | None = None, validation=None,
+                      cache_dir: str | Path | None = None, log=print) -> Path:
+    """Distil a transformer embedding student from `teacher_path` on `sentences`; write it to out_dir."""
+    config = config or EmbeddingStudentConfig()
+    sentences = [s for s in (str(text).strip() for text in sentences) if s]
+    if not sentences:
+        raise ShrinkbertError("the distillation corpus holds no text")
+    if config.epochs < 1 or config.batch_size < 1:
+        raise ShrinkbertError("epochs and batch size must be at least 1")
+    resolved = resolve_model(str(teacher_path))
+    teacher = Embedder.load(resolved, max_length=config.max_length)
+    started = time.perf_counter()
+    vectors = teacher_vectors(teacher, resolved, sentences, cache_dir)
+    log(f"teacher vectors of {len(sentences)} sentences: {time.perf_counter() - started:.0f} s")
+    student, components, record = build_student(teacher, config, vectors)
+    targets = vectors if components is None else vectors @ components.T
+    started = time.perf_counter()
+    training = train_student(student, teacher, sentences, targets, config, validation, log)
+    training["seconds"] = time.perf_counter() - started
+    sample = sentences[:64]
+    agreement = None
+    if components is None:
+        agreement = float(np.mean(np.sum(student.encode(sample) * teacher.encode(sample), axis=1)))
+    metrics = {"train_sentences": len(sentences), **({"agreement_train_sample": agreement} if agreement is not None else {})}
+    if "validation_spearman" in training:
+        metrics["validation_spearman"] = training["validation_spearman"]
+    return save_student(student, out_dir, stage="distill", parents=[resolved], seed=config.seed,
+                        config={**asdict(config), "teacher": str(teacher_path)}, metrics=metrics,
+                        extra={"init": record, "training": training})

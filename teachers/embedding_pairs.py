@@ -1,0 +1,129 @@
+"""Fine-tune a sentence-embedding model on pairs, as sentence-transformers users do:
+
+- scored pairs (STS-B's `sentence1,sentence2,score`, core/data/scored_pairs.py): CosineSimilarityLoss,
+  the MSE between the cosine of the two vectors and the score scaled to 0..1;
+- NLI pairs (`premise,hypothesis,label`, SNLI's files): MultipleNegativesRankingLoss on the
+  entailment pairs, each premise's hypothesis against the batch's other hypotheses (in-batch
+  negatives), sentence-transformers' recipe for training embedders on NLI.
+
+The losses are sentence-transformers' own (sentence_transformers.losses), on the model loaded by
+`SentenceTransformer(path)` (a kit-written embedding folder or a hub one such as minilm); the loop is
+a plain one here (AdamW, linear warm-up and decay, a fixed seed), so no trainer writes checkpoints.
+The result is the sentence-transformers folder `model.save` writes, plus shrinkbert.json (kind
+"embedding"), written atomically: a bad input file writes nothing.
+"""
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+
+from shrinkbert.core.artifacts import atomic_artifact, write_manifest
+from shrinkbert.core.data.builtin import resolve_model
+from shrinkbert.core.data.scored_pairs import STS_RANGE, read_scored_pairs
+from shrinkbert.core.data.userdata import read_table
+from shrinkbert.core.errors import ShrinkbertError
+
+NLI_COLUMNS = ("premise", "hypothesis", "label")
+ENTAILMENT = ("entailment", "0")  # SNLI's label word, or its hub dataset's id
+
+
+def read_nli_pairs(path: str | Path) -> tuple[list[str], list[str]]:
+    """(premises, hypotheses) of the entailment rows of an NLI file, or one ShrinkbertError line."""
+    table = read_table(path, text_columns=NLI_COLUMNS[:2])
+    missing = [name for name in NLI_COLUMNS if name not in table.column_names]
+    if missing:
+        raise ShrinkbertError(f"{path} has no column(s) {', '.join(missing)}: an NLI file needs "
+                              f"{','.join(NLI_COLUMNS)} (found {','.join(table.column_names)})")
+    rows = [(str(p), str(h)) for p, h, label in zip(table["premise"], table["hypothesis"], table["label"])
+            if str(label).strip().lower() in ENTAILMENT and str(p).strip() and str(h).strip()]
+    if not rows:
+        raise ShrinkbertError(f"{path} holds no entailment pairs (label 'entailment')")
+    return [p for p, _ in rows], [h for _, h in rows]
+
+
+def _train(model, loss, examples: list[tuple], epochs: int, lr: float, batch_size: int, seed: int,
+           warmup: float = 0.1, log=print) -> list[float]:
+    """A plain loop over (texts_a, texts_b, label or None) examples with a sentence-transformers loss."""
+    import torch
+    from transformers import get_linear_schedule_with_warmup
+
+    torch.manual_seed(seed)
+    rng = random.Random(seed)
+    optimizer = torch.optim.AdamW(loss.parameters(), lr=lr)
+    steps = epochs * -(-len(examples) // batch_size)
+    schedule = get_linear_schedule_with_warmup(optimizer, int(warmup * steps), steps)
+    losses = []
+    model.train()
+    for epoch in range(1, epochs + 1):
+        order = list(range(len(examples)))
+        rng.shuffle(order)
+        started, total = time.perf_counter(), 0.0
+        for start in range(0, len(order), batch_size):
+            batch = [examples[i] for i in order[start:start + batch_size]]
+            features = [model.tokenize([example[0] for example in batch]), model.tokenize([example[1] for example in batch])]
+            labels = torch.tensor([example[2] for example in batch], dtype=torch.float32) if batch[0][2] is not None else None
+            value = loss(features, labels)
+            optimizer.zero_grad()
+            value.backward()
+            torch.nn.utils.clip_grad_norm_(loss.parameters(), 1.0)
+            optimizer.step()
+            schedule.step()
+            total += float(value.detach()) * len(batch)
+        losses.append(total / len(examples))
+        log(f"  epoch {epoch}: loss {losses[-1]:.4f} ({time.perf_counter() - started:.0f} s)")
+    model.eval()
+    return losses
+
+
+def _load(model_path: str | Path, max_length: int):
+    from sentence_transformers import SentenceTransformer  # deferred: heavy
+
+    model = SentenceTransformer(resolve_model(str(model_path)), device="cpu")
+    model.max_seq_length = max_length
+    return model
+
+
+def _save(model, out_dir, *, stage: str, parent, config: dict, metrics: dict) -> Path:
+    with atomic_artifact(out_dir) as tmp:
+        model.save(str(tmp))
+        write_manifest(tmp, stage=stage, parents=[resolve_model(str(parent))], config=config, metrics=metrics,
+                       seed=config.get("seed"), num_parameters=sum(p.numel() for p in model.parameters()),
+                       extra={"kind": "embedding", "dim": model.get_embedding_dimension()})
+    return Path(out_dir)
+
+
+def finetune_scored(model_path: str | Path, pairs_file: str | Path, out_dir: str | Path, *, epochs: int = 1,
+                    lr: float = 2e-5, batch_size: int = 16, max_length: int = 128, seed: int = 0,
+                    score_range: tuple[float, float] = STS_RANGE, max_pairs: int = 0, log=print) -> Path:
+    """CosineSimilarityLoss on a scored-pairs file (scores scaled from `score_range` to 0..1)."""
+    from sentence_transformers.sentence_transformer.losses import CosineSimilarityLoss
+
+    pairs = read_scored_pairs(pairs_file, score_range)  # checks the whole file before anything is trained
+    low, high = score_range
+    examples = [(a, b, (float(s) - low) / (high - low)) for a, b, s in zip(pairs.first, pairs.second, pairs.scores)]
+    examples = examples[:max_pairs] if max_pairs else examples
+    model = _load(model_path, max_length)
+    losses = _train(model, CosineSimilarityLoss(model), examples, epochs, lr, batch_size, seed, log=log)
+    config = {"model": str(model_path), "pairs": str(pairs_file), "loss": "CosineSimilarityLoss", "epochs": epochs,
+              "lr": lr, "batch_size": batch_size, "max_length": max_length, "seed": seed, "pairs_used": len(examples)}
+    return _save(model, out_dir, stage="finetune", parent=model_path, config=config, metrics={"train_loss": losses})
+
+
+def finetune_nli(model_path: str | Path, nli_file: str | Path, out_dir: str | Path, *, epochs: int = 1,
+                 lr: float = 2e-5, batch_size: int = 32, max_length: int = 128, seed: int = 0, max_pairs: int = 0,
+                 log=print) -> Path:
+    """MultipleNegativesRankingLoss on the entailment pairs of an NLI file (in-batch negatives)."""
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+
+    premises, hypotheses = read_nli_pairs(nli_file)
+    examples = [(p, h, None) for p, h in zip(premises, hypotheses)]
+    examples = examples[:max_pairs] if max_pairs else examples
+    if len(examples) < 2:
+        raise ShrinkbertError(f"{nli_file}: in-batch negatives need at least 2 entailment pairs, got {len(examples)}")
+    model = _load(model_path, max_length)
+    losses = _train(model, MultipleNegativesRankingLoss(model), examples, epochs, lr, batch_size, seed, log=log)
+    config = {"model": str(model_path), "pairs": str(nli_file), "loss": "MultipleNegativesRankingLoss",
+              "epochs": epochs, "lr": lr, "batch_size": batch_size, "max_length": max_length, "seed": seed,
+              "pairs_used": len(examples)}
+    return _save(model, out_dir, stage="finetune", parent=model_path, config=config, metrics={"train_loss": losses})

@@ -1,0 +1,189 @@
+"""The embedding kind and the distilled transformer student: kind_of, the student with a projection
+into its teacher's space (sentence-transformers loads it and agrees; the exported graph keeps the
+projection), its own dimension, the teacher-vector cache, fine-tuning on scored and NLI pairs, the
+drop-in measures, and bad input (one line, nothing written). Tiny random models only."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from fixtures import make_tiny_bert, tiny_sentences
+from shrinkbert.core.data.builtin import minilm_path
+from shrinkbert.core.data.load import load_corpus
+from shrinkbert.core.embedder import Embedder, read_pooling
+from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.kinds import get_kind, kind_of
+from shrinkbert.eval import embedding_eval
+from shrinkbert.students import embedding_distill
+from shrinkbert.students.embedding_distill import EmbeddingStudentConfig, distill_embedding
+
+SENTENCES = [text for text, _ in tiny_sentences(48, seed=1)]
+
+
+@pytest.fixture(scope="module")
+def teacher(tmp_path_factory):
+    return make_tiny_bert(tmp_path_factory.mktemp("emb-teacher") / "teacher", hidden=32, layers=2, intermediate=64)
+
+
+@pytest.fixture(scope="module")
+def narrow_student(teacher, tmp_path_factory):
+    """A 1-layer student of width 16 (the teacher's 32): it needs the projection."""
+    out = tmp_path_factory.mktemp("emb-student") / "student"
+    config = EmbeddingStudentConfig(layers=1, hidden=16, heads=2, intermediate=32, epochs=2, batch_size=8, lr=1e-3)
+    return distill_embedding(teacher, SENTENCES, out, config, cache_dir=tmp_path_factory.mktemp("cache"), log=lambda *_: None)
+
+
+def test_kind_of_tells_an_embedding_artifact_from_the_bare_teacher(narrow_student):
+    assert kind_of(narrow_student).name == "embedding"
+    # minilm's config names a bare BertModel: it stays the classification stages' default kind
+    minilm = minilm_path()
+    assert json.loads((minilm / "config.json").read_text())["architectures"] == ["BertModel"]
+    assert kind_of(minilm).name == "sequence"
+    assert kind_of({"kind": "embedding"}).name == "embedding"
+    assert kind_of({"architectures": ["BertModel"]}).name == "sequence"
+
+
+def test_the_student_keeps_the_teachers_space_through_a_projection(narrow_student, teacher):
+    spec = read_pooling(narrow_student)
+    assert spec.dense and spec.normalize and spec.mode == "mean"
+    student = Embedder.load(narrow_student)
+    assert student.model.config.hidden_size == 16 and student.dim == 32 == Embedder.load(teacher).dim
+    manifest = json.loads((narrow_student / "shrinkbert.json").read_text())
+    assert manifest["kind"] == "embedding" and manifest["init"]["projection"] == {
+        "in": 16, "out": 32, "init": "PCA basis transposed"}
+    losses = [epoch["loss"] for epoch in manifest["training"]["epochs"]]
+    assert losses[-1] < losses[0]
+
+
+def test_sentence_transformers_loads_the_student_and_gives_the_kits_vectors(narrow_student):
+    from sentence_transformers import SentenceTransformer
+
+    texts = SENTENCES[:5] + [""]
+    theirs = SentenceTransformer(str(narrow_student), device="cpu").encode(texts, convert_to_numpy=True)
+    np.testing.assert_allclose(theirs, Embedder.load(narrow_student).encode(texts), atol=1e-5)
+    assert theirs.shape == (6, 32)
+
+
+def test_the_exported_graph_keeps_the_projection(narrow_student, tmp_path):
+    from shrinkbert.compress.embedding_onnx import OnnxEmbedder, export
+
+    gap = export(narrow_student, tmp_path / "onnx")
+    texts = SENTENCES[:7]
+    graph = OnnxEmbedder(tmp_path / "onnx").encode(texts)
+    assert graph.shape == (7, 32) and gap < 1e-4
+    np.testing.assert_allclose(graph, Embedder.load(narrow_student).encode(texts), atol=1e-4)
+
+
+def test_a_dimension_of_its_own_and_the_teacher_vector_cache(teacher, tmp_path, monkeypatch):
+    config = EmbeddingStudentConfig(layers=1, dim=8, epochs=1, batch_size=16, hidden_weight=0.5)  # same width: hidden MSE too
+    quiet = dict(cache_dir=tmp_path / "cache", log=lambda *_: None)
+    out = distill_embedding(teacher, SENTENCES, tmp_path / "d8", config, **quiet)
+    assert Embedder.load(out).encode(SENTENCES[:3]).shape == (3, 8)
+    assert json.loads((out / "shrinkbert.json").read_text())["training"]["hidden_loss"] is True
+    assert len(list((tmp_path / "cache" / "embedding-teacher").glob("*.npy"))) == 1
+    # the same teacher and sentences again: the teacher's vectors come from the cache
+    monkeypatch.setattr(Embedder, "encode", lambda *a, **k: pytest.fail("the teacher ran again"))
+    vectors = embedding_distill.teacher_vectors(Embedder.load(teacher), teacher, SENTENCES, tmp_path / "cache")
+    assert vectors.shape == (len(SENTENCES), 32)
+    with pytest.raises(ShrinkbertError, match="--dim 64 must lie between 1 and the teacher's 32"):
+        distill_embedding(teacher, SENTENCES, tmp_path / "d64", EmbeddingStudentConfig(layers=1, dim=64), **quiet)
+    assert not (tmp_path / "d64").exists()
+
+
+def test_an_empty_corpus_is_one_line_and_writes_nothing(teacher, tmp_path):
+    (tmp_path / "empty.txt").write_text("\n  \n")
+    with pytest.raises(ShrinkbertError) as raised:
+        distill_embedding(teacher, load_corpus([str(tmp_path / "empty.txt")]), tmp_path / "out")
+    assert "\n" not in str(raised.value)
+    with pytest.raises(ShrinkbertError, match="holds no text"):
+        distill_embedding(teacher, ["", "  "], tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_finetune_on_scored_and_nli_pairs(teacher, tmp_path):
+    from shrinkbert.teachers.embedding_pairs import finetune_nli, finetune_scored
+
+    rows = list(zip(SENTENCES[::2], SENTENCES[1::2]))[:12]
+    (tmp_path / "pairs.csv").write_text("sentence1,sentence2,score\n" + "".join(
+        f"{a},{b},{i % 6}\n" for i, (a, b) in enumerate(rows)))
+    out = finetune_scored(teacher, tmp_path / "pairs.csv", tmp_path / "sts", epochs=1, batch_size=4, log=lambda *_: None)
+    assert kind_of(out).name == "embedding" and (out / "modules.json").is_file()
+    assert Embedder.load(out).encode(["a"]).shape == (1, 32)
+    (tmp_path / "nli.csv").write_text("premise,hypothesis,label\n" + "".join(
+        f"{a},{b},{'entailment' if i % 3 else 'contradiction'}\n" for i, (a, b) in enumerate(rows)))
+    out = finetune_nli(teacher, tmp_path / "nli.csv", tmp_path / "nli", epochs=1, batch_size=4, log=lambda *_: None)
+    manifest = json.loads((out / "shrinkbert.json").read_text())
+    assert manifest["config"]["pairs_used"] == 8 and manifest["config"]["loss"] == "MultipleNegativesRankingLoss"
+
+
+@pytest.mark.parametrize("body,message", [
+    ("sentence1,sentence2\na,b\n", "no column"),
+    ("sentence1,sentence2,score\na,b,7\n", "outside the declared range"),
+    ("sentence1,sentence2,score\na,b,high\n", "not a number"),
+])
+def test_bad_pairs_files_write_nothing(teacher, tmp_path, body, message):
+    from shrinkbert.teachers.embedding_pairs import finetune_scored
+
+    (tmp_path / "pairs.csv").write_text(body)
+    with pytest.raises(ShrinkbertError, match=message) as raised:
+        finetune_scored(teacher, tmp_path / "pairs.csv", tmp_path / "out")
+    assert "\n" not in str(raised.value) and not (tmp_path / "out").exists()
+
+
+def test_an_nli_file_without_entailment_pairs_writes_nothing(teacher, tmp_path):
+    from shrinkbert.teachers.embedding_pairs import finetune_nli
+
+    (tmp_path / "nli.csv").write_text("premise,hypothesis,label\na b,c d,neutral\n")
+    with pytest.raises(ShrinkbertError, match="no entailment pairs"):
+        finetune_nli(teacher, tmp_path / "nli.csv", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_drop_in_measures_by_hand():
+    rng = np.random.default_rng(0)
+    index, queries = rng.normal(size=(50, 6)), rng.normal(size=(5, 6))
+    assert embedding_eval.drop_in_recall(index, queries, queries * 3.0, k=10) == 1.0  # the same directions
+    truth = embedding_eval.top_k(queries, index, 10)
+    cosine = (queries / np.linalg.norm(queries, axis=1, keepdims=True)) @ (index / np.linalg.norm(index, axis=1, keepdims=True)).T
+    assert truth[:, 0].tolist() == cosine.argmax(axis=1).tolist()
+    # a student whose queries point elsewhere finds fewer of the teacher's neighbours
+    assert embedding_eval.drop_in_recall(index, queries, -queries, k=10) < 0.5
+    assert embedding_eval.agreement(queries, queries * 2) == pytest.approx(1.0)
+    assert embedding_eval.agreement(queries, -queries) == pytest.approx(-1.0)
+    with pytest.raises(ShrinkbertError, match="teacher's space"):
+        embedding_eval.drop_in_recall(index, queries, queries[:, :3])
+
+
+def test_frozen_embedding_classification_separates_separable_classes():
+    rng = np.random.default_rng(0)
+    labels = np.arange(200) % 2
+    vectors = rng.normal(size=(200, 4)) + labels[:, None] * 4.0
+    accuracy = embedding_eval.classification_accuracy(vectors[:100], labels[:100], vectors[100:], labels[100:],
+                                                      per_label=20)
+    assert accuracy > 95
+    shuffled = embedding_eval.classification_accuracy(vectors[:100], rng.permutation(labels[:100]), vectors[100:],
+                                                      labels[100:], per_label=20)
+    assert shuffled < accuracy
+
+
+def test_the_kind_scores_pairs_from_stacked_vectors():
+    from scipy.stats import spearmanr
+
+    from shrinkbert.core.data.tasks import Task
+
+    kind = get_kind("embedding")
+    task = Task("sts", ("0", "5"), pair=True, metrics=("spearman",), kind="embedding")
+    rng = np.random.default_rng(1)
+    first, second = rng.normal(size=(6, 4)), rng.normal(size=(6, 4))
+    scores = [0.5, 4.0, 2.0, 3.5, 1.0, 5.0]
+    cosine = [float(a @ b / np.linalg.norm(a) / np.linalg.norm(b)) for a, b in zip(first, second)]
+    expected = spearmanr(cosine, scores).statistic * 100
+    scored = kind.scored_logits(np.concatenate([first, second]), None)
+    assert kind.score(task, scored, scores)["spearman"] == pytest.approx(expected)
+    assert kind.primary_metric(task)[0] == "spearman"
+    with pytest.raises(ShrinkbertError, match="score range"):
+        Task("sts", ("low", "high"), metrics=("spearman",), kind="embedding")
+    with pytest.raises(ShrinkbertError, match="scores embedding tasks only"):
+        Task("clf", ("a", "b"), metrics=("spearman",))
