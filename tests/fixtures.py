@@ -7,6 +7,7 @@ shrinkbert.json), small enough that a whole stage runs in seconds on 2 cores.
 from __future__ import annotations
 
 import csv
+import importlib.util
 import random
 from pathlib import Path
 
@@ -14,6 +15,29 @@ POSITIVE = "good great fine superb lovely moving funny brilliant charming warm c
 NEGATIVE = "bad awful dull boring poor weak tedious bland clumsy flat stupid".split()
 NEUTRAL = "the a movie film plot story actor scene it was is and but very quite this".split()
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+NOT_IN_A_BUNDLE = ("torch", "transformers", "optimum", "shrinkbert")  # what an edge bundle must run without
+
+
+def load_bench(name: str):
+    """bench/<name>.py as a module (bench/ is scripts, not a package), for tests of its plumbing."""
+    path = Path(__file__).resolve().parents[1] / "bench" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def import_blocker(blocked: tuple[str, ...] = NOT_IN_A_BUNDLE) -> str:
+    """Python source that makes every import of the `blocked` top-level packages fail in the fresh
+    interpreter that runs it: a bundle's predict.py imported after it proves it needs none of them."""
+    return f"""
+import sys
+class _Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {tuple(blocked)!r}:
+            raise ImportError("blocked: " + name)
+sys.meta_path.insert(0, _Block())
+"""
 
 
 def tiny_vocab() -> list[str]:

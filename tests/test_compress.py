@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fixtures import import_blocker
 
 from shrinkbert.core.errors import ShrinkbertError
 
@@ -229,13 +230,8 @@ def test_accuracy_aware_speaks_module_names(onnx_dir, data, tmp_path):
                                      exclude=["encoder.layer.9.attention"]))
 
 
-BLOCKED_RUNNER = """
-import sys, json
-class Block:
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("torch", "transformers", "optimum"):
-            raise ImportError("blocked: " + name)
-sys.meta_path.insert(0, Block())
+BLOCKED_RUNNER = import_blocker() + """
+import json, sys
 sys.path.insert(0, sys.argv[1])
 from predict import Predictor
 p = Predictor(sys.argv[1])

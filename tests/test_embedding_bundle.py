@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 import pytest
+from fixtures import NOT_IN_A_BUNDLE, import_blocker
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
 from shrinkbert.compress.static_bundle import run
@@ -35,11 +36,8 @@ def test_the_bundle_runs_without_torch_and_gives_the_students_vectors(student_di
     assert sorted(p.name for p in bundle.iterdir()) == ["predict.py", "requirements.txt", "shrinkbert.json",
                                                          "tokenizer.json", "vectors.npy"]
     assert "torch" not in (bundle / "requirements.txt").read_text()
-    script = f"""
+    script = import_blocker(NOT_IN_A_BUNDLE + ("onnxruntime",)) + f"""
 import json, sys
-sys.modules["torch"] = None          # any import of torch now fails
-sys.modules["onnxruntime"] = None
-sys.modules["transformers"] = None
 sys.path.insert(0, {str(bundle)!r})
 from predict import Predictor
 p = Predictor({str(bundle)!r})
@@ -99,10 +97,8 @@ def test_the_onnx_bundle_runs_without_torch_and_gives_the_int8_models_vectors(in
     requirements = (bundle / "requirements.txt").read_text()
     assert "onnxruntime" in requirements and "torch" not in requirements
     texts = TEXTS + ["a much longer sentence about a good movie with a great plot and a bad ending"]
-    script = f"""
+    script = import_blocker() + f"""
 import json, sys
-sys.modules["torch"] = None          # any import of torch now fails
-sys.modules["transformers"] = None
 sys.path.insert(0, {str(bundle)!r})
 from predict import Predictor
 p = Predictor({str(bundle)!r})

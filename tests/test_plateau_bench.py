@@ -1,21 +1,11 @@
 """bench/plateau.py --tiny: the issue-27 ablation's plumbing end to end on tiny models (every arm,
 the pretrained student, the best combination, one measurement, paired intervals against today)."""
-import importlib.util
 import json
 from pathlib import Path
 
 import torch
 
-from fixtures import make_tiny_bert, tiny_sentences
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _plateau():
-    spec = importlib.util.spec_from_file_location("plateau_bench", ROOT / "bench" / "plateau.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from fixtures import load_bench, make_tiny_bert, tiny_sentences
 
 
 def test_the_ablation_runs_every_arm_on_tiny_models(tiny_csv, tmp_path, cache_env):
@@ -31,7 +21,7 @@ def test_the_ablation_runs_every_arm_on_tiny_models(tiny_csv, tmp_path, cache_en
     text = tmp_path / "text.txt"
     text.write_text("\n".join(t for t, _ in tiny_sentences(120, seed=4)) + "\n")
     out = tmp_path / "plateau"
-    assert _plateau().main(["--tiny", "--teacher", str(teacher), "--task", str(tiny_csv), "--seeds", "1",
+    assert load_bench("plateau").main(["--tiny", "--teacher", str(teacher), "--task", str(tiny_csv), "--seeds", "1",
                             "--assistant", str(assistant), "--ensemble", f"{teacher},{second}",
                             "--pretrain-from", str(mlm), "--pretrain-corpus", str(text),
                             "--best", "pretrained,assistant", "--out", str(out)]) == 0

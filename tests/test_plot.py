@@ -1,16 +1,10 @@
 """eval/plot.py's frontier plot: the line joins the Pareto points only; labels do not overlap
 (on the frontier figures docs/frontier.md keeps, re-read by bench/frontier_plot.py)."""
-import importlib.util
 from pathlib import Path
 
+from fixtures import load_bench
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _bench_frontier_plot():
-    spec = importlib.util.spec_from_file_location("frontier_plot_bench", ROOT / "bench" / "frontier_plot.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_the_line_joins_only_points_nothing_beats_slowest_first():
@@ -25,7 +19,7 @@ def test_the_line_joins_only_points_nothing_beats_slowest_first():
 def test_the_frontier_plot_of_the_docs_table_has_clear_labels(tmp_path):
     from shrinkbert.eval.plot import frontier_plot
 
-    table = _bench_frontier_plot().table_from_markdown((ROOT / "docs" / "frontier.md").read_text())
+    table = load_bench("frontier_plot").table_from_markdown((ROOT / "docs" / "frontier.md").read_text())
     assert table["test_rows"] == 1007 and len(table["points"]) == 7
     drawn = frontier_plot(table, tmp_path / "frontier.png")
     assert (tmp_path / "frontier.png").stat().st_size > 10_000

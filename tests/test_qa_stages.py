@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fixtures import import_blocker
 
 from shrinkbert.core.errors import ShrinkbertError
 
@@ -171,13 +172,8 @@ def test_accuracy_aware_pairs_questions_by_f1(chain):
     assert len(f1[0]) == len(rows)
 
 
-BUNDLE_RUNNER = r"""
+BUNDLE_RUNNER = import_blocker() + r"""
 import json, sys
-class Block:
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("torch", "transformers", "optimum", "shrinkbert"):
-            raise ImportError("blocked: " + name)
-sys.meta_path.insert(0, Block())
 sys.path.insert(0, sys.argv[1])
 from predict import Predictor
 p = Predictor(sys.argv[1])

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fixtures import import_blocker
 
 from shrinkbert.core.errors import ShrinkbertError
 
@@ -90,13 +91,8 @@ def test_token_bundle_parity_is_word_level(tok_bundle, tok_int8):
     assert [w["tag"] for row in tagged for w in row] == [predictor.labels[i] for i in expected.argmax(-1)]
 
 
-TAGGER_RUNNER = r"""
+TAGGER_RUNNER = import_blocker() + r"""
 import json, sys
-class Block:
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("torch", "transformers", "optimum", "shrinkbert"):
-            raise ImportError("blocked: " + name)
-sys.meta_path.insert(0, Block())
 sys.path.insert(0, sys.argv[1])
 from predict import Predictor
 p = Predictor(sys.argv[1])
