@@ -21,7 +21,6 @@ ratio of the median latencies. The student is written to runs/embedding/static-<
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import sys
@@ -44,6 +43,7 @@ from shrinkbert.core.device import describe_machine, set_threads  # noqa: E402
 from shrinkbert.core.embedder import Embedder  # noqa: E402
 from shrinkbert.core.timing import percentiles  # noqa: E402
 from shrinkbert.eval.sts import sts_spearman  # noqa: E402
+from shrinkbert.students.embedding_distill import teacher_vectors  # noqa: E402
 from shrinkbert.students.static import StaticEmbedder  # noqa: E402
 
 STSB = ROOT.parent / "shared" / "data" / "stsb"
@@ -65,18 +65,6 @@ def tuning_sentences(count: int, seed: int) -> list[str]:
     rng = random.Random(seed)
     imdb, wordnet = load_corpus(["imdb"]), load_corpus(["wordnet"])
     return rng.sample(imdb, count // 2) + rng.sample(wordnet, count - count // 2)
-
-
-def cached_teacher_vectors(teacher: Embedder, name: str, sentences: list[str]) -> np.ndarray:
-    """The teacher's vectors of the sentences, from runs/embedding/ when this teacher made them before."""
-    key = hashlib.sha256(json.dumps([name, teacher.max_length, sentences]).encode()).hexdigest()[:16]
-    path = ROOT / "runs" / "embedding" / f"teacher-vectors-{key}.npy"
-    if path.is_file():
-        return np.load(path, allow_pickle=False)
-    vectors = teacher.encode(sentences)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    np.save(path, vectors)
-    return vectors
 
 
 def interleaved(calls: dict, rounds: int, burst: int) -> dict:
@@ -129,7 +117,9 @@ def main(argv=None) -> int:
     if args.sentences:
         sentences = tuning_sentences(args.sentences, args.seed)
         started = time.perf_counter()
-        targets = cached_teacher_vectors(teacher, args.teacher, sentences)
+        targets = teacher_vectors(teacher, args.teacher, sentences)  # cached by content, before normalisation
+        if teacher.spec.normalize:  # the teacher's own output: its vectors as it declares them
+            targets = targets / np.linalg.norm(targets, axis=1, keepdims=True)
         teacher_vectors_s = time.perf_counter() - started
         started = time.perf_counter()
         validation, best = read_scored_pairs(args.stsb_validation), {"epoch": 0, "spearman": -100.0}

@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
+from typing import Iterable
 
 import numpy as np
 import torch
@@ -51,6 +52,19 @@ def dataset_fingerprint(dataset) -> str:
             digest.update(np.asarray(row, dtype=np.int32).tobytes())
             digest.update(b"|")
     digest.update(str(len(dataset)).encode())
+    return digest.hexdigest()
+
+
+def text_fingerprint(lines: Iterable[str]) -> str:
+    """sha256 over text lines (pretraining text, sentences to embed), in order; each line end is marked
+    and the count added, so "ab","c" differs from "a","bc"."""
+    digest = hashlib.sha256()
+    count = 0
+    for line in lines:
+        digest.update(line.encode("utf-8"))
+        digest.update(b"\n")
+        count += 1
+    digest.update(str(count).encode())
     return digest.hexdigest()
 
 

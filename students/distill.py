@@ -45,7 +45,7 @@ from shrinkbert.core.train import TrainConfig, checkpoint_dir_for, remove_checkp
 from shrinkbert.students.cache import compute_teacher_outputs, load_or_compute
 from shrinkbert.students.distill_data import _with_row_index, load_data, make_collate, teacher_cache_dir  # noqa: F401
 from shrinkbert.students.distill_loss import loss_weights, make_loss_fn
-from shrinkbert.students.distill_models import _is_mlm, _teacher_parameters, build_student, load_teacher
+from shrinkbert.students.distill_models import _teacher_parameters, build_student, is_mlm, load_teacher
 from shrinkbert.students.ensemble import describe_teachers, primary_teacher, split_teachers, teacher_source
 from shrinkbert.students.losses import DistillLoss, format_layer_map, parse_layer_map
 from shrinkbert.students.processes import log_main, process_state
@@ -172,7 +172,7 @@ def run(cfg: Config) -> Path:
     teacher_config = AutoConfig.from_pretrained(check_model_dir(primary_teacher(cfg.teacher)))
     cfg.max_length = kind_of(teacher_config).max_length(cfg.max_length)
     general = cfg.mode == "general"
-    if general and weights.logits and not _is_mlm(teacher_config):
+    if general and weights.logits and not is_mlm(teacher_config):
         raise ShrinkbertError(f"teacher {cfg.teacher} has no MLM head, so mode general cannot distil its MLM "
                               "logits: use --logits-weight 0 with --hidden-weight/--attention-weight, or an MLM teacher")
     tokenizer = load_tokenizer(primary_teacher(cfg.teacher), teacher_config)

@@ -31,15 +31,17 @@ def _first_teacher(cfg: Config) -> Config:
     return dataclasses.replace(cfg, teacher=primary_teacher(cfg.teacher))
 
 
-def _is_mlm(config) -> bool:
+def is_mlm(config) -> bool:
+    """Whether a model config names a masked-LM model (it has an MLM head)."""
     return any(a.endswith(("ForMaskedLM", "ForPreTraining")) for a in (config.architectures or []))
 
 
-def _int_list(text: str) -> list[int] | None:
+def teacher_layer_ids(text: str) -> list[int] | None:
+    """init_layers as the user writes it (1-based, "2,4,6") -> 0-based teacher layer ids; None when empty."""
     if not text:
         return None
     try:
-        return [int(x) for x in str(text).replace(" ", "").split(",") if x]
+        return [int(x) - 1 for x in str(text).replace(" ", "").split(",") if x]
     except ValueError:
         raise ShrinkbertError(f"init_layers must be comma-separated layer numbers, got {text!r}") from None
 
@@ -58,7 +60,7 @@ def load_teacher(cfg: Config, need_attentions: bool):
     check_model_dir(cfg.teacher)
     config = AutoConfig.from_pretrained(cfg.teacher)
     if cfg.mode == "general":
-        cls = AutoModelForMaskedLM if _is_mlm(config) else AutoModel
+        cls = AutoModelForMaskedLM if is_mlm(config) else AutoModel
     else:
         cls = kind_of(config).model_class()
     return load_model(cls, cfg.teacher, **_head_kwargs(need_attentions)).eval()
@@ -104,9 +106,8 @@ def build_student(cfg: Config, teacher_config, weights: LossWeights, log=log_mai
     if cfg.init == "teacher":
         teacher_for_init = load_teacher(_first_teacher(cfg), need_attentions=False)
         embeddings = "pca" if cfg.init_embeddings == "projected" else cfg.init_embeddings
-        record["init"] = init_from_teacher(student, teacher_for_init, layer_ids=(
-            [i - 1 for i in _int_list(cfg.init_layers)] if cfg.init_layers else None), keep=cfg.init_keep,
-            embeddings=embeddings)
+        record["init"] = init_from_teacher(student, teacher_for_init, layer_ids=teacher_layer_ids(cfg.init_layers),
+                                           keep=cfg.init_keep, embeddings=embeddings)
         if cfg.init_embeddings == "projected":
             record["init"].update(attach_projection(student, teacher_for_init, stream_basis(
                 teacher_for_init, student.config.hidden_size, cfg.init_keep, embeddings)))
@@ -143,4 +144,4 @@ def _teacher_parameters(teacher_dir, teacher_config, general: bool) -> int:
         recorded = read_manifest(teacher_dir).get("num_parameters")
         if recorded:
             return int(recorded)
-    return count_config_parameters(teacher_config, head="mlm" if general and _is_mlm(teacher_config) else "classifier")
+    return count_config_parameters(teacher_config, head="mlm" if general and is_mlm(teacher_config) else "classifier")

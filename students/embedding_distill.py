@@ -44,7 +44,7 @@ from shrinkbert.core.data.builtin import resolve_model
 from shrinkbert.core.data.cache import default_cache_dir
 from shrinkbert.core.embedder import Embedder, write_st_layout
 from shrinkbert.core.errors import ShrinkbertError
-from shrinkbert.students.cache import teacher_identity
+from shrinkbert.students.cache import teacher_identity, text_fingerprint
 from shrinkbert.students.init import init_from_teacher, stream_basis
 from shrinkbert.students.losses import masked_mse
 from shrinkbert.students.shape import Shape, shape_config
@@ -83,12 +83,8 @@ def student_shape(teacher_config, config: EmbeddingStudentConfig) -> Shape:
 def teacher_vectors(teacher: Embedder, teacher_path: str | Path, sentences: list[str],
                     cache_dir: str | Path | None = None) -> np.ndarray:
     """The teacher's sentence vectors before normalisation, cached by (teacher, max_length, sentences)."""
-    digest = hashlib.sha256()
-    for sentence in sentences:
-        digest.update(sentence.encode("utf-8"))
-        digest.update(b"\0")
-    key = hashlib.sha256(json.dumps({"v": 1, "teacher": teacher_identity(teacher_path), "max_length": teacher.max_length,
-                                     "n": len(sentences), "text": digest.hexdigest()}).encode()).hexdigest()[:24]
+    key = hashlib.sha256(json.dumps({"v": 2, "teacher": teacher_identity(teacher_path), "max_length": teacher.max_length,
+                                     "text": text_fingerprint(sentences)}).encode()).hexdigest()[:24]
     path = Path(cache_dir or default_cache_dir()) / "embedding-teacher" / f"{key}.npy"
     if path.is_file():
         return np.load(path, allow_pickle=False)

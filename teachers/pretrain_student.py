@@ -22,6 +22,7 @@ import torch
 
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.models import check_model_dir, load_model, load_tokenizer
+from shrinkbert.students.distill_models import is_mlm, teacher_layer_ids
 from shrinkbert.students.init import init_from_teacher
 from shrinkbert.students.shape import choose_shape, shape_config
 from shrinkbert.teachers.common import resolve_model_dir
@@ -32,19 +33,6 @@ if TYPE_CHECKING:  # the stage's Config, for annotations only (pretrain.py impor
 
 def wants_student(cfg: Config) -> bool:
     return bool(cfg.teacher)
-
-
-def _is_mlm(config) -> bool:
-    return any(a.endswith(("ForMaskedLM", "ForPreTraining")) for a in (config.architectures or []))
-
-
-def _layer_ids(text: str) -> list[int] | None:
-    if not text:
-        return None
-    try:
-        return [int(x) - 1 for x in str(text).replace(" ", "").split(",") if x]
-    except ValueError:
-        raise ShrinkbertError(f"init_layers must be comma-separated layer numbers, got {text!r}") from None
 
 
 def check(cfg: Config) -> None:
@@ -78,8 +66,8 @@ def build_student(cfg: Config, model_cls):
     torch.manual_seed(cfg.seed)
     student = model_cls._from_config(config)
     if cfg.init == "teacher":
-        teacher = load_model(AutoModelForMaskedLM if _is_mlm(teacher_config) else AutoModel, teacher_dir).eval()
-        record["init"] = init_from_teacher(student, teacher, layer_ids=_layer_ids(cfg.init_layers),
+        teacher = load_model(AutoModelForMaskedLM if is_mlm(teacher_config) else AutoModel, teacher_dir).eval()
+        record["init"] = init_from_teacher(student, teacher, layer_ids=teacher_layer_ids(cfg.init_layers),
                                            embeddings=cfg.init_embeddings)
         del teacher
     else:
@@ -102,7 +90,7 @@ def load_kd_teacher(cfg: Config, vocab_size: int):
 
     path = check_model_dir(resolve_model_dir(path))
     config = AutoConfig.from_pretrained(path)
-    if not _is_mlm(config):
+    if not is_mlm(config):
         raise ShrinkbertError(f"the MLM-KD teacher {path} has no MLM head: name an MLM model (e.g. the teacher's "
                               "domain-MLM parent) with --kd-teacher, or use --kd-weight 0")
     if config.vocab_size != vocab_size:

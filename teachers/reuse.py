@@ -20,24 +20,12 @@ from typing import Iterable
 
 from shrinkbert.core.artifacts import atomic_artifact, is_artifact, read_manifest
 from shrinkbert.core.data.cache import cache_root
-from shrinkbert.students.cache import teacher_identity
+from shrinkbert.students.cache import teacher_identity, text_fingerprint
 
 KEY_VERSION = 1
 # Fields that say where things go or how they are logged, not what is trained.
 NOT_CONTENT = frozenset({"output_dir", "cache_dir", "reuse", "resume", "checkpoint_every", "log_every", "log_with",
                          "num_workers", "eval_batch_size"})
-
-
-def text_fingerprint(lines: Iterable[str]) -> str:
-    """sha256 over the lines, in order (a line's end marked, so 'ab','c' differs from 'a','bc')."""
-    digest = hashlib.sha256()
-    count = 0
-    for line in lines:
-        digest.update(line.encode("utf-8"))
-        digest.update(b"\n")
-        count += 1
-    digest.update(str(count).encode())
-    return digest.hexdigest()
 
 
 def content_key(config: dict, models: dict[str, str | Path | None], lines: Iterable[str]) -> str:
