@@ -86,9 +86,9 @@ def run(cfg: Config) -> Path:
 
     require(bool(cfg.model) and bool(cfg.output_dir), "bundle needs --model and --output-dir")
     src_dir = Path(cfg.model)
-    cfg.max_length = kind_of(src_dir).max_length(cfg.max_length)
-    src = onnx_file(src_dir)
+    src = onnx_file(src_dir)  # first: a missing model is named as such before anything reads it
     check_onnx_file(src)
+    cfg.max_length = kind_of(src_dir).max_length(cfg.max_length)
     require((src_dir / "tokenizer.json").is_file(), f"{src_dir} has no tokenizer.json (a fast tokenizer is needed)")
     tokenizer = AutoTokenizer.from_pretrained(str(src_dir), use_fast=True)
     meta, config = labels_json(src_dir, tokenizer, cfg.max_length)

@@ -87,9 +87,9 @@ def calibration_features(cfg: Config, tokenizer, input_names: list[str], spec=No
 def run(cfg: Config) -> Path:
     require(bool(cfg.model) and bool(cfg.output_dir), "quantize needs --model and --output-dir")
     src_dir = Path(cfg.model).resolve()
-    cfg.max_length = kind_of(src_dir).max_length(cfg.max_length)
-    src = onnx_file(src_dir)
+    src = onnx_file(src_dir)  # first: a missing model is named as such before anything reads it
     graph = check_onnx_file(src)
+    cfg.max_length = kind_of(src_dir).max_length(cfg.max_length)
     session = ort_session(src, cfg.threads or None)
     input_names = [i.name for i in session.get_inputs()]
     tokenizer = tokenizer_of(src_dir)
