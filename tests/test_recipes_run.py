@@ -47,8 +47,8 @@ def miniature(recipe, tiny: Path) -> list[str]:
         values.update({k: v for k, v in WHEN_SET.items() if k in fields and stage.params.get(k)})
         if stage.params.get("model") == "minilm":
             values["model"] = str(tiny)
-        if "layers" in fields and not stage.params.get("student"):
-            values["layers"] = 1
+        if "layers" in fields and stage.params.get("teacher") and not stage.params.get("student"):
+            values["layers"] = 1  # a new student cut from a teacher (distill; pretrain --teacher)
         if stage.uses == "eval":
             values = {**{k: v for k, v in values.items() if k in ("max_length", "max_eval_rows")}, **REPORT}
         sets += [f"{stage.name}.{key}={json.dumps(value)}" for key, value in values.items()]
