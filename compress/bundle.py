@@ -30,7 +30,7 @@ from shrinkbert.compress.common import (accuracy, align_labels, check_onnx_file,
                                         onnx_file, ort_logits, ort_session, parity, task_scores, torch_logits)
 from shrinkbert.core.artifacts import atomic_artifact, check, read_manifest, write_manifest
 from shrinkbert.core.config import field, stage_main, to_dict
-from shrinkbert.core.data.dataspec import DataConfig, resolve_spec
+from shrinkbert.core.data.dataspec import DataConfig, resolve_spec, stage_max_length
 from shrinkbert.core.errors import ShrinkbertError, require
 from shrinkbert.core.kinds import kind_of, primary_metric
 
@@ -88,7 +88,7 @@ def run(cfg: Config) -> Path:
     src_dir = Path(cfg.model)
     src = onnx_file(src_dir)  # first: a missing model is named as such before anything reads it
     check_onnx_file(src)
-    cfg.max_length = kind_of(src_dir).max_length(cfg.max_length)
+    cfg.max_length = stage_max_length(cfg, kind_of(src_dir), [src_dir])
     require((src_dir / "tokenizer.json").is_file(), f"{src_dir} has no tokenizer.json (a fast tokenizer is needed)")
     tokenizer = AutoTokenizer.from_pretrained(str(src_dir), use_fast=True)
     meta, config = labels_json(src_dir, tokenizer, cfg.max_length)

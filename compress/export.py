@@ -25,7 +25,7 @@ from shrinkbert.compress.common import (align_labels, accuracy, load_pt, load_ro
                              ort_session, parity, torch_logits)
 from shrinkbert.core.artifacts import atomic_artifact, check, write_manifest
 from shrinkbert.core.config import field, stage_main, to_dict
-from shrinkbert.core.data.dataspec import DataConfig, resolve_spec
+from shrinkbert.core.data.dataspec import DataConfig, resolve_spec, stage_max_length
 from shrinkbert.core.errors import ShrinkbertError, require
 from shrinkbert.core.kinds import kind_of
 from shrinkbert.core.models import check_model_dir, count_parameters
@@ -107,7 +107,7 @@ def run(cfg: Config) -> Path:
     require(bool(cfg.model) and bool(cfg.output_dir), "export needs --model and --output-dir")
     check_model_dir(cfg.model)
     model, tokenizer = load_pt(cfg.model)
-    cfg.max_length = kind_of(model.config).max_length(cfg.max_length)
+    cfg.max_length = stage_max_length(cfg, kind_of(model.config), [cfg.model])
     spec = resolve_spec(cfg, [cfg.model], required=False)  # no task anywhere: built-in sentences
     kind = kind_of(model)
     rows, task = load_rows(spec, "validation", cfg.parity_rows, cfg.cache_dir, kind=kind)

@@ -24,7 +24,7 @@ from shrinkbert.compress.common import accuracy, align_labels, load_pt, load_row
 from shrinkbert.compress.importance import bert_layers, score
 from shrinkbert.core.artifacts import save_model_artifact
 from shrinkbert.core.config import field, stage_main, to_dict
-from shrinkbert.core.data.dataspec import DataConfig, resolve_spec
+from shrinkbert.core.data.dataspec import DataConfig, resolve_spec, stage_max_length
 from shrinkbert.core.errors import ShrinkbertError, require
 from shrinkbert.core.kinds import kind_of
 from shrinkbert.core.models import count_parameters
@@ -128,7 +128,7 @@ def run(cfg: Config) -> Path:
     if cfg.importance == "taylor" and spec is None:
         raise ShrinkbertError("taylor importance needs task rows: pass --task TASK (or --importance magnitude)")
     model, tokenizer = load_pt(cfg.model)
-    cfg.max_length = kind_of(model.config).max_length(cfg.max_length)
+    cfg.max_length = stage_max_length(cfg, kind_of(model.config), [cfg.model])
     require(model.config.model_type == "bert" or hasattr(model, "bert"),
             f"structured pruning supports BERT-family models, got model_type '{model.config.model_type}'")
     before = structure(model)

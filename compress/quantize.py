@@ -23,7 +23,7 @@ from shrinkbert.compress.common import (accuracy, align_labels, check_onnx_file,
 from shrinkbert.compress.onnx_modules import is_fused, node_groups, resolve
 from shrinkbert.core.artifacts import atomic_artifact, check, read_manifest, write_manifest
 from shrinkbert.core.config import field, stage_main, to_dict
-from shrinkbert.core.data.dataspec import DataConfig, resolve_spec
+from shrinkbert.core.data.dataspec import DataConfig, resolve_spec, stage_max_length
 from shrinkbert.core.errors import ShrinkbertError, require
 from shrinkbert.core.kinds import kind_of, primary_metric
 
@@ -89,7 +89,7 @@ def run(cfg: Config) -> Path:
     src_dir = Path(cfg.model).resolve()
     src = onnx_file(src_dir)  # first: a missing model is named as such before anything reads it
     graph = check_onnx_file(src)
-    cfg.max_length = kind_of(src_dir).max_length(cfg.max_length)
+    cfg.max_length = stage_max_length(cfg, kind_of(src_dir), [src_dir])
     session = ort_session(src, cfg.threads or None)
     input_names = [i.name for i in session.get_inputs()]
     tokenizer = tokenizer_of(src_dir)

@@ -15,7 +15,7 @@ import torch
 from shrinkbert.compress.common import accuracy, align_labels, gzip_size, load_pt, load_rows, torch_logits
 from shrinkbert.core.artifacts import atomic_artifact, write_manifest
 from shrinkbert.core.config import field, stage_main, to_dict
-from shrinkbert.core.data.dataspec import DataConfig, resolve_spec
+from shrinkbert.core.data.dataspec import DataConfig, resolve_spec, stage_max_length
 from shrinkbert.core.errors import require
 from shrinkbert.core.kinds import kind_of
 from shrinkbert.core.models import count_parameters
@@ -69,7 +69,7 @@ def run(cfg: Config) -> Path:
     require(bool(cfg.model) and bool(cfg.output_dir), "sparsify needs --model and --output-dir")
     require(0.0 <= cfg.sparsity < 1.0, f"sparsity must be in [0, 1), got {cfg.sparsity}")
     model, tokenizer = load_pt(cfg.model)
-    cfg.max_length = kind_of(model.config).max_length(cfg.max_length)
+    cfg.max_length = stage_max_length(cfg, kind_of(model.config), [cfg.model])
     rows, labels, task = [], [], None
     spec = resolve_spec(cfg, [cfg.model], required=False)
     if spec is not None and cfg.max_eval_rows:

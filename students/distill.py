@@ -37,7 +37,7 @@ import numpy as np
 
 from shrinkbert.core.artifacts import save_model_artifact
 from shrinkbert.core.config import field, stage_main, to_dict
-from shrinkbert.core.data.dataspec import DataConfig, resolve_spec
+from shrinkbert.core.data.dataspec import DataConfig, resolve_spec, stage_max_length
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds import kind_of, primary_metric, score_split
 from shrinkbert.core.models import check_model_dir, count_parameters, load_tokenizer
@@ -170,7 +170,7 @@ def run(cfg: Config) -> Path:
     weights = loss_weights(cfg)
 
     teacher_config = AutoConfig.from_pretrained(check_model_dir(primary_teacher(cfg.teacher)))
-    cfg.max_length = kind_of(teacher_config).max_length(cfg.max_length)
+    cfg.max_length = stage_max_length(cfg, kind_of(teacher_config), [primary_teacher(cfg.teacher)])
     general = cfg.mode == "general"
     if general and weights.logits and not is_mlm(teacher_config):
         raise ShrinkbertError(f"teacher {cfg.teacher} has no MLM head, so mode general cannot distil its MLM "

@@ -23,7 +23,7 @@ import torch
 
 from shrinkbert.core.artifacts import save_model_artifact
 from shrinkbert.core.config import field, stage_main, to_dict
-from shrinkbert.core.data.dataspec import DataConfig, load_splits, resolve_spec
+from shrinkbert.core.data.dataspec import DataConfig, load_splits, resolve_spec, stage_max_length
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds import kind_of, primary_metric, score_split
 from shrinkbert.core.models import check_model_dir, count_parameters, load_model, load_tokenizer
@@ -72,7 +72,7 @@ def run(cfg: Config) -> Path:
     spec = resolve_spec(cfg, [model_dir])
     task, splits = load_splits(spec, cfg.cache_dir)
     splits = limit_rows(splits, cfg.max_train_rows, cfg.max_eval_rows)
-    cfg.max_length = kind_of(task).max_length(cfg.max_length)
+    cfg.max_length = stage_max_length(cfg, kind_of(task), [model_dir])
     model, tokenizer, model_dir = load_classifier(cfg, task, model_dir)
     positions = getattr(model.config, "max_position_embeddings", cfg.max_length)
     if cfg.max_length > positions:

@@ -87,9 +87,24 @@ def test_a_pair_task_its_columns_and_split_seed_7_are_inherited_by_every_stage(t
     assert all(v["metrics"].get("accuracy") is not None and not v["error"] for v in report["variants"])
 
 
-@pytest.mark.xfail(strict=True, reason="max_length is recorded by finetune/distill but is not part of the inherited "
-                                       "data spec (core/data/dataspec.py): a later stage falls back to 128")
 def test_max_length_given_once_is_inherited(tiny_bert, pair_csv, tmp_path):
-    out = run_chain(tmp_path, tiny_bert, pair_csv, max_length=24, stages=("teacher", "student"))
-    for stage in ("teacher", "student"):
-        assert json.loads((out / stage / "shrinkbert.json").read_text())["data"]["max_length"] == 24, stage
+    # 24 is given to the teacher only; every later stage must keep it (the kind's default is 128)
+    out = run_chain(tmp_path, tiny_bert, pair_csv, max_length=24,
+                    stages=("teacher", "student", "pruned", "onnx", "int8", "bundle"))
+    for stage in ("teacher", "student", "pruned", "onnx", "int8", "bundle"):
+        assert json.loads((out / stage / "shrinkbert.json").read_text())["config"]["max_length"] == 24, stage
+    assert json.loads((out / "bundle" / "labels.json").read_text())["max_length"] == 24
+
+
+def test_max_length_is_not_inherited_across_tasks_or_from_a_model_without_one(tmp_path):
+    from shrinkbert.core.artifacts import write_manifest
+    from shrinkbert.core.data.dataspec import inherited_max_length
+
+    pretrained, teacher = tmp_path / "mlm", tmp_path / "teacher"
+    for path, data in ((pretrained, {}), (teacher, {"task": "movie-snippets"})):
+        path.mkdir()
+        write_manifest(path, stage="x", config={"max_length": 64}, data=data)
+    assert inherited_max_length([pretrained], "") is None  # an MLM corpus's length is no task's
+    assert inherited_max_length([teacher], "") == 64
+    assert inherited_max_length([teacher], "movie-snippets") == 64
+    assert inherited_max_length([teacher], "sst2") is None

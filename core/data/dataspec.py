@@ -109,6 +109,27 @@ def resolve_spec(cfg: Any, parents: Sequence[str | Path] = (), required: bool = 
                     split_seed=int(values["split_seed"]), tsv_quoting=bool(values["tsv_quoting"]))
 
 
+def inherited_max_length(parents: Sequence[str | Path], task: str = "") -> int | None:
+    """The max_length the first parent artifact was made with (its resolved config), so a length
+    given once holds down the lineage. Only along with its task, like the columns: a parent that
+    records no task (a pre-trained model) or another task than the stage names gives None, and the
+    stage starts from its task kind's default (QA's 384, not an MLM corpus's 128)."""
+    for path in parents:
+        if path and is_artifact(path):
+            manifest = read_manifest(path)
+            recorded_task = (manifest.get("data") or {}).get("task", "")
+            if not recorded_task or (task and _absolute_if_file(task) != recorded_task):
+                return None
+            length = (manifest.get("config") or {}).get("max_length")
+            return int(length) if length else None
+    return None
+
+
+def stage_max_length(cfg: Any, kind, parents: Sequence[str | Path]) -> int:
+    """A stage's max_length: its own flag, else its parent's (inherited_max_length), else the kind's default."""
+    return kind.max_length(getattr(cfg, "max_length", None) or inherited_max_length(parents, getattr(cfg, "task", "")))
+
+
 def load_splits(spec: DataSpec, cache_dir: str | None = None, max_rows: int | None = None):
     """(Task, DatasetDict train/validation/test) of a spec: the stored splits, the same for every stage."""
     # deferred: load imports datasets (~1 s), and every stage's --help imports this module
