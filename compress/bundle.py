@@ -32,7 +32,7 @@ from shrinkbert.core.artifacts import atomic_artifact, check, read_manifest, wri
 from shrinkbert.core.config import field, stage_main, to_dict
 from shrinkbert.core.data.dataspec import DataConfig, resolve_spec, stage_max_length
 from shrinkbert.core.errors import ShrinkbertError, require
-from shrinkbert.core.kinds import kind_of, primary_metric
+from shrinkbert.core.kinds import kind_of, primary_metric, own_stage
 
 TEMPLATE = Path(__file__).with_name("edge_predictor.py")
 
@@ -85,6 +85,9 @@ def run(cfg: Config) -> Path:
     from transformers import AutoTokenizer
 
     require(bool(cfg.model) and bool(cfg.output_dir), "bundle needs --model and --output-dir")
+    own = own_stage(cfg.model, "bundle")
+    if own is not None:  # an embedding model: a Predictor.embed bundle (a static one needs numpy only)
+        return own(cfg)
     src_dir = Path(cfg.model)
     src = onnx_file(src_dir)  # first: a missing model is named as such before anything reads it
     check_onnx_file(src)

@@ -27,7 +27,7 @@ from shrinkbert.core.artifacts import atomic_artifact, check, write_manifest
 from shrinkbert.core.config import field, stage_main, to_dict
 from shrinkbert.core.data.dataspec import DataConfig, resolve_spec, stage_max_length
 from shrinkbert.core.errors import ShrinkbertError, require
-from shrinkbert.core.kinds import kind_of
+from shrinkbert.core.kinds import kind_of, own_stage
 from shrinkbert.core.models import check_model_dir, count_parameters
 from shrinkbert.core.quiet import quiet_library_warnings
 from shrinkbert.core.timing import time_callable
@@ -105,6 +105,9 @@ def check_parity(session, model, tokenizer, rows, max_length: int) -> tuple:
 
 def run(cfg: Config) -> Path:
     require(bool(cfg.model) and bool(cfg.output_dir), "export needs --model and --output-dir")
+    own = own_stage(cfg.model, "export")
+    if own is not None:  # an embedding model: its pooling and normalisation go inside the graph
+        return own(cfg)
     check_model_dir(cfg.model)
     model, tokenizer = load_pt(cfg.model)
     cfg.max_length = stage_max_length(cfg, kind_of(model.config), [cfg.model])

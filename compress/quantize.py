@@ -25,7 +25,7 @@ from shrinkbert.core.artifacts import atomic_artifact, check, read_manifest, wri
 from shrinkbert.core.config import field, stage_main, to_dict
 from shrinkbert.core.data.dataspec import DataConfig, resolve_spec, stage_max_length
 from shrinkbert.core.errors import ShrinkbertError, require
-from shrinkbert.core.kinds import kind_of, primary_metric
+from shrinkbert.core.kinds import kind_of, primary_metric, own_stage
 
 
 @dataclass
@@ -86,6 +86,9 @@ def calibration_features(cfg: Config, tokenizer, input_names: list[str], spec=No
 
 def run(cfg: Config) -> Path:
     require(bool(cfg.model) and bool(cfg.output_dir), "quantize needs --model and --output-dir")
+    own = own_stage(cfg.model, "quantize")
+    if own is not None:  # an embedding graph: judged on its vectors and Spearman
+        return own(cfg)
     src_dir = Path(cfg.model).resolve()
     src = onnx_file(src_dir)  # first: a missing model is named as such before anything reads it
     graph = check_onnx_file(src)

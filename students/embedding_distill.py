@@ -231,22 +231,23 @@ def _pooled(student: Embedder, hidden, attention_mask):
 
 
 def save_student(student: Embedder, out_dir: str | Path, *, stage: str, parents, config: dict, metrics: dict,
-                 seed: int | None = None, checks=None, extra=None) -> Path:
+                 seed: int | None = None, checks=None, extra=None, data: dict | None = None) -> Path:
     """The student as a sentence-transformers folder with a shrinkbert.json of kind embedding (atomically)."""
     with atomic_artifact(out_dir) as tmp:
         student.model.save_pretrained(tmp, safe_serialization=True)
         student.tokenizer.save_pretrained(tmp)
         write_st_layout(tmp, student.spec, student.model.config.hidden_size, student.max_length, dense=student.dense)
         write_manifest(tmp, stage=stage, parents=parents, config=config, metrics=metrics, seed=seed,
-                       num_parameters=sum(p.numel() for p in _trainable(student).parameters()), checks=checks,
+                       num_parameters=sum(p.numel() for p in _trainable(student).parameters()), checks=checks, data=data,
                        extra={"kind": KIND, "dim": student.dim, **(extra or {})})
     return Path(out_dir)
 
 
 def distill_embedding(teacher_path: str | Path, sentences: list[str], out_dir: str | Path,
                       config: EmbeddingStudentConfig | None = None, validation=None,
-                      cache_dir: str | Path | None = None, log=print) -> Path:
-    """Distil a transformer embedding student from `teacher_path` on `sentences`; write it to out_dir."""
+                      cache_dir: str | Path | None = None, log=print, data: dict | None = None) -> Path:
+    """Distil a transformer embedding student from `teacher_path` on `sentences`; write it to out_dir
+    (data: the data record its manifest carries for later stages, e.g. the scored-pairs task)."""
     config = config or EmbeddingStudentConfig()
     sentences = [s for s in (str(text).strip() for text in sentences) if s]
     if not sentences:
@@ -270,6 +271,9 @@ def distill_embedding(teacher_path: str | Path, sentences: list[str], out_dir: s
     metrics = {"train_sentences": len(sentences), **({"agreement_train_sample": agreement} if agreement is not None else {})}
     if "validation_spearman" in training:
         metrics["validation_spearman"] = training["validation_spearman"]
-    return save_student(student, out_dir, stage="distill", parents=[resolved], seed=config.seed,
+    norms = np.linalg.norm(student.encode(sample[:8]), axis=1)
+    checks = [check("unit_vectors", bool(np.allclose(norms, 1, atol=1e-4)), f"norms of 8 training sentences' vectors "
+                    f"{norms.min():.5f}..{norms.max():.5f}")]
+    return save_student(student, out_dir, stage="distill", parents=[resolved], seed=config.seed, checks=checks,
                         config={**asdict(config), "teacher": str(teacher_path)}, metrics=metrics,
-                        extra={"init": record, "training": training})
+                        extra={"init": record, "training": training}, data=data)

@@ -25,7 +25,7 @@ from shrinkbert.stages import resolve
 
 ROOT = Path(__file__).resolve().parents[1]
 SCALE_OUT = {"bert-base-pretrain.yaml", "bert-base-sst2.yaml"}  # tests/test_scaleout.py runs them on 2 processes
-OWN_MINIATURE = {"squad.yaml"}  # tests/test_qa_stages.py runs it with a tiny QA model of MiniLM's vocabulary
+OWN_MINIATURE = {"squad.yaml", "embeddings.yaml"}  # tests/test_qa_stages.py (a tiny QA model of MiniLM's vocabulary) and tests/test_embedding_recipe.py run them
 RECIPES = sorted(p.name for p in (ROOT / "recipes").glob("*.yaml") if p.name not in SCALE_OUT | OWN_MINIATURE)
 # The size of every stage, whatever the recipe asks: set only where the stage has the field, and
 # only where the recipe sets it already for the shape keys (a stage that keeps its parent's shape

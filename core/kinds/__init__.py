@@ -144,6 +144,13 @@ def kind_of(thing: Any) -> TaskKind:
     return kind_of_architectures(getattr(thing, "architectures", None))  # a config
 
 
+def own_stage(artifact: Any, stage: str):
+    """The function the kind of the artifact directory `artifact` runs `stage` with (TaskKind.own_stage),
+    or None where it is no directory or the stage's own code serves its kind."""
+    path = Path(str(artifact or "")).expanduser()
+    return kind_of(path).own_stage(stage) if str(artifact or "") and path.is_dir() else None
+
+
 def kind_of_rows(rows) -> TaskKind:
     """The kind whose row shape (`columns`) the rows have, e.g. {"tokens", "tags"}; no rows: the default."""
     if not rows:

@@ -106,7 +106,23 @@ class TaskKind(ABC):
     supports_transfer_set: ClassVar[bool] = False
     """Whether unlabelled sentence-level transfer rows (distill --augment, --transfer-corpus) fit."""
 
+    own_stages: ClassVar[dict[str, str]] = {}
+    """Stages this kind runs its own way, as {stage: "module:function"} taking the stage's Config
+    (sentence embeddings: an encoder with pooling, distilled on text and exported with its pooling
+    inside the graph). A string, not an import, so the kinds never import the stages."""
+
     # -- identity helpers (shared) ----------------------------------------------------------------
+    def own_stage(self, stage: str):
+        """The function that runs `stage` for this kind's models (`own_stages`), or None: the stage's
+        own code serves this kind."""
+        import importlib
+
+        target = self.own_stages.get(stage)
+        if not target:
+            return None
+        module, _, function = target.partition(":")
+        return getattr(importlib.import_module(module), function)
+
     def max_length(self, requested: int | None) -> int:
         """A stage's max_length: the one asked for, else this kind's `default_max_length`."""
         return int(requested) if requested else self.default_max_length

@@ -78,6 +78,13 @@ class EmbeddingKind(TaskKind):
     supports_pairs = True
     known_metrics = ("spearman",)
     description = "sentence embedding"
+    # An encoder with pooling, trained on sentences or pairs and exported with its pooling inside the
+    # graph: these stages run in the embedding modules (the classifiers' code serves the rest).
+    own_stages = {"distill": "shrinkbert.students.embedding_stage:distill",
+                  "export": "shrinkbert.compress.embedding_stages:export",
+                  "quantize": "shrinkbert.compress.embedding_stages:quantize",
+                  "bundle": "shrinkbert.compress.embedding_stages:bundle",
+                  "eval": "shrinkbert.eval.embedding_report:run"}
     read_priority = 40  # before the catch-all: a table with sentence1, sentence2 and score
     scored_unit = "sentences"
     cache_identity = ("embedding-v1",)

@@ -1,0 +1,142 @@
+"""`shrinkbert export`, `quantize` and `bundle` for sentence-embedding artifacts.
+
+The export, quantize and bundle stages hand an artifact whose manifest says kind embedding to these
+functions (core/kinds/embedding.py `own_stages`), with their own Config:
+
+    export    the encoder, pooling, projection and normalisation as one ONNX graph whose output is
+              the sentence vector (compress/embedding_onnx.py), parity-checked against PyTorch;
+    quantize  dynamic int8 of that graph (weights by this CPU's ISA, compress/int8.py), judged on
+              the recorded scored-pairs task's validation Spearman where there is one, else on the
+              vectors' agreement with fp32;
+    bundle    the torch-free bundle (compress/static_bundle.py): an ONNX graph's, or a static
+              student's (numpy and tokenizers only); its vectors are checked equal to the model's.
+
+Each writes its artifact atomically with a manifest (kind embedding, its parent, the data record it
+inherits), like every other stage. What is not wired for embeddings says so in one line.
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from shrinkbert.core.artifacts import atomic_artifact, check, is_artifact, read_manifest, write_manifest
+from shrinkbert.core.data.dataspec import stage_max_length
+from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.kinds import get_kind
+
+KIND = "embedding"
+# Sentences the int8 check embeds when no scored-pairs task is recorded (short, long, empty).
+CHECK_SENTENCES = ["A man is playing a guitar.", "The stock market fell sharply today.", "a cat", "",
+                   "Three dogs run through the snow while a child watches from the porch window.",
+                   "The committee will publish its findings after the summer recess.",
+                   "How do I reset my password?", "Rain is expected across the north by Friday evening."]
+MIN_INT8_AGREEMENT = 0.98  # mean cosine of int8 and fp32 vectors below which int8 has broken the model
+
+
+def _parent_record(path: Path) -> tuple[dict, dict | None]:
+    """(the parent's manifest, its data record) — {} and None for a folder that is not an artifact."""
+    if not is_artifact(path):
+        return {}, None
+    manifest = read_manifest(path)
+    return manifest, manifest.get("data") or None
+
+
+def _is_static(path: Path) -> bool:
+    from shrinkbert.students.static import STATIC_DIR
+
+    return (path / STATIC_DIR).is_dir()
+
+
+def _validation_pairs(data: dict | None, cache_dir: str, max_rows: int):
+    """The recorded scored-pairs task's validation pairs, or None where none is recorded."""
+    if not data or not data.get("task"):
+        return None
+    from shrinkbert.core.data.dataspec import DataSpec, load_splits
+    from shrinkbert.core.data.scored_pairs import ScoredPairs
+
+    fields = {k: data[k] for k in ("task", "text_column", "text_pair_column", "label_column", "split_seed",
+                                   "tsv_quoting") if k in data}
+    _, splits = load_splits(DataSpec(**fields), cache_dir or None)
+    split = splits["validation"]
+    if max_rows:
+        split = split.select(range(min(max_rows, len(split))))
+    return ScoredPairs(list(split["sentence1"]), list(split["sentence2"]), np.asarray(split["score"]))
+
+
+def export(cfg) -> Path:
+    """The export stage for an embedding model: one ONNX graph giving the normalised sentence vector."""
+    from shrinkbert.compress.embedding_onnx import export as export_graph
+
+    source = Path(cfg.model)
+    cfg.max_length = stage_max_length(cfg, get_kind(KIND), [source])
+    if _is_static(source):
+        raise ShrinkbertError(f"{source} is a static student: it has no network to export; bundle it directly "
+                              "(shrinkbert bundle --model ...), its bundle needs numpy and tokenizers only")
+    if not cfg.output_dir:
+        raise ShrinkbertError("export needs --output-dir")
+    _, data = _parent_record(source)
+    tolerance = max(cfg.tolerance, 1e-4) if cfg.tolerance else 1e-4
+    with atomic_artifact(cfg.output_dir) as tmp:
+        gap = export_graph(source, tmp, tolerance=tolerance)
+        write_manifest(tmp, stage="export", parents=[source], data=data,
+                       config={"model": str(cfg.model), "output_dir": str(cfg.output_dir), "tolerance": tolerance,
+                               "max_length": cfg.max_length},
+                       checks=[check("parity", gap <= tolerance, f"max |vector difference| {gap:.1e} on example "
+                                                                 f"sentences (tolerance {tolerance:g})")],
+                       metrics={"parity_max_abs_diff": gap}, extra={"kind": KIND, "runtime": "onnxruntime"})
+    return Path(cfg.output_dir)
+
+
+def quantize(cfg) -> Path:
+    """The quantize stage for an exported embedding graph: dynamic int8, judged on Spearman or agreement."""
+    from shrinkbert.compress.embedding_onnx import ONNX_FILE, OnnxEmbedder
+    from shrinkbert.compress.embedding_onnx import quantize as quantize_graph
+    from shrinkbert.eval.sts import sts_spearman
+
+    source = Path(cfg.model)
+    cfg.max_length = stage_max_length(cfg, get_kind(KIND), [source])
+    if cfg.mode != "dynamic" or cfg.accuracy_aware or cfg.exclude:
+        raise ShrinkbertError(f"embedding graphs are quantized with --mode dynamic only (got --mode {cfg.mode}"
+                              f"{', --accuracy-aware' if cfg.accuracy_aware else ''}"
+                              f"{', --exclude' if cfg.exclude else ''}): static calibration is not wired for them")
+    if not (source / ONNX_FILE).is_file():
+        raise ShrinkbertError(f"{source} holds no {ONNX_FILE}: export the embedding model first")
+    _, data = _parent_record(source)
+    pairs = _validation_pairs(data, cfg.cache_dir, cfg.max_eval_rows) if cfg.max_eval_rows else None  # 0: skip
+    with atomic_artifact(cfg.output_dir) as tmp:
+        shutil.rmtree(tmp)  # embedding_onnx.quantize copies the folder into a fresh directory
+        choice = quantize_graph(source, tmp, isa=cfg.isa)
+        fp32 = OnnxEmbedder(source, threads=cfg.threads, max_length=cfg.max_length)
+        int8 = OnnxEmbedder(tmp, threads=cfg.threads, max_length=cfg.max_length)
+        agreement = float(np.mean(np.sum(fp32.encode(CHECK_SENTENCES) * int8.encode(CHECK_SENTENCES), axis=1)))
+        checks = [check("int8_agreement", agreement >= MIN_INT8_AGREEMENT,
+                        f"mean cosine of int8 and fp32 vectors {agreement:.4f} on {len(CHECK_SENTENCES)} sentences "
+                        f"(at least {MIN_INT8_AGREEMENT})")]
+        metrics = {"int8_agreement": agreement}
+        if pairs is not None:
+            before, after = sts_spearman(fp32.encode, pairs), sts_spearman(int8.encode, pairs)
+            metrics.update(validation_spearman_fp32=before, validation_spearman_int8=after)
+            checks.append(check("spearman_drop", before - after <= cfg.tolerance,
+                                f"validation Spearman {before:.2f} -> {after:.2f} on {len(pairs.first)} pairs "
+                                f"(tolerance {cfg.tolerance:g} points)"))
+        failed = [c for c in checks if not c["passed"]]
+        if failed and not cfg.allow_unmet:
+            raise ShrinkbertError(f"int8 {failed[0]['name']} failed: {failed[0]['detail']}: not written "
+                                  "(--allow-unmet writes it, recorded)")
+        write_manifest(tmp, stage="quantize", parents=[source], data=data, metrics=metrics, checks=checks,
+                       config={"model": str(cfg.model), "output_dir": str(cfg.output_dir), "mode": "dynamic",
+                               "isa": cfg.isa, "max_length": cfg.max_length, "isa_choice": choice},
+                       extra={"kind": KIND, "runtime": "onnxruntime int8"})
+    return Path(cfg.output_dir)
+
+
+def bundle(cfg) -> Path:
+    """The bundle stage for an embedding model: a static student's or an ONNX graph's torch-free bundle."""
+    from shrinkbert.compress import static_bundle
+
+    source = Path(cfg.model)
+    if not cfg.output_dir:
+        raise ShrinkbertError("bundle needs --output-dir")
+    return static_bundle.run(source, cfg.output_dir, data=_parent_record(source)[1])

@@ -1,0 +1,206 @@
+"""`shrinkbert eval` of sentence-embedding models: one table, every variant on the same rows.
+
+The eval stage hands a scored-pairs task (STS-B's shape) here (core/kinds/embedding.py `own_stages`).
+For each artifact — a PyTorch embedding model (minilm as it ships, a distilled student), an exported
+or int8 ONNX graph, a static student, a bundle — it measures:
+
+    spearman       the task's test Spearman of cosine x100 (MTEB's STS score; eval/sts.py)
+    of baseline    that score over the baseline's (the teacher: the first artifact unless --baseline)
+    agreement      mean cosine of the variant's and the baseline's vectors of the same query sentences
+    recall@10      the drop-in test: the baseline's ten nearest neighbours among --index-sentences
+                   sentences of --index-corpus (embedded by the baseline), found by the variant's query
+                   vectors in that same index (only for variants in the baseline's vector space)
+    p50/p90 ms     batch 1, a text of max_length tokens, interleaved rounds (every variant timed in
+                   each round, so the machine's drift hits all alike), text -> normalised vector
+    sentences/s    batch 32 over the query sentences (indexing throughput)
+    size MB        the files holding weights (.safetensors, .onnx, .npy)
+
+Pick an --index-corpus the students were not distilled on (the recipe distils on imdb and WordNet
+glosses and indexes Brown sentences): a sentence a student was trained on would flatter its recall.
+"""
+from __future__ import annotations
+
+import json
+import random
+import statistics
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from shrinkbert.core.artifacts import is_artifact, read_manifest
+from shrinkbert.core.errors import ShrinkbertError
+
+WEIGHT_SUFFIXES = (".safetensors", ".onnx", ".npy")
+
+
+def open_encoder(path: str, threads: int, max_length: int) -> tuple[Callable[[list[str]], np.ndarray], str]:
+    """(texts -> unit vectors, the runtime's name) of an embedding artifact or model name."""
+    from shrinkbert.compress.embedding_onnx import ONNX_FILE
+    from shrinkbert.students.static import STATIC_DIR
+
+    folder = Path(path)
+    manifest = read_manifest(folder) if is_artifact(folder) else {}
+    if str(manifest.get("stage", "")).startswith("bundle"):
+        from shrinkbert.compress.static_predictor import Predictor
+
+        predictor = Predictor(folder, threads=threads)
+        return predictor.embed, f"bundle ({manifest.get('runtime', 'onnxruntime')})"
+    if (folder / ONNX_FILE).is_file():
+        from shrinkbert.compress.embedding_onnx import OnnxEmbedder
+
+        graph = OnnxEmbedder(folder, threads=threads, max_length=max_length)
+        return graph.encode, "ONNX Runtime " + ("int8" if manifest.get("stage") == "quantize" else "fp32")
+    if (folder / STATIC_DIR).is_dir():
+        from shrinkbert.students.static import StaticEmbedder
+
+        return StaticEmbedder.load(folder).encode, "numpy (static)"
+    from shrinkbert.core.data.builtin import resolve_model
+    from shrinkbert.core.embedder import Embedder
+
+    embedder = Embedder.load(resolve_model(path), max_length=max_length)
+    return (lambda texts: embedder.encode(list(texts))), "PyTorch fp32"
+
+
+def index_and_queries(corpus: str, index_size: int, query_size: int, seed: int) -> tuple[list[str], list[str]]:
+    """Distinct sentences of `corpus` (3-60 words), shuffled with `seed`: the index, then the queries."""
+    from shrinkbert.core.data.load import load_corpus
+
+    lines = [line for line in dict.fromkeys(s.strip() for s in load_corpus(corpus)) if 3 <= len(line.split()) <= 60]
+    random.Random(seed).shuffle(lines)
+    if len(lines) < index_size + query_size:  # a small corpus: a fifth for queries, the rest the index
+        query_size = min(query_size, max(1, len(lines) // 5))
+        index_size = len(lines) - query_size
+    return lines[:index_size], lines[index_size:index_size + query_size]
+
+
+def long_text(sentences: list[str], words: int) -> str:
+    """A text of at least `words` words from the test sentences (truncation cuts it to max_length tokens)."""
+    text, i = "", 0
+    while len(text.split()) < words and sentences:
+        text += " " + sentences[i % len(sentences)]
+        i += 1
+    return text.strip()
+
+
+def interleaved_ms(calls: dict[str, Callable[[], object]], runs: int, warmup: int) -> dict[str, dict[str, float]]:
+    """p50/p90 ms of each call, timed in rounds that visit every call once (order rotated each round)."""
+    for call in calls.values():
+        for _ in range(warmup):
+            call()
+    samples = {name: [] for name in calls}
+    names = list(calls)
+    for round_ in range(runs):
+        for name in names[round_ % len(names):] + names[:round_ % len(names)]:
+            started = time.perf_counter()
+            calls[name]()
+            samples[name].append(1000 * (time.perf_counter() - started))
+    return {name: {"p50": statistics.median(s), "p90": float(np.percentile(s, 90))} for name, s in samples.items()}
+
+
+def size_mb(path: str) -> float | None:
+    folder = Path(path)
+    if not folder.is_dir():
+        return None
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.suffix in WEIGHT_SUFFIXES) / 1e6
+
+
+def run(config, rows, artifacts: list[str], baseline: str | None) -> tuple[dict, dict]:
+    """Measure every artifact; write report.md and report.json into config.output_dir."""
+    from shrinkbert.core.data.scored_pairs import ScoredPairs
+    from shrinkbert.core.device import describe_machine, set_threads
+    from shrinkbert.eval.embedding_eval import agreement, drop_in_recall, throughput
+    from shrinkbert.eval.sts import sts_spearman
+
+    if not artifacts:
+        raise ShrinkbertError("eval needs at least one artifact")
+    threads = set_threads(config.threads or None)
+    max_length = config.max_length or 128
+    quick = config.quick
+    runs, warmup = (8, 2) if quick else (config.runs, config.warmup)
+    pairs = ScoredPairs(list(rows.texts), list(rows.pairs), np.asarray(rows.labels, dtype=np.float64))
+    base = baseline or artifacts[0]
+    if base not in artifacts:
+        artifacts = [base, *artifacts]
+    index_texts, query_texts = index_and_queries(config.index_corpus, 500 if quick else config.index_sentences,
+                                                 100 if quick else config.query_sentences, config.split_seed or 0)
+    text = [long_text(pairs.first + pairs.second, max_length)]
+    variants, calls = [], {}
+    base_index = base_queries = None
+    for path in artifacts:
+        name = Path(path).name or path
+        entry = {"name": name, "path": str(path), "error": None, "metrics": {}}
+        variants.append(entry)
+        try:
+            encode, entry["runtime"] = open_encoder(path, threads, max_length)
+            metrics = entry["metrics"]
+            metrics["spearman"] = sts_spearman(encode, pairs)
+            queries = encode(query_texts)
+            if path == base:
+                base_index, base_queries = encode(index_texts), queries
+            if base_queries is not None and queries.shape[1] == base_queries.shape[1]:
+                metrics["agreement"] = agreement(queries, base_queries)
+                if len(base_index) >= 10:
+                    metrics["recall_at_10"] = drop_in_recall(base_index, base_queries, queries, 10)
+            metrics["sentences_per_s_b32"] = throughput(encode, query_texts, 32)
+            metrics["size_mb"] = size_mb(path)
+            metrics["dim"] = int(queries.shape[1])
+            calls[name] = lambda encode=encode: encode(text)
+        except ShrinkbertError as err:
+            entry["error"] = str(err)
+        except Exception as err:  # one broken variant must not cost the others' figures
+            entry["error"] = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+    latency = interleaved_ms(calls, runs, warmup)
+    base_name = Path(base).name or base
+    base_metrics = next(v["metrics"] for v in variants if v["name"] == base_name)
+    for entry in variants:
+        if entry["error"]:
+            continue
+        metrics = entry["metrics"]
+        metrics.update(p50_ms=latency[entry["name"]]["p50"], p90_ms=latency[entry["name"]]["p90"])
+        if base_metrics.get("spearman"):
+            metrics["of_baseline"] = metrics["spearman"] / base_metrics["spearman"]
+        if base_name in latency:
+            metrics["speedup_p50"] = latency[base_name]["p50"] / latency[entry["name"]]["p50"]
+    report = {"title": config.title or "Sentence embeddings", "kind": "embedding", "machine": describe_machine(),
+              "threads": threads, "baseline": base_name, "test_pairs": len(pairs.first), "max_length": max_length,
+              "index": {"corpus": config.index_corpus, "sentences": len(index_texts), "queries": len(query_texts)},
+              "latency": {"batch": 1, "tokens": max_length, "rounds": runs, "warmup": warmup},
+              "variants": variants, "cache": {"hits": 0, "dir": "", "enabled": False}}
+    report["markdown"] = to_markdown(report)
+    out = Path(config.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    files = {"markdown": out / "report.md", "json": out / "report.json"}
+    files["markdown"].write_text(report["markdown"])
+    files["json"].write_text(json.dumps({k: v for k, v in report.items() if k != "markdown"}, indent=2))
+    return report, files
+
+
+def _cell(value, fmt: str) -> str:
+    return "–" if value is None else format(value, fmt)
+
+
+def to_markdown(report: dict) -> str:
+    lines = [f"# {report['title']}", "",
+             f"Machine: {report['machine']}; {report['threads']} threads. STS test: {report['test_pairs']} pairs. "
+             f"Drop-in index: {report['index']['sentences']} {report['index']['corpus']} sentences embedded by "
+             f"{report['baseline']}, {report['index']['queries']} queries. Latency: batch 1, a "
+             f"{report['max_length']}-token text, {report['latency']['rounds']} interleaved rounds.", "",
+             "| variant | runtime | STS Spearman | of baseline | recall@10 | agreement | p50 ms | p90 ms | speed-up "
+             "| sentences/s b32 | dim | size MB |",
+             "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
+    for entry in report["variants"]:
+        m = entry["metrics"]
+        if entry["error"]:
+            lines.append(f"| {entry['name']} | failed: {entry['error']} |" + " |" * 10)
+            continue
+        lines.append(f"| {entry['name']} | {entry['runtime']} | {_cell(m.get('spearman'), '.2f')} | "
+                     f"{_cell(m.get('of_baseline'), '.1%')} | {_cell(m.get('recall_at_10'), '.3f')} | "
+                     f"{_cell(m.get('agreement'), '.3f')} | {_cell(m.get('p50_ms'), '.2f')} | "
+                     f"{_cell(m.get('p90_ms'), '.2f')} | {_cell(m.get('speedup_p50'), '.1f')}x | "
+                     f"{_cell(m.get('sentences_per_s_b32'), '.0f')} | {m.get('dim', '–')} | "
+                     f"{_cell(m.get('size_mb'), '.1f')} |")
+    lines += ["", "recall@10 and agreement are measured only for variants in the baseline's vector space "
+                  "(a student with its own --dim has neither)."]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,123 @@
+"""`shrinkbert distill` for sentence embeddings: the stage's Config in, an embedding student out.
+
+    shrinkbert distill --mode embeddings --teacher minilm --corpus imdb,brown,wordnet --layers 3
+    shrinkbert distill --mode embeddings --teacher minilm --corpus imdb --student static --dim 256
+
+The teacher is read as a sentence-transformers model (its pooling and normalisation from its own
+files, core/embedder.py), so `--mode embeddings` takes all-MiniLM-L6-v2 as it ships; a teacher whose
+manifest already says kind embedding (a fine-tuned or distilled embedding model) goes this way in
+any mode. The student learns the teacher's sentence vectors of the `--corpus` lines
+(students/embedding_distill.py: MSE + cosine, teacher vectors cached by content), or with `--student
+static` is model2vec's static table (students/static.py) tuned on the same lines. A `--task` of
+scored pairs (STS-B's shape) picks the epoch by validation Spearman and is recorded for later stages.
+"""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+
+from shrinkbert.core.artifacts import atomic_artifact, check, write_manifest
+from shrinkbert.core.data.builtin import resolve_model
+from shrinkbert.core.data.dataspec import load_splits, resolve_spec
+from shrinkbert.core.data.load import load_corpus
+from shrinkbert.core.data.scored_pairs import ScoredPairs
+from shrinkbert.core.embedder import Embedder
+from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.students.embedding_distill import EmbeddingStudentConfig, distill_embedding, teacher_vectors
+
+DEFAULT_LAYERS = 3  # the measured shape: 3 of 6 layers, 5.4x as int8 (docs/embeddings.md)
+STATIC = "static"
+
+
+def corpus_sentences(cfg) -> list[str]:
+    """The distinct non-empty lines of --corpus, shuffled with --seed, the first --max-train-rows kept."""
+    if not cfg.corpus:
+        raise ShrinkbertError("an embedding student learns the teacher's vectors of sentences: give --corpus "
+                              "(built-in imdb, brown, wordnet, sotu, rotten-tomatoes, or .txt files)")
+    sentences = [line for line in dict.fromkeys(s.strip() for s in load_corpus(cfg.corpus)) if line]
+    if not sentences:
+        raise ShrinkbertError(f"corpus {cfg.corpus} holds no text")
+    random.Random(cfg.seed).shuffle(sentences)
+    return sentences[:cfg.max_train_rows] if cfg.max_train_rows else sentences
+
+
+def validation_pairs(cfg, teacher: str):
+    """(the data spec, the validation pairs) of a scored-pairs --task, or (None, None) without one."""
+    spec = resolve_spec(cfg, [teacher], required=False)
+    if spec is None:
+        return None, None
+    task, splits = load_splits(spec, cfg.cache_dir)
+    split = splits["validation"]
+    if cfg.max_eval_rows:
+        split = split.select(range(min(cfg.max_eval_rows, len(split))))
+    return (spec, task), ScoredPairs(list(split["sentence1"]), list(split["sentence2"]), np.asarray(split["score"]))
+
+
+def distill(cfg) -> Path:
+    """Distil an embedding student as the distill stage's Config asks; return its artifact path."""
+    teacher = resolve_model(cfg.teacher)
+    if "," in cfg.teacher:
+        raise ShrinkbertError("an embedding student learns from one teacher: give one --teacher")
+    if cfg.target:
+        raise ShrinkbertError("--target is not supported for embedding students yet: give --layers/--hidden/"
+                              "--intermediate (and --dim)")
+    if cfg.student and cfg.student != STATIC:
+        raise ShrinkbertError(f"--student {cfg.student}: an embedding student is a new shape or 'static'")
+    sentences = corpus_sentences(cfg)
+    data, validation = validation_pairs(cfg, teacher)
+    data_record = {"corpus": cfg.corpus, "rows": {"train": len(sentences)}}
+    if data is not None:
+        spec, task = data
+        data_record = spec.record(task, max_length=cfg.max_length, **data_record)
+    if cfg.student == STATIC:
+        return _static(cfg, teacher, sentences, validation, data_record)
+    config = EmbeddingStudentConfig(
+        layers=cfg.layers or DEFAULT_LAYERS, hidden=cfg.hidden or None, heads=cfg.heads or None,
+        intermediate=cfg.intermediate or None, dim=cfg.dim or None, epochs=max(1, int(round(cfg.epochs))),
+        lr=cfg.learning_rate, batch_size=cfg.batch_size, max_length=cfg.max_length, seed=cfg.seed,
+        hidden_weight=cfg.hidden_weight)
+    out = distill_embedding(teacher, sentences, cfg.output_dir, config, validation=validation,
+                            cache_dir=cfg.cache_dir or None, data=data_record)
+    return Path(out)
+
+
+def _static(cfg, teacher: str, sentences: list[str], validation, data_record: dict) -> Path:
+    """model2vec's static table from the teacher, tuned on the corpus (the epoch kept by validation)."""
+    from shrinkbert.eval.sts import sts_spearman
+    from shrinkbert.students.static import StaticEmbedder
+
+    dim = cfg.dim or 256
+    embedder = Embedder.load(teacher, max_length=cfg.max_length)
+    if dim > embedder.dim:
+        raise ShrinkbertError(f"--dim {dim} exceeds the teacher's {embedder.dim} dimensions")
+    student = StaticEmbedder.distill(teacher, dim=dim)
+    epochs = max(0, int(round(cfg.epochs)))
+    best = {"epoch": 0, "vectors": student.vectors,
+            "score": sts_spearman(student.encode, validation) if validation is not None else None}
+
+    def keep_best(epoch, tuned):
+        if validation is None:  # no pairs to judge by: the last epoch
+            best.update(epoch=epoch, vectors=tuned.vectors)
+            return
+        score = sts_spearman(tuned.encode, validation)
+        if score > best["score"]:
+            best.update(score=score, epoch=epoch, vectors=tuned.vectors)
+
+    if epochs:
+        vectors = teacher_vectors(embedder, teacher, sentences, cfg.cache_dir or None)
+        student.tune_to_teacher(sentences, vectors, epochs=epochs, seed=cfg.seed, on_epoch=keep_best)
+    student.vectors = best["vectors"]
+    metrics = {"train_sentences": len(sentences), "epoch_kept": best["epoch"]}
+    if best["score"] is not None:
+        metrics["validation_spearman"] = best["score"]
+    with atomic_artifact(cfg.output_dir) as tmp:
+        student.save(tmp)
+        write_manifest(tmp, stage="distill", parents=[teacher], config={"teacher": cfg.teacher, "student": STATIC,
+                       "dim": dim, "epochs": epochs, "seed": cfg.seed, "max_length": cfg.max_length},
+                       metrics=metrics, seed=cfg.seed, num_parameters=int(student.vectors.size), data=data_record,
+                       checks=[check("unit_vectors", bool(np.allclose(np.linalg.norm(student.encode(sentences[:8]), axis=1), 1, atol=1e-4)),
+                                     "8 corpus sentences")],
+                       extra={"kind": "embedding", "dim": dim, "student": STATIC})
+    return Path(cfg.output_dir)

@@ -1,0 +1,115 @@
+"""recipes/embeddings.yaml runs end to end in miniature, and the embedding kind's stages from the CLI.
+
+The recipe's own YAML goes through `shrinkbert run --quick` with a tiny random BERT in place of
+MiniLM (read as an embedding model: mean pooling, normalised), a text file of a few dozen sentences
+in place of the corpora, and the real STS-B from ../shared/data (its splits cut small): the same
+stage graph and code paths (distill --mode embeddings, --student static, export, quantize, bundle,
+eval's embedding report).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fixtures import make_tiny_bert, tiny_sentences
+from shrinkbert.core.artifacts import artifact_hash, read_manifest
+from shrinkbert.recipe import load_recipe
+
+ROOT = Path(__file__).resolve().parents[1]
+STSB = ROOT.parent / "shared" / "data" / "stsb"
+RECIPE = ROOT / "recipes" / "embeddings.yaml"
+pytestmark = pytest.mark.skipif(not STSB.is_dir(), reason=f"{STSB} is absent (../shared/data is not beside the clone)")
+
+
+def run_cli(args: list[str], cwd: Path, timeout: int = 240) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "shrinkbert.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory):
+    """The recipe's quick run, shrunk: (its output dir, the tiny teacher)."""
+    work = tmp_path_factory.mktemp("emb-recipe")
+    teacher = make_tiny_bert(work / "teacher", hidden=32, layers=2, intermediate=64)
+    corpus = work / "corpus.txt"
+    corpus.write_text("\n".join(text for text, _ in tiny_sentences(120, seed=3)) + "\n")
+    out = work / "out"
+    sets = {"student.teacher": str(teacher), "static.teacher": str(teacher),
+            "student.corpus": str(corpus), "static.corpus": str(corpus),
+            "student.task": str(STSB), "static.task": str(STSB),
+            "student.max_train_rows": 80, "static.max_train_rows": 80, "student.max_eval_rows": 40,
+            "static.max_eval_rows": 40, "student.layers": 1, "student.intermediate": 32, "student.batch_size": 16,
+            "static.dim": 8, "student-int8.max_eval_rows": 40, "student-int8.tolerance": 100,
+            "report.artifacts": [str(teacher), "${student}", "${student-int8}", "${bundle}", "${static}",
+                                 "${static-bundle}"],
+            "report.baseline": str(teacher), "report.index_corpus": str(corpus), "report.max_eval_rows": 40}
+    cmd = ["run", str(RECIPE), "--quick", "--output-dir", str(out)]
+    for key, value in sets.items():
+        cmd += ["--set", f"{key}={json.dumps(value)}"]
+    done = run_cli(cmd, ROOT)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-4000:]
+    return out, teacher
+
+
+def test_every_stage_writes_its_artifact_with_its_parents_checks_and_the_inherited_task(ran):
+    out, _ = ran
+    recipe = load_recipe(RECIPE, quick=True, output_dir=out)
+    for stage in recipe.stages:
+        if stage.uses == "eval":
+            continue
+        where = f"stage '{stage.name}'"
+        manifest = read_manifest(out / stage.name)
+        assert manifest["stage"] == stage.uses, where
+        assert manifest["kind"] == "embedding", where
+        assert manifest["hash"] == artifact_hash(out / stage.name), where
+        parents = {Path(p["path"]).name: p["hash"] for p in manifest["parents"]}
+        for dep in stage.depends_on:
+            assert parents.get(dep) == read_manifest(out / dep)["hash"], (where, dep)
+        assert manifest["checks"] and all(c["passed"] for c in manifest["checks"]), (where, manifest["checks"])
+        assert manifest["data"]["task"] == str(STSB.resolve()), where  # named once by the distill stages
+    assert read_manifest(out / "static")["dim"] == 8
+    assert read_manifest(out / "student")["dim"] == 32  # the teacher's space, through its projection
+
+
+def test_the_report_has_a_row_per_artifact_and_the_bundles_equal_their_models(ran):
+    out, teacher = ran
+    report = json.loads((out / "report" / "report.json").read_text())
+    rows = {Path(v["path"]).name: v for v in report["variants"]}
+    assert sorted(rows) == sorted(["teacher", "student", "student-int8", "bundle", "static", "static-bundle"])
+    assert all(not v["error"] for v in rows.values()), {k: v["error"] for k, v in rows.items()}
+    metrics = {name: v["metrics"] for name, v in rows.items()}
+    assert metrics["teacher"]["recall_at_10"] == 1.0 and metrics["teacher"]["of_baseline"] == 1.0
+    assert 0 <= metrics["student"]["recall_at_10"] <= 1 and -1 <= metrics["student"]["agreement"] <= 1
+    # a bundle gives its model's vectors: the same Spearman on the same test pairs
+    assert metrics["bundle"]["spearman"] == pytest.approx(metrics["student-int8"]["spearman"], abs=1e-6)
+    assert metrics["static-bundle"]["spearman"] == pytest.approx(metrics["static"]["spearman"], abs=1e-9)
+    assert "recall_at_10" not in metrics["static"]  # its own 8 dimensions: no drop-in figures
+    assert report["test_pairs"] == 40 and all(m["p50_ms"] > 0 for m in metrics.values())
+    assert "| student-int8 | ONNX Runtime int8 |" in (out / "report" / "report.md").read_text()
+
+
+def test_the_static_bundle_predicts_without_torch_from_its_own_folder(ran):
+    out, _ = ran
+    done = subprocess.run([sys.executable, "predict.py", "--embed", "-"], input="a good film\na bad film\n",
+                          cwd=out / "static-bundle", capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": ""})
+    assert done.returncode == 0, done.stderr[-2000:]
+    vectors = np.asarray(json.loads(done.stdout))
+    assert vectors.shape == (2, 8) and np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-5)
+
+
+def test_distill_without_a_corpus_and_quantize_static_mode_are_one_line(ran, tmp_path):
+    out, teacher = ran
+    done = run_cli(["distill", "--mode", "embeddings", "--teacher", str(teacher), "--output-dir",
+                    str(tmp_path / "s")], tmp_path)
+    assert done.returncode == 2 and done.stderr.strip().startswith("error: ") and "--corpus" in done.stderr
+    assert not (tmp_path / "s").exists()
+    done = run_cli(["quantize", "--model", str(out / "student-onnx"), "--mode", "static", "--output-dir",
+                    str(tmp_path / "q")], tmp_path)
+    assert done.returncode == 2 and "dynamic only" in done.stderr and not (tmp_path / "q").exists()
