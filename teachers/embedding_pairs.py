@@ -84,11 +84,11 @@ def _load(model_path: str | Path, max_length: int):
     return model
 
 
-def _save(model, out_dir, *, stage: str, parent, config: dict, metrics: dict) -> Path:
+def _save(model, out_dir, *, stage: str, parent, config: dict, metrics: dict, data: dict | None = None) -> Path:
     with atomic_artifact(out_dir) as tmp:
         model.save(str(tmp))
         write_manifest(tmp, stage=stage, parents=[resolve_model(str(parent))], config=config, metrics=metrics,
-                       seed=config.get("seed"), num_parameters=sum(p.numel() for p in model.parameters()),
+                       seed=config.get("seed"), num_parameters=sum(p.numel() for p in model.parameters()), data=data,
                        extra={"kind": "embedding", "dim": model.get_embedding_dimension()})
     return Path(out_dir)
 
@@ -127,3 +127,31 @@ def finetune_nli(model_path: str | Path, nli_file: str | Path, out_dir: str | Pa
               "epochs": epochs, "lr": lr, "batch_size": batch_size, "max_length": max_length, "seed": seed,
               "pairs_used": len(examples)}
     return _save(model, out_dir, stage="finetune", parent=model_path, config=config, metrics={"train_loss": losses})
+
+
+def finetune_stage(cfg, task, splits, model_dir, spec) -> Path:
+    """`shrinkbert finetune` on a scored-pairs task (STS-B's shape: the embedding kind's rows):
+    CosineSimilarityLoss on the train split (scores scaled from the task's range to 0..1), the
+    validation split's Spearman recorded, the data spec recorded for later stages."""
+    from sentence_transformers.sentence_transformer.losses import CosineSimilarityLoss
+
+    from shrinkbert.core.data.scored_pairs import ScoredPairs
+    from shrinkbert.core.kinds.embedding import score_range
+    from shrinkbert.eval.sts import sts_spearman
+
+    low, high = score_range(task)
+    train = splits["train"]
+    examples = [(a, b, (float(s) - low) / (high - low))
+                for a, b, s in zip(train["sentence1"], train["sentence2"], train["score"])]
+    model = _load(model_dir, cfg.max_length)
+    losses = _train(model, CosineSimilarityLoss(model), examples, max(1, int(round(cfg.epochs))), cfg.learning_rate,
+                    cfg.batch_size, cfg.seed)
+    validation = splits["validation"]
+    pairs = ScoredPairs(list(validation["sentence1"]), list(validation["sentence2"]), validation["score"])
+    metrics = {"train_loss": losses, "validation_spearman": sts_spearman(
+        lambda texts: model.encode(list(texts), convert_to_numpy=True, normalize_embeddings=True), pairs)}
+    config = {"model": str(cfg.model), "loss": "CosineSimilarityLoss", "epochs": cfg.epochs,
+              "learning_rate": cfg.learning_rate, "batch_size": cfg.batch_size, "max_length": cfg.max_length,
+              "seed": cfg.seed, "pairs_used": len(examples)}
+    return _save(model, cfg.output_dir, stage="finetune", parent=model_dir, config=config, metrics=metrics,
+                 data=spec.record(task, max_length=cfg.max_length, rows={"train": len(examples)}))

@@ -73,6 +73,9 @@ def run(cfg: Config) -> Path:
     task, splits = load_splits(spec, cfg.cache_dir)
     splits = limit_rows(splits, cfg.max_train_rows, cfg.max_eval_rows)
     cfg.max_length = stage_max_length(cfg, kind_of(task), [model_dir])
+    own = kind_of(task).own_stage("finetune")
+    if own is not None:  # scored pairs: an embedding model trained with sentence-transformers' loss
+        return own(cfg, task, splits, model_dir, spec)
     model, tokenizer, model_dir = load_classifier(cfg, task, model_dir)
     positions = getattr(model.config, "max_position_embeddings", cfg.max_length)
     if cfg.max_length > positions:

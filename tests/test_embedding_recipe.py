@@ -113,3 +113,34 @@ def test_distill_without_a_corpus_and_quantize_static_mode_are_one_line(ran, tmp
     done = run_cli(["quantize", "--model", str(out / "student-onnx"), "--mode", "static", "--output-dir",
                     str(tmp_path / "q")], tmp_path)
     assert done.returncode == 2 and "dynamic only" in done.stderr and not (tmp_path / "q").exists()
+
+
+def _pairs_dir(where: Path, score_of=lambda i: i % 6) -> Path:
+    texts = [text for text, _ in tiny_sentences(24, seed=5)]
+    where.mkdir()
+    for split in ("train", "validation", "test"):
+        rows = ["sentence1,sentence2,score"] + [f"{texts[i]},{texts[i + 1]},{score_of(i)}" for i in range(12)]
+        (where / f"{split}.csv").write_text("\n".join(rows) + "\n")
+    return where
+
+
+def test_finetune_on_scored_pairs_trains_an_embedding_model_and_records_the_task(ran, tmp_path):
+    _, teacher = ran
+    pairs = _pairs_dir(tmp_path / "pairs")
+    done = run_cli(["finetune", "--model", str(teacher), "--task", str(pairs), "--epochs", "1", "--batch-size", "4",
+                    "--output-dir", str(tmp_path / "ft")], tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    manifest = read_manifest(tmp_path / "ft")
+    assert manifest["kind"] == "embedding" and manifest["data"]["task"] == str(pairs.resolve())
+    assert manifest["config"]["loss"] == "CosineSimilarityLoss" and manifest["config"]["pairs_used"] == 12
+    assert -100 <= manifest["metrics"]["validation_spearman"] <= 100
+    assert (tmp_path / "ft" / "modules.json").is_file()  # a sentence-transformers folder
+
+
+def test_finetune_on_scores_outside_the_range_is_one_line_and_writes_nothing(ran, tmp_path):
+    _, teacher = ran
+    pairs = _pairs_dir(tmp_path / "pairs", score_of=lambda i: 9 if i == 3 else 1)
+    done = run_cli(["finetune", "--model", str(teacher), "--task", str(pairs), "--output-dir", str(tmp_path / "ft")],
+                   tmp_path)
+    assert done.returncode == 2 and done.stderr.strip().startswith("error: ") and "9" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "ft").exists()

@@ -80,7 +80,8 @@ class EmbeddingKind(TaskKind):
     description = "sentence embedding"
     # An encoder with pooling, trained on sentences or pairs and exported with its pooling inside the
     # graph: these stages run in the embedding modules (the classifiers' code serves the rest).
-    own_stages = {"distill": "shrinkbert.students.embedding_stage:distill",
+    own_stages = {"finetune": "shrinkbert.teachers.embedding_pairs:finetune_stage",
+                  "distill": "shrinkbert.students.embedding_stage:distill",
                   "export": "shrinkbert.compress.embedding_stages:export",
                   "quantize": "shrinkbert.compress.embedding_stages:quantize",
                   "bundle": "shrinkbert.compress.embedding_stages:bundle",
