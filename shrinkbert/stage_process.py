@@ -8,18 +8,49 @@ which calls the stage module's `main(argv)` (what its `python -m` entry calls). 
 no threads on import, so the fork is clean (the children start their own thread pools on first use).
 `accelerate launch` stages and other platforms always get a fresh interpreter, and `--spawn` asks
 for one everywhere.
+
+A stage has no time limit unless $SHRINKBERT_STAGE_TIMEOUT (seconds) sets one (the tests do: a hung
+gloo run must not hold CI for its 90 minutes); past it the stage is killed and the runner reports
+exit code 124. A forked stage also dies with its runner (Linux PR_SET_PDEATHSIG), so a runner killed
+by a timeout above it leaves no stage behind.
 """
 from __future__ import annotations
 
+import ctypes
 import importlib
 import os
+import signal
 import subprocess
 import sys
+import time
 import traceback
 
 # Imported once by the runner before the first forked stage; what every stage module imports.
 PRELOADED = ("torch", "transformers", "transformers.models.bert.modeling_bert", "datasets", "accelerate",
              "safetensors.torch", "tqdm.auto")
+
+
+TIMEOUT_ENV = "SHRINKBERT_STAGE_TIMEOUT"
+TIMED_OUT = 124  # what coreutils' timeout returns
+
+
+def stage_timeout() -> float | None:
+    """Seconds a stage may run ($SHRINKBERT_STAGE_TIMEOUT), or None: no limit."""
+    value = os.environ.get(TIMEOUT_ENV, "").strip()
+    return float(value) if value and float(value) > 0 else None
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when its parent (the runner) dies."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    except OSError:  # not glibc: the stage outlives a killed runner, as before
+        pass
+
+
+def _timed_out(limit: float) -> int:
+    print(f"error: the stage ran past {limit:g} s (${TIMEOUT_ENV}) and was killed", file=sys.stderr)
+    return TIMED_OUT
 
 
 def can_fork() -> bool:
@@ -44,6 +75,7 @@ def run_forked(module: str, args: list[str], env: dict[str, str]) -> int:
     if pid == 0:  # the child: never returns
         code = 1
         try:
+            _die_with_parent()
             os.environ.clear()
             os.environ.update(env)
             sys.argv = [module, *args]
@@ -64,8 +96,17 @@ def run_forked(module: str, args: list[str], env: dict[str, str]) -> int:
                 sys.stderr.flush()
             finally:
                 os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status)
+    limit = stage_timeout()
+    deadline = time.monotonic() + limit if limit else None
+    while True:
+        done, status = os.waitpid(pid, 0 if deadline is None else os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return _timed_out(limit)
+        time.sleep(0.1)
 
 
 def run_stage_command(cmd: list[str], env: dict[str, str], fork: bool) -> int:
@@ -74,4 +115,8 @@ def run_stage_command(cmd: list[str], env: dict[str, str], fork: bool) -> int:
     if fork and can_fork() and len(cmd) >= 3 and cmd[0] == sys.executable and cmd[1] == "-m" \
             and not cmd[2].startswith("accelerate"):
         return run_forked(cmd[2], cmd[3:], env)
-    return subprocess.call(cmd, env=env)
+    limit = stage_timeout()
+    try:
+        return subprocess.call(cmd, env=env, timeout=limit)
+    except subprocess.TimeoutExpired:  # call() has killed the child
+        return _timed_out(limit)

@@ -12,6 +12,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# a hung stage (a gloo run waiting for a peer) is killed before pytest-timeout's 300 s takes the test
+os.environ.setdefault("SHRINKBERT_STAGE_TIMEOUT", "280")
 # Each test run has its own shrinkbert cache, so no test reads or writes ~/.cache/shrinkbert (what a
 # previous run left there cannot hide a bug); the real data is fetched from the registries once per
 # run into it. SHRINKBERT_TEST_CACHE names a cache to reuse across runs instead.

@@ -10,8 +10,6 @@ PACKAGE = ("shrinkbert", "core", "teachers", "students", "compress", "eval")
 WAITS = {"run", "call", "check_call", "check_output"}  # subprocess.X(...) waits for the child
 # Where no timeout fits, and why (file: function name).
 ALLOWED = {
-    # a recipe stage is a training run of minutes to hours; the runner has no budget to impose
-    "shrinkbert/stage_process.py": {"subprocess.call"},
     # the wait that follows kill() (SIGKILL cannot be ignored), after a wait with a timeout
     "eval/workers.py": {"self.process.wait"},
 }

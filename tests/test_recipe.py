@@ -259,3 +259,34 @@ def test_a_forked_stage_gets_the_given_environment_and_exit_code(tmp_path, monke
     cmd = [sys.executable, "-m", "exit_with_env", "0"]
     env = {**os.environ, "EXIT_WITH": "3", "PYTHONPATH": str(tmp_path)}
     assert stage_process.run_stage_command(cmd, env, fork=True) == 3 == stage_process.run_stage_command(cmd, env, fork=False)
+
+
+def test_a_stage_past_the_stage_timeout_is_killed_and_reported(env):
+    path = env / "r.yaml"
+    path.write_text(yaml.safe_dump(chain(sleep_b=60)))
+    started = time.time()
+    done = subprocess.run([sys.executable, "-m", "shrinkbert.cli", "run", str(path), "--output-dir", str(env / "out")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "SHRINKBERT_STAGE_TIMEOUT": "3"})
+    assert done.returncode != 0 and time.time() - started < 50
+    assert "ran past 3 s" in done.stderr and "exit 124" in done.stderr
+    assert runs(env) == ["a", "b"] and not (env / "out" / "b").exists()
+
+
+def test_a_killed_runner_takes_its_forked_stage_with_it(env):
+    """A runner killed from above (a test's timeout) leaves no stage running on (PR_SET_PDEATHSIG)."""
+    path = env / "r.yaml"
+    path.write_text(yaml.safe_dump(chain(sleep_b=60)))
+    proc = subprocess.Popen([sys.executable, "-m", "shrinkbert.cli", "run", str(path), "--output-dir",
+                             str(env / "out")], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while not list((env / "out").glob(".partial-b-*")) and time.time() < deadline:
+        time.sleep(0.1)
+    children = [int(p) for p in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()]
+    assert children, "the stage was not forked"
+    proc.kill()  # the runner only, as subprocess.run's timeout does
+    proc.wait(timeout=60)
+    time.sleep(1)
+    alive = [pid for pid in children if Path(f"/proc/{pid}").exists()
+             and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"]
+    assert not alive, f"stage process(es) {alive} outlived the runner"
