@@ -2,8 +2,8 @@
 configs, bundle files; the manifest, which records timings and dates, excluded: core/artifacts.py
 `artifact_hash`) is equal across two fresh `shrinkbert run` processes, at one thread and at two.
 
-The chains: a sequence task through finetune, distill, prune, trim-vocab, export, dynamic and static
-int8 and bundle; a token task through finetune and distill. (Pretrain, finetune and distill resuming
+The chains: a sequence task through continued MLM pretraining (its new head must be seeded),
+finetune, distill, prune, trim-vocab, export, dynamic and static int8 and bundle; a token task through finetune and distill. (Pretrain, finetune and distill resuming
 bit-exactly after SIGKILL: tests/test_train.py.)
 """
 from __future__ import annotations
@@ -16,16 +16,19 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fixtures import write_tiny_conll, write_tiny_csv
+from fixtures import tiny_sentences, write_tiny_conll, write_tiny_csv
 from shrinkbert.core.artifacts import artifact_hash, read_manifest
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = {"batch_size": 8, "checkpoint_every": 0, "epochs": 1, "max_length": 32}
 
 
-def sequence_chain(data: Path, tiny: Path) -> dict:
+def sequence_chain(data: Path, corpus: Path, tiny: Path) -> dict:
     return {"name": "same-bytes", "seed": 0, "stages": {
-        "teacher": {"uses": "finetune", "with": {"model": str(tiny), "task": str(data), **SMALL}},
+        "mlm": {"uses": "pretrain", "with": {"model": str(tiny), "corpus": [str(corpus)], "max_steps": 4,
+                                              "batch_size": 4, "max_length": 32, "head_warmup_steps": 2,
+                                              "checkpoint_every": 0}},
+        "teacher": {"uses": "finetune", "with": {"model": "${mlm}", "task": str(data), **SMALL}},
         "student": {"uses": "distill", "with": {"teacher": "${teacher}", "layers": 1, "hidden_weight": 1.0, **SMALL}},
         "pruned": {"uses": "prune", "with": {"model": "${student}", "head_fraction": 0.25, "neuron_fraction": 0.25,
                                              "importance_rows": 16, "max_eval_rows": 16}},
@@ -69,14 +72,17 @@ def tiny(tmp_path_factory) -> dict[str, Path]:
     from fixtures import make_tiny_bert
 
     where = tmp_path_factory.mktemp("same-bytes")
+    corpus = where / "corpus.txt"
+    corpus.write_text("\n".join(text for text, _ in tiny_sentences(120, seed=5)) + "\n")
     return {"sequence": make_tiny_bert(where / "seq"), "token": make_tiny_bert(where / "tok", token=True,
                                                                                num_labels=5),
-            "csv": write_tiny_csv(where / "data.csv", n=96), "conll": write_tiny_conll(where / "data.conll", n=64)}
+            "csv": write_tiny_csv(where / "data.csv", n=96), "conll": write_tiny_conll(where / "data.conll", n=64),
+            "corpus": corpus}
 
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_every_sequence_stage_makes_the_same_bytes_in_a_fresh_process(tiny, tmp_path, threads):
-    first, second = run_twice(sequence_chain(tiny["csv"], tiny["sequence"]), tmp_path, threads)
+    first, second = run_twice(sequence_chain(tiny["csv"], tiny["corpus"], tiny["sequence"]), tmp_path, threads)
     differ = [stage for stage in first if first[stage] != second[stage]]
     assert not differ, f"{threads} thread(s): these stages made other bytes the second time: {differ}"
 
