@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
+from tqdm.auto import tqdm
 
 from shrinkbert.core.artifacts import atomic_artifact, check, write_manifest
 from shrinkbert.core.data.builtin import resolve_model
@@ -182,7 +183,8 @@ def train_student(student: Embedder, teacher: Embedder, sentences: list[str], ta
     for epoch in range(1, config.epochs + 1):
         modules.train()
         started, total, seen = time.perf_counter(), 0.0, 0
-        for rows in _batches(lengths, config.batch_size, rng):
+        for rows in tqdm(_batches(lengths, config.batch_size, rng), desc=f"distill epoch {epoch}", unit="batch",
+                         disable=None, mininterval=5):
             batch = teacher.tokenizer.pad({"input_ids": [encoded["input_ids"][r] for r in rows],
                                            "attention_mask": [encoded["attention_mask"][r] for r in rows],
                                            "token_type_ids": [encoded["token_type_ids"][r] for r in rows]},
@@ -257,6 +259,7 @@ def distill_embedding(teacher_path: str | Path, sentences: list[str], out_dir: s
     resolved = resolve_model(str(teacher_path))
     teacher = Embedder.load(resolved, max_length=config.max_length)
     started = time.perf_counter()
+    log(f"teacher vectors of {len(sentences)} sentences (cached by content; a first pass takes a while)")
     vectors = teacher_vectors(teacher, resolved, sentences, cache_dir)
     log(f"teacher vectors of {len(sentences)} sentences: {time.perf_counter() - started:.0f} s")
     student, components, record = build_student(teacher, config, vectors)
