@@ -100,7 +100,9 @@ def interleaved_ms(calls: dict[str, Callable[[], object]], runs: int, warmup: in
 
 
 def size_mb(path: str) -> float | None:
-    folder = Path(path)
+    from shrinkbert.core.data.builtin import resolve_model
+
+    folder = Path(path) if Path(path).is_dir() else Path(resolve_model(path))  # a name: its installed folder
     if not folder.is_dir():
         return None
     return sum(f.stat().st_size for f in folder.rglob("*") if f.suffix in WEIGHT_SUFFIXES) / 1e6
