@@ -1,0 +1,99 @@
+"""`shrinkbert distill --mode embeddings` and `finetune` on pairs from the CLI, on a tiny teacher.
+
+What tests/test_embedding_recipe.py leaves out: the teacher's vectors reused by content on a second
+distil (nothing re-encoded), the students' own vectors (shape, unit length) read back through the
+kind, and the finetune stage's bad pairs files (no score column, an empty file) as one `error:` line.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fixtures import make_tiny_bert, tiny_sentences
+from shrinkbert.core.artifacts import read_manifest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_cli(args: list[str], cwd: Path, cache: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "SHRINKBERT_CACHE": str(cache)}
+    return subprocess.run([sys.executable, "-m", "shrinkbert.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          env=env, timeout=240)
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    """(the work dir, a tiny teacher, a corpus file, the cache dir)."""
+    work = tmp_path_factory.mktemp("emb-stages")
+    teacher = make_tiny_bert(work / "teacher", hidden=32, layers=2, intermediate=64)
+    corpus = work / "corpus.txt"
+    corpus.write_text("\n".join(text for text, _ in tiny_sentences(60, seed=4)) + "\n")
+    return work, teacher, corpus, work / "cache"
+
+
+def _distill(work, out: str, *extra: str) -> tuple[subprocess.CompletedProcess, Path]:
+    where, teacher, corpus, cache = work
+    done = run_cli(["distill", "--mode", "embeddings", "--teacher", str(teacher), "--corpus", str(corpus),
+                    "--epochs", "1", "--batch-size", "16", "--output-dir", str(where / out), *extra], where, cache)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done, where / out
+
+
+def test_a_transformer_student_has_its_dim_parent_and_unit_vectors_and_a_rerun_reuses_the_teacher_vectors(work):
+    from shrinkbert.core.embedder import Embedder
+
+    _, out = _distill(work, "student", "--layers", "1", "--intermediate", "32", "--dim", "8")
+    cached = sorted((work[3] / "embedding-teacher").glob("*.npy"))
+    assert len(cached) == 1
+    stamp = cached[0].stat().st_mtime_ns
+    manifest = read_manifest(out)
+    assert manifest["kind"] == "embedding" and manifest["dim"] == 8 and manifest["stage"] == "distill"
+    assert Path(manifest["parents"][0]["path"]).resolve() == work[1].resolve()
+    vectors = Embedder.load(out).encode(["a good film", "a bad film", "the end"])
+    assert vectors.shape == (3, 8) and np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-4)
+    # a second student of another shape on the same lines: the teacher's vectors come from the cache
+    _distill(work, "student2", "--layers", "1", "--intermediate", "16")
+    assert sorted((work[3] / "embedding-teacher").glob("*.npy")) == cached
+    assert cached[0].stat().st_mtime_ns == stamp
+    assert read_manifest(work[0] / "student2")["dim"] == 32  # the teacher's space through the projection
+
+
+def test_a_static_student_writes_its_own_folder_with_unit_vectors_of_its_dim(work):
+    from shrinkbert.students.static import StaticEmbedder
+
+    _, out = _distill(work, "static", "--student", "static", "--dim", "8")
+    manifest = read_manifest(out)
+    assert manifest["kind"] == "embedding" and manifest["dim"] == 8 and manifest["config"]["student"] == "static"
+    vectors = StaticEmbedder.load(out).encode(["a good film", "a bad film"])
+    assert vectors.shape == (2, 8) and np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-4)
+
+
+def _one_error_line_and_nothing_written(done, out: Path, *words: str) -> None:
+    assert done.returncode == 2, done.stderr[-2000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+    assert all(w in lines[0] for w in words), lines[0]
+    assert not out.exists()
+
+
+def test_finetune_on_pairs_without_scores_or_on_an_empty_corpus_is_one_error_line(work, tmp_path):
+    where, teacher, _, cache = work
+    pairs = tmp_path / "pairs"
+    pairs.mkdir()
+    texts = [text for text, _ in tiny_sentences(12, seed=2)]
+    for split in ("train", "validation", "test"):
+        rows = ["sentence1,sentence2"] + [f"{texts[i]},{texts[i + 1]}" for i in range(10)]
+        (pairs / f"{split}.csv").write_text("\n".join(rows) + "\n")
+    done = run_cli(["finetune", "--model", str(teacher), "--task", str(pairs), "--output-dir", str(tmp_path / "ft")],
+                   tmp_path, cache)
+    _one_error_line_and_nothing_written(done, tmp_path / "ft")
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n")
+    done = run_cli(["distill", "--mode", "embeddings", "--teacher", str(teacher), "--corpus", str(empty),
+                    "--output-dir", str(tmp_path / "s")], tmp_path, cache)
+    _one_error_line_and_nothing_written(done, tmp_path / "s")
