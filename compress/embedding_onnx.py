@@ -1,7 +1,8 @@
 """A transformer sentence embedder as one ONNX graph whose output is the sentence vector: the
 encoder, its pooling, its projection (a Dense module, when the folder has one) and its normalisation
 all inside the graph (so ONNX Runtime, an index builder
-or another language needs nothing else), and its dynamic int8 twin.
+or another language needs nothing else), and its int8 twins (dynamic, or static with calibrated
+activation ranges).
 
 The graph is traced from `core.embedder.Embedder.forward` with torch.onnx's TorchScript exporter
 (dynamo=False: its graphs are the ones ONNX Runtime fuses and quantize_dynamic accepts, STACK.md);
@@ -18,7 +19,8 @@ import numpy as np
 import onnxruntime as ort
 import torch
 
-from shrinkbert.compress.int8 import quantization_config, quantize_file
+from shrinkbert.compress.int8 import (FLOAT_KINDS, STATIC_OPS, calibrate, float_nodes, quantization_config,
+                                  quantize_file)
 from shrinkbert.core.embedder import MODULES_FILE, Embedder, read_pooling
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.models import load_tokenizer
@@ -82,6 +84,32 @@ def quantize(src_dir: str | Path, out_dir: str | Path, isa: str = "auto") -> dic
     qconfig, choice = quantization_config(isa, False, None, [])
     quantize_file(src_dir / ONNX_FILE, out_dir / ONNX_FILE, qconfig, fused=True)
     return choice
+
+
+def quantize_static(src_dir: str | Path, out_dir: str | Path, sentences: list[str], isa: str = "auto",
+                    calibration: str = "percentile", percentile: float = 99.999, max_length: int = 128,
+                    keep_float: list[str] = FLOAT_KINDS, static_ops: list[str] = STATIC_OPS) -> dict:
+    """Static int8 (QDQ) of an exported embedder: activation ranges calibrated on `sentences`
+    (tokenized to max_length, as the sequence classifiers' static int8 is), the node kinds in
+    `keep_float` left float, `static_ops` quantized; the pooling and normalisation at the graph's end
+    stay float (they are none of those ops). Returns the ISA choice, with the calibration recorded."""
+    import onnx
+
+    src_dir, out_dir = Path(src_dir), Path(out_dir)
+    if not (src_dir / ONNX_FILE).is_file():
+        raise ShrinkbertError(f"{src_dir} holds no {ONNX_FILE}: export the embedder first")
+    tokens = load_tokenizer(src_dir)(list(sentences), padding="max_length", truncation=True, max_length=max_length,
+                                     return_token_type_ids=True, return_tensors="np")
+    features = {name: tokens[name].astype(np.int64) for name in INPUTS}
+    ranges = calibrate(src_dir / ONNX_FILE, features, calibration, percentile=percentile,
+                       operators=list(static_ops) or None)
+    kinds = float_nodes(onnx.load(str(src_dir / ONNX_FILE)), list(keep_float))
+    float_only = sorted({node for nodes in kinds.values() for node in nodes})
+    shutil.copytree(src_dir, out_dir, dirs_exist_ok=True, ignore=shutil.ignore_patterns(ONNX_FILE))
+    qconfig, choice = quantization_config(isa, True, None, float_only, operators=list(static_ops) or None)
+    quantize_file(src_dir / ONNX_FILE, out_dir / ONNX_FILE, qconfig, ranges)
+    return {**choice, "calibration": calibration, "calibration_sentences": len(sentences),
+            "keep_float": {kind: len(nodes) for kind, nodes in kinds.items()}}
 
 
 class OnnxEmbedder:

@@ -5,8 +5,9 @@ functions (core/kinds/embedding.py `own_stages`), with their own Config:
 
     export    the encoder, pooling, projection and normalisation as one ONNX graph whose output is
               the sentence vector (compress/embedding_onnx.py), parity-checked against PyTorch;
-    quantize  dynamic int8 of that graph (weights by this CPU's ISA, compress/int8.py), judged on
-              the recorded scored-pairs task's validation Spearman where there is one, else on the
+    quantize  dynamic int8 of that graph (weights by this CPU's ISA, compress/int8.py), or static
+              int8 with activation ranges calibrated on the task's train sentences; judged on the
+              recorded scored-pairs task's validation Spearman where there is one, and always on the
               vectors' agreement with fp32;
     bundle    the torch-free bundle (compress/static_bundle.py): an ONNX graph's, or a static
               student's (numpy and tokenizers only); its vectors are checked equal to the model's.
@@ -49,8 +50,8 @@ def _is_static(path: Path) -> bool:
     return (path / STATIC_DIR).is_dir()
 
 
-def _validation_pairs(data: dict | None, cache_dir: str, max_rows: int):
-    """The recorded scored-pairs task's validation pairs, or None where none is recorded."""
+def _validation_pairs(data: dict | None, cache_dir: str, max_rows: int, split_name: str = "validation"):
+    """The recorded scored-pairs task's pairs of a split (validation), or None where none is recorded."""
     if not data or not data.get("task"):
         return None
     from shrinkbert.core.data.dataspec import DataSpec, load_splits
@@ -59,7 +60,7 @@ def _validation_pairs(data: dict | None, cache_dir: str, max_rows: int):
     fields = {k: data[k] for k in ("task", "text_column", "text_pair_column", "label_column", "split_seed",
                                    "tsv_quoting") if k in data}
     _, splits = load_splits(DataSpec(**fields), cache_dir or None)
-    split = splits["validation"]
+    split = splits[split_name]
     if max_rows:
         split = split.select(range(min(max_rows, len(split))))
     return ScoredPairs(list(split["sentence1"]), list(split["sentence2"]), np.asarray(split["score"]))
@@ -90,24 +91,41 @@ def export(cfg) -> Path:
 
 
 def quantize(cfg) -> Path:
-    """The quantize stage for an exported embedding graph: dynamic int8, judged on Spearman or agreement."""
-    from shrinkbert.compress.embedding_onnx import ONNX_FILE, OnnxEmbedder
+    """The quantize stage for an exported embedding graph: dynamic or static int8, judged on Spearman
+    and agreement."""
+    from shrinkbert.compress.embedding_onnx import ONNX_FILE, OnnxEmbedder, quantize_static
     from shrinkbert.compress.embedding_onnx import quantize as quantize_graph
     from shrinkbert.eval.sts import sts_spearman
 
     source = Path(cfg.model)
     cfg.max_length = stage_max_length(cfg, get_kind(KIND), [source])
-    if cfg.mode != "dynamic" or cfg.accuracy_aware or cfg.exclude:
-        raise ShrinkbertError(f"embedding graphs are quantized with --mode dynamic only (got --mode {cfg.mode}"
+    if cfg.mode not in ("dynamic", "static") or cfg.accuracy_aware or cfg.exclude or cfg.calibration_data:
+        raise ShrinkbertError(f"embedding graphs are quantized with --mode dynamic or static (got --mode {cfg.mode}"
                               f"{', --accuracy-aware' if cfg.accuracy_aware else ''}"
-                              f"{', --exclude' if cfg.exclude else ''}): static calibration is not wired for them")
+                              f"{', --exclude' if cfg.exclude else ''}"
+                              f"{', --calibration-data' if cfg.calibration_data else ''}): the rest is not wired for them")
     if not (source / ONNX_FILE).is_file():
         raise ShrinkbertError(f"{source} holds no {ONNX_FILE}: export the embedding model first")
     _, data = _parent_record(source)
     pairs = _validation_pairs(data, cfg.cache_dir, cfg.max_eval_rows) if cfg.max_eval_rows else None  # 0: skip
+    calibration = None
+    if cfg.mode == "static":  # activation ranges from the task's train sentences (both sides of a pair)
+        train = _validation_pairs(data, cfg.cache_dir, cfg.calibration_rows, "train")
+        if train is None:
+            raise ShrinkbertError(f"static int8 needs calibration sentences: {source} records no scored-pairs task "
+                                  "(use --mode dynamic)")
+        calibration = list(dict.fromkeys(train.first + train.second))[:cfg.calibration_rows]
+        if len(calibration) < cfg.min_calibration_rows:
+            raise ShrinkbertError(f"static int8 needs at least {cfg.min_calibration_rows} calibration sentences, "
+                                  f"the task's train split gave {len(calibration)}")
     with atomic_artifact(cfg.output_dir) as tmp:
-        shutil.rmtree(tmp)  # embedding_onnx.quantize copies the folder into a fresh directory
-        choice = quantize_graph(source, tmp, isa=cfg.isa)
+        shutil.rmtree(tmp)  # embedding_onnx's quantizers copy the folder into a fresh directory
+        if calibration is None:
+            choice = quantize_graph(source, tmp, isa=cfg.isa)
+        else:
+            choice = quantize_static(source, tmp, calibration, isa=cfg.isa, calibration=cfg.calibration,
+                                     percentile=cfg.percentile, max_length=cfg.max_length,
+                                     keep_float=cfg.keep_float, static_ops=cfg.static_ops)
         fp32 = OnnxEmbedder(source, threads=cfg.threads, max_length=cfg.max_length)
         int8 = OnnxEmbedder(tmp, threads=cfg.threads, max_length=cfg.max_length)
         agreement = float(np.mean(np.sum(fp32.encode(CHECK_SENTENCES) * int8.encode(CHECK_SENTENCES), axis=1)))
@@ -126,7 +144,7 @@ def quantize(cfg) -> Path:
             raise ShrinkbertError(f"int8 {failed[0]['name']} failed: {failed[0]['detail']}: not written "
                                   "(--allow-unmet writes it, recorded)")
         write_manifest(tmp, stage="quantize", parents=[source], data=data, metrics=metrics, checks=checks,
-                       config={"model": str(cfg.model), "output_dir": str(cfg.output_dir), "mode": "dynamic",
+                       config={"model": str(cfg.model), "output_dir": str(cfg.output_dir), "mode": cfg.mode,
                                "isa": cfg.isa, "max_length": cfg.max_length, "isa_choice": choice},
                        extra={"kind": KIND, "runtime": "onnxruntime int8"})
     return Path(cfg.output_dir)

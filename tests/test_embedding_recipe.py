@@ -104,15 +104,35 @@ def test_the_static_bundle_predicts_without_torch_from_its_own_folder(ran):
     assert vectors.shape == (2, 8) and np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-5)
 
 
-def test_distill_without_a_corpus_and_quantize_static_mode_are_one_line(ran, tmp_path):
+def test_distill_without_a_corpus_and_accuracy_aware_quantize_are_one_line(ran, tmp_path):
     out, teacher = ran
     done = run_cli(["distill", "--mode", "embeddings", "--teacher", str(teacher), "--output-dir",
                     str(tmp_path / "s")], tmp_path)
     assert done.returncode == 2 and done.stderr.strip().startswith("error: ") and "--corpus" in done.stderr
     assert not (tmp_path / "s").exists()
-    done = run_cli(["quantize", "--model", str(out / "student-onnx"), "--mode", "static", "--output-dir",
+    done = run_cli(["quantize", "--model", str(out / "student-onnx"), "--accuracy-aware", "--output-dir",
                     str(tmp_path / "q")], tmp_path)
-    assert done.returncode == 2 and "dynamic only" in done.stderr and not (tmp_path / "q").exists()
+    assert done.returncode == 2 and "not wired" in done.stderr and not (tmp_path / "q").exists()
+
+
+def test_static_int8_calibrates_on_the_recorded_tasks_sentences_and_keeps_the_vectors(ran, tmp_path):
+    from shrinkbert.compress.embedding_onnx import OnnxEmbedder
+    from shrinkbert.compress.int8 import quantized_node_count
+
+    out, _ = ran
+    done = run_cli(["quantize", "--model", str(out / "student-onnx"), "--mode", "static", "--calibration", "minmax",
+                    "--calibration-rows", "48", "--max-eval-rows", "40", "--tolerance", "100",
+                    "--output-dir", str(tmp_path / "q")], tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    manifest = read_manifest(tmp_path / "q")
+    assert manifest["kind"] == "embedding" and manifest["config"]["mode"] == "static"
+    assert manifest["config"]["isa_choice"]["calibration_sentences"] == 48  # distinct STS-B train sentences
+    assert {c["name"] for c in manifest["checks"]} == {"int8_agreement", "spearman_drop"}
+    assert quantized_node_count(tmp_path / "q" / "model.onnx") > 0
+    texts = [text for text, _ in tiny_sentences(6, seed=9)]
+    fp32, int8 = (OnnxEmbedder(path).encode(texts) for path in (out / "student-onnx", tmp_path / "q"))
+    assert np.allclose(np.linalg.norm(int8, axis=1), 1, atol=1e-4)  # normalisation still inside the graph
+    assert float(np.mean(np.sum(fp32 * int8, axis=1))) >= 0.98
 
 
 def _pairs_dir(where: Path, score_of=lambda i: i % 6) -> Path:
