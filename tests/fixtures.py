@@ -151,3 +151,13 @@ def flipped_copy(model_dir: str | Path, out_dir: str | Path) -> Path:
         model.classifier.bias.neg_()
     model.save_pretrained(out_dir, safe_serialization=True)
     return out_dir
+
+
+def run_cli(args: list[str], cwd: str | Path, timeout: int = 240, **env: str):
+    """`python -m shrinkbert.cli ARGS` in a fresh process on one thread (env: extra variables)."""
+    import os
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "shrinkbert.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          env={**os.environ, "OMP_NUM_THREADS": "1", **env}, timeout=timeout)

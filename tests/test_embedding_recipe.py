@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fixtures import make_tiny_bert, tiny_sentences
+from fixtures import make_tiny_bert, run_cli, tiny_sentences
 from shrinkbert.core.artifacts import artifact_hash, read_manifest
 from shrinkbert.recipe import load_recipe
 
@@ -25,11 +25,6 @@ ROOT = Path(__file__).resolve().parents[1]
 STSB = ROOT.parent / "shared" / "data" / "stsb"
 RECIPE = ROOT / "recipes" / "embeddings.yaml"
 pytestmark = pytest.mark.skipif(not STSB.is_dir(), reason=f"{STSB} is absent (../shared/data is not beside the clone)")
-
-
-def run_cli(args: list[str], cwd: Path, timeout: int = 240) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "shrinkbert.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=timeout)
 
 
 @pytest.fixture(scope="module")

@@ -6,24 +6,16 @@ kind, and the finetune stage's bad pairs files (no score column, an empty file) 
 """
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from fixtures import make_tiny_bert, tiny_sentences
+from fixtures import make_tiny_bert, run_cli, tiny_sentences
 from shrinkbert.core.artifacts import read_manifest
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def run_cli(args: list[str], cwd: Path, cache: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "SHRINKBERT_CACHE": str(cache)}
-    return subprocess.run([sys.executable, "-m", "shrinkbert.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          env=env, timeout=240)
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +31,8 @@ def work(tmp_path_factory):
 def _distill(work, out: str, *extra: str) -> tuple[subprocess.CompletedProcess, Path]:
     where, teacher, corpus, cache = work
     done = run_cli(["distill", "--mode", "embeddings", "--teacher", str(teacher), "--corpus", str(corpus),
-                    "--epochs", "1", "--batch-size", "16", "--output-dir", str(where / out), *extra], where, cache)
+                    "--epochs", "1", "--batch-size", "16", "--output-dir", str(where / out), *extra], where,
+                   SHRINKBERT_CACHE=str(cache))
     assert done.returncode == 0, done.stderr[-3000:]
     return done, where / out
 
@@ -90,10 +83,10 @@ def test_finetune_on_pairs_without_scores_or_on_an_empty_corpus_is_one_error_lin
         rows = ["sentence1,sentence2"] + [f"{texts[i]},{texts[i + 1]}" for i in range(10)]
         (pairs / f"{split}.csv").write_text("\n".join(rows) + "\n")
     done = run_cli(["finetune", "--model", str(teacher), "--task", str(pairs), "--output-dir", str(tmp_path / "ft")],
-                   tmp_path, cache)
+                   tmp_path, SHRINKBERT_CACHE=str(cache))
     _one_error_line_and_nothing_written(done, tmp_path / "ft")
     empty = tmp_path / "empty.txt"
     empty.write_text("\n\n")
     done = run_cli(["distill", "--mode", "embeddings", "--teacher", str(teacher), "--corpus", str(empty),
-                    "--output-dir", str(tmp_path / "s")], tmp_path, cache)
+                    "--output-dir", str(tmp_path / "s")], tmp_path, SHRINKBERT_CACHE=str(cache))
     _one_error_line_and_nothing_written(done, tmp_path / "s")
