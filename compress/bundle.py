@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shrinkbert.compress.bundle_runtime import choose_runtime
+from shrinkbert.compress.bundle_runtime import SPIN_CHOICES, choose_runtime
 from shrinkbert.compress.common import (accuracy, align_labels, check_onnx_file, load_pt, load_rows,
                                         onnx_file, ort_logits, ort_session, parity, task_scores, torch_logits)
 from shrinkbert.core.artifacts import atomic_artifact, check, read_manifest, write_manifest
@@ -46,6 +46,9 @@ class Config(DataConfig):
     parity_rows: int = field(64, "rows for the parity check", min=1)
     tolerance: float = field(1e-4, "largest allowed |logit diff| between the bundle and its source model", min=0)
     allow_parity_failure: bool = field(False, "write the bundle even when parity fails (recorded)")
+    spin: str = field("auto", "the Predictor's default for ONNX Runtime's spinning threads: 'auto' times the bundle both "
+                      "ways and keeps spinning unless off is clearly faster (two builds may differ); 'on'/'off' sets "
+                      "it untimed", choices=SPIN_CHOICES)
     max_length: int | None = field(None, "tokens per text the bundle truncates to (empty: the task kind's default, 128; 384 for QA)", min=8, max=8192)
 
 
@@ -164,7 +167,7 @@ def run(cfg: Config) -> Path:
                     + (f" and predicts as it does on {agreement['same']} of {agreement['of']} texts" if agreement else "")
                     + "; no bundle written")
             metrics["parity_failure_allowed"] = True
-        metrics["runtime"] = choose_runtime(tmp, cfg.max_length)  # also labels.json "runtime": the Predictor's defaults
+        metrics["runtime"] = choose_runtime(tmp, cfg.max_length, cfg.spin)  # also labels.json "runtime": the Predictor's defaults
         parents = [cfg.model] + ([cfg.reference] if cfg.reference else [])
         parent_params = read_manifest(src_dir).get("num_parameters") if (src_dir / "shrinkbert.json").is_file() else None
         checks = [check("parity", vs_source["max_abs_logit_diff"] <= cfg.tolerance,

@@ -215,3 +215,14 @@ def test_in_process_timing_says_so_and_keeps_spinning_off(bundle_dir, rows):
         assert runner.session.get_session_options().get_session_config_entry(SPIN) == "0"
     finally:
         runner.close()
+
+
+def test_a_set_spin_is_written_untimed(onnx_dir, tmp_path):
+    from shrinkbert.compress import bundle
+    from shrinkbert.core.artifacts import read_manifest
+
+    out = Path(bundle.run(bundle.Config(model=str(onnx_dir), output_dir=str(tmp_path / "off"), parity_rows=8,
+                                        max_length=32, spin="off")))
+    assert json.loads((out / "labels.json").read_text())["runtime"] == {"threads": None, "spin": False}
+    runtime = read_manifest(out)["metrics"]["runtime"]
+    assert runtime["spin"] is False and "p50_ms" not in runtime and "not measured" in runtime["chosen_by"]
