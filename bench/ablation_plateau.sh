@@ -12,13 +12,17 @@
 # measured at 2L/H160, batch 32, seq 128) and more with MLM-KD's teacher pass; 21 students at 2-5 min;
 # 3 assistants at ~5 min; 2 teachers at ~5-10 min: about 3-4 hours in all.
 #   bash bench/ablation_plateau.sh            # the real thing
+#   OUT=runs/bench/plateau-6000 ROWS=6000 PRETRAIN_EPOCHS=0.15 bash bench/ablation_plateau.sh   # a smaller budget (the demo's edge recipe's
+#                                             # 6,000 transfer rows for every student and assistant; 1.5M words pretrained)
 #   bash bench/ablation_plateau.sh --tiny ... # extra flags go to bench/plateau.py
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 PY=.venv/bin/python
 SB=.venv/bin/shrinkbert
-OUT=runs/bench/plateau
+OUT=${OUT:-runs/bench/plateau}       # a smaller budget belongs in its own folder: students there are reused
+ROWS=${ROWS:-16000}                 # teacher-labelled IMDB sentences per student (and per assistant)
+PRETRAIN_EPOCHS=${PRETRAIN_EPOCHS:-1}  # passes over the 10.2M words for the pretrained arm
 for need in runs/demo/teacher runs/demo/mlm; do
     [ -d "$need" ] || { echo "error: $need missing: run bash scripts/demo.sh first" >&2; exit 2; }
 done
@@ -34,13 +38,15 @@ for seed in 1 2; do
         --epochs "$EPOCHS" --learning-rate "$LR" --batch-size "$BATCH" --max-length "$LENGTH" --output-dir "$where"
     TEACHERS="$TEACHERS,$where"
 done
-# The assistant: the frontier's 3L/H384/F768 student of each seed (its recipe: bench/frontier.sh's first command).
+# The assistant: the frontier's 3L/H384/F768 student of each seed (its recipe: bench/frontier.sh's first
+# command; at ROWS transfer rows, so it lives here, not among the frontier's students).
 for seed in 0 1 2; do
-    where=runs/frontier/students/3L-H384-F768-seed$seed
+    where=$OUT/assistants/3L-H384-F768-rows$ROWS-seed$seed
     [ -f "$where/shrinkbert.json" ] || $SB distill --teacher runs/demo/teacher --layers 3 --hidden 384 \
         --intermediate 768 --epochs 2 --learning-rate 3e-4 --hidden-weight 1 --transfer-corpus imdb \
-        --max-transfer-rows 16000 --seed "$seed" --output-dir "$where"
+        --max-transfer-rows "$ROWS" --seed "$seed" --output-dir "$where"
 done
 time $PY bench/plateau.py --teacher runs/demo/teacher --seeds 3 --best auto --ensemble "$TEACHERS" \
-    --assistant 'runs/frontier/students/3L-H384-F768-seed{seed}' --pretrain-from runs/demo/mlm \
-    --pretrain-corpus all --pretrain-epochs 1 --pretrain-kd-weight 1 --out "$OUT" "$@"
+    --assistant "$OUT/assistants/3L-H384-F768-rows$ROWS-seed{seed}" --pretrain-from runs/demo/mlm \
+    --pretrain-corpus all --pretrain-epochs "$PRETRAIN_EPOCHS" --pretrain-kd-weight 1 --max-transfer-rows "$ROWS" \
+    --out "$OUT" "$@"
