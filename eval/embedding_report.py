@@ -10,7 +10,8 @@ or int8 ONNX graph, a static student, a bundle — it measures:
     recall@10      the drop-in test: the baseline's ten nearest neighbours among --index-sentences
                    sentences of --index-corpus (embedded by the baseline), found by the variant's query
                    vectors in that same index (only for variants in the baseline's vector space)
-    p50/p90 ms     batch 1, a text of max_length tokens, interleaved rounds (every variant timed in
+    p50/p90 ms     batch 1, a text of max_length tokens by the baseline's tokenizer (whole, so no
+                   variant truncates it), interleaved rounds (every variant timed in
                    each round, so the machine's drift hits all alike), text -> normalised vector
     sentences/s    batch 32 over the query sentences (indexing throughput)
     size MB        the files holding weights (.safetensors, .onnx, .npy)
@@ -75,13 +76,36 @@ def index_and_queries(corpus: str, index_size: int, query_size: int, seed: int) 
     return lines[:index_size], lines[index_size:index_size + query_size]
 
 
-def long_text(sentences: list[str], words: int) -> str:
-    """A text of at least `words` words from the test sentences (truncation cuts it to max_length tokens)."""
-    text, i = "", 0
-    while len(text.split()) < words and sentences:
-        text += " " + sentences[i % len(sentences)]
-        i += 1
-    return text.strip()
+def baseline_tokenizer(path: str):
+    """The baseline's `tokenizers.Tokenizer` (its tokenizer.json, or the named model's), or None."""
+    from tokenizers import Tokenizer
+
+    from shrinkbert.core.data.builtin import resolve_model
+
+    folder = Path(path) if Path(path).is_dir() else Path(resolve_model(path))
+    return Tokenizer.from_file(str(folder / "tokenizer.json")) if (folder / "tokenizer.json").is_file() else None
+
+
+def timed_text(sentences: list[str], tokens: int, tokenizer=None) -> str:
+    """A text of the test sentences' words that the baseline's tokenizer makes `tokens` tokens at most,
+    [CLS] and [SEP] included, and as close to it as whole words allow: no variant truncates it, so
+    every one (a static student does not truncate at all) embeds the same text whole. Without a
+    tokenizer: `tokens` words, which truncation then cuts."""
+    words = [word for sentence in sentences for word in sentence.split()]
+    if not words:
+        return ""
+    words = (words * (tokens // len(words) + 1))[:tokens]
+    if tokenizer is None:
+        return " ".join(words)
+    tokenizer.no_truncation()
+    low, high = 0, len(words)  # the longest prefix of whole words that fits
+    while low < high:
+        middle = (low + high + 1) // 2
+        if len(tokenizer.encode(" ".join(words[:middle])).ids) <= tokens:
+            low = middle
+        else:
+            high = middle - 1
+    return " ".join(words[:low])
 
 
 def interleaved_ms(calls: dict[str, Callable[[], object]], runs: int, warmup: int) -> dict[str, dict[str, float]]:
@@ -127,7 +151,8 @@ def run(config, rows, artifacts: list[str], baseline: str | None) -> tuple[dict,
         artifacts = [base, *artifacts]
     index_texts, query_texts = index_and_queries(config.index_corpus, 500 if quick else config.index_sentences,
                                                  100 if quick else config.query_sentences, config.split_seed or 0)
-    text = [long_text(pairs.first + pairs.second, max_length)]
+    tokenizer = baseline_tokenizer(base)
+    text = [timed_text(pairs.first + pairs.second, max_length, tokenizer)]
     variants, calls = [], {}
     base_index = base_queries = None
     for path in artifacts:
@@ -168,7 +193,8 @@ def run(config, rows, artifacts: list[str], baseline: str | None) -> tuple[dict,
     report = {"title": config.title or "Sentence embeddings", "kind": "embedding", "machine": describe_machine(),
               "threads": threads, "baseline": base_name, "test_pairs": len(pairs.first), "max_length": max_length,
               "index": {"corpus": config.index_corpus, "sentences": len(index_texts), "queries": len(query_texts)},
-              "latency": {"batch": 1, "tokens": max_length, "rounds": runs, "warmup": warmup},
+              "latency": {"batch": 1, "tokens": len(tokenizer.encode(text[0]).ids) if tokenizer else None,
+                          "max_length": max_length, "rounds": runs, "warmup": warmup},
               "variants": variants, "cache": {"hits": 0, "dir": "", "enabled": False}}
     report["markdown"] = to_markdown(report)
     out = Path(config.output_dir)
@@ -188,7 +214,8 @@ def to_markdown(report: dict) -> str:
              f"Machine: {report['machine']}; {report['threads']} threads. STS test: {report['test_pairs']} pairs. "
              f"Drop-in index: {report['index']['sentences']} {report['index']['corpus']} sentences embedded by "
              f"{report['baseline']}, {report['index']['queries']} queries. Latency: batch 1, a "
-             f"{report['max_length']}-token text, {report['latency']['rounds']} interleaved rounds.", "",
+             f"{report['latency']['tokens'] or report['max_length']}-token text (by {report['baseline']}'s tokenizer, "
+             f"whole: no variant truncates it), {report['latency']['rounds']} interleaved rounds.", "",
              "| variant | runtime | STS Spearman | of baseline | recall@10 | agreement | p50 ms | p90 ms | speed-up "
              "| sentences/s b32 | dim | size MB |",
              "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]

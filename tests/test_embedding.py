@@ -97,3 +97,17 @@ def test_sentence_transformers_and_the_kit_agree_on_the_teacher():
     theirs = st.SentenceTransformer(str(minilm_path()), device="cpu").encode(texts, convert_to_numpy=True)
     ours = Embedder.load("minilm").encode(texts)
     np.testing.assert_allclose(ours, theirs, atol=1e-5)
+
+
+def test_the_timed_text_is_whole_at_max_length_for_the_baselines_tokenizer():
+    from shrinkbert.eval.embedding_report import baseline_tokenizer, timed_text
+
+    tokenizer = baseline_tokenizer("minilm")
+    sentences = ["An unbelievably overwrought melodrama, saved by its cinematography.", "Short one."]
+    text = timed_text(sentences, 128, tokenizer)
+    count = lambda t: len(tokenizer.encode(t).ids)  # noqa: E731  [CLS] and [SEP] included
+    assert count(text) <= 128
+    words = [w for s in sentences for w in s.split()]
+    next_word = words[len(text.split()) % len(words)]
+    assert count(text + " " + next_word) > 128  # the longest whole-word text that fits
+    assert count(text) >= 120
