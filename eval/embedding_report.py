@@ -14,6 +14,9 @@ or int8 ONNX graph, a static student, a bundle — it measures:
                    variant truncates it), interleaved rounds (every variant timed in
                    each round, so the machine's drift hits all alike), text -> normalised vector
     sentences/s    batch 32 over the query sentences (indexing throughput)
+    <task> acc     MTEB's classification protocol on frozen vectors for each --classify task: logistic
+                   regression on 3 label-balanced samples of 256 train rows per label (of the first
+                   2,000), accuracy on the first 1,000 test rows (500/300 with --quick)
     size MB        the files holding weights (.safetensors, .onnx, .npy)
 
 Pick an --index-corpus the students were not distilled on (the recipe distils on imdb and WordNet
@@ -136,7 +139,7 @@ def run(config, rows, artifacts: list[str], baseline: str | None) -> tuple[dict,
     """Measure every artifact; write report.md and report.json into config.output_dir."""
     from shrinkbert.core.data.scored_pairs import ScoredPairs
     from shrinkbert.core.device import describe_machine, set_threads
-    from shrinkbert.eval.embedding_eval import agreement, drop_in_recall, throughput
+    from shrinkbert.eval.embedding_eval import agreement, drop_in_recall, task_classification, throughput
     from shrinkbert.eval.sts import sts_spearman
 
     if not artifacts:
@@ -149,6 +152,9 @@ def run(config, rows, artifacts: list[str], baseline: str | None) -> tuple[dict,
     base = baseline or artifacts[0]
     if base not in artifacts:
         artifacts = [base, *artifacts]
+    # {column label: task}: a built-in task's name, or a file's or folder's stem
+    classify = {Path(name.strip()).stem: name.strip() for name in (config.classify or "").split(",") if name.strip()}
+    train_rows, test_rows = (500, 300) if quick else (2000, 1000)
     index_texts, query_texts = index_and_queries(config.index_corpus, 500 if quick else config.index_sentences,
                                                  100 if quick else config.query_sentences, config.split_seed or 0)
     tokenizer = baseline_tokenizer(base)
@@ -171,6 +177,8 @@ def run(config, rows, artifacts: list[str], baseline: str | None) -> tuple[dict,
                 if len(base_index) >= 10:
                     metrics["recall_at_10"] = drop_in_recall(base_index, base_queries, queries, 10)
             metrics["sentences_per_s_b32"] = throughput(encode, query_texts, 32)
+            for label, task_name in classify.items():
+                metrics[f"{label}_accuracy"] = task_classification(encode, task_name, train_rows, test_rows)
             metrics["size_mb"] = size_mb(path)
             metrics["dim"] = int(queries.shape[1])
             calls[name] = lambda encode=encode: encode(text)
@@ -193,6 +201,8 @@ def run(config, rows, artifacts: list[str], baseline: str | None) -> tuple[dict,
     report = {"title": config.title or "Sentence embeddings", "kind": "embedding", "machine": describe_machine(),
               "threads": threads, "baseline": base_name, "test_pairs": len(pairs.first), "max_length": max_length,
               "index": {"corpus": config.index_corpus, "sentences": len(index_texts), "queries": len(query_texts)},
+              "classify": {"tasks": list(classify), "sources": list(classify.values()), "train_rows": train_rows,
+                           "test_rows": test_rows, "per_label": 256, "experiments": 3},
               "latency": {"batch": 1, "tokens": len(tokenizer.encode(text[0]).ids) if tokenizer else None,
                           "max_length": max_length, "rounds": runs, "warmup": warmup},
               "variants": variants, "cache": {"hits": 0, "dir": "", "enabled": False}}
@@ -210,26 +220,35 @@ def _cell(value, fmt: str) -> str:
 
 
 def to_markdown(report: dict) -> str:
+    tasks = report.get("classify", {}).get("tasks", [])
     lines = [f"# {report['title']}", "",
              f"Machine: {report['machine']}; {report['threads']} threads. STS test: {report['test_pairs']} pairs. "
              f"Drop-in index: {report['index']['sentences']} {report['index']['corpus']} sentences embedded by "
              f"{report['baseline']}, {report['index']['queries']} queries. Latency: batch 1, a "
              f"{report['latency']['tokens'] or report['max_length']}-token text (by {report['baseline']}'s tokenizer, "
              f"whole: no variant truncates it), {report['latency']['rounds']} interleaved rounds.", "",
-             "| variant | runtime | STS Spearman | of baseline | recall@10 | agreement | p50 ms | p90 ms | speed-up "
-             "| sentences/s b32 | dim | size MB |",
-             "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
+             "| variant | runtime | STS Spearman | of baseline | recall@10 | agreement | "
+             + "".join(f"{task} acc | " for task in tasks) + "p50 ms | p90 ms | speed-up | sentences/s b32 | dim | size MB |",
+             "|---|---|--:|--:|--:|--:|" + "--:|" * len(tasks) + "--:|--:|--:|--:|--:|--:|"]
     for entry in report["variants"]:
         m = entry["metrics"]
         if entry["error"]:
-            lines.append(f"| {entry['name']} | failed: {entry['error']} |" + " |" * 10)
+            lines.append(f"| {entry['name']} | failed: {entry['error']} |" + " |" * (10 + len(tasks)))
             continue
         lines.append(f"| {entry['name']} | {entry['runtime']} | {_cell(m.get('spearman'), '.2f')} | "
                      f"{_cell(m.get('of_baseline'), '.1%')} | {_cell(m.get('recall_at_10'), '.3f')} | "
-                     f"{_cell(m.get('agreement'), '.3f')} | {_cell(m.get('p50_ms'), '.2f')} | "
+                     f"{_cell(m.get('agreement'), '.3f')} | "
+                     + "".join(f"{_cell(m.get(f'{task}_accuracy'), '.1f')} | " for task in tasks)
+                     + f"{_cell(m.get('p50_ms'), '.2f')} | "
                      f"{_cell(m.get('p90_ms'), '.2f')} | {_cell(m.get('speedup_p50'), '.1f')}x | "
                      f"{_cell(m.get('sentences_per_s_b32'), '.0f')} | {m.get('dim', '–')} | "
                      f"{_cell(m.get('size_mb'), '.1f')} |")
     lines += ["", "recall@10 and agreement are measured only for variants in the baseline's vector space "
                   "(a student with its own --dim has neither)."]
+    if tasks:
+        c = report["classify"]
+        lines += ["", f"<task> acc: MTEB's classification protocol on frozen vectors: logistic regression on "
+                      f"{c['experiments']} label-balanced samples of {c['per_label']} rows per label from the first "
+                      f"{c['train_rows']} train rows, accuracy x100 on the first {c['test_rows']} test rows, mean of the "
+                      "samples."]
     return "\n".join(lines) + "\n"

@@ -60,6 +60,8 @@ class EvalConfig(DataConfig):
                                        "(pick one the students were not distilled on)")
     index_sentences: int = field(10000, "embeddings: sentences in the drop-in index", min=1)
     query_sentences: int = field(1000, "embeddings: query sentences (recall@10, agreement, throughput)", min=1)
+    classify: str = field("movie-snippets,bbc-news", "embeddings: labelled tasks for MTEB's frozen-embedding classification "
+                                                      "(logistic regression on each variant's vectors; '' for none)")
 
 
 def parse_args(argv: list[str] | None, prog: str | None = None, description: str | None = None) -> EvalConfig:

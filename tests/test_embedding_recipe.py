@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fixtures import make_tiny_bert, run_cli, tiny_sentences
+from fixtures import make_tiny_bert, run_cli, tiny_sentences, write_tiny_csv
 from shrinkbert.core.artifacts import artifact_hash, read_manifest
 from shrinkbert.recipe import load_recipe
 
@@ -35,6 +35,7 @@ def ran(tmp_path_factory):
     corpus = work / "corpus.txt"
     corpus.write_text("\n".join(text for text, _ in tiny_sentences(120, seed=3)) + "\n")
     out = work / "out"
+    labelled = write_tiny_csv(work / "reviews.csv", n=96)  # the report's frozen-embedding classification task
     sets = {"student.teacher": str(teacher), "static.teacher": str(teacher),
             "student.corpus": str(corpus), "static.corpus": str(corpus),
             "student.task": str(STSB), "static.task": str(STSB),
@@ -43,7 +44,8 @@ def ran(tmp_path_factory):
             "static.dim": 8, "student-int8.max_eval_rows": 40, "student-int8.tolerance": 100,
             "report.artifacts": [str(teacher), "${student}", "${student-int8}", "${bundle}", "${static}",
                                  "${static-bundle}"],
-            "report.baseline": str(teacher), "report.index_corpus": str(corpus), "report.max_eval_rows": 40}
+            "report.baseline": str(teacher), "report.index_corpus": str(corpus), "report.max_eval_rows": 40,
+            "report.classify": str(labelled)}
     cmd = ["run", str(RECIPE), "--quick", "--output-dir", str(out)]
     for key, value in sets.items():
         cmd += ["--set", f"{key}={json.dumps(value)}"]
@@ -87,6 +89,10 @@ def test_the_report_has_a_row_per_artifact_and_the_bundles_equal_their_models(ra
     assert "recall_at_10" not in metrics["static"]  # its own 8 dimensions: no drop-in figures
     assert report["test_pairs"] == 40 and all(m["p50_ms"] > 0 for m in metrics.values())
     assert "| student-int8 | ONNX Runtime int8 |" in (out / "report" / "report.md").read_text()
+    # frozen-embedding classification (MTEB's protocol) on the labelled task, every variant
+    assert report["classify"]["tasks"] == ["reviews"] and "| reviews acc |" in (out / "report" / "report.md").read_text()
+    assert all(0 <= m["reviews_accuracy"] <= 100 for m in metrics.values())
+    assert metrics["static-bundle"]["reviews_accuracy"] == metrics["static"]["reviews_accuracy"]  # the same vectors
 
 
 def test_the_static_bundle_predicts_without_torch_from_its_own_folder(ran):
