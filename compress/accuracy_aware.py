@@ -9,12 +9,17 @@ The loss is judged on every validation row given (the stage passes the whole spl
 statistical margin: the paired standard error of the per-row difference in correctness between
 fp32 and int8 (se = std(c_fp32 - c_int8) / sqrt(n)). The tolerance is met when
 loss + margin_z * se <= tolerance (margin_z 0: the point estimate alone).
+
+What is scored is a `Judge`: a classifier's accuracy on labelled rows (`by_labels`, the default
+when the search is given labels), or any other score of the outputs with its own loss and margin
+(an embedding graph's STS Spearman: compress/embedding_stages.py).
 """
 from __future__ import annotations
 
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -30,21 +35,39 @@ def loss_with_margin(fp32_logits: np.ndarray, int8_logits: np.ndarray, labels: l
     return 100 * float(diff.mean()), 100 * se
 
 
+@dataclass(frozen=True)
+class Judge:
+    """What the search holds within the tolerance: `score(outputs)` as a fraction (accuracy, or
+    Spearman / 100) and `loss(fp32_outputs, int8_outputs)` -> (points lost, its standard error in
+    points); `rows`: how many rows (or pairs) it is judged on."""
+    score: Callable[[np.ndarray], float | None]
+    loss: Callable[[np.ndarray, np.ndarray], tuple[float, float]]
+    rows: int
+
+
+def by_labels(labels: Sequence[int]) -> Judge:
+    """Accuracy on labelled rows (a QA task: per-question F1), with the paired per-row margin."""
+    return Judge(lambda outputs: accuracy(outputs, labels),
+                 lambda fp32, int8: loss_with_margin(fp32, int8, labels), len(labels))
+
+
 def search(src: Path, groups: dict[str, list[str]], base_exclude: list[str], quantize: Callable[[Path, list[str]], Path],
-           evaluate: Callable[[Path], np.ndarray], labels: list[int], fp32_logits: np.ndarray,
+           evaluate: Callable[[Path], np.ndarray], labels: Sequence[int] | Judge, fp32_logits: np.ndarray,
            tolerance_points: float, margin_z: float = 0.0) -> dict:
-    """Returns {table, kept_fp32, accuracy_int8, met, steps, loss_points, se_points, ...};
-    `quantize(dst, exclude_nodes)` and `evaluate(path) -> logits` are given by the stage (they hold
-    its quantization settings and rows). `met` is False when the tolerance holds only with every
-    group kept fp32 (nothing left to quantize) or not even then."""
-    acc_fp32 = accuracy(fp32_logits, labels)
+    """Returns {table, kept_fp32, accuracy_int8, met, steps, loss_points, se_points, ...} ("accuracy"
+    is the judge's score); `quantize(dst, exclude_nodes)` and `evaluate(path) -> outputs` are given by
+    the stage (they hold its quantization settings and rows); `labels`: the rows' labels, or a Judge.
+    `met` is False when the tolerance holds only with every group kept fp32 (nothing left to
+    quantize) or not even then."""
+    judge = labels if isinstance(labels, Judge) else by_labels(labels)
+    acc_fp32 = judge.score(fp32_logits)
     margins: dict[str, tuple[float, float]] = {}
 
     def measure(keep: list[str], dst: Path) -> tuple[float, float]:
         nodes = list(base_exclude) + [n for g in keep for n in groups[g]]
         logits = evaluate(quantize(dst, nodes))
-        margins["last"] = loss_with_margin(fp32_logits, logits, labels)
-        return accuracy(logits, labels), float(np.abs(logits - fp32_logits).mean())
+        margins["last"] = judge.loss(fp32_logits, logits)
+        return judge.score(logits), float(np.abs(logits - fp32_logits).mean())
 
     def within() -> bool:
         loss, se = margins["last"]
@@ -82,4 +105,4 @@ def search(src: Path, groups: dict[str, list[str]], base_exclude: list[str], qua
             "accuracy_int8": acc, "mean_abs_logit_diff_all_int8": err_all,
             "met": met and not everything_kept, "everything_kept": everything_kept,
             "loss_points": round(loss, 3), "se_points": round(se, 3), "margin_z": margin_z,
-            "bound_points": round(loss + margin_z * se, 3), "rows": len(labels), "steps": steps}
+            "bound_points": round(loss + margin_z * se, 3), "rows": judge.rows, "steps": steps}

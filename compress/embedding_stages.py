@@ -8,7 +8,8 @@ functions (core/kinds/embedding.py `own_stages`), with their own Config:
     quantize  dynamic int8 of that graph (weights by this CPU's ISA, compress/int8.py), or static
               int8 with activation ranges calibrated on the task's train sentences; judged on the
               recorded scored-pairs task's validation Spearman where there is one, and always on the
-              vectors' agreement with fp32;
+              vectors' agreement with fp32; --exclude and --accuracy-aware keep modules float as
+              they do for classifiers (the search judged on validation Spearman);
     bundle    the torch-free bundle (compress/static_bundle.py): an ONNX graph's, or a static
               student's (numpy and tokenizers only); its vectors are checked equal to the model's.
 
@@ -92,23 +93,33 @@ def export(cfg) -> Path:
 
 def quantize(cfg) -> Path:
     """The quantize stage for an exported embedding graph: dynamic or static int8, judged on Spearman
-    and agreement."""
-    from shrinkbert.compress.embedding_onnx import ONNX_FILE, OnnxEmbedder, quantize_static
+    and agreement; --exclude keeps modules float, --accuracy-aware keeps the fewest sensitive ones
+    float to hold the validation Spearman drop within --tolerance (compress/accuracy_aware.py)."""
+    import onnx
+
+    from shrinkbert.compress import accuracy_aware
+    from shrinkbert.compress.embedding_onnx import ONNX_FILE, OnnxEmbedder, quantize_static, static_ranges
     from shrinkbert.compress.embedding_onnx import quantize as quantize_graph
-    from shrinkbert.eval.sts import sts_spearman
+    from shrinkbert.compress.onnx_modules import node_groups, resolve
+    from shrinkbert.eval.sts import distinct_sentences, pairs_spearman, spearman_drop
 
     source = Path(cfg.model)
     cfg.max_length = stage_max_length(cfg, get_kind(KIND), [source])
-    if cfg.mode not in ("dynamic", "static") or cfg.accuracy_aware or cfg.exclude or cfg.calibration_data:
+    if cfg.mode not in ("dynamic", "static") or cfg.calibration_data:
         raise ShrinkbertError(f"embedding graphs are quantized with --mode dynamic or static (got --mode {cfg.mode}"
-                              f"{', --accuracy-aware' if cfg.accuracy_aware else ''}"
-                              f"{', --exclude' if cfg.exclude else ''}"
                               f"{', --calibration-data' if cfg.calibration_data else ''}): the rest is not wired for them")
     if not (source / ONNX_FILE).is_file():
         raise ShrinkbertError(f"{source} holds no {ONNX_FILE}: export the embedding model first")
     _, data = _parent_record(source)
-    pairs = _validation_pairs(data, cfg.cache_dir, cfg.max_eval_rows) if cfg.max_eval_rows else None  # 0: skip
-    calibration = None
+    # accuracy-aware: judged on the whole validation split, as the classifiers' search is
+    rows = 0 if cfg.accuracy_aware else cfg.max_eval_rows
+    pairs = _validation_pairs(data, cfg.cache_dir, rows) if (rows or cfg.accuracy_aware) else None  # 0: skip
+    if cfg.accuracy_aware and pairs is None:
+        raise ShrinkbertError(f"accuracy-aware int8 is judged on validation Spearman: {source} records no "
+                              "scored-pairs task")
+    groups = node_groups(onnx.load(str(source / ONNX_FILE), load_external_data=False))
+    excluded_groups, exclude_nodes = resolve(cfg.exclude, groups) if cfg.exclude else ([], [])
+    calibration = ranges = None
     if cfg.mode == "static":  # activation ranges from the task's train sentences (both sides of a pair)
         train = _validation_pairs(data, cfg.cache_dir, cfg.calibration_rows, "train")
         if train is None:
@@ -118,34 +129,79 @@ def quantize(cfg) -> Path:
         if len(calibration) < cfg.min_calibration_rows:
             raise ShrinkbertError(f"static int8 needs at least {cfg.min_calibration_rows} calibration sentences, "
                                   f"the task's train split gave {len(calibration)}")
-    with atomic_artifact(cfg.output_dir) as tmp:
-        shutil.rmtree(tmp)  # embedding_onnx's quantizers copy the folder into a fresh directory
+        ranges = static_ranges(source, calibration, cfg.calibration, cfg.percentile, cfg.max_length, cfg.static_ops)
+
+    def quantize_into(folder: Path, nodes: list[str]) -> dict:
+        shutil.rmtree(folder, ignore_errors=True)  # the quantizers copy the source folder into a fresh one
         if calibration is None:
-            choice = quantize_graph(source, tmp, isa=cfg.isa)
-        else:
-            choice = quantize_static(source, tmp, calibration, isa=cfg.isa, calibration=cfg.calibration,
-                                     percentile=cfg.percentile, max_length=cfg.max_length,
-                                     keep_float=cfg.keep_float, static_ops=cfg.static_ops)
+            return quantize_graph(source, folder, isa=cfg.isa, exclude_nodes=nodes)
+        return quantize_static(source, folder, calibration, isa=cfg.isa, calibration=cfg.calibration,
+                               percentile=cfg.percentile, max_length=cfg.max_length, keep_float=cfg.keep_float,
+                               static_ops=cfg.static_ops, exclude_nodes=nodes, ranges=ranges)
+
+    def probe(dst: Path, nodes: list[str]) -> Path:  # the search's quantizer: a folder OnnxEmbedder reads
+        quantize_into(dst, nodes)
+        return dst
+
+    sentences = distinct_sentences(pairs) if pairs is not None else []
+
+    def vectors(folder: Path) -> np.ndarray:
+        return OnnxEmbedder(folder, threads=cfg.threads, max_length=cfg.max_length).encode(sentences)
+
+    search = None
+    if cfg.accuracy_aware:
+        judge = accuracy_aware.Judge(lambda out: pairs_spearman(out, pairs) / 100,
+                                     lambda fp32, int8: spearman_drop(fp32, int8, pairs), len(pairs.first))
+        candidates = {g: nodes for g, nodes in groups.items() if g not in excluded_groups}
+        search = accuracy_aware.search(source, candidates, exclude_nodes, probe, vectors, judge, vectors(source),
+                                       cfg.tolerance, cfg.margin_z)
+        if not search["met"] and not cfg.allow_unmet:
+            how = ("only by keeping every module float (nothing left in int8)" if search["everything_kept"]
+                   else "not even with every module kept float")
+            raise ShrinkbertError(
+                f"tolerance {cfg.tolerance} pt of validation Spearman cannot be met on {search['rows']} pairs: it "
+                f"holds {how}; all-int8 loses {search['steps'][0]['loss_points']} pt (bootstrap se "
+                f"{search['steps'][0]['se_points']} pt, margin_z {cfg.margin_z}). Raise --tolerance, lower "
+                "--margin-z, or pass --allow-unmet")
+        excluded_groups += [g for g in search["kept_fp32"] if g not in excluded_groups]
+        exclude_nodes += [n for g in search["kept_fp32"] for n in groups[g]]
+    with atomic_artifact(cfg.output_dir) as tmp:
+        choice = quantize_into(Path(tmp), exclude_nodes)
         fp32 = OnnxEmbedder(source, threads=cfg.threads, max_length=cfg.max_length)
         int8 = OnnxEmbedder(tmp, threads=cfg.threads, max_length=cfg.max_length)
         agreement = float(np.mean(np.sum(fp32.encode(CHECK_SENTENCES) * int8.encode(CHECK_SENTENCES), axis=1)))
         checks = [check("int8_agreement", agreement >= MIN_INT8_AGREEMENT,
                         f"mean cosine of int8 and fp32 vectors {agreement:.4f} on {len(CHECK_SENTENCES)} sentences "
                         f"(at least {MIN_INT8_AGREEMENT})")]
-        metrics = {"int8_agreement": agreement}
+        metrics = {"int8_agreement": agreement, "kept_fp32": excluded_groups}
         if pairs is not None:
-            before, after = sts_spearman(fp32.encode, pairs), sts_spearman(int8.encode, pairs)
+            before, after = pairs_spearman(vectors(source), pairs), pairs_spearman(vectors(Path(tmp)), pairs)
             metrics.update(validation_spearman_fp32=before, validation_spearman_int8=after)
             checks.append(check("spearman_drop", before - after <= cfg.tolerance,
                                 f"validation Spearman {before:.2f} -> {after:.2f} on {len(pairs.first)} pairs "
                                 f"(tolerance {cfg.tolerance:g} points)"))
+        if search is not None:  # the search's "accuracy" is Spearman / 100 here
+            metrics["accuracy_aware"] = {
+                "judged_on": "validation Spearman x100", "tolerance_points": cfg.tolerance, "met": search["met"],
+                "validation_pairs": search["rows"], "loss_points": search["loss_points"],
+                "bootstrap_se_points": search["se_points"], "margin_z": cfg.margin_z,
+                "loss_bound_points": search["bound_points"], "kept_fp32_modules": search["kept_fp32"],
+                "spearman_all_int8": round(100 * search["accuracy_all_int8"], 3),
+                "sensitivity": [{"module": row["module"], "spearman_gain_points": row["accuracy_gain_points"],
+                                 "mean_abs_vector_diff_when_kept_fp32": row["mean_abs_logit_diff_when_kept_fp32"]}
+                                for row in search["table"]],
+                "steps": [{"kept_fp32": step["kept_fp32"], "spearman": round(100 * step["accuracy"], 3),
+                           "loss_points": step["loss_points"], "se_points": step["se_points"]}
+                          for step in search["steps"]]}
         failed = [c for c in checks if not c["passed"]]
         if failed and not cfg.allow_unmet:
             raise ShrinkbertError(f"int8 {failed[0]['name']} failed: {failed[0]['detail']}: not written "
                                   "(--allow-unmet writes it, recorded)")
         write_manifest(tmp, stage="quantize", parents=[source], data=data, metrics=metrics, checks=checks,
                        config={"model": str(cfg.model), "output_dir": str(cfg.output_dir), "mode": cfg.mode,
-                               "isa": cfg.isa, "max_length": cfg.max_length, "isa_choice": choice},
+                               "isa": cfg.isa, "max_length": cfg.max_length, "isa_choice": choice,
+                               "exclude": list(cfg.exclude), "accuracy_aware": cfg.accuracy_aware,
+                               "tolerance": cfg.tolerance},
                        extra={"kind": KIND, "runtime": "onnxruntime int8"})
     return Path(cfg.output_dir)
 

@@ -5,10 +5,11 @@ One home for the STS figure: eval, the benchmarks and the static student's check
 """
 from __future__ import annotations
 
+import warnings
 from typing import Callable, Sequence
 
 import numpy as np
-from scipy.stats import spearmanr
+from scipy.stats import ConstantInputWarning, spearmanr
 
 from shrinkbert.core.data.scored_pairs import ScoredPairs
 
@@ -25,11 +26,39 @@ def spearman_x100(predicted: Sequence[float], gold: Sequence[float]) -> float:
     return float(spearmanr(predicted, gold).statistic * 100)
 
 
+def distinct_sentences(pairs: ScoredPairs) -> list[str]:
+    """Each sentence of the pairs once, in first-seen order: the rows `pairs_spearman` reads."""
+    return list(dict.fromkeys(pairs.first + pairs.second))
+
+
+def pairs_spearman(vectors: np.ndarray, pairs: ScoredPairs, rows: Sequence[int] | None = None) -> float:
+    """Spearman x100 of cosine vs gold from the vectors of `distinct_sentences(pairs)`; `rows`: only
+    those pairs (a bootstrap resample), all by default."""
+    index = {text: row for row, text in enumerate(distinct_sentences(pairs))}
+    rows = range(len(pairs.first)) if rows is None else rows
+    first = vectors[[index[pairs.first[i]] for i in rows]]
+    second = vectors[[index[pairs.second[i]] for i in rows]]
+    return spearman_x100(cosine_rows(first, second), np.asarray(pairs.scores)[list(rows)])
+
+
 def sts_spearman(encode: Callable[[list[str]], np.ndarray], pairs: ScoredPairs) -> float:
     """Spearman x100 of cosine vs gold; each distinct sentence is embedded once."""
-    sentences = list(dict.fromkeys(pairs.first + pairs.second))
-    index = {text: row for row, text in enumerate(sentences)}
-    vectors = encode(sentences)
-    first = vectors[[index[text] for text in pairs.first]]
-    second = vectors[[index[text] for text in pairs.second]]
-    return spearman_x100(cosine_rows(first, second), pairs.scores)
+    return pairs_spearman(encode(distinct_sentences(pairs)), pairs)
+
+
+def spearman_drop(fp32: np.ndarray, int8: np.ndarray, pairs: ScoredPairs, resamples: int = 200,
+                  seed: int = 0) -> tuple[float, float]:
+    """(Spearman points lost from `fp32` to `int8` vectors of the same pairs, its standard error): the
+    spread of the paired difference over bootstrap resamples of the pairs (Spearman is not a mean
+    over rows, so it has no per-row standard error)."""
+    rng = np.random.default_rng(seed)
+    n = len(pairs.first)
+    drops = []
+    with warnings.catch_warnings():  # a resample of tied scores has no Spearman: dropped below
+        warnings.simplefilter("ignore", ConstantInputWarning)
+        for _ in range(resamples if n > 2 else 0):
+            rows = rng.integers(0, n, n)
+            drops.append(pairs_spearman(fp32, pairs, rows) - pairs_spearman(int8, pairs, rows))
+    drops = [d for d in drops if np.isfinite(d)]
+    return (pairs_spearman(fp32, pairs) - pairs_spearman(int8, pairs),
+            float(np.std(drops, ddof=1)) if len(drops) > 1 else 0.0)

@@ -74,3 +74,21 @@ def test_sts_embeds_each_sentence_once_on_real_rows(tmp_path):
     score = sts_spearman(encode, pairs)
     assert len(seen) == len(set(seen)) == len(set(pairs.first + pairs.second))
     assert 0 < score < 100
+
+
+def test_the_spearman_drop_and_its_bootstrap_se_on_hand_made_vectors():
+    from shrinkbert.core.data.scored_pairs import ScoredPairs
+    from shrinkbert.eval.sts import distinct_sentences, pairs_spearman, spearman_drop
+
+    # four pairs whose cosines rank exactly as the gold scores: Spearman 100
+    angles = {"a": 0.0, "b": 0.3, "c": 0.9, "d": 1.4, "e": 2.0}
+    pairs = ScoredPairs(["a", "a", "a", "a"], ["b", "c", "d", "e"], np.array([4.0, 3.0, 2.0, 1.0]))
+    rows = distinct_sentences(pairs)
+    assert rows == ["a", "b", "c", "d", "e"]
+    fp32 = np.array([[np.cos(angles[t]), np.sin(angles[t])] for t in rows])
+    assert pairs_spearman(fp32, pairs) == pytest.approx(100.0)
+    swapped = fp32[[0, 2, 1, 3, 4]]  # b and c trade places: the first two pairs' ranks swap
+    assert pairs_spearman(swapped, pairs) == pytest.approx(80.0)  # 1 - 6*2/(4*15) = 0.8
+    drop, se = spearman_drop(fp32, swapped, pairs)
+    assert drop == pytest.approx(20.0) and se > 0
+    assert spearman_drop(fp32, fp32, pairs) == (0.0, 0.0)

@@ -105,15 +105,38 @@ def test_the_static_bundle_predicts_without_torch_from_its_own_folder(ran):
     assert vectors.shape == (2, 8) and np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-5)
 
 
-def test_distill_without_a_corpus_and_accuracy_aware_quantize_are_one_line(ran, tmp_path):
+def test_distill_without_a_corpus_and_calibration_data_are_one_line(ran, tmp_path):
     out, teacher = ran
     done = run_cli(["distill", "--mode", "embeddings", "--teacher", str(teacher), "--output-dir",
                     str(tmp_path / "s")], tmp_path)
     assert done.returncode == 2 and done.stderr.strip().startswith("error: ") and "--corpus" in done.stderr
     assert not (tmp_path / "s").exists()
-    done = run_cli(["quantize", "--model", str(out / "student-onnx"), "--accuracy-aware", "--output-dir",
+    done = run_cli(["quantize", "--model", str(out / "student-onnx"), "--calibration-data", "x.npz", "--output-dir",
                     str(tmp_path / "q")], tmp_path)
     assert done.returncode == 2 and "not wired" in done.stderr and not (tmp_path / "q").exists()
+
+
+def test_exclude_and_accuracy_aware_keep_modules_float_judged_on_spearman(ran, tmp_path):
+    import onnx
+
+    out, _ = ran
+    done = run_cli(["quantize", "--model", str(out / "student-onnx"), "--exclude", "encoder.layer.0.attention",
+                    "--max-eval-rows", "40", "--tolerance", "100", "--output-dir", str(tmp_path / "x")], tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert read_manifest(tmp_path / "x")["metrics"]["kept_fp32"] == ["encoder.layer.0.attention"]
+    graph = onnx.load(str(tmp_path / "x" / "model.onnx")).graph
+    kept = [n for n in graph.node if "/encoder/layer.0/attention/" in n.name and n.op_type == "MatMul"]
+    assert kept and not any("layer.0/attention" in n.name for n in graph.node if n.op_type == "MatMulInteger")
+    assert any(n.op_type == "MatMulInteger" for n in graph.node)  # the rest is int8
+    # accuracy-aware: every module's sensitivity on the validation Spearman, then the fewest kept float
+    done = run_cli(["quantize", "--model", str(out / "student-onnx"), "--accuracy-aware", "--tolerance", "100",
+                    "--output-dir", str(tmp_path / "aa")], tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = read_manifest(tmp_path / "aa")["metrics"]["accuracy_aware"]
+    assert record["judged_on"].startswith("validation Spearman") and record["met"] and record["kept_fp32_modules"] == []
+    assert {row["module"] for row in record["sensitivity"]} == {"embeddings", "encoder.layer.0.attention",
+                                                               "encoder.layer.0.intermediate", "encoder.layer.0.output"}
+    assert record["validation_pairs"] > 40 and record["bootstrap_se_points"] >= 0  # the whole validation split
 
 
 def test_static_int8_calibrates_on_the_recorded_tasks_sentences_and_keeps_the_vectors(ran, tmp_path):
