@@ -270,13 +270,13 @@ def run(cfg: Config) -> Path:
             metrics["retention"] = metrics[f"test_{judged_by}"] / max(metrics[f"teacher_test_{judged_by}"], 1e-12)
             metrics["test_rows"] = len(test_set)
         metrics["train_rows"] = len(train_set)  # transfer-set copies (--augment) included
-        num_parameters = count_parameters(student)
+        if fold_projection(student):  # a learned embedding projection becomes a plain table: a plain BERT saved
+            student_record["init"]["projection"] = "folded into the word-embedding table"
+        num_parameters = count_parameters(student)  # after folding: the model as saved
         teacher_parameters = _teacher_parameters(primary_teacher(cfg.teacher), teacher_config, general)
         metrics["num_parameters"] = num_parameters
         metrics["parameter_ratio"] = num_parameters / teacher_parameters
         metrics["wall_time_s"] = time.perf_counter() - started
-        if fold_projection(student):  # a learned embedding projection becomes a plain table: a plain BERT saved
-            student_record["init"]["projection"] = "folded into the word-embedding table"
         student.config._attn_implementation = None  # back to the library default in the saved config
         student.config.architectures = None
         parents = split_teachers(cfg.teacher) + ([cfg.student] if cfg.student else [])

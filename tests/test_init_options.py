@@ -156,6 +156,7 @@ def test_distill_from_an_ensemble_with_a_projected_table_then_from_that_student(
     assert manifest["student"]["init"]["projection"] == "folded into the word-embedding table"
     model = AutoModelForSequenceClassification.from_pretrained(student)  # a plain BERT: no projection left
     assert model.bert.embeddings.word_embeddings.weight.shape[1] == 16
+    assert manifest["num_parameters"] == sum(p.numel() for p in model.parameters())  # counted as saved, folded
     # the student as a teacher assistant for a smaller one
     smaller = read_manifest(run(_distill_cfg(student, tiny_csv, tmp_path / "smaller", layers=1, hidden=16, heads=2,
                                              intermediate=32, init_embeddings="pca", init_layers="1")))
