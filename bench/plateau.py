@@ -7,7 +7,8 @@
 
 Arms (each a set of distill options on top of the frontier's recipe: train split + 16,000
 teacher-labelled IMDB sentences, logits + hidden KD, 2 epochs, lr 3e-4, max_length 128):
-  today      the recipe as it is: the student's residual stream = the teacher's 160 largest-norm dims
+  today      the recipe as it was: the student's residual stream = the teacher's 160 largest-norm dims
+             (--init-embeddings columns; distill's default is now auto, pca at this shape)
   pca        --init-embeddings pca: the stream projected on the top 160 principal components of the
              teacher's embedding table (every weight that reads or writes it is projected too)
   projected  --init-embeddings projected: pca, then the teacher's table through a learned 384->160
@@ -95,8 +96,8 @@ def parse_args(argv):
 
 def arm_options(arm: str, seed: int, args, chosen: dict[str, dict]) -> dict | None:
     """The distill options of one arm at one seed (None: the arm cannot run here)."""
-    if arm == "today":
-        return {}
+    if arm == "today":  # the recipe as it was: columns, named since the default became auto (pca when narrower)
+        return {"init_embeddings": "columns"}
     if arm == "pretrained":
         return {"student": args.pretrained} if getattr(args, "pretrained", None) else None
     if arm in INIT_ARMS:

@@ -93,11 +93,13 @@ class Config(TrainConfig, DataConfig):
                         "0: the teacher's vector space (a drop-in for its index)", min=0, group="student shape")
     init: str = field("teacher", "teacher: start from (sliced) teacher weights | random", choices=("teacher", "random"), group="student shape")
     init_layers: str = field("", "teacher layers (1-based) the student layers start from, e.g. 2,4,6 (default: uniform)", group="student shape")
-    init_embeddings: str = field("columns", "the student's residual stream from the teacher's: columns (the dims "
-                                            "--init-keep picks) | pca (the top principal components of the "
-                                            "teacher's embedding table) | projected (pca, then the teacher's table "
-                                            "through a learned projection, folded into a plain table when saved)",
-                                 choices=("columns", "pca", "projected"), group="student shape")
+    init_embeddings: str = field("auto", "the student's residual stream from the teacher's: auto (pca for a student "
+                                         "narrower than its teacher, columns otherwise: pca kept more on all 6 seeds of "
+                                         "docs/plateau.md's ablation) | columns (the dims --init-keep picks) | pca (the "
+                                         "top principal components of the teacher's embedding table) | projected (pca, "
+                                         "then the teacher's table through a learned projection, folded into a plain "
+                                         "table when saved)",
+                                 choices=("auto", "columns", "pca", "projected"), group="student shape")
     init_keep: str = field("norm", "which dims to keep when narrower: norm (largest weights) | first", choices=("norm", "first"), group="student shape")
     threads: int = field(0, "threads for a latency target's timing (0: all cores)", min=0, group="student shape")
     latency_runtime: str = field("torch", "runtime a latency target is timed on: torch (PyTorch fp32), onnx (fp32 ONNX "
@@ -160,7 +162,7 @@ def _kind_of_teacher(cfg: Config):
 def validate(cfg: Config) -> None:
     if not cfg.teacher:
         raise ShrinkbertError("no teacher given: --teacher DIR")
-    if cfg.init_embeddings != "columns" and (cfg.init != "teacher" or cfg.student or cfg.mode != "task"):
+    if cfg.init_embeddings not in ("auto", "columns") and (cfg.init != "teacher" or cfg.student or cfg.mode != "task"):
         raise ShrinkbertError(f"--init-embeddings {cfg.init_embeddings} shapes a new student initialised from the "
                               "teacher in mode task (not with --init random, --student or mode general)")
     if cfg.mode == "general" and not cfg.corpus:

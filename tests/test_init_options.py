@@ -165,3 +165,18 @@ def test_distill_from_an_ensemble_with_a_projected_table_then_from_that_student(
     assert smaller["student"]["init"]["embeddings"] == "pca"
     with pytest.raises(ShrinkbertError, match="init-embeddings"):
         run(_distill_cfg(student, tiny_csv, tmp_path / "x", init="random", init_embeddings="pca"))
+
+
+def test_auto_init_is_pca_for_a_narrower_task_student_only(tiny_bert, tiny_csv, cache_env, tmp_path):
+    from shrinkbert.core.artifacts import read_manifest
+    from shrinkbert.students.distill import run
+    from shrinkbert.students.distill_models import init_embeddings
+
+    assert init_embeddings("auto", 160, 384) == "pca" and init_embeddings("auto", 384, 384) == "columns"
+    assert init_embeddings("auto", 160, 384, general=True) == "columns"  # general distillation: not measured
+    assert init_embeddings("projected", 160, 384) == "pca" and init_embeddings("columns", 160, 384) == "columns"
+    narrow = read_manifest(run(_distill_cfg(tiny_bert, tiny_csv, tmp_path / "narrow", hidden=16, heads=2,
+                                            intermediate=32)))
+    assert narrow["config"]["init_embeddings"] == "auto" and narrow["student"]["init"]["embeddings"] == "pca"
+    full = read_manifest(run(_distill_cfg(tiny_bert, tiny_csv, tmp_path / "full", intermediate=32)))
+    assert full["student"]["init"]["embeddings"] == "columns"
