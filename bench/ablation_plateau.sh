@@ -8,9 +8,9 @@
 # Needs runs/demo/teacher and runs/demo/mlm (bash scripts/demo.sh). Makes what is missing: the assistant
 # students (as bench/frontier.sh's first command makes them) and two more teachers (the demo teacher's
 # fine-tuning at seeds 1 and 2). Everything already made is reused, so a re-run only re-measures.
-# Not run yet on this machine. Estimated on 2 cores (AVX2): pretraining ~25 min for MLM alone (7,057 words/s
-# measured at 2L/H160, batch 32, seq 128) and more with MLM-KD's teacher pass; 21 students at 2-5 min;
-# 3 assistants at ~5 min; 2 teachers at ~5-10 min: about 3-4 hours in all.
+# Measured on 2 cores (AVX-512 VNNI) at the reduced budget below: 38 min (docs/plateau.md). At full budget the
+# pretraining alone is about 70 min (MLM-KD at 2,415 words/s over 10.2M words), the 21 students at 16,000 transfer
+# rows about twice the reduced run's: 2-3 hours in all (estimated).
 #   bash bench/ablation_plateau.sh            # the real thing
 #   OUT=runs/bench/plateau-6000 ROWS=6000 PRETRAIN_EPOCHS=0.15 bash bench/ablation_plateau.sh   # a smaller budget (the demo's edge recipe's
 #                                             # 6,000 transfer rows for every student and assistant; 1.5M words pretrained)
