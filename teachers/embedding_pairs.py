@@ -4,7 +4,9 @@
   the MSE between the cosine of the two vectors and the score scaled to 0..1;
 - NLI pairs (`premise,hypothesis,label`, SNLI's files): MultipleNegativesRankingLoss on the
   entailment pairs, each premise's hypothesis against the batch's other hypotheses (in-batch
-  negatives), sentence-transformers' recipe for training embedders on NLI.
+  negatives), sentence-transformers' recipe for training embedders on NLI; from the CLI,
+  `shrinkbert finetune --mode embeddings` on an NLI task, judged by triplet accuracy (entailed
+  hypothesis closer to its premise than a contradicting one) on the validation split.
 
 The losses are sentence-transformers' own (sentence_transformers.losses), on the model loaded by
 `SentenceTransformer(path)` (a kit-written embedding folder or a hub one such as minilm); the loop is
@@ -17,6 +19,8 @@ from __future__ import annotations
 import random
 import time
 from pathlib import Path
+
+import numpy as np
 
 from shrinkbert.core.artifacts import atomic_artifact, write_manifest
 from shrinkbert.core.data.builtin import resolve_model
@@ -114,19 +118,93 @@ def finetune_nli(model_path: str | Path, nli_file: str | Path, out_dir: str | Pa
                  lr: float = 2e-5, batch_size: int = 32, max_length: int = 128, seed: int = 0, max_pairs: int = 0,
                  log=print) -> Path:
     """MultipleNegativesRankingLoss on the entailment pairs of an NLI file (in-batch negatives)."""
-    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
-
     premises, hypotheses = read_nli_pairs(nli_file)
-    examples = [(p, h, None) for p, h in zip(premises, hypotheses)]
-    examples = examples[:max_pairs] if max_pairs else examples
-    if len(examples) < 2:
-        raise ShrinkbertError(f"{nli_file}: in-batch negatives need at least 2 entailment pairs, got {len(examples)}")
+    pairs = list(zip(premises, hypotheses))[:max_pairs or None]
+    _check_nli_pairs(pairs, str(nli_file))
     model = _load(model_path, max_length)
-    losses = _train(model, MultipleNegativesRankingLoss(model), examples, epochs, lr, batch_size, seed, log=log)
+    losses = _train_nli(model, pairs, epochs, lr, batch_size, seed, log)
+    used = len(pairs)
     config = {"model": str(model_path), "pairs": str(nli_file), "loss": "MultipleNegativesRankingLoss",
               "epochs": epochs, "lr": lr, "batch_size": batch_size, "max_length": max_length, "seed": seed,
-              "pairs_used": len(examples)}
+              "pairs_used": used}
     return _save(model, out_dir, stage="finetune", parent=model_path, config=config, metrics={"train_loss": losses})
+
+
+def _check_nli_pairs(pairs: list[tuple[str, str]], where: str) -> None:
+    if len(pairs) < 2:
+        raise ShrinkbertError(f"{where}: in-batch negatives need at least 2 entailment pairs, got {len(pairs)}")
+
+
+def _train_nli(model, pairs: list[tuple[str, str]], epochs: int, lr: float, batch_size: int, seed: int,
+               log=print) -> list[float]:
+    """MultipleNegativesRankingLoss over (premise, entailed hypothesis) pairs; the losses per epoch."""
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+
+    return _train(model, MultipleNegativesRankingLoss(model), [(p, h, None) for p, h in pairs], epochs, lr,
+                  batch_size, seed, log=log)
+
+
+def nli_triplets(premises, hypotheses, labels: list[str]) -> list[tuple[str, str, str]]:
+    """(premise, entailed hypothesis, contradicting hypothesis) for every premise that has both."""
+    entailed: dict[str, str] = {}
+    contradicted: dict[str, str] = {}
+    for premise, hypothesis, label in zip(premises, hypotheses, labels):
+        label = str(label).strip().lower()
+        if label in ENTAILMENT:
+            entailed.setdefault(premise, hypothesis)
+        elif label == "contradiction":
+            contradicted.setdefault(premise, hypothesis)
+    return [(p, entailed[p], contradicted[p]) for p in entailed if p in contradicted]
+
+
+def triplet_accuracy(encode, triplets: list[tuple[str, str, str]]) -> float | None:
+    """Share of triplets whose premise is closer (cosine) to its entailed hypothesis than to its
+    contradicting one (sentence-transformers' TripletEvaluator's measure); None without triplets."""
+    if not triplets:
+        return None
+    anchors, positives, negatives = (encode([t[i] for t in triplets]) for i in range(3))
+    return float(np.mean(np.sum(anchors * positives, axis=1) > np.sum(anchors * negatives, axis=1)))
+
+
+def finetune_nli_stage(cfg, task, splits, model_dir) -> Path:
+    """`shrinkbert finetune --mode embeddings` on an NLI task (a pair task whose labels include
+    entailment, read with --text-column premise --text-pair-column hypothesis): MultipleNegativesRankingLoss
+    on the train split's entailment pairs, judged before and after by triplet accuracy on the validation
+    split. The NLI rows are recorded as what it was trained on, not as the data later stages inherit:
+    an embedding artifact's later stages take scored pairs."""
+    names = [name.lower() for name in task.label_names]
+    if "entailment" not in names:
+        raise ShrinkbertError(f"--mode embeddings needs scored pairs (sentence1,sentence2,score) or an NLI task whose "
+                              f"labels include entailment; task '{task.name}' has labels {', '.join(task.label_names)}")
+    pair = "text_pair" if "text_pair" in splits["train"].column_names else None
+    if pair is None:
+        raise ShrinkbertError(f"task '{task.name}' has one text per row: an NLI task needs a premise and a hypothesis "
+                              "(--text-column premise --text-pair-column hypothesis)")
+
+    def rows(split):
+        return split["text"], split[pair], [task.label_names[i] for i in split["label"]]
+
+    premises, hypotheses, labels = rows(splits["train"])
+    pairs = [(p, h) for p, h, label in zip(premises, hypotheses, labels) if label.lower() in ENTAILMENT]
+    _check_nli_pairs(pairs, f"task '{task.name}' (train split)")
+    triplets = nli_triplets(*rows(splits["validation"]))
+    model = _load(model_dir, cfg.max_length)
+
+    def encode(texts):
+        return model.encode(list(texts), convert_to_numpy=True, normalize_embeddings=True)
+
+    before = triplet_accuracy(encode, triplets)
+    losses = _train_nli(model, pairs, max(1, int(round(cfg.epochs))), cfg.learning_rate, cfg.batch_size, cfg.seed)
+    after, used = triplet_accuracy(encode, triplets), len(pairs)
+    metrics = {"train_loss": losses, "validation_triplet_accuracy": after,
+               "validation_triplet_accuracy_before": before, "validation_triplets": len(triplets)}
+    config = {"model": str(cfg.model), "pairs": str(cfg.task), "loss": "MultipleNegativesRankingLoss",
+              "epochs": cfg.epochs, "learning_rate": cfg.learning_rate, "batch_size": cfg.batch_size,
+              "max_length": cfg.max_length, "seed": cfg.seed, "pairs_used": used, "mode": "embeddings"}
+    print(f"finetune: {task.name} entailment pairs {used:,}, validation triplet accuracy "
+          f"{before if before is None else round(before, 4)} -> {after if after is None else round(after, 4)} "
+          f"({len(triplets)} triplets) -> {cfg.output_dir}")
+    return _save(model, cfg.output_dir, stage="finetune", parent=model_dir, config=config, metrics=metrics)
 
 
 def finetune_stage(cfg, task, splits, model_dir, spec) -> Path:

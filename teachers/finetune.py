@@ -48,6 +48,10 @@ class Config(TrainConfig, DataConfig):
     learning_rate: float = field(1e-4, "peak learning rate (AdamW); MiniLM likes 1e-4, BERT-base 2e-5 to 5e-5", above=0)
     batch_size: int = field(32, "examples per batch per process", min=1)
     epochs: float = field(3, "passes over the training data", min=0)
+    mode: str = field("classifier", "what to train: classifier (a head for the task's labels) or embeddings (a sentence "
+                                    "embedding model, sentence-transformers' losses: CosineSimilarityLoss on scored pairs, "
+                                    "MultipleNegativesRankingLoss on an NLI task's entailment pairs)",
+                      choices=("classifier", "embeddings"))
 
 
 def load_classifier(cfg: Config, task, model_dir: Path | None = None):
@@ -76,6 +80,10 @@ def run(cfg: Config) -> Path:
     own = kind_of(task).own_stage("finetune")
     if own is not None:  # scored pairs: an embedding model trained with sentence-transformers' loss
         return own(cfg, task, splits, model_dir, spec)
+    if cfg.mode == "embeddings":  # NLI pairs: an embedding model trained on the entailment pairs
+        from shrinkbert.teachers.embedding_pairs import finetune_nli_stage
+
+        return finetune_nli_stage(cfg, task, splits, model_dir)
     model, tokenizer, model_dir = load_classifier(cfg, task, model_dir)
     positions = getattr(model.config, "max_position_embeddings", cfg.max_length)
     if cfg.max_length > positions:

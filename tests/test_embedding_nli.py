@@ -1,0 +1,75 @@
+"""`shrinkbert finetune --mode embeddings` on an NLI task: sentence-transformers' MultipleNegativesRankingLoss
+on the entailment pairs, judged by triplet accuracy on the validation split; bad input in one line."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fixtures import make_tiny_bert, run_cli, tiny_sentences, write_tiny_csv
+from shrinkbert.core.artifacts import read_manifest
+from shrinkbert.teachers.embedding_pairs import nli_triplets, triplet_accuracy
+
+LABELS = ("entailment", "neutral", "contradiction")
+
+
+def _nli_dir(where: Path, labels=LABELS) -> Path:
+    """train/validation/test csv files of premise,hypothesis,label: every premise with one hypothesis per label."""
+    texts = [text for text, _ in tiny_sentences(40, seed=11)]
+    where.mkdir()
+    for split, start in (("train", 0), ("validation", 12), ("test", 24)):
+        rows = ["premise,hypothesis,label"]
+        for i in range(start, start + 12, 3):
+            rows += [f"{texts[i]},{texts[i + 1 + k]},{label}" for k, label in enumerate(labels)]
+        (where / f"{split}.csv").write_text("\n".join(rows) + "\n")
+    return where
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory) -> Path:
+    return make_tiny_bert(tmp_path_factory.mktemp("nli") / "tiny", hidden=32, layers=1, intermediate=64)
+
+
+def test_triplet_accuracy_on_hand_made_vectors():
+    triplets = nli_triplets(["p", "p", "q", "q", "r"], ["e1", "c1", "e2", "c2", "e3"],
+                            ["entailment", "contradiction", "entailment", "contradiction", "entailment"])
+    assert triplets == [("p", "e1", "c1"), ("q", "e2", "c2")]  # r has no contradiction: no triplet
+    vectors = {"p": [1, 0], "e1": [0.8, 0.6], "c1": [0, 1],        # p: entailed closer (0.8 > 0)
+               "q": [0, 1], "e2": [1, 0], "c2": [0.6, 0.8]}        # q: contradiction closer (0 < 0.8)
+    encode = lambda texts: np.array([vectors[t] for t in texts], dtype=np.float32)  # noqa: E731
+    assert triplet_accuracy(encode, triplets) == 0.5
+    assert triplet_accuracy(encode, []) is None
+
+
+def test_finetune_mode_embeddings_trains_on_the_entailment_pairs(model, tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    nli = _nli_dir(tmp_path / "nli")
+    done = run_cli(["finetune", "--mode", "embeddings", "--model", str(model), "--task", str(nli), "--text-column",
+                    "premise", "--text-pair-column", "hypothesis", "--epochs", "1", "--batch-size", "2",
+                    "--output-dir", str(tmp_path / "out")], tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    manifest = read_manifest(tmp_path / "out")
+    assert manifest["kind"] == "embedding" and manifest["config"]["loss"] == "MultipleNegativesRankingLoss"
+    assert manifest["config"]["pairs_used"] == 4  # the train split's entailment rows only
+    assert manifest["metrics"]["validation_triplets"] == 4
+    assert 0 <= manifest["metrics"]["validation_triplet_accuracy"] <= 1
+    assert not manifest.get("data")  # NLI rows are not the scored pairs later embedding stages inherit
+    vectors = SentenceTransformer(str(tmp_path / "out"), device="cpu").encode(["a good film"])
+    assert vectors.shape == (1, 32)
+
+
+@pytest.mark.parametrize("case", ["sentiment", "no-entailment"])
+def test_finetune_mode_embeddings_refuses_what_is_not_nli_in_one_line(model, tmp_path, case):
+    if case == "sentiment":
+        args = ["--task", str(write_tiny_csv(tmp_path / "reviews.csv", n=48))]
+        expected = "entailment"
+    else:
+        args = ["--task", str(_nli_dir(tmp_path / "nli", labels=("neutral", "contradiction", "neutral"))),
+                "--text-column", "premise", "--text-pair-column", "hypothesis"]
+        expected = "entailment"
+    done = run_cli(["finetune", "--mode", "embeddings", "--model", str(model), *args, "--output-dir",
+                    str(tmp_path / "out")], tmp_path)
+    assert done.returncode == 2 and done.stderr.strip().startswith("error: ") and expected in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
