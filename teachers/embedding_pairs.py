@@ -50,6 +50,7 @@ def _train(model, loss, examples: list[tuple], epochs: int, lr: float, batch_siz
            warmup: float = 0.1, log=print) -> list[float]:
     """A plain loop over (texts_a, texts_b, label or None) examples with a sentence-transformers loss."""
     import torch
+    from tqdm.auto import tqdm
     from transformers import get_linear_schedule_with_warmup
 
     torch.manual_seed(seed)
@@ -63,9 +64,11 @@ def _train(model, loss, examples: list[tuple], epochs: int, lr: float, batch_siz
         order = list(range(len(examples)))
         rng.shuffle(order)
         started, total = time.perf_counter(), 0.0
-        for start in range(0, len(order), batch_size):
+        for start in tqdm(range(0, len(order), batch_size), desc=f"finetune epoch {epoch}", unit="batch",
+                          leave=False):
             batch = [examples[i] for i in order[start:start + batch_size]]
-            features = [model.tokenize([example[0] for example in batch]), model.tokenize([example[1] for example in batch])]
+            features = [model.preprocess([example[0] for example in batch]),
+                        model.preprocess([example[1] for example in batch])]
             labels = torch.tensor([example[2] for example in batch], dtype=torch.float32) if batch[0][2] is not None else None
             value = loss(features, labels)
             optimizer.zero_grad()
