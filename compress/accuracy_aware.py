@@ -24,6 +24,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from shrinkbert.compress.common import accuracy, unit_scores
+from shrinkbert.core.errors import ShrinkbertError
 
 
 def loss_with_margin(fp32_logits: np.ndarray, int8_logits: np.ndarray, labels: list[int]) -> tuple[float, float]:
@@ -106,3 +107,17 @@ def search(src: Path, groups: dict[str, list[str]], base_exclude: list[str], qua
             "met": met and not everything_kept, "everything_kept": everything_kept,
             "loss_points": round(loss, 3), "se_points": round(se, 3), "margin_z": margin_z,
             "bound_points": round(loss + margin_z * se, 3), "rows": judge.rows, "steps": steps}
+
+
+def require_met(search: dict, tolerance: float, margin_z: float, allow_unmet: bool, judged_on: str = "validation rows",
+                margin: str = "paired se") -> None:
+    """One error line when the search could not meet the tolerance (unless --allow-unmet)."""
+    if search["met"] or allow_unmet:
+        return
+    how = ("only by keeping every module float (nothing left in int8)" if search["everything_kept"]
+           else "not even with every module kept float")
+    first = search["steps"][0]
+    raise ShrinkbertError(
+        f"tolerance {tolerance} pt cannot be met on {search['rows']} {judged_on}: it holds {how}; "
+        f"all-int8 loses {first['loss_points']} pt ({margin} {first['se_points']} pt, margin_z {margin_z}). "
+        "Raise --tolerance, lower --margin-z, or pass --allow-unmet")

@@ -155,14 +155,8 @@ def quantize(cfg) -> Path:
         candidates = {g: nodes for g, nodes in groups.items() if g not in excluded_groups}
         search = accuracy_aware.search(source, candidates, exclude_nodes, probe, vectors, judge, vectors(source),
                                        cfg.tolerance, cfg.margin_z)
-        if not search["met"] and not cfg.allow_unmet:
-            how = ("only by keeping every module float (nothing left in int8)" if search["everything_kept"]
-                   else "not even with every module kept float")
-            raise ShrinkbertError(
-                f"tolerance {cfg.tolerance} pt of validation Spearman cannot be met on {search['rows']} pairs: it "
-                f"holds {how}; all-int8 loses {search['steps'][0]['loss_points']} pt (bootstrap se "
-                f"{search['steps'][0]['se_points']} pt, margin_z {cfg.margin_z}). Raise --tolerance, lower "
-                "--margin-z, or pass --allow-unmet")
+        accuracy_aware.require_met(search, cfg.tolerance, cfg.margin_z, cfg.allow_unmet,
+                                   judged_on="validation pairs (Spearman)", margin="bootstrap se")
         excluded_groups += [g for g in search["kept_fp32"] if g not in excluded_groups]
         exclude_nodes += [n for g in search["kept_fp32"] for n in groups[g]]
     with atomic_artifact(cfg.output_dir) as tmp:

@@ -143,13 +143,7 @@ def run(cfg: Config) -> Path:
         candidates = {g: nodes for g, nodes in groups.items() if g not in excluded_groups}
         search = accuracy_aware.search(src, candidates, exclude_nodes, quantize, evaluate, labels, fp32_logits,
                                        cfg.tolerance, cfg.margin_z)
-        if not search["met"] and not cfg.allow_unmet:
-            how = ("only by keeping every module float (nothing left in int8)" if search["everything_kept"]
-                   else "not even with every module kept float")
-            raise ShrinkbertError(
-                f"tolerance {cfg.tolerance} pt cannot be met on {search['rows']} validation rows: it holds {how}; "
-                f"all-int8 loses {search['steps'][0]['loss_points']} pt (paired se {search['steps'][0]['se_points']} pt, "
-                f"margin_z {cfg.margin_z}). Raise --tolerance, lower --margin-z, or pass --allow-unmet")
+        accuracy_aware.require_met(search, cfg.tolerance, cfg.margin_z, cfg.allow_unmet)
         kept = search["kept_fp32"]
         excluded_groups = excluded_groups + [g for g in kept if g not in excluded_groups]
         exclude_nodes = exclude_nodes + [n for g in kept for n in groups[g]]
