@@ -126,10 +126,9 @@ def finetune_nli(model_path: str | Path, nli_file: str | Path, out_dir: str | Pa
     _check_nli_pairs(pairs, str(nli_file))
     model = _load(model_path, max_length)
     losses = _train_nli(model, pairs, epochs, lr, batch_size, seed, log)
-    used = len(pairs)
     config = {"model": str(model_path), "pairs": str(nli_file), "loss": "MultipleNegativesRankingLoss",
               "epochs": epochs, "lr": lr, "batch_size": batch_size, "max_length": max_length, "seed": seed,
-              "pairs_used": used}
+              "pairs_used": len(pairs)}
     return _save(model, out_dir, stage="finetune", parent=model_path, config=config, metrics={"train_loss": losses})
 
 
@@ -169,23 +168,14 @@ def triplet_accuracy(encode, triplets: list[tuple[str, str, str]]) -> float | No
     return float(np.mean(np.sum(anchors * positives, axis=1) > np.sum(anchors * negatives, axis=1)))
 
 
-def finetune_nli_stage(cfg, task, splits, model_dir) -> Path:
+def finetune_nli_stage(cfg, task, splits, model_dir, spec) -> Path:
     """`shrinkbert finetune --mode embeddings` on an NLI task (a pair task whose labels include
-    entailment, read with --text-column premise --text-pair-column hypothesis): MultipleNegativesRankingLoss
-    on the train split's entailment pairs, judged before and after by triplet accuracy on the validation
-    split. The NLI rows are recorded as what it was trained on, not as the data later stages inherit:
-    an embedding artifact's later stages take scored pairs."""
-    names = [name.lower() for name in task.label_names]
-    if "entailment" not in names:
-        raise ShrinkbertError(f"--mode embeddings needs scored pairs (sentence1,sentence2,score) or an NLI task whose "
-                              f"labels include entailment; task '{task.name}' has labels {', '.join(task.label_names)}")
-    pair = "text_pair" if "text_pair" in splits["train"].column_names else None
-    if pair is None:
-        raise ShrinkbertError(f"task '{task.name}' has one text per row: an NLI task needs a premise and a hypothesis "
-                              "(--text-column premise --text-pair-column hypothesis)")
-
-    def rows(split):
-        return split["text"], split[pair], [task.label_names[i] for i in split["label"]]
+    entailment; finetune.run checks that): MultipleNegativesRankingLoss on the train split's entailment
+    pairs, judged before and after by triplet accuracy on the validation split. The NLI data is recorded
+    in the config, not as the data record later stages inherit: an embedding artifact's later stages
+    take scored pairs."""
+    def rows(split):  # the loader's pair columns, labels by the task's own names
+        return split["text"], split["text_pair"], [task.label_names[i] for i in split["label"]]
 
     premises, hypotheses, labels = rows(splits["train"])
     pairs = [(p, h) for p, h, label in zip(premises, hypotheses, labels) if label.lower() in ENTAILMENT]
@@ -196,15 +186,15 @@ def finetune_nli_stage(cfg, task, splits, model_dir) -> Path:
     def encode(texts):
         return model.encode(list(texts), convert_to_numpy=True, normalize_embeddings=True)
 
-    before = triplet_accuracy(encode, triplets)
+    before = triplet_accuracy(encode, triplets)  # the starting model's, so the training's effect shows
     losses = _train_nli(model, pairs, max(1, int(round(cfg.epochs))), cfg.learning_rate, cfg.batch_size, cfg.seed)
-    after, used = triplet_accuracy(encode, triplets), len(pairs)
+    after = triplet_accuracy(encode, triplets)
     metrics = {"train_loss": losses, "validation_triplet_accuracy": after,
                "validation_triplet_accuracy_before": before, "validation_triplets": len(triplets)}
-    config = {"model": str(cfg.model), "pairs": str(cfg.task), "loss": "MultipleNegativesRankingLoss",
+    config = {"model": str(cfg.model), "pairs": spec.task, "loss": "MultipleNegativesRankingLoss",
               "epochs": cfg.epochs, "learning_rate": cfg.learning_rate, "batch_size": cfg.batch_size,
-              "max_length": cfg.max_length, "seed": cfg.seed, "pairs_used": used, "mode": "embeddings"}
-    print(f"finetune: {task.name} entailment pairs {used:,}, validation triplet accuracy "
+              "max_length": cfg.max_length, "seed": cfg.seed, "pairs_used": len(pairs), "mode": "embeddings"}
+    print(f"finetune: {task.name} entailment pairs {len(pairs):,}, validation triplet accuracy "
           f"{before if before is None else round(before, 4)} -> {after if after is None else round(after, 4)} "
           f"({len(triplets)} triplets) -> {cfg.output_dir}")
     return _save(model, cfg.output_dir, stage="finetune", parent=model_dir, config=config, metrics=metrics)

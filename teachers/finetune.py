@@ -48,10 +48,10 @@ class Config(TrainConfig, DataConfig):
     learning_rate: float = field(1e-4, "peak learning rate (AdamW); MiniLM likes 1e-4, BERT-base 2e-5 to 5e-5", above=0)
     batch_size: int = field(32, "examples per batch per process", min=1)
     epochs: float = field(3, "passes over the training data", min=0)
-    mode: str = field("classifier", "what to train: classifier (a head for the task's labels) or embeddings (a sentence "
-                                    "embedding model, sentence-transformers' losses: CosineSimilarityLoss on scored pairs, "
-                                    "MultipleNegativesRankingLoss on an NLI task's entailment pairs)",
-                      choices=("classifier", "embeddings"))
+    mode: str = field("classifier", "what to train: 'classifier' (a head for the task's labels) or 'embeddings' (a "
+                                    "sentence-embedding model: CosineSimilarityLoss on scored pairs, "
+                                    "MultipleNegativesRankingLoss on an NLI task's entailment pairs, "
+                                    "sentence-transformers' losses)", choices=("classifier", "embeddings"))
 
 
 def load_classifier(cfg: Config, task, model_dir: Path | None = None):
@@ -80,10 +80,17 @@ def run(cfg: Config) -> Path:
     own = kind_of(task).own_stage("finetune")
     if own is not None:  # scored pairs: an embedding model trained with sentence-transformers' loss
         return own(cfg, task, splits, model_dir, spec)
-    if cfg.mode == "embeddings":  # NLI pairs: an embedding model trained on the entailment pairs
+    if cfg.mode == "embeddings":  # an NLI task: an embedding model trained on its entailment pairs
+        if not (kind_of(task).name == "sequence" and task.pair
+                and "entailment" in (name.lower() for name in task.label_names)):
+            raise ShrinkbertError(f"--mode embeddings needs scored pairs (sentence1,sentence2,score) or an NLI task "
+                                  f"(premise,hypothesis pairs: --text-column premise --text-pair-column hypothesis, "
+                                  f"with an entailment label); task '{task.name}' has "
+                                  f"{'pairs' if task.pair else 'one text per row'}, "
+                                  f"labels {', '.join(task.label_names)}")
         from shrinkbert.teachers.embedding_pairs import finetune_nli_stage
 
-        return finetune_nli_stage(cfg, task, splits, model_dir)
+        return finetune_nli_stage(cfg, task, splits, model_dir, spec)
     model, tokenizer, model_dir = load_classifier(cfg, task, model_dir)
     positions = getattr(model.config, "max_position_embeddings", cfg.max_length)
     if cfg.max_length > positions:

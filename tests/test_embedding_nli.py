@@ -53,6 +53,7 @@ def test_finetune_mode_embeddings_trains_on_the_entailment_pairs(model, tmp_path
     manifest = read_manifest(tmp_path / "out")
     assert manifest["kind"] == "embedding" and manifest["config"]["loss"] == "MultipleNegativesRankingLoss"
     assert manifest["config"]["pairs_used"] == 4  # the train split's entailment rows only
+    assert manifest["config"]["pairs"] == str(nli.resolve())  # recorded where a later reader finds it
     assert manifest["metrics"]["validation_triplets"] == 4
     assert 0 <= manifest["metrics"]["validation_triplet_accuracy"] <= 1
     assert not manifest.get("data")  # NLI rows are not the scored pairs later embedding stages inherit
@@ -60,15 +61,20 @@ def test_finetune_mode_embeddings_trains_on_the_entailment_pairs(model, tmp_path
     assert vectors.shape == (1, 32)
 
 
-@pytest.mark.parametrize("case", ["sentiment", "no-entailment"])
+@pytest.mark.parametrize("case", ["sentiment", "no-entailment", "one-entailment-pair"])
 def test_finetune_mode_embeddings_refuses_what_is_not_nli_in_one_line(model, tmp_path, case):
+    pair_args = ["--text-column", "premise", "--text-pair-column", "hypothesis"]
     if case == "sentiment":
-        args = ["--task", str(write_tiny_csv(tmp_path / "reviews.csv", n=48))]
-        expected = "entailment"
-    else:
-        args = ["--task", str(_nli_dir(tmp_path / "nli", labels=("neutral", "contradiction", "neutral"))),
-                "--text-column", "premise", "--text-pair-column", "hypothesis"]
-        expected = "entailment"
+        args, expected = ["--task", str(write_tiny_csv(tmp_path / "reviews.csv", n=48))], "entailment label"
+    elif case == "no-entailment":
+        nli = _nli_dir(tmp_path / "nli", labels=("neutral", "contradiction", "neutral"))
+        args, expected = ["--task", str(nli), *pair_args], "entailment label"
+    else:  # entailment is a label (validation has it) but train holds one such row: no in-batch negative
+        nli = _nli_dir(tmp_path / "nli")
+        train = (nli / "train.csv").read_text()
+        first = train.index(",entailment") + len(",entailment")
+        (nli / "train.csv").write_text(train[:first] + train[first:].replace(",entailment", ",neutral"))
+        args, expected = ["--task", str(nli), *pair_args], "at least 2 entailment pairs, got 1"
     done = run_cli(["finetune", "--mode", "embeddings", "--model", str(model), *args, "--output-dir",
                     str(tmp_path / "out")], tmp_path)
     assert done.returncode == 2 and done.stderr.strip().startswith("error: ") and expected in done.stderr
