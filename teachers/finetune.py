@@ -81,8 +81,8 @@ def run(cfg: Config) -> Path:
     if own is not None:  # scored pairs: an embedding model trained with sentence-transformers' loss
         return own(cfg, task, splits, model_dir, spec)
     if cfg.mode == "embeddings":  # an NLI task: an embedding model trained on its entailment pairs
-        if not (kind_of(task).name == "sequence" and task.pair
-                and "entailment" in (name.lower() for name in task.label_names)):
+        # (a scored-pairs task went to its kind's own stage above: what is left must be NLI pairs)
+        if not (task.pair and "entailment" in (name.lower() for name in task.label_names)):
             raise ShrinkbertError(f"--mode embeddings needs scored pairs (sentence1,sentence2,score) or an NLI task "
                                   f"(premise,hypothesis pairs: --text-column premise --text-pair-column hypothesis, "
                                   f"with an entailment label); task '{task.name}' has "
