@@ -148,12 +148,14 @@ def quantize(cfg) -> Path:
     def vectors(folder: Path) -> np.ndarray:
         return OnnxEmbedder(folder, threads=cfg.threads, max_length=cfg.max_length).encode(sentences)
 
+    fp32 = OnnxEmbedder(source, threads=cfg.threads, max_length=cfg.max_length)
+    fp32_vectors = fp32.encode(sentences) if pairs is not None else None  # once: the search's and the check's
     search = None
     if cfg.accuracy_aware:
         judge = accuracy_aware.Judge(lambda out: pairs_spearman(out, pairs) / 100,
-                                     lambda fp32, int8: spearman_drop(fp32, int8, pairs), len(pairs.first))
+                                     lambda before, after: spearman_drop(before, after, pairs), len(pairs.first))
         candidates = {g: nodes for g, nodes in groups.items() if g not in excluded_groups}
-        search = accuracy_aware.search(source, candidates, exclude_nodes, probe, vectors, judge, vectors(source),
+        search = accuracy_aware.search(source, candidates, exclude_nodes, probe, vectors, judge, fp32_vectors,
                                        cfg.tolerance, cfg.margin_z)
         accuracy_aware.require_met(search, cfg.tolerance, cfg.margin_z, cfg.allow_unmet,
                                    judged_on="validation pairs (Spearman)", margin="bootstrap se")
@@ -161,7 +163,6 @@ def quantize(cfg) -> Path:
         exclude_nodes += [n for g in search["kept_fp32"] for n in groups[g]]
     with atomic_artifact(cfg.output_dir) as tmp:
         choice = quantize_into(Path(tmp), exclude_nodes)
-        fp32 = OnnxEmbedder(source, threads=cfg.threads, max_length=cfg.max_length)
         int8 = OnnxEmbedder(tmp, threads=cfg.threads, max_length=cfg.max_length)
         agreement = float(np.mean(np.sum(fp32.encode(CHECK_SENTENCES) * int8.encode(CHECK_SENTENCES), axis=1)))
         checks = [check("int8_agreement", agreement >= MIN_INT8_AGREEMENT,
@@ -169,7 +170,7 @@ def quantize(cfg) -> Path:
                         f"(at least {MIN_INT8_AGREEMENT})")]
         metrics = {"int8_agreement": agreement, "kept_fp32": excluded_groups}
         if pairs is not None:
-            before, after = pairs_spearman(vectors(source), pairs), pairs_spearman(vectors(Path(tmp)), pairs)
+            before, after = pairs_spearman(fp32_vectors, pairs), pairs_spearman(int8.encode(sentences), pairs)
             metrics.update(validation_spearman_fp32=before, validation_spearman_int8=after)
             checks.append(check("spearman_drop", before - after <= cfg.tolerance,
                                 f"validation Spearman {before:.2f} -> {after:.2f} on {len(pairs.first)} pairs "

@@ -31,14 +31,17 @@ def distinct_sentences(pairs: ScoredPairs) -> list[str]:
     return list(dict.fromkeys(pairs.first + pairs.second))
 
 
-def pairs_spearman(vectors: np.ndarray, pairs: ScoredPairs, rows: Sequence[int] | None = None) -> float:
-    """Spearman x100 of cosine vs gold from the vectors of `distinct_sentences(pairs)`; `rows`: only
-    those pairs (a bootstrap resample), all by default."""
+def pair_cosines(vectors: np.ndarray, pairs: ScoredPairs) -> np.ndarray:
+    """Each pair's cosine, from the vectors of `distinct_sentences(pairs)`."""
     index = {text: row for row, text in enumerate(distinct_sentences(pairs))}
-    rows = range(len(pairs.first)) if rows is None else rows
-    first = vectors[[index[pairs.first[i]] for i in rows]]
-    second = vectors[[index[pairs.second[i]] for i in rows]]
-    return spearman_x100(cosine_rows(first, second), np.asarray(pairs.scores)[list(rows)])
+    first = vectors[[index[text] for text in pairs.first]]
+    second = vectors[[index[text] for text in pairs.second]]
+    return cosine_rows(first, second)
+
+
+def pairs_spearman(vectors: np.ndarray, pairs: ScoredPairs) -> float:
+    """Spearman x100 of cosine vs gold from the vectors of `distinct_sentences(pairs)`."""
+    return spearman_x100(pair_cosines(vectors, pairs), pairs.scores)
 
 
 def sts_spearman(encode: Callable[[list[str]], np.ndarray], pairs: ScoredPairs) -> float:
@@ -51,14 +54,16 @@ def spearman_drop(fp32: np.ndarray, int8: np.ndarray, pairs: ScoredPairs, resamp
     """(Spearman points lost from `fp32` to `int8` vectors of the same pairs, its standard error): the
     spread of the paired difference over bootstrap resamples of the pairs (Spearman is not a mean
     over rows, so it has no per-row standard error)."""
+    cos_fp32, cos_int8 = pair_cosines(fp32, pairs), pair_cosines(int8, pairs)  # once: resamples pick rows
+    scores = np.asarray(pairs.scores)
     rng = np.random.default_rng(seed)
-    n = len(pairs.first)
+    n = len(scores)
     drops = []
     with warnings.catch_warnings():  # a resample of tied scores has no Spearman: dropped below
         warnings.simplefilter("ignore", ConstantInputWarning)
         for _ in range(resamples if n > 2 else 0):
             rows = rng.integers(0, n, n)
-            drops.append(pairs_spearman(fp32, pairs, rows) - pairs_spearman(int8, pairs, rows))
+            drops.append(spearman_x100(cos_fp32[rows], scores[rows]) - spearman_x100(cos_int8[rows], scores[rows]))
     drops = [d for d in drops if np.isfinite(d)]
-    return (pairs_spearman(fp32, pairs) - pairs_spearman(int8, pairs),
+    return (spearman_x100(cos_fp32, scores) - spearman_x100(cos_int8, scores),
             float(np.std(drops, ddof=1)) if len(drops) > 1 else 0.0)
