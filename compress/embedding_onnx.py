@@ -126,12 +126,13 @@ def quantize_static(src_dir: str | Path, out_dir: str | Path, sentences: list[st
 class OnnxEmbedder:
     """An exported embedder run by ONNX Runtime: `encode(texts)` -> float32 [n, dim]."""
 
-    def __init__(self, path: str | Path, threads: int = 0, max_length: int = 128):
+    def __init__(self, path: str | Path, threads: int = 0, max_length: int = 128, spin: bool = False):
         path = Path(path)
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
-        # ORT's spinning workers would slow a PyTorch call timed next to them (STACK.md)
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        # Off by default: ORT's spinning workers would slow a PyTorch call made next to them in this
+        # process (STACK.md); a timing worker, alone in its process, keeps ORT's own default (on).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
         self.session = ort.InferenceSession(str(path / ONNX_FILE), options, providers=["CPUExecutionProvider"])
         self.tokenizer, self.max_length = load_tokenizer(path), max_length
         self.spec = read_pooling(path)

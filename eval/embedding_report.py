@@ -11,9 +11,11 @@ or int8 ONNX graph, a static student, a bundle — it measures:
                    sentences of --index-corpus (embedded by the baseline), found by the variant's query
                    vectors in that same index (only for variants in the baseline's vector space)
     p50/p90 ms     batch 1, a text of max_length tokens by the baseline's tokenizer (whole, so no
-                   variant truncates it), interleaved rounds (every variant timed in
-                   each round, so the machine's drift hits all alike), text -> normalised vector
-    sentences/s    batch 32 over the query sentences (indexing throughput)
+                   variant truncates it), text -> normalised vector (tokenizing included), each
+                   variant in a worker process of its own holding only its runtime (a bundle runs its
+                   own predict.py), timed in interleaved bursts like the classifier report
+                   (eval.latency.measure_interleaved), so the machine's drift hits all alike
+    sentences/s    batch 32 over the query sentences (indexing throughput), in this process
     <task> acc     MTEB's classification protocol on frozen vectors for each --classify task: logistic
                    regression on 3 label-balanced samples of 256 train rows per label (of the first
                    2,000), accuracy on the first 1,000 test rows (500/300 with --quick)
@@ -26,8 +28,6 @@ from __future__ import annotations
 
 import json
 import random
-import statistics
-import time
 from pathlib import Path
 from typing import Callable
 
@@ -39,9 +39,13 @@ from shrinkbert.core.errors import ShrinkbertError
 WEIGHT_SUFFIXES = (".safetensors", ".onnx", ".npy")
 
 
-def open_encoder(path: str, threads: int, max_length: int) -> tuple[Callable[[list[str]], np.ndarray], str]:
-    """(texts -> unit vectors, the runtime's name) of an embedding artifact or model name."""
-    from shrinkbert.compress.embedding_onnx import ONNX_FILE
+def open_encoder(path: str, threads: int, max_length: int,
+                 spin: bool = False) -> tuple[Callable[[list[str]], np.ndarray], str]:
+    """(texts -> unit vectors, the runtime's name) of an embedding artifact or model name. `spin`:
+    ONNX Runtime's spinning for an ONNX graph (on only where nothing else runs in the process)."""
+    # static_predictor's name for the graph file: importing embedding_onnx (torch, onnxruntime) here would
+    # load both runtimes into every timing worker
+    from shrinkbert.compress.static_predictor import ONNX_FILE
     from shrinkbert.students.static import STATIC_DIR
 
     folder = Path(path)
@@ -54,7 +58,7 @@ def open_encoder(path: str, threads: int, max_length: int) -> tuple[Callable[[li
     if (folder / ONNX_FILE).is_file():
         from shrinkbert.compress.embedding_onnx import OnnxEmbedder
 
-        graph = OnnxEmbedder(folder, threads=threads, max_length=max_length)
+        graph = OnnxEmbedder(folder, threads=threads, max_length=max_length, spin=spin)
         return graph.encode, "ONNX Runtime " + ("int8" if manifest.get("stage") == "quantize" else "fp32")
     if (folder / STATIC_DIR).is_dir():
         from shrinkbert.students.static import StaticEmbedder
@@ -111,19 +115,40 @@ def timed_text(sentences: list[str], tokens: int, tokenizer=None) -> str:
     return " ".join(words[:low])
 
 
-def interleaved_ms(calls: dict[str, Callable[[], object]], runs: int, warmup: int) -> dict[str, dict[str, float]]:
-    """p50/p90 ms of each call, timed in rounds that visit every call once (order rotated each round)."""
-    for call in calls.values():
-        for _ in range(warmup):
-            call()
-    samples = {name: [] for name in calls}
-    names = list(calls)
-    for round_ in range(runs):
-        for name in names[round_ % len(names):] + names[:round_ % len(names)]:
-            started = time.perf_counter()
-            calls[name]()
-            samples[name].append(1000 * (time.perf_counter() - started))
-    return {name: {"p50": statistics.median(s), "p90": float(np.percentile(s, 90))} for name, s in samples.items()}
+class TextInputs:
+    """measure_interleaved's runner for a sentence embedder: the input is the text itself, which the
+    variant's worker tokenizes and embeds (eval.worker's kind "embedding")."""
+
+    def max_positions(self) -> None:
+        return None
+
+    def encode(self, texts, pairs=None, max_length=None, pad_to=None) -> dict:
+        return {"texts": np.asarray(list(texts))}
+
+
+def time_in_workers(specs: dict[str, dict], text: str, threads: int, max_length: int, runs: int,
+                    warmup: int) -> tuple[dict[str, dict], dict[str, str]]:
+    """({name: p50/p90/... ms, with "timed_with"}, {name: why it was not timed}) of embedding `text` at
+    batch 1, each variant in a worker process of its own (eval.workers), interleaved in bursts like
+    the classifier report (eval.measure.Settings' burst, lead-in and settle time)."""
+    from shrinkbert.eval.latency import Case, measure_interleaved
+    from shrinkbert.eval.measure import Settings
+    from shrinkbert.eval.workers import start_workers
+
+    timing = Settings()
+    specs = {name: {**spec, "kind": "embedding", "options": {"max_length": max_length}} for name, spec in specs.items()}
+    timers, errors = start_workers(specs, threads)
+    try:
+        results = measure_interleaved(
+            {name: TextInputs() for name in timers}, Case(1, max_length), [text], None, max_length=max_length,
+            warmup=warmup, runs=runs, burst=timing.burst, lead_in=timing.lead_in, settle_s=timing.settle_ms / 1000.0,
+            timers=timers, on_error=lambda name, message: errors.setdefault(name, message))
+        for name, stats in results.items():
+            stats["timed_with"] = timers[name].timed_with
+    finally:
+        for timer in timers.values():
+            timer.close()
+    return results, errors
 
 
 def size_mb(path: str) -> float | None:
@@ -159,7 +184,7 @@ def run(config, rows, artifacts: list[str], baseline: str | None) -> tuple[dict,
                                                  100 if quick else config.query_sentences, config.split_seed or 0)
     tokenizer = baseline_tokenizer(base)
     text = [timed_text(pairs.first + pairs.second, max_length, tokenizer)]
-    variants, calls = [], {}
+    variants, timed = [], {}
     base_index = base_queries = None
     for path in artifacts:
         name = Path(path).name or path
@@ -181,30 +206,38 @@ def run(config, rows, artifacts: list[str], baseline: str | None) -> tuple[dict,
                 metrics[f"{label}_accuracy"] = task_classification(encode, task_name, train_rows, test_rows)
             metrics["size_mb"] = size_mb(path)
             metrics["dim"] = int(queries.shape[1])
-            calls[name] = lambda encode=encode: encode(text)
+            timed[name] = {"path": str(path), "manifest": read_manifest(Path(path)) if is_artifact(Path(path)) else {}}
         except ShrinkbertError as err:
             entry["error"] = str(err)
         except Exception as err:  # one broken variant must not cost the others' figures
             entry["error"] = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
-    latency = interleaved_ms(calls, runs, warmup)
+    # Timed as deployed: each variant in a process of its own (this one only waits meanwhile), the
+    # text -> vector call, tokenizing included.
+    latency, untimed = time_in_workers(timed, text[0], threads, max_length, runs, warmup)
     base_name = Path(base).name or base
     base_metrics = next(v["metrics"] for v in variants if v["name"] == base_name)
     for entry in variants:
         if entry["error"]:
             continue
         metrics = entry["metrics"]
-        metrics.update(p50_ms=latency[entry["name"]]["p50"], p90_ms=latency[entry["name"]]["p90"])
         if base_metrics.get("spearman"):
             metrics["of_baseline"] = metrics["spearman"] / base_metrics["spearman"]
+        if entry["name"] not in latency:
+            entry["note"] = f"not timed: {untimed.get(entry['name'], 'its worker gave no figures')}"
+            continue
+        stats = latency[entry["name"]]
+        metrics.update(p50_ms=stats["p50"], p90_ms=stats["p90"])
+        entry["timed_with"] = stats["timed_with"]
         if base_name in latency:
-            metrics["speedup_p50"] = latency[base_name]["p50"] / latency[entry["name"]]["p50"]
+            metrics["speedup_p50"] = latency[base_name]["p50"] / stats["p50"]
     report = {"title": config.title or "Sentence embeddings", "kind": "embedding", "machine": describe_machine(),
               "threads": threads, "baseline": base_name, "test_pairs": len(pairs.first), "max_length": max_length,
               "index": {"corpus": config.index_corpus, "sentences": len(index_texts), "queries": len(query_texts)},
               "classify": {"tasks": list(classify), "sources": list(classify.values()), "train_rows": train_rows,
                            "test_rows": test_rows, "per_label": 256, "experiments": 3},
               "latency": {"batch": 1, "tokens": len(tokenizer.encode(text[0]).ids) if tokenizer else None,
-                          "max_length": max_length, "rounds": runs, "warmup": warmup},
+                          "max_length": max_length, "runs": runs, "warmup": warmup, "process": "own",
+                          "other_cpu_cores": next((stats.get("other_cpu_cores") for stats in latency.values()), None)},
               "variants": variants, "cache": {"hits": 0, "dir": "", "enabled": False}}
     report["markdown"] = to_markdown(report)
     out = Path(config.output_dir)
@@ -226,7 +259,10 @@ def to_markdown(report: dict) -> str:
              f"Drop-in index: {report['index']['sentences']} {report['index']['corpus']} sentences embedded by "
              f"{report['baseline']}, {report['index']['queries']} queries. Latency: batch 1, a "
              f"{report['latency']['tokens'] or report['max_length']}-token text (by {report['baseline']}'s tokenizer, "
-             f"whole: no variant truncates it), {report['latency']['rounds']} interleaved rounds.", "",
+             f"whole: no variant truncates it), text to vector, each variant in a process of its own, "
+             f"{report['latency']['runs']} timed calls in interleaved bursts"
+             + (f"; other processes kept {report['latency']['other_cpu_cores']} cores busy meanwhile"
+                if report['latency'].get('other_cpu_cores') is not None else "") + ".", "",
              "| variant | runtime | STS Spearman | of baseline | recall@10 | agreement | "
              + "".join(f"{task} acc | " for task in tasks) + "p50 ms | p90 ms | speed-up | sentences/s b32 | dim | size MB |",
              "|---|---|--:|--:|--:|--:|" + "--:|" * len(tasks) + "--:|--:|--:|--:|--:|--:|"]
@@ -245,6 +281,7 @@ def to_markdown(report: dict) -> str:
                      f"{_cell(m.get('size_mb'), '.1f')} |")
     lines += ["", "recall@10 and agreement are measured only for variants in the baseline's vector space "
                   "(a student with its own --dim has neither)."]
+    lines += [f"- {entry['name']}: {entry['note']}" for entry in report["variants"] if entry.get("note")]
     if tasks:
         c = report["classify"]
         lines += ["", f"<task> acc: MTEB's classification protocol on frozen vectors: logistic regression on "

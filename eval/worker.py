@@ -6,9 +6,12 @@ The process holds only the runtime its variant ships in: a PyTorch dir imports t
 transformers here; an ONNX dir onnxruntime and numpy, never torch; an edge bundle its own
 predict.py's Predictor (onnxruntime, tokenizers, numpy). Inputs arrive tokenized by the parent
 (the report times the model call only), so an ONNX worker needs no tokenizer library either.
+The one exception is kind "embedding" (eval/embedding_report.py): a sentence embedder is timed
+text -> normalised vector, tokenizing included, since for a static student tokenizing is most of
+the work; its inputs arrive as {"texts": [...]}, and a bundle runs its own predict.py's `embed`.
 
 Requests, one dict each, answered by one dict ({"error": "one line"} when something fails):
-    {"op": "open", "path", "kind", "threads", "attention", "manifest"} -> {"timed_with": {...}}
+    {"op": "open", "path", "kind", "threads", "attention", "manifest", "options"} -> {"timed_with": {...}}
     {"op": "inputs", "key", "batches": [{name: int64 array}, ...]}      -> {}
     {"op": "time", "key", "indices": [batch index per call]}            -> {"ms": [one per call]}
     {"op": "close"}                                                      -> (the process exits)
@@ -32,7 +35,7 @@ from shrinkbert.eval.runners import call_with_supported, load_bundle_module, pic
 Loaded = tuple[Callable[[Any], Any], Callable[[dict], Any], dict]
 
 
-def _open_pytorch(path: Path, threads: int, attention: str, manifest: dict) -> Loaded:
+def _open_pytorch(path: Path, threads: int, attention: str, manifest: dict, options: dict) -> Loaded:
     import torch  # this worker's own runtime, imported only here so the ONNX workers never load it
 
     from shrinkbert.eval.runners import open_runner
@@ -46,7 +49,7 @@ def _open_pytorch(path: Path, threads: int, attention: str, manifest: dict) -> L
                           "interop_threads": torch.get_num_interop_threads(), "describe": runner.describe()}
 
 
-def _open_onnx(path: Path, threads: int, attention: str, manifest: dict) -> Loaded:
+def _open_onnx(path: Path, threads: int, attention: str, manifest: dict, options: dict) -> Loaded:
     from shrinkbert.core.ortsession import ort_session
 
     model_file = pick_onnx_file(path, manifest)
@@ -55,7 +58,7 @@ def _open_onnx(path: Path, threads: int, attention: str, manifest: dict) -> Load
     return _session_run(session), dict, {**session_settings(session), "describe": f"onnxruntime {model_file.name}"}
 
 
-def _open_bundle(path: Path, threads: int, attention: str, manifest: dict) -> Loaded:
+def _open_bundle(path: Path, threads: int, attention: str, manifest: dict, options: dict) -> Loaded:
     module = load_bundle_module(path)
     # The bundle's own defaults (labels.json "runtime") except the thread count, which the report
     # sets alike for every variant; a Predictor older than the threads option keeps its own.
@@ -64,7 +67,24 @@ def _open_bundle(path: Path, threads: int, attention: str, manifest: dict) -> Lo
     return _session_run(session), dict, {**session_settings(session), "describe": "edge bundle Predictor"}
 
 
-LOADERS = {"pytorch": _open_pytorch, "onnx": _open_onnx, "bundle": _open_bundle}
+def _open_embedding(path: Path, threads: int, attention: str, manifest: dict, options: dict) -> Loaded:
+    """A sentence embedder timed text -> vector: a bundle through its own predict.py's Predictor
+    (as it ships), anything else through the report's encoder (eval.embedding_report.open_encoder)
+    with ONNX Runtime's spinning on, as alone in a process of its own."""
+    def texts_of(batch: dict) -> list[str]:
+        return [str(text) for text in batch["texts"]]
+
+    if str(manifest.get("stage", "")).startswith("bundle"):
+        predictor = call_with_supported(load_bundle_module(path).Predictor, str(path), threads=threads)
+        return predictor.embed, texts_of, {"runtime": f"bundle ({manifest.get('runtime', 'onnxruntime')})",
+                                           "threads": threads, "describe": "edge bundle Predictor.embed"}
+    from shrinkbert.eval.embedding_report import open_encoder
+
+    encode, runtime = open_encoder(str(path), threads, int(options.get("max_length", 128)), spin=True)
+    return encode, texts_of, {"runtime": runtime, "threads": threads, "describe": "text -> vector"}
+
+
+LOADERS = {"pytorch": _open_pytorch, "onnx": _open_onnx, "bundle": _open_bundle, "embedding": _open_embedding}
 
 
 def _session_run(session) -> Callable[[dict], Any]:
@@ -89,8 +109,9 @@ class Worker:
         self.convert: Callable[[dict], Any] = dict
         self.inputs: dict[str, list] = {}
 
-    def open(self, path, kind, threads, attention="eager", manifest=None) -> dict:
-        self.run, self.convert, timed_with = LOADERS[kind](Path(path), int(threads), attention, manifest or {})
+    def open(self, path, kind, threads, attention="eager", manifest=None, options=None) -> dict:
+        self.run, self.convert, timed_with = LOADERS[kind](Path(path), int(threads), attention, manifest or {},
+                                                           options or {})
         libraries = [name for name in ("torch", "transformers", "onnxruntime", "tokenizers") if name in sys.modules]
         return {"timed_with": {**timed_with, "process": "own", "libraries": libraries}}
 

@@ -85,14 +85,14 @@ class WorkerProcess:
 def start_workers(specs: dict[str, dict[str, Any]], threads: int,
                   attention: str = "eager") -> tuple[dict[str, WorkerProcess], dict[str, str]]:
     """({name: worker} for the variants that opened, {name: error line} for those that did not).
-    specs: {name: {"path", "kind", "manifest"}}."""
+    specs: {name: {"path", "kind", "manifest", "options" (the loader's own, optional)}}."""
     started = {name: WorkerProcess(name) for name in specs}
     errors: dict[str, str] = {}
     for name, worker in started.items():
         spec = specs[name]
         try:
             worker.send("open", path=str(spec["path"]), kind=spec["kind"], threads=threads, attention=attention,
-                        manifest=spec.get("manifest") or {})
+                        manifest=spec.get("manifest") or {}, options=spec.get("options") or {})
         except ShrinkbertError as err:
             errors[name] = str(err)
     for name, worker in started.items():

@@ -88,6 +88,12 @@ def test_the_report_has_a_row_per_artifact_and_the_bundles_equal_their_models(ra
     assert metrics["static-bundle"]["spearman"] == pytest.approx(metrics["static"]["spearman"], abs=1e-9)
     assert "recall_at_10" not in metrics["static"]  # its own 8 dimensions: no drop-in figures
     assert report["test_pairs"] == 40 and all(m["p50_ms"] > 0 for m in metrics.values())
+    # timed as deployed: each variant in a process of its own, holding only what it ships with
+    timed = {name: v["timed_with"] for name, v in rows.items()}
+    assert {t["process"] for t in timed.values()} == {"own"} and report["latency"]["process"] == "own"
+    assert "torch" in timed["teacher"]["libraries"] and "torch" not in timed["static-bundle"]["libraries"]
+    assert "torch" not in timed["static"]["libraries"]  # a static student is numpy and tokenizers
+    assert timed["bundle"]["describe"] == "edge bundle Predictor.embed" and timed["static"]["runtime"] == "numpy (static)"
     assert "| student-int8 | ONNX Runtime int8 |" in (out / "report" / "report.md").read_text()
     # frozen-embedding classification (MTEB's protocol) on the labelled task, every variant
     assert report["classify"]["tasks"] == ["reviews"] and "| reviews acc |" in (out / "report" / "report.md").read_text()
