@@ -14,7 +14,9 @@ functions (core/kinds/embedding.py `own_stages`), with their own Config:
               student's (numpy and tokenizers only); its vectors are checked equal to the model's.
 
 Each writes its artifact atomically with a manifest (kind embedding, its parent, the data record it
-inherits), like every other stage. What is not wired for embeddings says so in one line.
+inherits), like every other stage. What is not wired for embeddings says so in one line, and writes
+nothing: prune and sparsify (their importance scores and recovery are the classifiers'), and
+trim-vocab (a drop-in embedding model must embed any text, like a QA model reading unseen contexts).
 """
 from __future__ import annotations
 
@@ -209,3 +211,22 @@ def bundle(cfg) -> Path:
     if not cfg.output_dir:
         raise ShrinkbertError("bundle needs --output-dir")
     return static_bundle.run(source, cfg.output_dir, data=_parent_record(source)[1])
+
+
+def _not_built(stage: str, why: str) -> None:
+    raise ShrinkbertError(f"{stage} does not handle sentence-embedding models ({why}); "
+                          "export and quantize them (or distil a smaller student) instead")
+
+
+def prune(cfg) -> Path:
+    _not_built("prune", "its importance scores come from a classifier's loss and nothing here recovers a pruned "
+                        "embedding model")
+
+
+def sparsify(cfg) -> Path:
+    _not_built("sparsify", "its keep-or-drop check is a classifier's accuracy")
+
+
+def trim_vocab(cfg) -> Path:
+    _not_built("trim-vocab", "a drop-in embedding model must embed any text, and a vocabulary trimmed to one corpus "
+                             "splits the words it never saw into pieces")

@@ -26,7 +26,7 @@ from shrinkbert.core.artifacts import save_model_artifact
 from shrinkbert.core.config import field, stage_main, to_dict
 from shrinkbert.core.data.dataspec import DataConfig, resolve_spec, stage_max_length
 from shrinkbert.core.errors import ShrinkbertError, require
-from shrinkbert.core.kinds import kind_of
+from shrinkbert.core.kinds import kind_of, own_stage
 from shrinkbert.core.models import count_parameters
 
 
@@ -120,6 +120,9 @@ def structure(model) -> dict[str, int | list[int]]:
 
 def run(cfg: Config) -> Path:
     require(bool(cfg.model) and bool(cfg.output_dir), "prune needs --model and --output-dir")
+    own = own_stage(cfg.model, "prune")
+    if own is not None:  # a kind that runs (or refuses) this stage its own way: sentence embeddings
+        return own(cfg)
     require(0.0 <= cfg.head_fraction < 1.0, f"head_fraction must be in [0, 1), got {cfg.head_fraction}")
     require(0.0 <= cfg.neuron_fraction < 1.0, f"neuron_fraction must be in [0, 1), got {cfg.neuron_fraction}")
     require(cfg.min_heads_per_layer >= 1, "min_heads_per_layer must be at least 1 (a layer with no heads cannot run)")

@@ -122,6 +122,15 @@ def test_distill_without_a_corpus_and_calibration_data_are_one_line(ran, tmp_pat
     assert done.returncode == 2 and "not wired" in done.stderr and not (tmp_path / "q").exists()
 
 
+@pytest.mark.parametrize("stage", ["prune", "sparsify", "trim-vocab"])
+def test_the_stages_not_built_for_embeddings_refuse_in_one_line_and_write_nothing(ran, tmp_path, stage):
+    out, _ = ran
+    done = run_cli([stage, "--model", str(out / "student"), "--output-dir", str(tmp_path / "x")], tmp_path)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.strip().startswith(f"error: {stage} does not handle sentence-embedding models")
+    assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "x").exists()
+
+
 def test_exclude_and_accuracy_aware_keep_modules_float_judged_on_spearman(ran, tmp_path):
     import onnx
 

@@ -85,6 +85,9 @@ class EmbeddingKind(TaskKind):
                   "export": "shrinkbert.compress.embedding_stages:export",
                   "quantize": "shrinkbert.compress.embedding_stages:quantize",
                   "bundle": "shrinkbert.compress.embedding_stages:bundle",
+                  "prune": "shrinkbert.compress.embedding_stages:prune",  # these three refuse in one line
+                  "sparsify": "shrinkbert.compress.embedding_stages:sparsify",
+                  "trim-vocab": "shrinkbert.compress.embedding_stages:trim_vocab",
                   "eval": "shrinkbert.eval.embedding_report:run"}
     read_priority = 40  # before the catch-all: a table with sentence1, sentence2 and score
     scored_unit = "sentences"
