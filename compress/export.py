@@ -25,6 +25,7 @@ from shrinkbert.compress.common import (align_labels, accuracy, load_pt, load_ro
                              ort_session, parity, torch_logits)
 from shrinkbert.core.artifacts import atomic_artifact, check, write_manifest
 from shrinkbert.core.config import field, stage_main, to_dict
+from shrinkbert.core.data.builtin import resolve_model
 from shrinkbert.core.data.dataspec import DataConfig, resolve_spec, stage_max_length
 from shrinkbert.core.errors import ShrinkbertError, require
 from shrinkbert.core.kinds import kind_of, own_stage
@@ -105,8 +106,9 @@ def check_parity(session, model, tokenizer, rows, max_length: int) -> tuple:
 
 def run(cfg: Config) -> Path:
     require(bool(cfg.model) and bool(cfg.output_dir), "export needs --model and --output-dir")
-    own = own_stage(cfg.model, "export")
+    own = own_stage(resolve_model(cfg.model), "export")
     if own is not None:  # an embedding model: its pooling and normalisation go inside the graph
+        cfg.model = resolve_model(cfg.model)  # "minilm": the installed folder, recorded as the parent
         return own(cfg)
     check_model_dir(cfg.model)
     model, tokenizer = load_pt(cfg.model)

@@ -41,3 +41,18 @@ def test_the_graph_outputs_the_sentence_vector(tmp_path, spec):
 def test_quantizing_a_folder_without_a_graph_is_one_line(tmp_path):
     with pytest.raises(ShrinkbertError, match="no model.onnx"):
         quantize(tmp_path, tmp_path / "int8")
+
+
+def test_export_of_a_sentence_transformers_folder_as_it_ships_gives_the_vector_graph(tmp_path):
+    """A folder with modules.json and no manifest (all-MiniLM-L6-v2 as installed) is exported as an
+    embedding model: it has no classifier head, its sentence vectors are what it gives."""
+    from shrinkbert.compress.export import main
+    from shrinkbert.core.artifacts import read_manifest
+
+    model = make_tiny_bert(tmp_path / "st", with_manifest=False)
+    write_st_layout(model, PoolingSpec("mean", True), dim=32)
+    assert main(["--model", str(model), "--output-dir", str(tmp_path / "onnx")]) == 0
+    manifest = read_manifest(tmp_path / "onnx")
+    assert manifest["stage"] == "export" and manifest["kind"] == "embedding"
+    np.testing.assert_allclose(OnnxEmbedder(tmp_path / "onnx").encode(TEXTS), Embedder.load(model).encode(TEXTS),
+                               atol=1e-4)

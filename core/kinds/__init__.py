@@ -148,7 +148,13 @@ def own_stage(artifact: Any, stage: str):
     """The function the kind of the artifact directory `artifact` runs `stage` with (TaskKind.own_stage),
     or None where it is no directory or the stage's own code serves its kind."""
     path = Path(str(artifact or "")).expanduser()
-    return kind_of(path).own_stage(stage) if str(artifact or "") and path.is_dir() else None
+    if not (str(artifact or "") and path.is_dir()):
+        return None
+    own = kind_of(path).own_stage(stage)
+    if own is None:  # a folder no manifest marks (a model as it ships) that a kind claims for this stage
+        claimed = next((kind for kind in all_kinds().values() if kind.claims_unmarked(path, stage)), None)
+        own = claimed.own_stage(stage) if claimed else None
+    return own
 
 
 def kind_of_rows(rows) -> TaskKind:

@@ -123,6 +123,11 @@ class TaskKind(ABC):
         module, _, function = target.partition(":")
         return getattr(importlib.import_module(module), function)
 
+    def claims_unmarked(self, path, stage: str) -> bool:
+        """Whether this kind runs `stage` (its own way) on the folder `path` that no manifest marks, a
+        model as it ships; `kind_of` still reads such a folder by its architectures everywhere else."""
+        return False
+
     def max_length(self, requested: int | None) -> int:
         """A stage's max_length: the one asked for, else this kind's `default_max_length`."""
         return int(requested) if requested else self.default_max_length

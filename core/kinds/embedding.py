@@ -93,6 +93,15 @@ class EmbeddingKind(TaskKind):
     scored_unit = "sentences"
     cache_identity = ("embedding-v1",)
 
+    def claims_unmarked(self, path, stage: str) -> bool:
+        # A sentence-transformers folder as it ships (all-MiniLM-L6-v2: modules.json, no shrinkbert.json)
+        # has no classifier head to export: its sentence vectors are what it gives. Only export: as a
+        # teacher of general distillation or a base to fine-tune, the same folder is a plain encoder.
+        from pathlib import Path
+
+        folder = Path(path)
+        return stage == "export" and (folder / "modules.json").is_file() and not (folder / "shrinkbert.json").is_file()
+
     # -- the task declaration ---------------------------------------------------------------------
     def check_task(self, task) -> None:
         low, high = score_range(task)
