@@ -38,29 +38,30 @@ def _benchmark(bundle_dir: Path, spin: bool, seq_len: int) -> dict[str, Any] | N
 SPIN_CHOICES = ("auto", "on", "off")
 
 
-def _write_choice(bundle_dir: Path, spin: bool) -> None:
-    labels_file = bundle_dir / "labels.json"
+def _write_choice(bundle_dir: Path, spin: bool, meta_file: str = "labels.json") -> None:
+    labels_file = bundle_dir / meta_file
     labels = json.loads(labels_file.read_text(encoding="utf-8"))
     labels["runtime"] = {"threads": None, "spin": spin}
     labels_file.write_text(json.dumps(labels, indent=2, ensure_ascii=False))
 
 
-def choose_runtime(bundle_dir: str | Path, max_length: int, setting: str = "auto") -> dict[str, Any]:
-    """Write the bundle's spinning default into its labels.json "runtime" and return the record for
-    the manifest. "auto" times the bundle with spinning on and off (fresh processes, on then off),
-    so two builds of one model may choose differently; "on"/"off" sets it without timing (the same
-    bytes every build)."""
+def choose_runtime(bundle_dir: str | Path, max_length: int, setting: str = "auto",
+                   meta_file: str = "labels.json") -> dict[str, Any]:
+    """Write the bundle's spinning default into its `meta_file` "runtime" (labels.json; an embedding
+    bundle's embedding.json) and return the record for the manifest. "auto" times the bundle's own
+    predict.py --benchmark with spinning on and off (fresh processes, on then off), so two builds of
+    one model may choose differently; "on"/"off" sets it without timing (the same bytes every build)."""
     bundle_dir = Path(bundle_dir)
     if setting != "auto":
         spin = setting == "on"
-        _write_choice(bundle_dir, spin)
+        _write_choice(bundle_dir, spin, meta_file)
         return {"threads": None, "threads_note": "None: ONNX Runtime's default, one per physical core", "spin": spin,
                 "chosen_by": f"--spin {setting} (set, not measured)"}
     seq_len = min(CASE["seq_len"], max_length)
     measured = {"spin": _benchmark(bundle_dir, True, seq_len), "no_spin": _benchmark(bundle_dir, False, seq_len)}
     p50 = {name: (m or {}).get("p50_ms") for name, m in measured.items()}
     spin = not (p50["spin"] and p50["no_spin"] and p50["no_spin"] < CLEARLY_FASTER * p50["spin"])
-    _write_choice(bundle_dir, spin)
+    _write_choice(bundle_dir, spin, meta_file)
     return {"threads": None, "threads_note": "None: ONNX Runtime's default, one per physical core", "spin": spin,
             "chosen_by": (f"p50 at b{CASE['batch_size']}/s{seq_len}, {RUNS} calls, each setting in a fresh process "
                           f"of its own (predict.py --benchmark); spinning kept unless off is {1 - CLEARLY_FASTER:.0%} "

@@ -210,7 +210,7 @@ def bundle(cfg) -> Path:
     source = Path(cfg.model)
     if not cfg.output_dir:
         raise ShrinkbertError("bundle needs --output-dir")
-    return static_bundle.run(source, cfg.output_dir, data=_parent_record(source)[1])
+    return static_bundle.run(source, cfg.output_dir, data=_parent_record(source)[1], spin=cfg.spin)
 
 
 def _not_built(stage: str, why: str) -> None:

@@ -3,8 +3,8 @@
 - A static student (students/static.py): vectors.npy (the token-vector table) and tokenizer.json;
   numpy and tokenizers only.
 - A transformer embedder exported as one ONNX graph (compress/embedding_onnx.py, fp32 or int8):
-  model.onnx, tokenizer.json and embedding.json (max_length, dim, padding id); numpy, tokenizers
-  and onnxruntime.
+  model.onnx, tokenizer.json and embedding.json (max_length, dim, padding id, and the "runtime"
+  spinning default chosen by compress/bundle_runtime.py); numpy, tokenizers and onnxruntime.
 
 Both get predict.py (a copy of compress/static_predictor.py: `Predictor.embed/similarity/search`,
 `python predict.py --embed`), requirements.txt and shrinkbert.json. Before it is written, the
@@ -48,13 +48,14 @@ def requirements(onnx: bool = False) -> str:
     return "".join(f"{name}>={version}\n" for name, version in versions.items())
 
 
-def run(model: str | Path, output_dir: str | Path, data: dict | None = None) -> Path:
-    """Write the bundle of the static student at `model` into output_dir (atomically); `data`: the
-    data record its manifest carries (the parent's), so eval of the bundle alone finds the task."""
+def run(model: str | Path, output_dir: str | Path, data: dict | None = None, spin: str = "auto") -> Path:
+    """Write the bundle of the static student (or embedding graph) at `model` into output_dir
+    (atomically); `data`: the data record its manifest carries (the parent's), so eval of the bundle
+    alone finds the task; `spin`: a graph's ONNX Runtime spinning default (compress/bundle_runtime.py)."""
     if not output_dir:
         raise ShrinkbertError("give --output-dir for the bundle")
     if (Path(model) / static_predictor.ONNX_FILE).is_file():
-        return run_onnx(model, output_dir, data)
+        return run_onnx(model, output_dir, data, spin)
     student = StaticEmbedder.load(model)
     with atomic_artifact(output_dir) as tmp:
         np.save(tmp / static_predictor.VECTORS_FILE, student.vectors)
@@ -72,8 +73,10 @@ def run(model: str | Path, output_dir: str | Path, data: dict | None = None) -> 
     return Path(output_dir)
 
 
-def run_onnx(model: str | Path, output_dir: str | Path, data: dict | None = None) -> Path:
-    """Write the bundle of an exported embedding graph (compress/embedding_onnx.py) into output_dir."""
+def run_onnx(model: str | Path, output_dir: str | Path, data: dict | None = None, spin: str = "auto") -> Path:
+    """Write the bundle of an exported embedding graph (compress/embedding_onnx.py) into output_dir;
+    its spinning default is chosen like a classifier bundle's: timed both ways ("auto"), or set."""
+    from shrinkbert.compress.bundle_runtime import choose_runtime
     from shrinkbert.compress.embedding_onnx import OnnxEmbedder  # deferred: it imports torch
 
     source = OnnxEmbedder(model)
@@ -94,8 +97,9 @@ def run_onnx(model: str | Path, output_dir: str | Path, data: dict | None = None
         if gap > ONNX_TOLERANCE:
             raise ShrinkbertError(f"the bundle's vectors differ from the model's by {gap:.2e} (> {ONNX_TOLERANCE}): "
                                   "not written")
-        write_manifest(tmp, stage="bundle", parents=[model], data=data,
-                       config={"model": str(model), "output_dir": str(output_dir)},
+        runtime = choose_runtime(tmp, source.max_length, spin, meta_file=static_predictor.META_FILE)
+        write_manifest(tmp, stage="bundle", parents=[model], data=data, metrics={"runtime": runtime},
+                       config={"model": str(model), "output_dir": str(output_dir), "spin": spin},
                        checks=[check("bundle_parity", True, f"{len(PARITY_SENTENCES)} sentences, max |diff| {gap:.1e}")],
                        extra={"kind": "embedding", "dim": dim, "runtime": "onnxruntime"})
     return Path(output_dir)
@@ -105,9 +109,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="bundle an embedding model without torch (a static student or an ONNX graph)")
     parser.add_argument("--model", required=True, help="a static student's folder or an exported embedding graph's")
     parser.add_argument("--output-dir", required=True)
+    parser.add_argument("--spin", choices=("auto", "on", "off"), default="auto",
+                        help="a graph's ONNX Runtime spinning default: timed both ways (auto) or set")
     args = parser.parse_args(argv)
     try:
-        print(run(args.model, args.output_dir))
+        print(run(args.model, args.output_dir, spin=args.spin))
     except ShrinkbertError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

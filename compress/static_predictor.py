@@ -13,12 +13,17 @@ StaticEmbedder calls `embed_with_table` from here, so the bundle computes exactl
     predictor.search("query text", vectors, k=5)                   # [(row, cosine), ...]
 
     python predict.py --embed texts.txt --out vectors.npy          # one text a line; .npy or .json
+    python predict.py --benchmark 50                               # p50 of embed() at batch 1, 128 tokens (JSON)
+
+A graph's ONNX Runtime threads spin while they wait (faster alone in a process) unless
+embedding.json's "runtime" says otherwise (the bundle stage's choice) or `spin=False` / `--no-spin`.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -50,13 +55,16 @@ def embed_with_table(tokenizer: Tokenizer, table: np.ndarray, texts: list[str]) 
 class OnnxGraph:
     """A sentence-vector ONNX graph and its tokenizer: padded to the batch's longest text, truncated to max_length."""
 
-    def __init__(self, path: Path, threads: int = 0):
+    def __init__(self, path: Path, threads: int = 0, spin: bool | None = None):
         import onnxruntime as ort  # deferred: a static bundle never needs it
 
         meta = json.loads((path / META_FILE).read_text())
+        # None: the bundle's own default (embedding.json "runtime"; a bundle written before it: off)
+        spin = bool(meta.get("runtime", {}).get("spin", False)) if spin is None else spin
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
+        self.runtime = {"threads": threads, "spin": spin}
         self.session = ort.InferenceSession(str(path / ONNX_FILE), options, providers=["CPUExecutionProvider"])
         self.tokenizer = Tokenizer.from_file(str(path / TOKENIZER_FILE))
         self.tokenizer.enable_truncation(int(meta["max_length"]))
@@ -75,9 +83,9 @@ class OnnxGraph:
 
 
 class Predictor:
-    def __init__(self, path: str | Path = ".", threads: int = 0):
+    def __init__(self, path: str | Path = ".", threads: int = 0, spin: bool | None = None):
         path = Path(path)
-        self.graph = OnnxGraph(path, threads) if (path / ONNX_FILE).is_file() else None
+        self.graph = OnnxGraph(path, threads, spin) if (path / ONNX_FILE).is_file() else None
         if self.graph is None:
             self.table = np.load(path / VECTORS_FILE, allow_pickle=False)  # plain array: no pickle ever
             self.tokenizer = Tokenizer.from_file(str(path / TOKENIZER_FILE))
@@ -94,6 +102,21 @@ class Predictor:
         if self.graph is not None:
             return self.graph.embed(texts, batch_size)
         return embed_with_table(self.tokenizer, self.table, texts)
+
+    def benchmark(self, batch_size: int = 1, seq_len: int = 128, runs: int = 50, warmup: int = 5) -> dict:
+        """Median and spread of embed() on texts of seq_len tokens ([CLS] and [SEP] included), timed in
+        this process: text to vector, tokenizing included, as the kit's embedding report times it."""
+        texts = [" ".join(["word"] * max(1, seq_len - 2))] * batch_size  # "word" is one WordPiece token
+        for _ in range(warmup):
+            self.embed(texts, batch_size)
+        samples = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            self.embed(texts, batch_size)
+            samples.append((time.perf_counter() - start) * 1000.0)
+        runtime = self.graph.runtime if self.graph is not None else {"runtime": "numpy"}
+        return {"case": f"b{batch_size}/s{seq_len}", "p50_ms": float(np.median(samples)),
+                "p90_ms": float(np.percentile(samples, 90)), "min_ms": float(min(samples)), "runs": runs, **runtime}
 
     def similarity(self, a, b) -> np.ndarray:
         """Cosine similarity matrix [len(a), len(b)] of texts or vectors."""
@@ -114,16 +137,30 @@ class Predictor:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="embed texts with this embedding bundle")
-    parser.add_argument("--embed", required=True, help="a text file, one text a line ('-': stdin)")
+    parser.add_argument("--embed", help="a text file, one text a line ('-': stdin)")
     parser.add_argument("--out", default="-", help="vectors.npy, vectors.json or '-' (JSON to stdout)")
+    parser.add_argument("--threads", type=int, default=0, help="ONNX Runtime threads (0: one per physical core)")
+    parser.add_argument("--no-spin", dest="spin", action="store_false", default=None,
+                        help="ONNX Runtime threads block instead of spinning while they wait: for a CPU shared "
+                             "with other busy threads (default: embedding.json's runtime)")
+    parser.add_argument("--benchmark", type=int, metavar="RUNS", default=0,
+                        help="time RUNS embed() calls on texts of --seq-len tokens; print JSON")
+    parser.add_argument("--seq-len", type=int, default=128, help="tokens per text for --benchmark")
+    parser.add_argument("--batch-size", type=int, default=1, help="texts per call for --benchmark")
     args = parser.parse_args(argv)
+    predictor = Predictor(Path(__file__).resolve().parent, threads=args.threads, spin=args.spin)
+    if args.benchmark:
+        print(json.dumps(predictor.benchmark(args.batch_size, args.seq_len, runs=args.benchmark)))
+        return 0
+    if not args.embed:
+        parser.error("give --embed FILE (or --benchmark RUNS)")
     handle = sys.stdin if args.embed == "-" else open(args.embed, encoding="utf-8-sig")
     with handle:
         texts = [line.rstrip("\n") for line in handle]
     if not any(text.strip() for text in texts):
         print(f"error: {args.embed} holds no text", file=sys.stderr)
         return 2
-    vectors = Predictor(Path(__file__).resolve().parent).embed(texts)
+    vectors = predictor.embed(texts)
     if args.out.endswith(".npy"):
         np.save(args.out, vectors)
     else:

@@ -111,3 +111,21 @@ print(json.dumps({{"vectors": vectors.tolist(), "search": p.search({texts[0]!r},
     np.testing.assert_allclose(np.asarray(out["vectors"], np.float32), expected, atol=1e-5)
     assert out["search"][0][0] == 0 and abs(out["search"][0][1] - 1) < 1e-5  # a text finds itself first
     np.testing.assert_allclose(np.linalg.norm(expected, axis=1), 1, atol=1e-5)
+
+
+@pytest.mark.parametrize("setting, spin", [("on", True), ("off", False)])
+def test_a_set_spin_is_written_untimed_and_the_predictor_runs_with_it(int8_graph, tmp_path, setting, spin):
+    bundle = run(int8_graph, tmp_path / "bundle", spin=setting)
+    assert json.loads((bundle / "embedding.json").read_text())["runtime"] == {"threads": None, "spin": spin}
+    runtime = json.loads((bundle / "shrinkbert.json").read_text())["metrics"]["runtime"]
+    assert runtime["spin"] is spin and "p50_ms" not in runtime  # set, not measured
+    done = subprocess.run([sys.executable, "predict.py", "--benchmark", "3", "--seq-len", "16"], cwd=bundle,
+                          capture_output=True, text=True, timeout=120)
+    timing = json.loads(done.stdout.strip().splitlines()[-1])
+    assert timing["spin"] is spin and timing["case"] == "b1/s16" and timing["p50_ms"] > 0
+
+
+def test_auto_times_the_bundle_both_ways_and_records_it(int8_graph, tmp_path):
+    runtime = json.loads((run(int8_graph, tmp_path / "bundle") / "shrinkbert.json").read_text())["metrics"]["runtime"]
+    assert set(runtime["p50_ms"]) == {"spin", "no_spin"} and all(v > 0 for v in runtime["p50_ms"].values())
+    assert runtime["spin"] is (not runtime["p50_ms"]["no_spin"] < 0.9 * runtime["p50_ms"]["spin"])
