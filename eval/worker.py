@@ -76,8 +76,10 @@ def _open_embedding(path: Path, threads: int, attention: str, manifest: dict, op
 
     if str(manifest.get("stage", "")).startswith("bundle"):
         predictor = call_with_supported(load_bundle_module(path).Predictor, str(path), threads=threads)
+        graph_runtime = getattr(getattr(predictor, "graph", None), "runtime", None) or {}  # a graph's spinning
         return predictor.embed, texts_of, {"runtime": f"bundle ({manifest.get('runtime', 'onnxruntime')})",
-                                           "threads": threads, "describe": "edge bundle Predictor.embed"}
+                                           "threads": threads, "describe": "edge bundle Predictor.embed",
+                                           **({"spin": graph_runtime["spin"]} if "spin" in graph_runtime else {})}
     from shrinkbert.eval.embedding_report import open_encoder
 
     encode, runtime = open_encoder(str(path), threads, int(options.get("max_length", 128)), spin=True)
