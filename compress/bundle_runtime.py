@@ -39,10 +39,10 @@ SPIN_CHOICES = ("auto", "on", "off")
 
 
 def _write_choice(bundle_dir: Path, spin: bool, meta_file: str = "labels.json") -> None:
-    labels_file = bundle_dir / meta_file
-    labels = json.loads(labels_file.read_text(encoding="utf-8"))
-    labels["runtime"] = {"threads": None, "spin": spin}
-    labels_file.write_text(json.dumps(labels, indent=2, ensure_ascii=False))
+    path = bundle_dir / meta_file
+    meta = json.loads(path.read_text(encoding="utf-8"))
+    meta["runtime"] = {"threads": None, "spin": spin}
+    path.write_text(json.dumps(meta, indent=2, ensure_ascii=False))
 
 
 def choose_runtime(bundle_dir: str | Path, max_length: int, setting: str = "auto",

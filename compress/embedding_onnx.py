@@ -16,7 +16,6 @@ import shutil
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
 import torch
 
 from shrinkbert.compress.int8 import (FLOAT_KINDS, STATIC_OPS, calibrate, float_nodes, quantization_config,
@@ -24,6 +23,7 @@ from shrinkbert.compress.int8 import (FLOAT_KINDS, STATIC_OPS, calibrate, float_
 from shrinkbert.core.embedder import MODULES_FILE, Embedder, read_pooling
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.models import load_tokenizer
+from shrinkbert.core.ortsession import ort_session
 
 ONNX_FILE, OUTPUT = "model.onnx", "sentence_embedding"
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
@@ -128,12 +128,9 @@ class OnnxEmbedder:
 
     def __init__(self, path: str | Path, threads: int = 0, max_length: int = 128, spin: bool = False):
         path = Path(path)
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        # Off by default: ORT's spinning workers would slow a PyTorch call made next to them in this
-        # process (STACK.md); a timing worker, alone in its process, keeps ORT's own default (on).
-        options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
-        self.session = ort.InferenceSession(str(path / ONNX_FILE), options, providers=["CPUExecutionProvider"])
+        # The kit's one thread policy (core/ortsession.py): spinning off unless `spin`, as a timing
+        # worker alone in its process asks for it.
+        self.session = ort_session(path / ONNX_FILE, threads, spin=spin)
         self.tokenizer, self.max_length = load_tokenizer(path), max_length
         self.spec = read_pooling(path)
 

@@ -106,9 +106,10 @@ def check_parity(session, model, tokenizer, rows, max_length: int) -> tuple:
 
 def run(cfg: Config) -> Path:
     require(bool(cfg.model) and bool(cfg.output_dir), "export needs --model and --output-dir")
-    own = own_stage(resolve_model(cfg.model), "export")
+    folder = resolve_model(cfg.model)  # "minilm": the installed folder
+    own = own_stage(folder, "export")
     if own is not None:  # an embedding model: its pooling and normalisation go inside the graph
-        cfg.model = resolve_model(cfg.model)  # "minilm": the installed folder, recorded as the parent
+        cfg.model = folder  # recorded as the parent
         return own(cfg)
     check_model_dir(cfg.model)
     model, tokenizer = load_pt(cfg.model)

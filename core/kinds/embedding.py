@@ -27,6 +27,7 @@ or NLI pairs (teachers/embedding_pairs.py); `kd_loss` and `hard_loss` are those 
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Sequence
 
 import datasets
@@ -97,8 +98,6 @@ class EmbeddingKind(TaskKind):
         # A sentence-transformers folder as it ships (all-MiniLM-L6-v2: modules.json, no shrinkbert.json)
         # has no classifier head to export: its sentence vectors are what it gives. Only export: as a
         # teacher of general distillation or a base to fine-tune, the same folder is a plain encoder.
-        from pathlib import Path
-
         folder = Path(path)
         return stage == "export" and (folder / "modules.json").is_file() and not (folder / "shrinkbert.json").is_file()
 
