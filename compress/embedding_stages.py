@@ -14,9 +14,10 @@ functions (core/kinds/embedding.py `own_stages`), with their own Config:
               student's (numpy and tokenizers only); its vectors are checked equal to the model's.
 
 Each writes its artifact atomically with a manifest (kind embedding, its parent, the data record it
-inherits), like every other stage. What is not wired for embeddings says so in one line, and writes
-nothing: prune and sparsify (their importance scores and recovery are the classifiers'), and
-trim-vocab (a drop-in embedding model must embed any text, like a QA model reading unseen contexts).
+inherits), like every other stage. prune has a module of its own (compress/embedding_prune.py). What
+is not wired for embeddings says so in one line, and writes nothing: sparsify (its keep-or-drop check
+is a classifier's accuracy) and trim-vocab (a drop-in embedding model must embed any text, like a QA
+model reading unseen contexts).
 """
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ CHECK_SENTENCES = ["A man is playing a guitar.", "The stock market fell sharply 
 MIN_INT8_AGREEMENT = 0.98  # mean cosine of int8 and fp32 vectors below which int8 has broken the model
 
 
-def _parent_record(path: Path) -> tuple[dict, dict | None]:
+def parent_record(path: Path) -> tuple[dict, dict | None]:
     """(the parent's manifest, its data record) — {} and None for a folder that is not an artifact."""
     if not is_artifact(path):
         return {}, None
@@ -47,7 +48,7 @@ def _parent_record(path: Path) -> tuple[dict, dict | None]:
     return manifest, manifest.get("data") or None
 
 
-def _is_static(path: Path) -> bool:
+def is_static(path: Path) -> bool:
     from shrinkbert.students.static import STATIC_DIR
 
     return (path / STATIC_DIR).is_dir()
@@ -75,12 +76,12 @@ def export(cfg) -> Path:
 
     source = Path(cfg.model)
     cfg.max_length = stage_max_length(cfg, get_kind(KIND), [source])
-    if _is_static(source):
+    if is_static(source):
         raise ShrinkbertError(f"{source} is a static student: it has no network to export; bundle it directly "
                               "(shrinkbert bundle --model ...), its bundle needs numpy and tokenizers only")
     if not cfg.output_dir:
         raise ShrinkbertError("export needs --output-dir")
-    _, data = _parent_record(source)
+    _, data = parent_record(source)
     tolerance = max(cfg.tolerance, 1e-4) if cfg.tolerance else 1e-4
     with atomic_artifact(cfg.output_dir) as tmp:
         gap = export_graph(source, tmp, tolerance=tolerance)
@@ -112,7 +113,7 @@ def quantize(cfg) -> Path:
                               f"{', --calibration-data' if cfg.calibration_data else ''}): the rest is not wired for them")
     if not (source / ONNX_FILE).is_file():
         raise ShrinkbertError(f"{source} holds no {ONNX_FILE}: export the embedding model first")
-    _, data = _parent_record(source)
+    _, data = parent_record(source)
     # accuracy-aware: judged on the whole validation split, as the classifiers' search is
     rows = 0 if cfg.accuracy_aware else cfg.max_eval_rows
     pairs = _validation_pairs(data, cfg.cache_dir, rows) if (rows or cfg.accuracy_aware) else None  # 0: skip
@@ -210,17 +211,12 @@ def bundle(cfg) -> Path:
     source = Path(cfg.model)
     if not cfg.output_dir:
         raise ShrinkbertError("bundle needs --output-dir")
-    return static_bundle.run(source, cfg.output_dir, data=_parent_record(source)[1], spin=cfg.spin)
+    return static_bundle.run(source, cfg.output_dir, data=parent_record(source)[1], spin=cfg.spin)
 
 
 def _not_built(stage: str, why: str) -> None:
     raise ShrinkbertError(f"{stage} does not handle sentence-embedding models ({why}); "
                           "export and quantize them (or distil a smaller student) instead")
-
-
-def prune(cfg) -> Path:
-    _not_built("prune", "its importance scores come from a classifier's loss and nothing here recovers a pruned "
-                        "embedding model")
 
 
 def sparsify(cfg) -> Path:

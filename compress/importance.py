@@ -23,8 +23,11 @@ def bert_layers(model):
 
 
 def score(model, tokenizer, rows: list[dict[str, Any]], labels: list[int | None], max_length: int = 128,
-          batch_size: int = 16) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """([head scores per layer, for its remaining heads], [neuron scores per layer]) — higher means more important."""
+          batch_size: int = 16, loss_of=None) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """([head scores per layer, for its remaining heads], [neuron scores per layer]) — higher means more important.
+
+    loss_of(model_output, batch, labels) is the loss the scores are gradients of; default: the rows'
+    task kind's `importance_loss` (a sentence-embedding model passes one that pools as it declares)."""
     layers = bert_layers(model)
     # One gate of ones per remaining head, multiplied into the head's output (a head mask that
     # works with any attention implementation and with heads already pruned per layer).
@@ -55,7 +58,7 @@ def score(model, tokenizer, rows: list[dict[str, Any]], labels: list[int | None]
         for start in range(0, len(rows), batch_size):
             chunk = rows[start:start + batch_size]
             batch = encode(tokenizer, chunk, max_length, return_tensors="pt")
-            loss = kind_of_rows(chunk).importance_loss(model(**batch), batch, labels[start:start + batch_size])
+            loss = (loss_of or kind_of_rows(chunk).importance_loss)(model(**batch), batch, labels[start:start + batch_size])
             model.zero_grad()
             for g in gates:
                 g.grad = None

@@ -24,6 +24,7 @@ from shrinkbert.compress.common import accuracy, align_labels, load_pt, load_row
 from shrinkbert.compress.importance import bert_layers, score
 from shrinkbert.core.artifacts import save_model_artifact
 from shrinkbert.core.config import field, stage_main, to_dict
+from shrinkbert.core.data.builtin import resolve_model
 from shrinkbert.core.data.dataspec import DataConfig, resolve_spec, stage_max_length
 from shrinkbert.core.errors import ShrinkbertError, require
 from shrinkbert.core.kinds import kind_of, own_stage
@@ -109,6 +110,15 @@ def prune_neurons(model, neuron_scores: list[torch.Tensor], fraction: float) -> 
     return keep
 
 
+def check_fractions(cfg: Config) -> None:
+    """One error line for settings that cannot prune (the config's own bounds hold on the command line;
+    these hold for the Python API too)."""
+    require(0.0 <= cfg.head_fraction < 1.0, f"head_fraction must be in [0, 1), got {cfg.head_fraction}")
+    require(0.0 <= cfg.neuron_fraction < 1.0, f"neuron_fraction must be in [0, 1), got {cfg.neuron_fraction}")
+    require(cfg.min_heads_per_layer >= 1, "min_heads_per_layer must be at least 1 (a layer with no heads cannot run)")
+    require(cfg.importance in ("taylor", "magnitude"), f"importance must be 'taylor' or 'magnitude', got '{cfg.importance}'")
+
+
 def structure(model) -> dict[str, int | list[int]]:
     layers = bert_layers(model)
     heads = [l.attention.self.num_attention_heads for l in layers]
@@ -120,13 +130,10 @@ def structure(model) -> dict[str, int | list[int]]:
 
 def run(cfg: Config) -> Path:
     require(bool(cfg.model) and bool(cfg.output_dir), "prune needs --model and --output-dir")
-    own = own_stage(cfg.model, "prune")
-    if own is not None:  # a kind that runs (or refuses) this stage its own way: sentence embeddings
+    own = own_stage(resolve_model(cfg.model), "prune")
+    if own is not None:  # a kind that runs this stage its own way: sentence embeddings (compress/embedding_prune.py)
         return own(cfg)
-    require(0.0 <= cfg.head_fraction < 1.0, f"head_fraction must be in [0, 1), got {cfg.head_fraction}")
-    require(0.0 <= cfg.neuron_fraction < 1.0, f"neuron_fraction must be in [0, 1), got {cfg.neuron_fraction}")
-    require(cfg.min_heads_per_layer >= 1, "min_heads_per_layer must be at least 1 (a layer with no heads cannot run)")
-    require(cfg.importance in ("taylor", "magnitude"), f"importance must be 'taylor' or 'magnitude', got '{cfg.importance}'")
+    check_fractions(cfg)
     spec = resolve_spec(cfg, [cfg.model], required=False)
     if cfg.importance == "taylor" and spec is None:
         raise ShrinkbertError("taylor importance needs task rows: pass --task TASK (or --importance magnitude)")

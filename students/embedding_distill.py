@@ -245,11 +245,23 @@ def save_student(student: Embedder, out_dir: str | Path, *, stage: str, parents,
     return Path(out_dir)
 
 
+def existing_student(path: str | Path, teacher: Embedder, max_length: int) -> Embedder:
+    """An embedding model to distil into (a pruned one, for recovery): it must already give vectors in
+    the teacher's space, since its targets are the teacher's vectors as they are."""
+    student = Embedder.load(path, max_length=max_length)
+    if student.dim != teacher.dim:
+        raise ShrinkbertError(f"--student {path} gives {student.dim}-dimensional vectors and the teacher "
+                              f"{teacher.dim}: distilling into a model needs the teacher's dimension")
+    return student
+
+
 def distill_embedding(teacher_path: str | Path, sentences: list[str], out_dir: str | Path,
                       config: EmbeddingStudentConfig | None = None, validation=None,
-                      cache_dir: str | Path | None = None, log=print, data: dict | None = None) -> Path:
+                      cache_dir: str | Path | None = None, log=print, data: dict | None = None,
+                      student_path: str | Path | None = None) -> Path:
     """Distil a transformer embedding student from `teacher_path` on `sentences`; write it to out_dir
-    (data: the data record its manifest carries for later stages, e.g. the scored-pairs task)."""
+    (data: the data record its manifest carries for later stages, e.g. the scored-pairs task;
+    student_path: distil into that existing model, e.g. a pruned one, instead of a new shape)."""
     config = config or EmbeddingStudentConfig()
     sentences = [s for s in (str(text).strip() for text in sentences) if s]
     if not sentences:
@@ -262,7 +274,11 @@ def distill_embedding(teacher_path: str | Path, sentences: list[str], out_dir: s
     log(f"teacher vectors of {len(sentences)} sentences (cached by content; a first pass takes a while)")
     vectors = teacher_vectors(teacher, resolved, sentences, cache_dir)
     log(f"teacher vectors of {len(sentences)} sentences: {time.perf_counter() - started:.0f} s")
-    student, components, record = build_student(teacher, config, vectors)
+    if student_path is not None:
+        student, components = existing_student(student_path, teacher, config.max_length), None
+        record = {"from": str(student_path), "shape": "its own"}
+    else:
+        student, components, record = build_student(teacher, config, vectors)
     targets = vectors if components is None else vectors @ components.T
     started = time.perf_counter()
     training = train_student(student, teacher, sentences, targets, config, validation, log)
@@ -277,6 +293,9 @@ def distill_embedding(teacher_path: str | Path, sentences: list[str], out_dir: s
     norms = np.linalg.norm(student.encode(sample[:8]), axis=1)
     checks = [check("unit_vectors", bool(np.allclose(norms, 1, atol=1e-4)), f"norms of 8 training sentences' vectors "
                     f"{norms.min():.5f}..{norms.max():.5f}")]
-    return save_student(student, out_dir, stage="distill", parents=[resolved], seed=config.seed, checks=checks,
-                        config={**asdict(config), "teacher": str(teacher_path)}, metrics=metrics,
+    parents = [resolved] + ([resolve_model(str(student_path))] if student_path is not None else [])
+    return save_student(student, out_dir, stage="distill", parents=parents, seed=config.seed, checks=checks,
+                        config={**asdict(config), "teacher": str(teacher_path),
+                                **({"student": str(student_path)} if student_path is not None else {})},
+                        metrics=metrics,
                         extra={"init": record, "training": training}, data=data)

@@ -2,13 +2,15 @@
 
     shrinkbert distill --mode embeddings --teacher minilm --corpus imdb,brown,wordnet --layers 3
     shrinkbert distill --mode embeddings --teacher minilm --corpus imdb --student static --dim 256
+    shrinkbert distill --mode embeddings --teacher minilm --corpus imdb --student runs/emb-pruned  # recovery
 
 The teacher is read as a sentence-transformers model (its pooling and normalisation from its own
 files, core/embedder.py), so `--mode embeddings` takes all-MiniLM-L6-v2 as it ships; a teacher whose
 manifest already says kind embedding (a fine-tuned or distilled embedding model) goes this way in
 any mode. The student learns the teacher's sentence vectors of the `--corpus` lines
 (students/embedding_distill.py: MSE + cosine, teacher vectors cached by content), or with `--student
-static` is model2vec's static table (students/static.py) tuned on the same lines. A `--task` of
+static` is model2vec's static table (students/static.py) tuned on the same lines; `--student PATH`
+distils into that embedding model as it is (a pruned one: compress/embedding_prune.py). A `--task` of
 scored pairs (STS-B's shape) picks the epoch by validation Spearman and is recorded for later stages.
 """
 from __future__ import annotations
@@ -63,8 +65,10 @@ def distill(cfg) -> Path:
     if cfg.target:
         raise ShrinkbertError("--target is not supported for embedding students yet: give --layers/--hidden/"
                               "--intermediate (and --dim)")
-    if cfg.student and cfg.student != STATIC:
-        raise ShrinkbertError(f"--student {cfg.student}: an embedding student is a new shape or 'static'")
+    into = cfg.student if cfg.student and cfg.student != STATIC else None  # recovery of a pruned model
+    if into is not None and (cfg.layers or cfg.hidden or cfg.heads or cfg.intermediate or cfg.dim):
+        raise ShrinkbertError(f"--student {cfg.student} is distilled into as it is: drop --layers/--hidden/--heads/"
+                              "--intermediate/--dim")
     sentences = corpus_sentences(cfg)
     data, validation = validation_pairs(cfg, teacher)
     data_record = {"corpus": cfg.corpus, "rows": {"train": len(sentences)}}
@@ -79,7 +83,7 @@ def distill(cfg) -> Path:
         lr=cfg.learning_rate, batch_size=cfg.batch_size, max_length=cfg.max_length, seed=cfg.seed,
         hidden_weight=cfg.hidden_weight)
     out = distill_embedding(teacher, sentences, cfg.output_dir, config, validation=validation,
-                            cache_dir=cfg.cache_dir or None, data=data_record)
+                            cache_dir=cfg.cache_dir or None, data=data_record, student_path=into)
     return Path(out)
 
 

@@ -122,7 +122,7 @@ def test_distill_without_a_corpus_and_calibration_data_are_one_line(ran, tmp_pat
     assert done.returncode == 2 and "not wired" in done.stderr and not (tmp_path / "q").exists()
 
 
-@pytest.mark.parametrize("stage", ["prune", "sparsify", "trim-vocab"])
+@pytest.mark.parametrize("stage", ["sparsify", "trim-vocab"])  # prune: tests/test_embedding_prune.py
 def test_the_stages_not_built_for_embeddings_refuse_in_one_line_and_write_nothing(ran, tmp_path, stage):
     out, _ = ran
     done = run_cli([stage, "--model", str(out / "student"), "--output-dir", str(tmp_path / "x")], tmp_path)

@@ -40,6 +40,21 @@ from shrinkbert.core.kinds.base import TaskKind
 COLUMNS = ("sentence1", "sentence2", "score")
 OUTPUT = "sentence_embedding"  # compress/embedding_onnx.py's graph output
 DEFAULT_RANGE = ("0", "5")     # STS-B's score range, as the task's label names
+NEIGHBOUR_SCALE = 20.0         # sentence-transformers' MultipleNegativesRankingLoss scale (temperature 0.05)
+
+
+def neighbour_loss(vectors):
+    """In-batch retrieval loss of sentence vectors against their own detached copies: each sentence must
+    find itself among the batch's (cross-entropy over scaled cosines, MultipleNegativesRankingLoss's
+    form). Its value is the model's own, but its gradient says which weights keep sentences apart,
+    so pruning by it (compress/embedding_prune.py) keeps what a nearest-neighbour index relies on. A
+    squared-error loss to the model's own vectors would be zero with a zero gradient here."""
+    import torch
+    import torch.nn.functional as F
+
+    unit = F.normalize(vectors.float(), p=2, dim=-1)
+    logits = NEIGHBOUR_SCALE * unit @ unit.detach().T
+    return F.cross_entropy(logits, torch.arange(len(unit), device=unit.device))
 
 
 def normalize_rows(vectors: np.ndarray) -> np.ndarray:
@@ -86,8 +101,8 @@ class EmbeddingKind(TaskKind):
                   "export": "shrinkbert.compress.embedding_stages:export",
                   "quantize": "shrinkbert.compress.embedding_stages:quantize",
                   "bundle": "shrinkbert.compress.embedding_stages:bundle",
-                  "prune": "shrinkbert.compress.embedding_stages:prune",  # these three refuse in one line
-                  "sparsify": "shrinkbert.compress.embedding_stages:sparsify",
+                  "prune": "shrinkbert.compress.embedding_prune:run",
+                  "sparsify": "shrinkbert.compress.embedding_stages:sparsify",  # these two refuse in one line
                   "trim-vocab": "shrinkbert.compress.embedding_stages:trim_vocab",
                   "eval": "shrinkbert.eval.embedding_report:run"}
     read_priority = 40  # before the catch-all: a table with sentence1, sentence2 and score
@@ -96,10 +111,11 @@ class EmbeddingKind(TaskKind):
 
     def claims_unmarked(self, path, stage: str) -> bool:
         # A sentence-transformers folder as it ships (all-MiniLM-L6-v2: modules.json, no shrinkbert.json)
-        # has no classifier head to export: its sentence vectors are what it gives. Only export: as a
-        # teacher of general distillation or a base to fine-tune, the same folder is a plain encoder.
+        # has no classifier head to export: its sentence vectors are what it gives, and pruning it keeps
+        # them. Only export and prune: as a teacher of general distillation or a base to fine-tune, the
+        # same folder is a plain encoder.
         folder = Path(path)
-        return stage == "export" and (folder / "modules.json").is_file() and not (folder / "shrinkbert.json").is_file()
+        return stage in ("export", "prune") and (folder / "modules.json").is_file() and not (folder / "shrinkbert.json").is_file()
 
     # -- the task declaration ---------------------------------------------------------------------
     def check_task(self, task) -> None:
@@ -200,11 +216,11 @@ class EmbeddingKind(TaskKind):
         return {OUTPUT: packed}
 
     def importance_loss(self, model_output, batch: dict, labels: list):
-        """Pruning ranks heads and neurons by how much the sentence vectors move: the squared norm of
-        the (unnormalised) mean-pooled vector, whose gradient touches every weight that shapes it."""
+        """Pruning ranks heads and neurons by how much removing them would blur which sentence is which
+        (`neighbour_loss` on the mean-pooled vectors): no labels, and the ranking is about the index."""
         from shrinkbert.core.embedder import pool
 
-        return pool(model_output.last_hidden_state, batch["attention_mask"], "mean").pow(2).sum(-1).mean()
+        return neighbour_loss(pool(model_output.last_hidden_state, batch["attention_mask"], "mean"))
 
     def kd_loss(self, student, teacher, batch, temperature):
         """students/embedding_distill.py's loss: MSE plus (1 - cosine) to the teacher's vectors."""
