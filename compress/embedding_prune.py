@@ -28,7 +28,8 @@ from shrinkbert.compress.prune import (check_fractions, choose_heads, magnitude_
 from shrinkbert.core.artifacts import check
 from shrinkbert.core.config import to_dict
 from shrinkbert.core.data.builtin import resolve_model
-from shrinkbert.core.data.dataspec import load_splits, resolve_spec, stage_max_length
+from shrinkbert.core.data.dataspec import resolve_spec, stage_max_length
+from shrinkbert.core.data.scored_pairs import split_pairs
 from shrinkbert.core.embedder import Embedder, pool
 from shrinkbert.core.errors import ShrinkbertError, require
 from shrinkbert.core.kinds import get_kind
@@ -36,15 +37,10 @@ from shrinkbert.core.kinds.embedding import neighbour_loss
 
 
 def pair_sentences(spec, split: str, max_rows: int, cache_dir: str):
-    """(the task, its split's scored pairs, their distinct sentences) from a scored-pairs task."""
-    from shrinkbert.core.data.scored_pairs import ScoredPairs
+    """(the task, a split's scored pairs, their distinct sentences)."""
     from shrinkbert.eval.sts import distinct_sentences
 
-    task, splits = load_splits(spec, cache_dir or None)
-    rows = splits[split]
-    if max_rows:
-        rows = rows.select(range(min(max_rows, len(rows))))
-    pairs = ScoredPairs(list(rows["sentence1"]), list(rows["sentence2"]), np.asarray(rows["score"]))
+    task, pairs = split_pairs(spec, split, max_rows, cache_dir)
     return task, pairs, distinct_sentences(pairs)
 
 

@@ -58,16 +58,12 @@ def _validation_pairs(data: dict | None, cache_dir: str, max_rows: int, split_na
     """The recorded scored-pairs task's pairs of a split (validation), or None where none is recorded."""
     if not data or not data.get("task"):
         return None
-    from shrinkbert.core.data.dataspec import DataSpec, load_splits
-    from shrinkbert.core.data.scored_pairs import ScoredPairs
+    from shrinkbert.core.data.dataspec import DataSpec
+    from shrinkbert.core.data.scored_pairs import split_pairs
 
     fields = {k: data[k] for k in ("task", "text_column", "text_pair_column", "label_column", "split_seed",
                                    "tsv_quoting") if k in data}
-    _, splits = load_splits(DataSpec(**fields), cache_dir or None)
-    split = splits[split_name]
-    if max_rows:
-        split = split.select(range(min(max_rows, len(split))))
-    return ScoredPairs(list(split["sentence1"]), list(split["sentence2"]), np.asarray(split["score"]))
+    return split_pairs(DataSpec(**fields), split_name, max_rows, cache_dir)[1]
 
 
 def export(cfg) -> Path:

@@ -22,9 +22,9 @@ import numpy as np
 
 from shrinkbert.core.artifacts import atomic_artifact, check, write_manifest
 from shrinkbert.core.data.builtin import resolve_model
-from shrinkbert.core.data.dataspec import load_splits, resolve_spec
+from shrinkbert.core.data.dataspec import resolve_spec
 from shrinkbert.core.data.load import load_corpus
-from shrinkbert.core.data.scored_pairs import ScoredPairs
+from shrinkbert.core.data.scored_pairs import split_pairs
 from shrinkbert.core.embedder import Embedder
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.students.embedding_distill import EmbeddingStudentConfig, distill_embedding, teacher_vectors
@@ -50,11 +50,8 @@ def validation_pairs(cfg, teacher: str):
     spec = resolve_spec(cfg, [teacher], required=False)
     if spec is None:
         return None, None
-    task, splits = load_splits(spec, cfg.cache_dir)
-    split = splits["validation"]
-    if cfg.max_eval_rows:
-        split = split.select(range(min(cfg.max_eval_rows, len(split))))
-    return (spec, task), ScoredPairs(list(split["sentence1"]), list(split["sentence2"]), np.asarray(split["score"]))
+    task, pairs = split_pairs(spec, "validation", cfg.max_eval_rows, cfg.cache_dir)
+    return (spec, task), pairs
 
 
 def distill(cfg) -> Path:

@@ -53,3 +53,16 @@ def check_scores(values, where, score_range: tuple[float, float] = STS_RANGE) ->
                                   f"{score_range[0]:g}..{score_range[1]:g}")
         scores.append(score)
     return scores
+
+
+def split_pairs(spec, split: str = "validation", max_rows: int = 0, cache_dir: str | None = None):
+    """(the task, the scored pairs of one of its stored splits), the first `max_rows` (0: all): a stage's
+    scored-pairs task as distillation, pruning and quantization read it."""
+    from shrinkbert.core.data.dataspec import load_splits  # deferred: dataspec reads tasks, which read this
+
+    task, splits = load_splits(spec, cache_dir or None)
+    rows = splits[split]
+    if max_rows:
+        rows = rows.select(range(min(max_rows, len(rows))))
+    return task, ScoredPairs(list(rows["sentence1"]), list(rows["sentence2"]), np.asarray(rows["score"]))
+
