@@ -14,9 +14,12 @@ import pytest
 import torch
 
 from fixtures import make_tiny_bert, run_cli, tiny_sentences
+from shrinkbert.compress.export import main as export
+from shrinkbert.compress.prune import main as prune
 from shrinkbert.core.artifacts import read_manifest
 from shrinkbert.core.embedder import Embedder, PoolingSpec, write_st_layout
 from shrinkbert.core.kinds.embedding import NEIGHBOUR_SCALE, neighbour_loss
+from shrinkbert.students.distill import main as distill
 
 ROOT = Path(__file__).resolve().parents[1]
 STSB = ROOT.parent / "shared" / "data" / "stsb"
@@ -57,9 +60,8 @@ def test_neighbour_loss_is_cross_entropy_of_scaled_cosines_with_itself_as_the_an
 def test_prune_removes_the_silent_head_first_keeps_the_vectors_and_a_sentence_transformers_folder(tmp_path):
     teacher = sentence_transformers_folder(tmp_path / "teacher", silent_head=(1, 2))
     out = tmp_path / "pruned"
-    done = run_cli(["prune", "--model", str(teacher), "--task", str(STSB), "--head-fraction", "0.125",
-                    "--neuron-fraction", "0", *SMALL, "--output-dir", str(out)], tmp_path)
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert prune(["--model", str(teacher), "--task", str(STSB), "--head-fraction", "0.125", "--neuron-fraction", "0",
+                  *SMALL, "--output-dir", str(out)]) == 0
     manifest = read_manifest(out)
     assert manifest["stage"] == "prune" and manifest["kind"] == "embedding"
     metrics = manifest["metrics"]
@@ -76,22 +78,19 @@ def test_prune_removes_the_silent_head_first_keeps_the_vectors_and_a_sentence_tr
 
 
 @needs_stsb
-def test_a_pruned_embedding_model_exports_and_recovers_by_distillation_into_it(tmp_path):
+def test_a_pruned_embedding_model_exports_and_recovers_by_distillation_into_it(tmp_path, cache_env):
     teacher = sentence_transformers_folder(tmp_path / "teacher")
     pruned = tmp_path / "pruned"
-    done = run_cli(["prune", "--model", str(teacher), "--task", str(STSB), "--head-fraction", "0.25",
-                    "--neuron-fraction", "0.5", *SMALL, "--output-dir", str(pruned)], tmp_path)
-    assert done.returncode == 0, done.stderr[-3000:]
-    done = run_cli(["export", "--model", str(pruned), "--output-dir", str(tmp_path / "onnx")], tmp_path)
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert prune(["--model", str(teacher), "--task", str(STSB), "--head-fraction", "0.25", "--neuron-fraction", "0.5",
+                  *SMALL, "--output-dir", str(pruned)]) == 0
+    assert export(["--model", str(pruned), "--output-dir", str(tmp_path / "onnx")]) == 0
     assert all(c["passed"] for c in read_manifest(tmp_path / "onnx")["checks"])  # vectors match PyTorch
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(text for text, _ in tiny_sentences(60, seed=5)) + "\n")
     recovered = tmp_path / "recovered"
-    done = run_cli(["distill", "--mode", "embeddings", "--teacher", str(teacher), "--student", str(pruned),
-                    "--corpus", str(corpus), "--task", str(STSB), "--epochs", "1", "--batch-size", "16",
-                    "--max-eval-rows", "20", "--output-dir", str(recovered)], tmp_path)
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert distill(["--mode", "embeddings", "--teacher", str(teacher), "--student", str(pruned), "--corpus", str(corpus),
+                    "--task", str(STSB), "--epochs", "1", "--batch-size", "16", "--max-eval-rows", "20",
+                    "--output-dir", str(recovered)]) == 0
     manifest = read_manifest(recovered)
     assert {Path(p["path"]).name for p in manifest["parents"]} == {"teacher", "pruned"}
     assert manifest["init"] == {"from": str(pruned), "shape": "its own"}
@@ -100,11 +99,13 @@ def test_a_pruned_embedding_model_exports_and_recovers_by_distillation_into_it(t
     assert config["pruned_heads"] == pruned_config["pruned_heads"] and sum(map(len, config["pruned_heads"].values())) == 2
 
 
-def test_prune_errors_are_one_line_and_write_nothing(tmp_path):
+def test_prune_errors_are_one_line_and_write_nothing(tmp_path, capsys):
     teacher = sentence_transformers_folder(tmp_path / "teacher")
     done = run_cli(["prune", "--model", str(teacher), "--output-dir", str(tmp_path / "x")], tmp_path)
     assert done.returncode == 2 and done.stderr.strip().startswith("error: ") and "--task" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "x").exists()
-    done = run_cli(["distill", "--mode", "embeddings", "--teacher", str(teacher), "--student", str(teacher),
-                    "--layers", "1", "--corpus", "imdb", "--output-dir", str(tmp_path / "y")], tmp_path)
-    assert done.returncode == 2 and "drop --layers" in done.stderr and not (tmp_path / "y").exists()
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("a cat sat\nthe market fell\n")
+    assert distill(["--mode", "embeddings", "--teacher", str(teacher), "--student", str(teacher), "--layers", "1",
+                    "--corpus", str(corpus), "--output-dir", str(tmp_path / "y")]) == 2
+    assert "drop --layers" in capsys.readouterr().err and not (tmp_path / "y").exists()
