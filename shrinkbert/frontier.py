@@ -67,6 +67,9 @@ class Config(DataConfig):
     max_eval_rows: int = field(0, "first N test rows for the table (0: all)", min=0)
     hidden_weight: float = field(0.0, "hidden-state KD weight", min=0)
     attention_weight: float = field(0.0, "attention KD weight", min=0)
+    init_embeddings: str = field("auto", "the students' embedding init (distill --init-embeddings): auto (pca for a "
+                                         "narrower student) | columns | pca | projected",
+                                 choices=("auto", "columns", "pca", "projected"))
     augment: int = field(0, "perturbed copies per training row in the transfer set", min=0)
     transfer_corpus: str = field("", "corpora for a teacher-labelled transfer set (e.g. imdb)")
     max_transfer_rows: int = field(0, "at most N transfer-corpus lines (0: all)", min=0)
@@ -170,7 +173,8 @@ def _int8(model: Path, where: Path, cfg: Config, resume: bool) -> Path:
 def _distill_kwargs(cfg: Config) -> dict[str, Any]:
     keys = ("task", "text_column", "text_pair_column", "label_column", "split_seed", "cache_dir", "epochs",
             "max_steps", "batch_size", "learning_rate", "max_length", "max_train_rows", "max_eval_rows",
-            "hidden_weight", "attention_weight", "augment", "transfer_corpus", "max_transfer_rows", "threads")
+            "hidden_weight", "attention_weight", "init_embeddings", "augment", "transfer_corpus", "max_transfer_rows",
+            "threads")
     values = {k: getattr(cfg, k) for k in keys}
     return {k: v for k, v in values.items() if v not in ("", None)}
 

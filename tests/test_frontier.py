@@ -37,7 +37,8 @@ def test_frontier_measures_given_shapes_beside_nothing_else(tiny_csv, tmp_path, 
     out = tmp_path / "frontier"
     args = ["frontier", "--teacher", str(teacher), "--task", str(tiny_csv), "--speedups", "", "--shapes",
             "2L/H32", "--seeds", "1", "--max-steps", "2", "--batch-size", "8", "--max-length", "32",
-            "--threads", "1", "--runs", "2", "--warmup", "0", "--output-dir", str(out)]
+            "--threads", "1", "--runs", "2", "--warmup", "0", "--init-embeddings", "columns",
+            "--output-dir", str(out)]
     assert main(args) == 0
     (point,) = json.loads((out / "frontier.json").read_text())["points"]
     assert point["speedup_target"] is None and point["given"] == "2L-H32"
@@ -57,6 +58,8 @@ def test_frontier_measures_given_shapes_beside_nothing_else(tiny_csv, tmp_path, 
     (point,) = json.loads((out / "frontier.json").read_text())["points"]
     made_from = read_manifest(point["students"][0]["student"])["parents"]
     assert artifact_hash(teacher) in {parent["hash"] for parent in made_from}
+    # distill options pass through: the old frontier's columns init, not distill's auto (pca here)
+    assert read_manifest(point["students"][0]["student"])["config"]["init_embeddings"] == "columns"
 
 
 def test_frontier_on_tiny_models_writes_the_table_and_plot(tiny_csv, tmp_path, monkeypatch):
