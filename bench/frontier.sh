@@ -5,19 +5,28 @@
 #   2. more data at the 2L/H160 shape: 96,000 IMDB sentences + 2 perturbed copies per training row;
 #   3. more epochs at the 2L/H160 shape: the recipe of 1 for 6 epochs instead of 2;
 #   4. attention transfer at the 2L/H160 shape: the recipe of 1 plus the attention loss (its 5 heads
-#      against the teacher's 12, both averaged over heads).
+#      against the teacher's 12, both averaged over heads);
+#   5. the old embedding init at the 2L/H160 shape: the recipe of 1 with --init-embeddings columns (the
+#      default before distill's auto picked pca for narrower students), against the same teacher.
+# Only 1 and 5 ran with distill's auto init (docs/frontier.md says which table came from which).
+# ONLY=1,5 runs just those commands.
 # Students already in an output folder are reused, so a re-run only re-measures.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -d runs/demo/teacher ] || { echo "error: runs/demo/teacher missing: run bash scripts/demo.sh first" >&2; exit 2; }
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 .venv/bin/python -c "from shrinkbert.core.device import describe_machine; print('machine:', describe_machine())"
+ONLY=${ONLY:-1,2,3,4,5}
+want() { [[ ",$ONLY," == *",$1,"* ]]; }
 COMMON=(--teacher runs/demo/teacher --seeds 3 --epochs 2 --learning-rate 3e-4 --hidden-weight 1 --transfer-corpus imdb)
-.venv/bin/shrinkbert frontier "${COMMON[@]}" --output-dir runs/frontier --speedups 5x,8x,15x,25x \
+want 1 && .venv/bin/shrinkbert frontier "${COMMON[@]}" --output-dir runs/frontier --speedups 5x,8x,15x,25x \
     --shapes 2L/H160,3L/H128,3L/H384/F768 --max-transfer-rows 16000
-.venv/bin/shrinkbert frontier "${COMMON[@]}" --output-dir runs/frontier-data --speedups "" --shapes 2L/H160 \
+want 2 && .venv/bin/shrinkbert frontier "${COMMON[@]}" --output-dir runs/frontier-data --speedups "" --shapes 2L/H160 \
     --max-transfer-rows 96000 --augment 2
-.venv/bin/shrinkbert frontier "${COMMON[@]}" --epochs 6 --output-dir runs/frontier-epochs --speedups "" \
+want 3 && .venv/bin/shrinkbert frontier "${COMMON[@]}" --epochs 6 --output-dir runs/frontier-epochs --speedups "" \
     --shapes 2L/H160 --max-transfer-rows 16000
-.venv/bin/shrinkbert frontier "${COMMON[@]}" --attention-weight 1 --output-dir runs/frontier-attention --speedups "" \
+want 4 && .venv/bin/shrinkbert frontier "${COMMON[@]}" --attention-weight 1 --output-dir runs/frontier-attention --speedups "" \
     --shapes 2L/H160 --max-transfer-rows 16000
+want 5 && .venv/bin/shrinkbert frontier "${COMMON[@]}" --init-embeddings columns --output-dir runs/frontier-columns \
+    --speedups "" --shapes 2L/H160 --max-transfer-rows 16000
+echo "frontier: commands $ONLY done"
