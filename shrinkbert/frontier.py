@@ -18,7 +18,8 @@ to --compare-to (the teacher, or another point) with its paired bootstrap 95% in
 rows (eval/stats.py: each row's share of a point's seeds that got it right, paired with the
 reference's; "n.s." where the interval covers zero); frontier.png plots retention against speed-up. --shapes adds students of shapes you name, measured in the same run (no
 target: their speed-up is what that run measures), to compare, say, deep-narrow shapes with the picker's
-choice. Artifacts already in the output folder are reused (--no-resume redoes them).
+choice. Artifacts already in the output folder are reused (--no-resume redoes them), and so is the
+teacher's probe (teacher-probe.json), so that a re-run keeps the targets its students were made for.
 """
 from __future__ import annotations
 
@@ -134,6 +135,25 @@ def probe_teacher_ms(teacher: str, max_length: int, threads: int) -> float:
         return time_callable(lambda: model(**inputs), warmup=3, runs=15)["p50"]
 
 
+def teacher_reference_ms(teacher: str, max_length: int, threads: int, out: Path, resume: bool) -> tuple[float, bool]:
+    """The speed-up targets' reference, probed once per output folder and stored in teacher-probe.json:
+    a re-run probes again only for another teacher, length or thread count (or --no-resume). Probing
+    on every run moved the targets with the machine's noise (23.3 vs 24.8 ms on one host), which made
+    every target's students stale and re-picked their shapes. Returns (p50 ms, whether it was reused)."""
+    probe_file = out / "teacher-probe.json"
+    key = {"teacher_hash": artifact_hash(teacher), "max_length": max_length, "threads": threads}
+    if resume and probe_file.is_file():
+        stored = json.loads(probe_file.read_text())
+        if {k: stored.get(k) for k in key} == key:
+            _log(f"teacher PyTorch fp32 p50 {stored['p50_ms']:.2f} ms, as probed when this folder was made "
+                 f"({probe_file})")
+            return float(stored["p50_ms"]), True
+    teacher_ms = probe_teacher_ms(teacher, max_length, threads)
+    probe_file.write_text(json.dumps({**key, "p50_ms": teacher_ms}, indent=2))
+    _log(f"teacher PyTorch fp32 p50 {teacher_ms:.2f} ms (batch 1, seq {max_length}, {threads} threads)")
+    return teacher_ms, False
+
+
 def _stale_reason(out: Path, kwargs: dict[str, Any]) -> str:
     """Why the artifact in `out` was not made from these inputs ('' when it was): a parent artifact
     (the teacher, the model) whose content changed since, or a setting that differs."""
@@ -190,8 +210,7 @@ def run(cfg: Config) -> Path:
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     spec = resolve_spec(cfg, [cfg.teacher])
-    teacher_ms = probe_teacher_ms(cfg.teacher, cfg.max_length, threads)
-    _log(f"teacher PyTorch fp32 p50 {teacher_ms:.2f} ms (batch 1, seq {cfg.max_length}, {threads} threads)")
+    teacher_ms, probe_reused = teacher_reference_ms(cfg.teacher, cfg.max_length, threads, out, cfg.resume)
     teacher_int8 = _int8(Path(cfg.teacher), out / "teacher", cfg, cfg.resume)
 
     points: list[dict[str, Any]] = []
@@ -199,7 +218,7 @@ def run(cfg: Config) -> Path:
         target_ms = teacher_ms / speedup
         point: dict[str, Any] = {"speedup_target": speedup, "target_ms": target_ms, "students": [], "shape": None}
         points.append(_distil_point(cfg, point, out / "students" / f"{speedup:g}x",
-                                    {"target": f"{target_ms:.4f}ms", "latency_runtime": cfg.runtime}))
+                                    {"target": f"{target_ms:.4f}ms", "latency_runtime": cfg.runtime}, probe_reused))
     for shape in given:
         point = {"speedup_target": None, "target_ms": None, "given": _shape_label(shape), "students": [],
                  "shape": None}
@@ -216,9 +235,18 @@ def run(cfg: Config) -> Path:
     return out
 
 
-def _distil_point(cfg: Config, point: dict[str, Any], prefix: Path, shape_args: dict[str, Any]) -> dict[str, Any]:
-    """Distil, export and quantize one point's students (seeds 0..N-1) into prefix-seed{N}."""
+def _distil_point(cfg: Config, point: dict[str, Any], prefix: Path, shape_args: dict[str, Any],
+                  same_targets: bool = False) -> dict[str, Any]:
+    """Distil, export and quantize one point's students (seeds 0..N-1) into prefix-seed{N}.
+    same_targets: the teacher probe was reused, so seeds already here were made for this very target."""
     name = point.get("given") or f"{point['speedup_target']:g}x"
+    first = prefix.with_name(f"{prefix.name}-seed0")
+    lost_pick = same_targets and "target" in shape_args and not (
+        is_artifact(first) and not _stale_reason(first, {**shape_args, **_distill_kwargs(cfg)}))
+    picked = _shape_picked_before(prefix, cfg.seeds) if lost_pick else None
+    if picked:  # seed 0 (the one that picks) is gone but another seed survives: keep its shape, do not re-pick
+        _log(f"{name}: the shape picked before, {picked['layers']}L/H{picked['hidden']}")
+        shape_args = picked
     for seed in range(cfg.seeds):
         where = prefix.with_name(f"{prefix.name}-seed{seed}")
         try:
@@ -238,6 +266,16 @@ def _distil_point(cfg: Config, point: dict[str, Any], prefix: Path, shape_args: 
         point["students"].append({"seed": seed, "student": str(student),
                                   "int8": str(_int8(student, where, cfg, cfg.resume))})
     return point
+
+
+def _shape_picked_before(prefix: Path, seeds: int) -> dict[str, int] | None:
+    """The shape of a target point's students already made against the same teacher, if any."""
+    for seed in range(seeds):
+        where = prefix.with_name(f"{prefix.name}-seed{seed}")
+        if is_artifact(where) and not _stale_reason(where, {}):
+            shape = read_manifest(where)["student"]["shape"]
+            return {k: shape[k] for k in ("layers", "hidden", "heads", "intermediate")}
+    return None
 
 
 def measure_frontier(cfg: Config, spec, teacher: Path, teacher_int8: Path, points: list[dict], threads: int) -> dict:

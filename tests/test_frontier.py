@@ -91,3 +91,33 @@ def test_frontier_on_tiny_models_writes_the_table_and_plot(tiny_csv, tmp_path, m
     shapes = [read_manifest(s["student"])["student"]["shape"] for s in point["students"]]
     assert shapes[0] == shapes[1]
     assert main(args) == 0
+
+
+def test_the_teacher_probe_is_kept_per_output_folder(tmp_path, monkeypatch):
+    """A re-run must not move the speed-up targets with the machine's noise (that re-picked every shape)."""
+    import shrinkbert.frontier as frontier
+    from fixtures import make_tiny_bert
+
+    teacher = make_tiny_bert(tmp_path / "teacher", layers=2, hidden=32, intermediate=64, seed=2)
+    probes = iter([10.0, 20.0, 30.0])
+    monkeypatch.setattr(frontier, "probe_teacher_ms", lambda *args: next(probes))
+    out = tmp_path / "frontier"
+    out.mkdir()
+    assert frontier.teacher_reference_ms(str(teacher), 32, 1, out, resume=True) == (10.0, False)
+    assert frontier.teacher_reference_ms(str(teacher), 32, 1, out, resume=True) == (10.0, True)
+    assert frontier.teacher_reference_ms(str(teacher), 32, 2, out, resume=True) == (20.0, False)  # other threads
+    assert frontier.teacher_reference_ms(str(teacher), 32, 2, out, resume=False) == (30.0, False)
+
+
+def test_a_lost_seed_zero_keeps_the_shape_its_sibling_seeds_were_made_with(tmp_path):
+    from shrinkbert.core.artifacts import MANIFEST
+    from shrinkbert.frontier import _shape_picked_before
+
+    prefix = tmp_path / "students" / "5x"
+    assert _shape_picked_before(prefix, 3) is None
+    shape = {"layers": 3, "hidden": 384, "heads": 12, "intermediate": 768, "vocab": 30522}
+    seed1 = prefix.with_name("5x-seed1")
+    seed1.mkdir(parents=True)
+    (seed1 / MANIFEST).write_text(json.dumps({"student": {"shape": shape}, "parents": [], "config": {}}))
+    assert _shape_picked_before(prefix, 3) == {"layers": 3, "hidden": 384, "heads": 12, "intermediate": 768}
+    assert _shape_picked_before(prefix, 1) is None  # only seed 0 asked for, and it is gone
