@@ -29,4 +29,5 @@ want 4 && .venv/bin/shrinkbert frontier "${COMMON[@]}" --attention-weight 1 --ou
     --shapes 2L/H160 --max-transfer-rows 16000
 want 5 && .venv/bin/shrinkbert frontier "${COMMON[@]}" --init-embeddings columns --output-dir runs/frontier-columns \
     --speedups "" --shapes 2L/H160 --max-transfer-rows 16000
+want 5 && .venv/bin/python bench/frontier_paired.py runs/frontier runs/frontier-columns 2L-H160
 echo "frontier: commands $ONLY done"
