@@ -45,6 +45,12 @@ def cpu_flags() -> set[str]:
     return set(_cpuinfo("flags").split())
 
 
+def cpu_has_bf16() -> bool:
+    """Whether the cores have bf16 instructions (AVX512-BF16 or AMX): only there does CPU bf16 autocast
+    run faster than fp32 (elsewhere it is emulated and slower)."""
+    return bool({"avx512_bf16", "amx_bf16"} & cpu_flags())
+
+
 def cpu_model() -> str:
     """The CPU's model name with its family and model numbers (Linux; "AMD EPYC" alone does not say
     which generation), or '' where there is none."""

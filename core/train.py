@@ -32,6 +32,7 @@ from typing import Any, Callable, Iterable, Mapping
 import torch
 
 from shrinkbert.core.config import field, to_dict
+from shrinkbert.core.device import cpu_has_bf16
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.progress import progress_bar
 
@@ -58,7 +59,9 @@ class TrainConfig:
     batch_size: int = field(32, "examples per batch per process", min=1)
     grad_accum_steps: int = field(1, "micro-batches accumulated per optimizer step", min=1)
     max_grad_norm: float = field(1.0, "clip the gradient norm to this (0: no clipping)", min=0)
-    mixed_precision: str = field("no", "no | bf16 | fp16; applied only on a GPU that supports it", choices=("no", "bf16", "fp16"))
+    mixed_precision: str = field("no", "no | bf16 | fp16: bf16 on a GPU that supports it or on a CPU with bf16 "
+                                       "instructions (avx512_bf16, amx_bf16), fp16 on a GPU only; else fp32",
+                                 choices=("no", "bf16", "fp16"))
     checkpoint_every: int = field(200, "save a resumable checkpoint every N optimizer steps (0: never)", min=0)
     resume: bool = field(True, "resume from the checkpoint directory when it holds a checkpoint")
     log_every: int = field(10, "log loss, learning rate and tokens/s every N optimizer steps", min=1)
@@ -79,8 +82,10 @@ def resolve_mixed_precision(requested: str) -> str:
     requested = (requested or "no").lower()
     if requested not in ("no", "bf16", "fp16"):
         raise ShrinkbertError(f"mixed_precision must be no, bf16 or fp16, got {requested!r}")
-    if requested == "no" or not torch.cuda.is_available():
+    if requested == "no":
         return "no"
+    if not torch.cuda.is_available():  # CPU autocast: bf16 only where the cores compute in it natively
+        return "bf16" if requested == "bf16" and cpu_has_bf16() else "no"
     if requested == "bf16" and not torch.cuda.is_bf16_supported():
         return "fp16"
     return requested

@@ -71,6 +71,8 @@ class Config(DataConfig):
     init_embeddings: str = field("auto", "the students' embedding init (distill --init-embeddings): auto (pca for a "
                                          "narrower student) | columns | pca | projected",
                                  choices=("auto", "columns", "pca", "projected"))
+    mixed_precision: str = field("no", "distill --mixed-precision: no | bf16 (a GPU, or a CPU with bf16 "
+                                       "instructions) | fp16 (GPU)", choices=("no", "bf16", "fp16"))
     augment: int = field(0, "perturbed copies per training row in the transfer set", min=0)
     transfer_corpus: str = field("", "corpora for a teacher-labelled transfer set (e.g. imdb)")
     max_transfer_rows: int = field(0, "at most N transfer-corpus lines (0: all)", min=0)
@@ -193,8 +195,8 @@ def _int8(model: Path, where: Path, cfg: Config, resume: bool) -> Path:
 def _distill_kwargs(cfg: Config) -> dict[str, Any]:
     keys = ("task", "text_column", "text_pair_column", "label_column", "split_seed", "cache_dir", "epochs",
             "max_steps", "batch_size", "learning_rate", "max_length", "max_train_rows", "max_eval_rows",
-            "hidden_weight", "attention_weight", "init_embeddings", "augment", "transfer_corpus", "max_transfer_rows",
-            "threads")
+            "hidden_weight", "attention_weight", "init_embeddings", "mixed_precision", "augment", "transfer_corpus",
+            "max_transfer_rows", "threads")
     values = {k: getattr(cfg, k) for k in keys}
     return {k: v for k, v in values.items() if v not in ("", None)}
 

@@ -300,3 +300,27 @@ def test_crafted_pickle_checkpoint_is_refused_by_every_loader(tiny_bert, tmp_pat
     with pytest.raises(ShrinkbertError, match="pickle checkpoint and is refused"):
         load_model(AutoModelForSequenceClassification, bad_model)
     assert not marker.exists()
+
+
+def test_mixed_precision_on_cpu_is_bf16_only_where_the_cores_have_it(monkeypatch):
+    """CPU autocast in bf16 is a speed-up only on bf16 instructions; fp16 never runs on a CPU here."""
+    import shrinkbert.core.train as train_module
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(train_module, "cpu_has_bf16", lambda: True)
+    assert [train_module.resolve_mixed_precision(m) for m in ("no", "bf16", "BF16", "fp16")] == ["no", "bf16", "bf16", "no"]
+    monkeypatch.setattr(train_module, "cpu_has_bf16", lambda: False)
+    assert train_module.resolve_mixed_precision("bf16") == "no"
+    with pytest.raises(Exception, match="mixed_precision must be"):
+        train_module.resolve_mixed_precision("int8")
+
+
+def test_cpu_has_bf16_reads_the_cpu_flags(monkeypatch):
+    import shrinkbert.core.device as device
+
+    monkeypatch.setattr(device, "cpu_flags", lambda: {"avx2", "avx512f", "avx512_bf16"})
+    assert device.cpu_has_bf16()
+    monkeypatch.setattr(device, "cpu_flags", lambda: {"avx2", "amx_bf16", "amx_tile"})
+    assert device.cpu_has_bf16()
+    monkeypatch.setattr(device, "cpu_flags", lambda: {"avx2", "avx512f", "avx512_vnni"})
+    assert not device.cpu_has_bf16()
