@@ -8,6 +8,8 @@
 #      against the teacher's 12, both averaged over heads);
 #   5. the old embedding init at the 2L/H160 shape: the recipe of 1 with --init-embeddings columns (the
 #      default before distill's auto picked pca for narrower students), against the same teacher.
+#   6. bf16 autocast on the CPU (a host with avx512_bf16 or AMX) at the 2L/H160 shape: the recipe of 1
+#      with --mixed-precision bf16; bench/cpu_bf16.py times the step.
 # Only 1 and 5 ran with distill's auto init (docs/frontier.md says which table came from which).
 # ONLY=1,5 runs just those commands.
 # Students already in an output folder are reused, so a re-run only re-measures.
@@ -16,7 +18,7 @@ cd "$(dirname "$0")/.."
 [ -d runs/demo/teacher ] || { echo "error: runs/demo/teacher missing: run bash scripts/demo.sh first" >&2; exit 2; }
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 .venv/bin/python -c "from shrinkbert.core.device import describe_machine; print('machine:', describe_machine())"
-ONLY=${ONLY:-1,2,3,4,5}
+ONLY=${ONLY:-1,2,3,4,5,6}
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
 COMMON=(--teacher runs/demo/teacher --seeds 3 --epochs 2 --learning-rate 3e-4 --hidden-weight 1 --transfer-corpus imdb)
 want 1 && .venv/bin/shrinkbert frontier "${COMMON[@]}" --output-dir runs/frontier --speedups 5x,8x,15x,25x \
@@ -30,4 +32,7 @@ want 4 && .venv/bin/shrinkbert frontier "${COMMON[@]}" --attention-weight 1 --ou
 want 5 && .venv/bin/shrinkbert frontier "${COMMON[@]}" --init-embeddings columns --output-dir runs/frontier-columns \
     --speedups "" --shapes 2L/H160 --max-transfer-rows 16000
 want 5 && .venv/bin/python bench/frontier_paired.py runs/frontier runs/frontier-columns 2L-H160
+want 6 && .venv/bin/shrinkbert frontier "${COMMON[@]}" --mixed-precision bf16 --output-dir runs/frontier-bf16 \
+    --speedups "" --shapes 2L/H160 --max-transfer-rows 16000
+want 6 && .venv/bin/python bench/frontier_paired.py runs/frontier-bf16 runs/frontier 2L-H160
 echo "frontier: commands $ONLY done"

@@ -1,0 +1,69 @@
+"""Training step time on the CPU, fp32 against bf16 autocast (what `--mixed-precision bf16` turns on
+where the cores have bf16 instructions: core/device.py cpu_has_bf16), interleaved on the same batches.
+
+    flock /tmp/cpu.lock .venv/bin/python bench/cpu_bf16.py
+
+Per shape (randomly initialised BERT classifiers; the step's cost does not depend on the weights):
+forward, cross-entropy, backward and a fused AdamW step at batch 32 x sequence 128, the two modes
+alternating step by step after 3 untimed rounds, median of --steps. Prints the ratio and the machine.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+from transformers import BertConfig, BertForSequenceClassification
+
+from shrinkbert.core.device import cpu_has_bf16, describe_machine
+
+SHAPES = {"2L/H160": (2, 160, 5, 640), "4L/H384": (4, 384, 12, 1536)}
+
+
+def step_fn(model, optimizer, batch, bf16: bool):
+    def step() -> float:
+        start = time.perf_counter()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = model(**batch).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return time.perf_counter() - start
+    return step
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--seq-len", type=int, default=128)
+    args = parser.parse_args()
+    print(f"machine: {describe_machine()}; bf16 instructions: {cpu_has_bf16()}; torch threads {torch.get_num_threads()}")
+    generator = torch.Generator().manual_seed(0)
+    batch = {"input_ids": torch.randint(1000, 30000, (args.batch_size, args.seq_len), generator=generator),
+             "attention_mask": torch.ones(args.batch_size, args.seq_len, dtype=torch.long),
+             "labels": torch.randint(0, 2, (args.batch_size,), generator=generator)}
+    for name, (layers, hidden, heads, ffn) in SHAPES.items():
+        steps = {}
+        for mode in ("fp32", "bf16"):
+            torch.manual_seed(0)
+            model = BertForSequenceClassification(BertConfig(num_hidden_layers=layers, hidden_size=hidden,
+                                                             num_attention_heads=heads, intermediate_size=ffn))
+            model.train()
+            steps[mode] = step_fn(model, torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True), batch,
+                                  mode == "bf16")
+        times = {mode: [] for mode in steps}
+        for round_ in range(3 + args.steps):
+            for mode, step in steps.items():
+                elapsed = step()
+                if round_ >= 3:
+                    times[mode].append(elapsed)
+        median = {mode: statistics.median(t) for mode, t in times.items()}
+        print(f"{name}: fp32 {median['fp32'] * 1e3:.0f} ms/step, bf16 autocast {median['bf16'] * 1e3:.0f} ms/step, "
+              f"bf16 speed-up {median['fp32'] / median['bf16']:.2f}x (batch {args.batch_size} x {args.seq_len}, "
+              f"median of {args.steps} interleaved steps)")
+
+
+if __name__ == "__main__":
+    main()
