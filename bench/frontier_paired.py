@@ -47,7 +47,11 @@ def main() -> None:
     variants = {v.path: v for v in measure(students_a + students_b, rows, settings, progress=False)}
 
     def outcomes(paths: list[str]) -> list[list[int]]:
-        return [correctness(variants[p], rows)[0] for p in paths]
+        found = [correctness(variants[p], rows) for p in paths]
+        for path, result in zip(paths, found):
+            if isinstance(result, str):  # no per-row outcomes (a token task measured before they were kept)
+                raise SystemExit(f"error: {path}: {result}")
+        return [result[0] for result in found]
 
     runs_a, runs_b = outcomes(students_a), outcomes(students_b)
     for name, runs in ((args.a, runs_a), (args.b, runs_b)):

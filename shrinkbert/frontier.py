@@ -263,8 +263,7 @@ def _distil_point(cfg: Config, point: dict[str, Any], prefix: Path, shape_args: 
         shape = read_manifest(student)["student"]["shape"]
         if point["shape"] is None:  # seed 0 picked it on the shipping runtime; the other seeds reuse it
             point["shape"] = shape
-            shape_args = {"layers": shape["layers"], "hidden": shape["hidden"], "heads": shape["heads"],
-                          "intermediate": shape["intermediate"]}
+            shape_args = _shape_args(shape)
         point["students"].append({"seed": seed, "student": str(student),
                                   "int8": str(_int8(student, where, cfg, cfg.resume))})
     return point
@@ -275,9 +274,13 @@ def _shape_picked_before(prefix: Path, seeds: int) -> dict[str, int] | None:
     for seed in range(seeds):
         where = prefix.with_name(f"{prefix.name}-seed{seed}")
         if is_artifact(where) and not _stale_reason(where, {}):
-            shape = read_manifest(where)["student"]["shape"]
-            return {k: shape[k] for k in ("layers", "hidden", "heads", "intermediate")}
+            return _shape_args(read_manifest(where)["student"]["shape"])
     return None
+
+
+def _shape_args(shape: dict) -> dict[str, int]:
+    """The distill arguments that rebuild a student's recorded shape (its vocabulary comes from the teacher)."""
+    return {k: shape[k] for k in ("layers", "hidden", "heads", "intermediate")}
 
 
 def measure_frontier(cfg: Config, spec, teacher: Path, teacher_int8: Path, points: list[dict], threads: int) -> dict:
