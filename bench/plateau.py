@@ -20,6 +20,12 @@ teacher-labelled IMDB sentences, logits + hidden KD, 2 epochs, lr 3e-4, max_leng
              from --pretrain-from (default the demo's domain-MLM teacher runs/demo/mlm, so its MLM head
              comes too), MLM + MLM-KD against it on --pretrain-corpus (default all: 10.2M words) for
              --pretrain-epochs; one pretrained student (seed 0, cached by content) serves every seed
+  wide       a full-width student (--wide-shape, default 2L/H384/A12/F1536): the teacher's whole residual
+             stream and two of its layers, no projection at all (slower than 15x as it is)
+  pruned     the wide student of the same seed, its attention heads and FFN neurons cut by `shrinkbert
+             prune` (--prune-heads 0.5 and --prune-neurons 0.75 of them, the same count per layer, Taylor
+             importance on task rows), then distilled again with the recipe (`distill --student`): the
+             hidden width stays the teacher's, the cost goes (2L/H384, 6 heads, FFN 384)
   best       the options of the winning start arm (pca, projected or pretrained) and the winning teacher
              arm together (--best auto: each only when its mean retention beats today's; or name arms:
              --best pretrained,assistant)
@@ -27,7 +33,7 @@ Each arm distils --seeds students (seed 0..N-1), exports them (ONNX O2) and quan
 int8), as the frontier does. One interleaved measurement (shrinkbert/frontier.py measure_frontier)
 then times and scores the teacher (PyTorch fp32), its O2+int8 export and every int8 student on the
 same test rows. The table (plateau.md/.json in --out) gives per arm retention mean ± sd over seeds and
-the difference in retention to `today` with a paired bootstrap 95% interval over the test rows
+the difference in retention to `today` (or --compare-to) with a paired bootstrap 95% interval over the test rows
 (eval/stats.py; "n.s." where it covers zero). Students already in --out are reused. The table
 names each arm's options, and the pretrained arm's words seen and pretraining hours.
 
@@ -46,10 +52,10 @@ ROOT = Path(__file__).resolve().parents[1]
 RECIPE = dict(epochs=2, learning_rate=3e-4, logits_weight=1.0, hidden_weight=1.0, transfer_corpus="imdb",
               max_transfer_rows=16000, max_length=128)
 SHAPE = dict(layers=2, hidden=160, heads=5, intermediate=640)
-ARMS = ("today", "pca", "projected", "assistant", "ensemble", "pretrained", "best")
+ARMS = ("today", "pca", "projected", "assistant", "ensemble", "pretrained", "wide", "pruned", "best")
 # how the student starts (one may win) and who teaches it (one may win): the best arm takes one of each
 INIT_ARMS, TEACHER_ARMS = ("pca", "projected", "pretrained"), ("assistant", "ensemble")
-TINY = dict(shape="1L/H16/A2/F32", max_steps=2, batch_size=8, max_length=32, runs=2, warmup=0, threads=1,
+TINY = dict(shape="1L/H16/A2/F32", wide_shape="1L/H32/A4/F64", max_steps=2, batch_size=8, max_length=32, runs=2, warmup=0, threads=1,
             transfer_corpus="", max_transfer_rows=0, pretrain_steps=2)
 
 
@@ -66,6 +72,10 @@ def parse_args(argv):
     p.add_argument("--best", default="auto", help="the best arm's options: auto, none, or arms to combine (pca,assistant)")
     p.add_argument("--out", default=str(ROOT / "runs/bench/plateau"), help="where students and plateau.md/.json go")
     p.add_argument("--shape", default="2L/H160/A5/F640", help="student shape (frontier notation)")
+    p.add_argument("--wide-shape", default="2L/H384/A12/F1536", help="wide and pruned arms: the full-width student")
+    p.add_argument("--prune-heads", type=float, default=0.5, help="pruned arm: share of the wide student's heads removed")
+    p.add_argument("--prune-neurons", type=float, default=0.75, help="pruned arm: share of its FFN neurons removed")
+    p.add_argument("--compare-to", default="today", help="the arm every other is compared with (it must be run)")
     p.add_argument("--max-steps", type=int, default=0, help="optimizer steps per student (0: the recipe's 2 epochs)")
     p.add_argument("--max-transfer-rows", type=int, default=RECIPE["max_transfer_rows"],
                    help="transfer-corpus lines (0 with --transfer-corpus '' for none)")
@@ -107,6 +117,11 @@ def arm_options(arm: str, seed: int, args, chosen: dict[str, dict]) -> dict | No
         return {"teacher": path} if Path(path).is_dir() else None
     if arm == "ensemble":
         return {"teacher": args.ensemble} if args.ensemble else None
+    if arm == "wide":
+        return {"shape": args.wide_shape}
+    if arm == "pruned":
+        return {"shape": args.wide_shape, "prune": {"head_fraction": args.prune_heads,
+                                                    "neuron_fraction": args.prune_neurons}}
     if arm == "best":
         options: dict = {}
         for name in chosen.get("best", {}).get("arms", []):
@@ -126,7 +141,7 @@ def pick_best(args, table: dict) -> list[str]:
     if args.best != "auto":
         return [a for a in args.best.split(",") if a]
     by_arm = {row["given"]: row.get("retention_mean") for row in table["points"] if row.get("seeds")}
-    today = by_arm.get("today")
+    today = by_arm.get(args.compare_to)
     picked = []
     for group in (INIT_ARMS, TEACHER_ARMS):
         scored = [(by_arm[a], a) for a in group if by_arm.get(a) is not None]
@@ -138,7 +153,7 @@ def pick_best(args, table: dict) -> list[str]:
 def distil_arm(arm: str, args, cfg, chosen: dict, shape: dict) -> dict:
     """Distil, export and quantize one arm's students: a frontier point named by the arm."""
     from shrinkbert.core.artifacts import read_manifest
-    from shrinkbert.frontier import _int8, _stage
+    from shrinkbert.frontier import _int8, _stage, parse_shapes
 
     point = {"speedup_target": None, "target_ms": None, "given": arm, "students": [], "shape": None}
     recipe = {**RECIPE, "max_transfer_rows": args.max_transfer_rows, "transfer_corpus": args.transfer_corpus,
@@ -152,15 +167,32 @@ def distil_arm(arm: str, args, cfg, chosen: dict, shape: dict) -> dict:
             print(f"plateau: skipping {arm}: {point['unmet']}", file=sys.stderr, flush=True)
             break
         where = Path(args.out) / "students" / f"{arm}-seed{seed}"
+        options = dict(options)
+        if "shape" in options:  # the wide and pruned arms: another shape than the ablation's
+            wide = parse_shapes(options.pop("shape"))[0]
+            prune = options.pop("prune", None)
+            if prune:  # the same seed's wide student, cut, then distilled again from the cut
+                wide_student = _stage("distill", Path(args.out) / "students" / f"wide-seed{seed}",
+                                      not args.no_resume, **_settings(args, recipe, wide, {}, seed, cfg))
+                cut = _stage("prune", Path(args.out) / "students" / f"wide-seed{seed}-pruned", not args.no_resume,
+                             model=str(wide_student), head_scope="per_layer", max_length=args.max_length, **prune,
+                             **({"task": args.task} if args.task else {}))
+                options["student"] = str(cut)
+            else:
+                shape = wide
         # a pretrained student is distilled into as it is (distill --student takes no shape fields)
-        settings = {"teacher": args.teacher, **({"task": args.task} if args.task else {}), **recipe,
-                    **({} if "student" in options else shape), **options, "seed": seed, "threads": cfg.threads,
-                    "max_eval_rows": args.max_eval_rows}
-        student = _stage("distill", where, not args.no_resume, **settings)
+        student = _stage("distill", where, not args.no_resume, **_settings(args, recipe, shape, options, seed, cfg))
         point["shape"] = read_manifest(student)["student"]["shape"]
         point["students"].append({"seed": seed, "student": str(student),
                                   "int8": str(_int8(student, where, cfg, not args.no_resume))})
     return point
+
+
+def _settings(args, recipe: dict, shape: dict, options: dict, seed: int, cfg) -> dict:
+    """One student's distill settings: the recipe, the shape (unless it starts from a given student), the arm's options."""
+    return {"teacher": args.teacher, **({"task": args.task} if args.task else {}), **recipe,
+            **({} if "student" in options else shape), **options, "seed": seed, "threads": cfg.threads,
+            "max_eval_rows": args.max_eval_rows}
 
 
 def pretrain_student(args, shape: dict, cfg) -> Path:
@@ -193,15 +225,16 @@ def main(argv=None) -> int:
         return 2
     arms = [a for a in args.arms.split(",") if a]
     unknown = [a for a in arms if a not in ARMS]
-    if unknown or "today" not in arms:
-        print(f"error: arms must include today (the reference) and come from {', '.join(ARMS)}", file=sys.stderr)
+    if unknown or args.compare_to not in arms or args.compare_to == "best":
+        print(f"error: arms must come from {', '.join(ARMS)} and include --compare-to ({args.compare_to}), the "
+              "reference", file=sys.stderr)
         return 2
     shape = parse_shapes(args.shape)[0]
     threads = args.threads or os.cpu_count() or 1
     cfg = build_config(Config, {"teacher": args.teacher, "output_dir": args.out, "max_length": args.max_length,
                                 "max_eval_rows": args.max_eval_rows, "runs": args.runs, "warmup": args.warmup,
                                 "threads": threads,
-                                "compare_to": "today", **({"task": args.task} if args.task else {})})
+                                "compare_to": args.compare_to, **({"task": args.task} if args.task else {})})
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     chosen: dict[str, dict] = {}

@@ -27,7 +27,7 @@ def test_the_ablation_runs_every_arm_on_tiny_models(tiny_csv, tmp_path, cache_en
                             "--best", "pretrained,assistant", "--out", str(out)]) == 0
     table = json.loads((out / "plateau.json").read_text())
     rows = {row["given"]: row for row in table["points"]}
-    assert list(rows) == ["today", "pca", "projected", "assistant", "ensemble", "pretrained", "best"]
+    assert list(rows) == ["today", "pca", "projected", "assistant", "ensemble", "pretrained", "wide", "pruned", "best"]
     assert all(row["seeds"] == 1 and not row["unmet"] for row in rows.values())
     assert table["best"] == {"arms": ["pretrained", "assistant"]}
     assert "vs_reference" not in rows["today"]  # the reference itself
@@ -36,6 +36,14 @@ def test_the_ablation_runs_every_arm_on_tiny_models(tiny_csv, tmp_path, cache_en
         assert diff["vs"] == "today" and diff["low"] <= diff["difference"] <= diff["high"], name
     best = json.loads((Path(rows["best"]["students"][0]["student"]) / "shrinkbert.json").read_text())
     assert best["config"]["student"] == table["pretrained"]["path"] and best["config"]["teacher"] == str(assistant)
+    # the pruned arm: the wide student of its seed, cut (half its heads, three quarters of its FFN), distilled again
+    wide = json.loads((Path(rows["wide"]["students"][0]["student"]) / "config.json").read_text())
+    pruned = Path(rows["pruned"]["students"][0]["student"])
+    cut = Path(json.loads((pruned / "shrinkbert.json").read_text())["config"]["student"])
+    assert json.loads((cut / "shrinkbert.json").read_text())["config"]["model"] == rows["wide"]["students"][0]["student"]
+    kept = json.loads((pruned / "config.json").read_text())
+    assert wide["hidden_size"] == kept["hidden_size"] == 32 and wide["intermediate_size"] == 64
+    assert kept["intermediate_size"] == 16 and all(len(h) == 2 for h in kept["pruned_heads"].values())
     pretrained = table["pretrained"]
     assert pretrained["corpus_words"] == {str(text): sum(len(t.split()) for t, _ in tiny_sentences(120, seed=4))}
     assert pretrained["kd_weight"] == 1.0 and pretrained["steps"] == 2
