@@ -152,8 +152,10 @@ def pick_best(args, table: dict) -> list[str]:
 
 def distil_arm(arm: str, args, cfg, chosen: dict, shape: dict) -> dict:
     """Distil, export and quantize one arm's students: a frontier point named by the arm."""
-    from shrinkbert.core.artifacts import read_manifest
+    from transformers import AutoConfig
+
     from shrinkbert.frontier import _int8, _stage, parse_shapes
+    from shrinkbert.students.shape import model_shape
 
     point = {"speedup_target": None, "target_ms": None, "given": arm, "students": [], "shape": None}
     recipe = {**RECIPE, "max_transfer_rows": args.max_transfer_rows, "transfer_corpus": args.transfer_corpus,
@@ -182,7 +184,8 @@ def distil_arm(arm: str, args, cfg, chosen: dict, shape: dict) -> dict:
                 shape = wide
         # a pretrained student is distilled into as it is (distill --student takes no shape fields)
         student = _stage("distill", where, not args.no_resume, **_settings(args, recipe, shape, options, seed, cfg))
-        point["shape"] = read_manifest(student)["student"]["shape"]
+        # from its config, not its manifest: a pruned student's heads are counted as kept (students/shape.model_shape)
+        point["shape"] = model_shape(AutoConfig.from_pretrained(student))
         point["students"].append({"seed": seed, "student": str(student),
                                   "int8": str(_int8(student, where, cfg, not args.no_resume))})
     return point

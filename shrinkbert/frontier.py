@@ -364,7 +364,9 @@ def add_paired_differences(rows_out: list[dict], teacher_outcomes: list[int] | N
 def _shape_text(shape: dict | None) -> str:
     if not shape:
         return "-"
-    return f"{shape['layers']}L/H{shape['hidden']}/A{shape['heads']}/F{shape['intermediate']}"
+    per_layer = shape.get("heads_per_layer")  # a pruned model whose layers kept different head counts
+    heads = f"{min(per_layer)}-{max(per_layer)}" if per_layer else shape["heads"]
+    return f"{shape['layers']}L/H{shape['hidden']}/A{heads}/F{shape['intermediate']}"
 
 
 def _target_text(row: dict) -> str:

@@ -20,7 +20,7 @@ from shrinkbert.students.init import carry_heads, init_from_teacher, stream_basi
 from shrinkbert.students.losses import LossWeights
 from shrinkbert.students.processes import log_main, process_state
 from shrinkbert.students.projection import attach_projection
-from shrinkbert.students.shape import choose_shape, count_config_parameters, shape_config, teacher_shape
+from shrinkbert.students.shape import choose_shape, count_config_parameters, model_shape, shape_config
 
 if TYPE_CHECKING:  # the stage's Config, for annotations only (distill.py imports this module)
     from shrinkbert.students.distill import Config
@@ -101,7 +101,7 @@ def build_student(cfg: Config, teacher_config, weights: LossWeights, log=log_mai
             raise ShrinkbertError(f"student {cfg.student} has a {student.config.vocab_size}-token vocabulary and the "
                                   f"teacher {teacher_config.vocab_size}: both must read the same token ids, so "
                                   "distil before trimming the vocabulary")
-        record = {"how": f"existing model {cfg.student}", "shape": dataclasses.asdict(teacher_shape(student.config))}
+        record = {"how": f"existing model {cfg.student}", "shape": model_shape(student.config)}
         if new_head:
             record["heads_from_teacher"] = carry_heads(student, load_teacher(_first_teacher(cfg), need_attentions=False))
             log(f"{cfg.student} has no classifier: pooler/classifier "

@@ -131,6 +131,19 @@ def teacher_shape(config) -> Shape:
                  config.intermediate_size)
 
 
+def model_shape(config) -> dict:
+    """A model's shape as a manifest records it: heads are the heads a structured prune left (config
+    keeps the original count and lists the removed ones), with `heads_per_layer` where layers differ."""
+    shape = dataclasses.asdict(teacher_shape(config))
+    removed = {int(layer): len(heads) for layer, heads in (getattr(config, "pruned_heads", None) or {}).items()}
+    kept = [config.num_attention_heads - removed.get(layer, 0) for layer in range(config.num_hidden_layers)]
+    if len(set(kept)) == 1:
+        shape["heads"] = kept[0]
+    else:
+        shape["heads_per_layer"] = kept
+    return shape
+
+
 def _head_dim(teacher_config) -> int:
     return teacher_config.hidden_size // teacher_config.num_attention_heads
 

@@ -44,6 +44,7 @@ def test_the_ablation_runs_every_arm_on_tiny_models(tiny_csv, tmp_path, cache_en
     kept = json.loads((pruned / "config.json").read_text())
     assert wide["hidden_size"] == kept["hidden_size"] == 32 and wide["intermediate_size"] == 64
     assert kept["intermediate_size"] == 16 and all(len(h) == 2 for h in kept["pruned_heads"].values())
+    assert rows["pruned"]["shape"] == {"layers": 1, "hidden": 32, "heads": 2, "intermediate": 16}
     pretrained = table["pretrained"]
     assert pretrained["corpus_words"] == {str(text): sum(len(t.split()) for t, _ in tiny_sentences(120, seed=4))}
     assert pretrained["kd_weight"] == 1.0 and pretrained["steps"] == 2

@@ -531,3 +531,20 @@ def test_hidden_and_attention_distillation_with_warm_cache_never_runs_the_teache
     _forbid_running_the_teacher(distill, monkeypatch)
     out = distill.run(_cfg(teacher4, tiny_csv, tmp_path / "b", **weights))
     assert read_manifest(out)["student"]["teacher_outputs"]["hit"] is True
+
+
+def test_a_pruned_models_shape_counts_the_heads_it_kept():
+    """A structured prune leaves num_attention_heads as it was and lists the removed heads: the shape a
+    manifest records (and the frontier prints) counts what is left, per layer where layers differ."""
+    from transformers import BertConfig
+
+    from shrinkbert.frontier import _shape_text
+    from shrinkbert.students.shape import model_shape
+
+    config = BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=8, intermediate_size=32,
+                        pruned_heads={"0": [1, 2, 3, 4], "1": [0, 5, 6, 7]})
+    assert model_shape(config) == {"layers": 2, "hidden": 64, "heads": 4, "intermediate": 32}
+    config.pruned_heads = {"0": [1, 2, 3, 4, 5], "1": [0]}
+    uneven = model_shape(config)
+    assert uneven["heads_per_layer"] == [3, 7] and _shape_text(uneven) == "2L/H64/A3-7/F32"
+    assert model_shape(BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=8))["heads"] == 8
