@@ -51,6 +51,9 @@ class Config(DataConfig):
     speedups: str = field("2x,4x,8x,15x,25x", "speed-up targets against the teacher (PyTorch fp32, batch 1)")
     shapes: str = field("", "also distil these shapes as given (e.g. 3L/H128,2L/H160; heads and FFN follow the "
                             "teacher's ratios unless written /A4/F512) and measure them in the same table")
+    cuts: str = field("", "also make these shapes by cutting a wide student (e.g. 2L/H384/A6/F384): distil L layers "
+                          "at width H with the teacher's heads and FFN, remove heads and FFN neurons down to A and F "
+                          "(prune, the same count per layer), distil again; measured in the same table")
     seeds: int = field(3, "training seeds per target (0..N-1); retention is reported as mean ± sd", min=1)
     runtime: str = field("onnx-int8", "runtime the student ships in, on which its shape is picked",
                          choices=("torch", "onnx", "onnx-int8"))
@@ -114,6 +117,15 @@ def parse_shapes(text: str) -> list[dict[str, int]]:
         values = dict(zip(("layers", "hidden", "heads", "intermediate"), match.groups()))
         shapes.append({k: int(v) for k, v in values.items() if v is not None})
     return shapes
+
+
+def parse_cuts(text: str) -> list[dict[str, int]]:
+    """'2L/H384/A6/F384' -> [{'layers': 2, 'hidden': 384, 'heads': 6, 'intermediate': 384}]: every field named."""
+    cuts = parse_shapes(text)
+    for cut in cuts:
+        if len(cut) < 4:
+            raise ShrinkbertError(f"a cut names what it keeps, like 2L/H384/A6/F384; got {_shape_label(cut)!r}")
+    return cuts
 
 
 def _shape_label(shape: dict[str, int]) -> str:
@@ -207,7 +219,10 @@ def run(cfg: Config) -> Path:
     if not cfg.teacher:
         raise ShrinkbertError("no teacher given: --teacher DIR")
     given = parse_shapes(cfg.shapes)
-    speedups = parse_speedups(cfg.speedups) if cfg.speedups.strip() or not given else []
+    cuts = parse_cuts(cfg.cuts)
+    for cut in cuts:  # checked against the wide student's shape before anything is made
+        _check_cut(cfg.teacher, cut)
+    speedups = parse_speedups(cfg.speedups) if cfg.speedups.strip() or not (given or cuts) else []
     threads = cfg.threads or os.cpu_count() or 1
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -225,6 +240,10 @@ def run(cfg: Config) -> Path:
         point = {"speedup_target": None, "target_ms": None, "given": _shape_label(shape), "students": [],
                  "shape": None}
         points.append(_distil_point(cfg, point, out / "students" / _shape_label(shape), dict(shape)))
+    for cut in cuts:
+        point = {"speedup_target": None, "target_ms": None, "given": "cut-" + _shape_label(cut), "students": [],
+                 "shape": None}
+        points.append(_distil_cut(cfg, point, out / "students" / ("cut-" + _shape_label(cut)), cut))
 
     table = measure_frontier(cfg, spec, Path(cfg.teacher), teacher_int8, points, threads)
     table["teacher_probe_ms"] = teacher_ms
@@ -267,6 +286,44 @@ def _distil_point(cfg: Config, point: dict[str, Any], prefix: Path, shape_args: 
         point["students"].append({"seed": seed, "student": str(student),
                                   "int8": str(_int8(student, where, cfg, cfg.resume))})
     return point
+
+
+def _distil_cut(cfg: Config, point: dict[str, Any], prefix: Path, cut: dict[str, int]) -> dict[str, Any]:
+    """One cut point's students: per seed, a wide student (the cut's layers and width, the teacher's heads
+    and FFN ratio), pruned to the cut's heads and FFN neurons per layer, then distilled again."""
+    from transformers import AutoConfig
+
+    from shrinkbert.students.shape import model_shape
+
+    for seed in range(cfg.seeds):
+        where = prefix.with_name(f"{prefix.name}-seed{seed}")
+        wide = _stage("distill", where.with_name(where.name + "-wide"), cfg.resume, teacher=cfg.teacher, seed=seed,
+                      layers=cut["layers"], hidden=cut["hidden"], **_distill_kwargs(cfg))
+        wide_shape = read_manifest(wide)["student"]["shape"]
+        cut_model = _stage("prune", where.with_name(where.name + "-pruned"), cfg.resume, model=str(wide),
+                           head_fraction=1 - cut["heads"] / wide_shape["heads"],
+                           neuron_fraction=1 - cut["intermediate"] / wide_shape["intermediate"],
+                           head_scope="per_layer", max_length=cfg.max_length,
+                           **({"cache_dir": cfg.cache_dir} if cfg.cache_dir else {}))
+        student = _stage("distill", where, cfg.resume, teacher=cfg.teacher, seed=seed, student=str(cut_model),
+                         **_distill_kwargs(cfg))
+        point["shape"] = model_shape(AutoConfig.from_pretrained(student))
+        point["students"].append({"seed": seed, "student": str(student),
+                                  "int8": str(_int8(student, where, cfg, cfg.resume))})
+    return point
+
+
+def _check_cut(teacher: str, cut: dict[str, int]) -> None:
+    """A cut only removes: its heads and FFN neurons must fit in the wide student it starts from."""
+    from transformers import AutoConfig
+
+    from shrinkbert.students.shape import resolve_explicit
+
+    wide = dataclasses.asdict(resolve_explicit(AutoConfig.from_pretrained(teacher), layers=cut["layers"],
+                                               hidden=cut["hidden"]))
+    if cut["heads"] > wide["heads"] or cut["intermediate"] > wide["intermediate"]:
+        raise ShrinkbertError(f"cut {_shape_text(cut)} keeps more than its wide student has "
+                              f"({_shape_text(wide)}): a cut only removes heads and FFN neurons")
 
 
 def _shape_picked_before(prefix: Path, seeds: int) -> dict[str, int] | None:
@@ -370,7 +427,9 @@ def _shape_text(shape: dict | None) -> str:
 
 
 def _target_text(row: dict) -> str:
-    return "shape given" if row.get("speedup_target") is None else f"{row['speedup_target']:g}x"
+    if row.get("speedup_target") is not None:
+        return f"{row['speedup_target']:g}x"
+    return "cut" if str(row.get("given", "")).startswith("cut-") else "shape given"
 
 
 def format_table(table: dict) -> str:

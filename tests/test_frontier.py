@@ -121,3 +121,31 @@ def test_a_lost_seed_zero_keeps_the_shape_its_sibling_seeds_were_made_with(tmp_p
     (seed1 / MANIFEST).write_text(json.dumps({"student": {"shape": shape}, "parents": [], "config": {}}))
     assert _shape_picked_before(prefix, 3) == {"layers": 3, "hidden": 384, "heads": 12, "intermediate": 768}
     assert _shape_picked_before(prefix, 1) is None  # only seed 0 asked for, and it is gone
+
+
+def test_a_cut_point_is_a_wide_student_pruned_then_distilled_again(tiny_csv, tmp_path, monkeypatch):
+    """--cuts 1L/H64/A2/F32: a 1-layer student at the teacher's width (4 heads, FFN 128), half its heads
+    and three quarters of its FFN removed, distilled again; the table names it as a cut and counts what it kept."""
+    from shrinkbert.cli import main
+    from shrinkbert.core.artifacts import read_manifest
+    from fixtures import make_tiny_bert
+
+    monkeypatch.setenv("SHRINKBERT_CACHE", str(tmp_path / "cache"))
+    teacher = make_tiny_bert(tmp_path / "teacher", layers=2, hidden=64, intermediate=128, seed=2)
+    out = tmp_path / "frontier"
+    common = ["frontier", "--teacher", str(teacher), "--task", str(tiny_csv), "--speedups", "", "--seeds", "1",
+              "--max-steps", "2", "--batch-size", "8", "--max-length", "32", "--threads", "1", "--runs", "2",
+              "--warmup", "0", "--output-dir", str(out)]
+    assert main(common + ["--cuts", "1L/H64/A2/F32"]) == 0
+    (point,) = json.loads((out / "frontier.json").read_text())["points"]
+    assert point["given"] == "cut-1L-H64-A2-F32"
+    assert point["shape"] == {"layers": 1, "hidden": 64, "heads": 2, "intermediate": 32}
+    student = point["students"][0]["student"]
+    cut = read_manifest(student)["config"]["student"]
+    wide = read_manifest(cut)["config"]["model"]
+    assert wide.endswith("-seed0-wide") and read_manifest(wide)["student"]["shape"]["heads"] == 4
+    assert "| cut | 1L/H64/A2/F32 |" in (out / "frontier.md").read_text()
+    assert main(common + ["--cuts", "1L/H64"]) == 2  # a cut must say what it keeps
+    fresh = common[:-1] + [str(tmp_path / "refused")]
+    assert main(fresh + ["--cuts", "1L/H64/A8/F32"]) == 2  # and keep no more than the wide student has,
+    assert not (tmp_path / "refused").exists()  # which is checked before anything is made
