@@ -168,6 +168,10 @@ def teacher_reference_ms(teacher: str, max_length: int, threads: int, out: Path,
     return teacher_ms, False
 
 
+# settings that change how fast an artifact is made, not what it holds: a difference does not make it stale
+SPEED_ONLY = frozenset({"threads"})
+
+
 def _stale_reason(out: Path, kwargs: dict[str, Any]) -> str:
     """Why the artifact in `out` was not made from these inputs ('' when it was): a parent artifact
     (the teacher, the model) whose content changed since, or a setting that differs."""
@@ -178,6 +182,8 @@ def _stale_reason(out: Path, kwargs: dict[str, Any]) -> str:
             return f"{path} changed since it was made"
     made_with = manifest.get("config", {})
     for key, value in kwargs.items():
+        if key in SPEED_ONLY:
+            continue
         if key in made_with and not (isinstance(value, str) and Path(value).exists()):  # paths: by hash above
             if made_with[key] != value:
                 return f"{key} was {made_with[key]!r}, now {value!r}"

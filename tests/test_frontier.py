@@ -149,3 +149,15 @@ def test_a_cut_point_is_a_wide_student_pruned_then_distilled_again(tiny_csv, tmp
     fresh = common[:-1] + [str(tmp_path / "refused")]
     assert main(fresh + ["--cuts", "1L/H64/A8/F32"]) == 2  # and keep no more than the wide student has,
     assert not (tmp_path / "refused").exists()  # which is checked before anything is made
+
+
+def test_a_thread_count_does_not_make_a_student_stale_but_a_recipe_setting_does(tmp_path):
+    """Threads change how fast a student is made, not what it is: one made with 2 threads is reused where
+    0 (all cores) is asked for; one made with another learning rate is not."""
+    from shrinkbert.frontier import _stale_reason
+
+    made = tmp_path / "student"
+    made.mkdir()
+    (made / "shrinkbert.json").write_text(json.dumps({"config": {"threads": 2, "learning_rate": 3e-4}, "parents": []}))
+    assert _stale_reason(made, {"threads": 0, "learning_rate": 3e-4}) == ""
+    assert "learning_rate" in _stale_reason(made, {"threads": 2, "learning_rate": 1e-4})
