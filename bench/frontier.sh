@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The accuracy–speed frontier on the demo's teacher (issue 14): the tables in docs/frontier.md.
-#   1. the speed-up ladder plus named shapes, one recipe (train split + 16,000 teacher-labelled IMDB
-#      sentences, logits + hidden KD, 2 epochs), all int8 students in one interleaved measurement;
+#   1. the speed-up ladder plus named shapes and one cut (2L/H384 distilled, pruned to 6 heads and FFN
+#      384, distilled again: bench/plateau.py's pruned arm makes the same students), one recipe (train
+#      split + 16,000 teacher-labelled IMDB sentences, logits + hidden KD, 2 epochs), all int8 students
+#      in one interleaved measurement;
 #   2. more data at the 2L/H160 shape: 96,000 IMDB sentences + 2 perturbed copies per training row;
 #   3. more epochs at the 2L/H160 shape: the recipe of 1 for 6 epochs instead of 2;
 #   4. attention transfer at the 2L/H160 shape: the recipe of 1 plus the attention loss (its 5 heads
@@ -22,7 +24,7 @@ ONLY=${ONLY:-1,2,3,4,5,6}
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
 COMMON=(--teacher runs/demo/teacher --seeds 3 --epochs 2 --learning-rate 3e-4 --hidden-weight 1 --transfer-corpus imdb)
 want 1 && .venv/bin/shrinkbert frontier "${COMMON[@]}" --output-dir runs/frontier --speedups 5x,8x,15x,25x \
-    --shapes 2L/H160,3L/H128,3L/H384/F768 --max-transfer-rows 16000
+    --shapes 2L/H160,3L/H128,3L/H384/F768 --cuts 2L/H384/A6/F384 --max-transfer-rows 16000
 want 2 && .venv/bin/shrinkbert frontier "${COMMON[@]}" --output-dir runs/frontier-data --speedups "" --shapes 2L/H160 \
     --max-transfer-rows 96000 --augment 2
 want 3 && .venv/bin/shrinkbert frontier "${COMMON[@]}" --epochs 6 --output-dir runs/frontier-epochs --speedups "" \
