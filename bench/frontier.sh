@@ -12,6 +12,8 @@
 #      default before distill's auto picked pca for narrower students), against the same teacher.
 #   6. bf16 autocast on the CPU (a host with avx512_bf16 or AMX) at the 2L/H160 shape: the recipe of 1
 #      with --mixed-precision bf16; bench/cpu_bf16.py times the step.
+# 3L/H384/F768, named in 1 before the picker tried half-width FFNs, is now its 5x pick on a VNNI host
+# (docs/frontier.md), so 1 no longer names it.
 # Only 1 and 5 ran with distill's auto init (docs/frontier.md says which table came from which).
 # ONLY=1,5 runs just those commands.
 # Students already in an output folder are reused, so a re-run only re-measures.
@@ -24,7 +26,7 @@ ONLY=${ONLY:-1,2,3,4,5,6}
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
 COMMON=(--teacher runs/demo/teacher --seeds 3 --epochs 2 --learning-rate 3e-4 --hidden-weight 1 --transfer-corpus imdb)
 want 1 && .venv/bin/shrinkbert frontier "${COMMON[@]}" --output-dir runs/frontier --speedups 5x,8x,15x,25x \
-    --shapes 2L/H160,3L/H128,3L/H384/F768 --cuts 2L/H384/A6/F384 --max-transfer-rows 16000
+    --shapes 2L/H160,3L/H128 --cuts 2L/H384/A6/F384 --max-transfer-rows 16000
 want 2 && .venv/bin/shrinkbert frontier "${COMMON[@]}" --output-dir runs/frontier-data --speedups "" --shapes 2L/H160 \
     --max-transfer-rows 96000 --augment 2
 want 3 && .venv/bin/shrinkbert frontier "${COMMON[@]}" --epochs 6 --output-dir runs/frontier-epochs --speedups "" \
