@@ -195,11 +195,11 @@ def _annotate(fig, ax, xs: list[float], ys: list[float], radii_pt: list[float], 
     return annotations
 
 
-def short_shape(shape: dict | None) -> str:
-    """2L/H160, with /F768 only when the FFN is not the usual 4 x hidden."""
+def short_shape(shape: dict | None, heads: bool = False) -> str:
+    """2L/H160, with /F768 only when the FFN is not the usual 4 x hidden (heads: /A6 after the width)."""
     if not shape:
         return "-"
-    text = f"{shape['layers']}L/H{shape['hidden']}"
+    text = f"{shape['layers']}L/H{shape['hidden']}" + (f"/A{shape['heads']}" if heads and "heads" in shape else "")
     return text + (f"/F{shape['intermediate']}" if shape.get("intermediate") not in (None, 4 * shape["hidden"]) else "")
 
 
@@ -213,9 +213,11 @@ def frontier_points(table: dict) -> list[dict]:
     for row in table["points"]:
         if not row.get("seeds"):
             continue
-        target = f"{row['speedup_target']:g}x: " if row.get("speedup_target") is not None else ""
+        cut = str(row.get("given") or "").startswith("cut-")  # a pruned wide student: its kept heads matter
+        target = (f"{row['speedup_target']:g}x: " if row.get("speedup_target") is not None
+                  else "cut: " if cut else "")
         points.append({"x": row["speedup_vs_torch"], "y": 100 * row["retention_mean"],
-                       "sd": 100 * row["retention_sd"], "label": target + short_shape(row.get("shape")),
+                       "sd": 100 * row["retention_sd"], "label": target + short_shape(row.get("shape"), heads=cut),
                        "student": True})
     return points
 

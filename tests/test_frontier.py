@@ -145,6 +145,10 @@ def test_a_cut_point_is_a_wide_student_pruned_then_distilled_again(tiny_csv, tmp
     wide = read_manifest(cut)["config"]["model"]
     assert wide.endswith("-seed0-wide") and read_manifest(wide)["student"]["shape"]["heads"] == 4
     assert "| cut | 1L/H64/A2/F32 |" in (out / "frontier.md").read_text()
+    from shrinkbert.eval.plot import frontier_points
+
+    table = json.loads((out / "frontier.json").read_text())
+    assert frontier_points(table)[-1]["label"] == "cut: 1L/H64/A2/F32"  # the plot names what the cut kept
     assert main(common + ["--cuts", "1L/H64"]) == 2  # a cut must say what it keeps
     fresh = common[:-1] + [str(tmp_path / "refused")]
     assert main(fresh + ["--cuts", "1L/H64/A8/F32"]) == 2  # and keep no more than the wide student has,
