@@ -26,7 +26,7 @@ ONLY=${ONLY:-1,2,3,4,5,6}
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
 COMMON=(--teacher runs/demo/teacher --seeds 3 --epochs 2 --learning-rate 3e-4 --hidden-weight 1 --transfer-corpus imdb)
 want 1 && .venv/bin/shrinkbert frontier "${COMMON[@]}" --output-dir runs/frontier --speedups 5x,8x,15x,25x \
-    --shapes 2L/H160,3L/H128 --cuts 2L/H384/A6/F384 --max-transfer-rows 16000
+    --shapes 2L/H160,3L/H128 --cuts 2L/H384/A6/F384,2L/H384/A4/F384 --max-transfer-rows 16000
 want 2 && .venv/bin/shrinkbert frontier "${COMMON[@]}" --output-dir runs/frontier-data --speedups "" --shapes 2L/H160 \
     --max-transfer-rows 96000 --augment 2
 want 3 && .venv/bin/shrinkbert frontier "${COMMON[@]}" --epochs 6 --output-dir runs/frontier-epochs --speedups "" \
