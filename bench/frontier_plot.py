@@ -24,6 +24,7 @@ def _number(cell: str) -> float:
 def table_from_markdown(text: str) -> dict:
     """The frontier.json figures the plot needs, from frontier.md's raw table (the one with A/F shapes)."""
     header = re.search(r"Frontier: .*?(\d+) test rows", text)
+    text = text[header.start():] if header else text  # the raw table only, not the doc's other tables
     rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in text.splitlines()
             if line.startswith("| ")]
     teacher = next(r for r in rows if r[0] == "teacher (PyTorch fp32)" and not r[1])
