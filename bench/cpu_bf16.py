@@ -10,27 +10,20 @@ alternating step by step after 3 untimed rounds, median of --steps. Prints the r
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
-import time
+import sys
+from pathlib import Path
 
 import torch
 from transformers import BertConfig, BertForSequenceClassification
 
-from shrinkbert.core.device import cpu_has_bf16, describe_machine
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cpu_knobs import train_step_ms  # noqa: E402  (bench/ sibling: the same timed step)
+
+from shrinkbert.core.device import cpu_has_bf16, describe_machine  # noqa: E402
 
 SHAPES = {"2L/H160": (2, 160, 5, 640), "4L/H384": (4, 384, 12, 1536)}
-
-
-def step_fn(model, optimizer, batch, bf16: bool):
-    def step() -> float:
-        start = time.perf_counter()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            loss = model(**batch).loss
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        return time.perf_counter() - start
-    return step
 
 
 def main() -> None:
@@ -51,8 +44,9 @@ def main() -> None:
             model = BertForSequenceClassification(BertConfig(num_hidden_layers=layers, hidden_size=hidden,
                                                              num_attention_heads=heads, intermediate_size=ffn))
             model.train()
-            steps[mode] = step_fn(model, torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True), batch,
-                                  mode == "bf16")
+            steps[mode] = functools.partial(train_step_ms, model,
+                                            torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True), batch,
+                                            mode == "bf16")
         times = {mode: [] for mode in steps}
         for round_ in range(3 + args.steps):
             for mode, step in steps.items():
@@ -60,7 +54,7 @@ def main() -> None:
                 if round_ >= 3:
                     times[mode].append(elapsed)
         median = {mode: statistics.median(t) for mode, t in times.items()}
-        print(f"{name}: fp32 {median['fp32'] * 1e3:.0f} ms/step, bf16 autocast {median['bf16'] * 1e3:.0f} ms/step, "
+        print(f"{name}: fp32 {median['fp32']:.0f} ms/step, bf16 autocast {median['bf16']:.0f} ms/step, "
               f"bf16 speed-up {median['fp32'] / median['bf16']:.2f}x (batch {args.batch_size} x {args.seq_len}, "
               f"median of {args.steps} interleaved steps)")
 

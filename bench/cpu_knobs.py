@@ -17,6 +17,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def train_step_ms(model, optimizer, batch, autocast: bool = False) -> float:
+    """One training step in ms: forward (bf16 CPU autocast when asked), the model's loss, backward,
+    optimizer step. bench/cpu_bf16.py times its steps with it too."""
+    import torch
+
+    start = time.perf_counter()
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        loss = model(**batch).loss
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return (time.perf_counter() - start) * 1000
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=8)
@@ -46,13 +60,7 @@ def main(argv=None) -> int:
     def step(model, optimizer, batch, autocast=False, threads=None):
         if threads:
             torch.set_num_threads(threads)
-        start = time.perf_counter()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-            loss = model(**batch).loss
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        elapsed = (time.perf_counter() - start) * 1000
+        elapsed = train_step_ms(model, optimizer, batch, autocast)
         torch.set_num_threads(cores)
         return elapsed
 
