@@ -38,7 +38,7 @@ from shrinkbert.core.data.dataspec import DataConfig, resolve_spec
 from shrinkbert.core.device import torch_threads
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds import kind_of
-from shrinkbert.core.models import load_model
+from shrinkbert.core.models import check_model_dir, load_model
 from shrinkbert.core.timing import time_callable
 from shrinkbert.eval.rows import load_test_rows
 from shrinkbert.eval.stats import compare_runs, difference_text, mean_sd
@@ -224,15 +224,18 @@ def run(cfg: Config) -> Path:
 
     if not cfg.teacher:
         raise ShrinkbertError("no teacher given: --teacher DIR")
+    check_model_dir(cfg.teacher)
     given = parse_shapes(cfg.shapes)
     cuts = parse_cuts(cfg.cuts)
     for cut in cuts:  # checked against the wide student's shape before anything is made
         _check_cut(cfg.teacher, cut)
     speedups = parse_speedups(cfg.speedups) if cfg.speedups.strip() or not (given or cuts) else []
     threads = cfg.threads or os.cpu_count() or 1
+    spec = resolve_spec(cfg, [cfg.teacher])
+    # read the test rows now, before the output folder: a missing file or column leaves nothing behind
+    load_test_rows(spec, split="test", max_rows=1, cache_dir=cfg.cache_dir or None)
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    spec = resolve_spec(cfg, [cfg.teacher])
     teacher_ms, probe_reused = teacher_reference_ms(cfg.teacher, cfg.max_length, threads, out, cfg.resume)
     teacher_int8 = _int8(Path(cfg.teacher), out / "teacher", cfg, cfg.resume)
 

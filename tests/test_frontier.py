@@ -171,3 +171,21 @@ def test_a_thread_count_does_not_make_a_student_stale_but_a_recipe_setting_does(
     (made / "shrinkbert.json").write_text(json.dumps({"config": {"threads": 2, "learning_rate": 3e-4}, "parents": []}))
     assert _stale_reason(made, {"threads": 0, "learning_rate": 3e-4}) == ""
     assert "learning_rate" in _stale_reason(made, {"threads": 2, "learning_rate": 1e-4})
+
+
+def test_a_missing_teacher_or_bad_data_is_one_line_and_makes_no_folder(tmp_path, capsys):
+    from shrinkbert.cli import main
+    from fixtures import make_tiny_bert
+
+    teacher = make_tiny_bert(tmp_path / "teacher", layers=2, hidden=32, intermediate=64)
+    wrong_columns = tmp_path / "own.csv"
+    wrong_columns.write_text("review,stars\ngood film,1\nbad film,0\n")
+    for args, said in ((["--teacher", str(tmp_path / "nowhere"), "--cuts", "1L/H32/A2/F32"], "does not exist"),
+                       (["--teacher", str(teacher), "--task", str(tmp_path / "missing.csv")], "does not exist"),
+                       (["--teacher", str(teacher), "--task", str(wrong_columns)], "no text column 'text'")):
+        out = tmp_path / "frontier"
+        capsys.readouterr()
+        assert main(["frontier", *args, "--shapes", "1L/H16", "--output-dir", str(out)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error: ") and said in err and "\n" not in err
+        assert not out.exists()
