@@ -224,6 +224,17 @@ def options(config_cls) -> list[Option]:
     return out
 
 
+def refuse_unread(config, reads, context: str) -> None:
+    """Refuse, in one line, every option set away from its default that the code path `context`
+    does not read (`reads`: the field names it does): an option accepted and silently ignored is a
+    setting the user believes in and never gets."""
+    unread = [o.name for o in options(type(config)) if o.name not in reads and getattr(config, o.name) != o.default]
+    if unread:
+        names = ", ".join(option_name(name) for name in unread)
+        raise ShrinkbertError(f"{names} {'is' if len(unread) == 1 else 'are'} not read {context}: drop "
+                              f"{'it' if len(unread) == 1 else 'them'}")
+
+
 def grouped(config_cls) -> dict[str, list[Option]]:
     """Options by group: what to work on first, the stage's own groups in declaration order, then
     how to train, then where the result goes (FIRST_GROUPS, LAST_GROUPS)."""

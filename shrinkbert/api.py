@@ -10,9 +10,10 @@
     table = report(teacher, student, int8, output_dir="runs/report")
     print(teacher.metrics["test_accuracy"], int8.load())                # an ORTModelForSequenceClassification
 
-The stage functions are generated from the stage registry (shrinkbert.stages): each one's
-signature and docstring come from the stage's Config, so `help(shrinkbert.distill)` lists every
-parameter with its default, bound and help text, as `shrinkbert distill --help` does. A call builds
+The stage functions (shrinkbert/functions.py) are generated from the stage registry (shrinkbert.stages)
+by shrinkbert/codegen.py: each one's typed signature and docstring come from the stage's Config, so
+`help(shrinkbert.distill)` lists every parameter with its default, bound and help text, as
+`shrinkbert distill --help` does, and an IDE or type checker sees them. A call builds
 the same Config the CLI builds (unknown keywords, wrong types and bounds raise ShrinkbertError
 naming the keyword, `text_column=`) and calls the same `run`; it returns an `Artifact`. Anywhere
 a path is expected, an Artifact works too; stages that read a PyTorch model also take an
@@ -20,17 +21,15 @@ in-memory transformers model and its tokenizer.
 """
 from __future__ import annotations
 
-import functools
 import inspect
 import json
 import os
-import textwrap
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from shrinkbert.core.artifacts import read_manifest
-from shrinkbert.core.config import Option, grouped, option_help, options, speaking_as
+from shrinkbert.core.config import options, speaking_as
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds import kind_of_architectures
 from shrinkbert.core.models import load_model
@@ -39,8 +38,12 @@ from shrinkbert.stages import API_STAGES, Stage, resolve
 
 @dataclass(frozen=True)
 class Artifact:
-    """A finished stage output on disk: its directory and its shrinkbert.json."""
+    """A finished stage output on disk: its directory and its shrinkbert.json.
+    `Artifact("runs/squad/bundle")` takes a plain string as well as a Path."""
     path: Path
+
+    def __post_init__(self):
+        object.__setattr__(self, "path", Path(self.path))
 
     def __fspath__(self) -> str:  # os.fspath(artifact), open(), Path(artifact) all see the directory
         return str(self.path)
@@ -72,10 +75,8 @@ class Artifact:
     def load(self):
         """The model to run: a transformers model (PyTorch artifacts), an Optimum ORTModel (ONNX
         artifacts) or the bundle's torch-free Predictor (edge bundles)."""
-        if (self.path / "predict.py").is_file() and (self.path / "labels.json").is_file():
-            from shrinkbert.compress.edge_predictor import Predictor
-
-            return Predictor(self.path)
+        if self.stage == "bundle":
+            return bundle_predictor(self.path)
         config = json.loads((self.path / "config.json").read_text()) if (self.path / "config.json").is_file() else {}
         architectures = config.get("architectures") or []
         kind = kind_of_architectures(architectures)  # the task kind (core/kinds) names the classes
@@ -90,6 +91,17 @@ class Artifact:
         from transformers import AutoTokenizer
 
         return AutoTokenizer.from_pretrained(str(self.path))
+
+
+def bundle_predictor(path: Path):
+    """The kit's Predictor for an edge bundle: a classifier's, tagger's or QA model's (labels.json:
+    compress/edge_predictor.py), or an embedding model's, graph or static (compress/static_predictor.py).
+    The same classes the bundle ships as its predict.py."""
+    if (path / "labels.json").is_file():
+        from shrinkbert.compress.edge_predictor import Predictor
+    else:
+        from shrinkbert.compress.static_predictor import Predictor
+    return Predictor(path)
 
 
 def _plain(value: Any) -> Any:
@@ -150,109 +162,29 @@ def run_stage(name: str, **kwargs) -> Artifact:
     return Artifact(Path(_call(stage, kwargs, tokenizer, dataset)).resolve())
 
 
-def _report(*artifacts, **kwargs) -> dict[str, Any]:
-    """The eval stage from Python (its generated wrapper is `report`): the report dict."""
+def report_stage(*artifacts, **kwargs) -> dict[str, Any]:
+    """The eval stage from Python (shrinkbert.report): the report dict."""
     if artifacts:
         kwargs["artifacts"] = list(artifacts)
     result, files = _call(API_STAGES["report"], kwargs)
     return {**result, "files": {k: str(v) for k, v in files.items()}}
 
 
+def named(arguments: dict[str, Any], function) -> dict[str, Any]:
+    """The keyword arguments a generated API function (shrinkbert/functions.py) was called with that
+    differ from its defaults: what the caller named, as `**kwargs` would have held it."""
+    defaults = {p.name: p.default for p in inspect.signature(function).parameters.values()
+                if p.kind is inspect.Parameter.KEYWORD_ONLY}
+
+    def unchanged(name: str, value: Any) -> bool:
+        default = defaults[name]
+        return value is default or (type(value) is type(default) and value == default)
+
+    return {name: value for name, value in arguments.items() if name in defaults and not unchanged(name, value)}
+
+
 def _config_fields(stage: Stage) -> set[str]:
     return {option.name for option in options(stage.config_class)}
-
-
-# ---- the generated functions: signature and docstring from each stage's Config ----------------
-
-MODEL_NOTE = ("{names}: a path, an Artifact, or an in-memory transformers model (PreTrainedModel; pass its "
-              "tokenizer= too): it is saved under <output_dir>.inputs/ first, so the output's lineage names it.")
-DATASET_NOTE = ("dataset: a datasets.Dataset (split by split_seed) or DatasetDict (train/validation/test) with "
-                "the text and label columns; saved under <output_dir>.inputs/data and used as task.")
-
-
-def _annotation(stage: Stage, option: Option) -> Any:
-    if option.name in stage.model_fields:
-        return "str | os.PathLike | Artifact | transformers.PreTrainedModel"
-    if option.name == "tokenizer" and stage.model_fields:  # a directory, or an in-memory model's tokenizer
-        return "str | os.PathLike | transformers.PreTrainedTokenizerBase"
-    return option.type
-
-
-def signature(stage: Stage) -> inspect.Signature:
-    """Every Config field as a keyword-only parameter with its default (plus the in-memory inputs)."""
-    params = []
-    if stage.api_name == "report":
-        params.append(inspect.Parameter("artifacts", inspect.Parameter.VAR_POSITIONAL,
-                                        annotation="str | os.PathLike | Artifact"))
-    for option in (o for group in grouped(stage.config_class).values() for o in group):  # as help() lists them
-        if any(p.name == option.name for p in params):  # report's artifacts: the positional ones
-            continue
-        params.append(inspect.Parameter(option.name, inspect.Parameter.KEYWORD_ONLY, default=option.default,
-                                        annotation=_annotation(stage, option)))
-    names = {p.name for p in params}
-    if stage.model_fields and "tokenizer" not in names:
-        params.append(inspect.Parameter("tokenizer", inspect.Parameter.KEYWORD_ONLY, default=None,
-                                        annotation="transformers.PreTrainedTokenizerBase | None"))
-    if stage.takes_dataset:
-        params.append(inspect.Parameter("dataset", inspect.Parameter.KEYWORD_ONLY, default=None,
-                                        annotation="datasets.Dataset | datasets.DatasetDict | None"))
-    returns = "dict[str, Any]" if stage.api_name == "report" else Artifact
-    return inspect.Signature(params, return_annotation=returns)
-
-
-def docstring(stage: Stage) -> str:
-    """The summary, what the call does, then every parameter by group: default, bound, help."""
-    wrap = functools.partial(textwrap.fill, width=100, break_on_hyphens=False)
-    returns = ("the report dict (variants, rows, files)" if stage.api_name == "report"
-               else "the Artifact written to output_dir")
-    lines = [stage.summary[:1].upper() + stage.summary[1:] + ".", "",
-             wrap(f"Builds the same Config as `{stage.prog}` (the same checks: unknown keywords, types and bounds "
-                  f"raise ShrinkbertError) and runs it; returns {returns}. Anywhere a path is expected, an "
-                  "Artifact works too."), ""]
-    if stage.model_fields:
-        lines += [wrap(MODEL_NOTE.format(names=", ".join(stage.model_fields))), ""]
-    if stage.takes_dataset:
-        lines += [wrap(DATASET_NOTE), ""]
-    if stage.api_name == "report":
-        lines += ["artifacts: the artifacts to measure (positional, or artifacts=[...]).", ""]
-    for group, group_options in grouped(stage.config_class).items():
-        lines += [f"{group.capitalize()}:"]
-        for option in group_options:
-            lines.append(f"    {option.name}: {option.type_text} = {option.default!r}")
-            lines += [textwrap.indent(wrap(option_help(option)), " " * 8)] if option_help(option) else []
-        lines.append("")
-    return "\n".join(lines).rstrip() + "\n"
-
-
-def stage_function(stage: Stage) -> Callable[..., Any]:
-    """The Python API function of one stage, with a real signature and a generated docstring
-    (help(shrinkbert.distill) lists what `shrinkbert distill --help` lists)."""
-    def function(*args, **kwargs):
-        if stage.api_name == "report":
-            return _report(*args, **kwargs)
-        if args:
-            raise TypeError(f"{stage.api_name}() takes keyword arguments only (see help({stage.api_name}))")
-        return run_stage(stage.name, **kwargs)
-
-    function.__name__ = function.__qualname__ = stage.api_name
-    function.__module__ = __name__
-    function.__signature__ = signature(stage)
-    function.__doc__ = docstring(stage)
-    return function
-
-
-def __getattr__(name: str) -> Callable[..., Any]:
-    """`shrinkbert.api.distill` and friends, made on first use: building a signature imports the
-    stage's module (and with it torch), which `import shrinkbert` alone should not pay."""
-    if name not in API_STAGES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    function = stage_function(API_STAGES[name])
-    globals()[name] = function
-    return function
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(API_STAGES))
 
 
 def _save_model(model, tokenizer, where: Path) -> Path:

@@ -37,7 +37,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from shrinkbert.core.artifacts import atomic_artifact, check, write_manifest
@@ -47,6 +46,7 @@ from shrinkbert.core.embedder import Embedder, write_st_layout
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.students.cache import teacher_identity, text_fingerprint
 from shrinkbert.students.init import init_from_teacher, stream_basis
+from shrinkbert.core.kinds.losses import mse_cosine_loss
 from shrinkbert.students.losses import masked_mse
 from shrinkbert.students.shape import Shape, shape_config
 
@@ -200,8 +200,7 @@ def train_student(student: Embedder, teacher: Embedder, sentences: list[str], ta
                 mask = batch["attention_mask"].bool()
                 loss_hidden = sum(masked_mse(out.hidden_states[s], t_hidden[t], mask) for s, t in layer_map.items()) / len(layer_map)
             target = goal[rows]
-            loss = (config.mse_weight * F.mse_loss(vectors, target)
-                    + config.cosine_weight * (1 - F.cosine_similarity(vectors, target, dim=-1)).mean()
+            loss = (mse_cosine_loss(vectors, target, config.mse_weight, config.cosine_weight)
                     + config.hidden_weight * loss_hidden)
             optimizer.zero_grad()
             loss.backward()

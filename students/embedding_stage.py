@@ -15,6 +15,7 @@ scored pairs (STS-B's shape) picks the epoch by validation Spearman and is recor
 """
 from __future__ import annotations
 
+import dataclasses
 import random
 from pathlib import Path
 
@@ -22,13 +23,20 @@ import numpy as np
 
 from shrinkbert.core.artifacts import atomic_artifact, check, write_manifest
 from shrinkbert.core.data.builtin import resolve_model
-from shrinkbert.core.data.dataspec import resolve_spec
+from shrinkbert.core.config import refuse_unread
+from shrinkbert.core.data.dataspec import DataConfig, resolve_spec
 from shrinkbert.core.data.load import load_corpus
 from shrinkbert.core.data.scored_pairs import split_pairs
 from shrinkbert.core.embedder import Embedder
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.students.embedding_distill import EmbeddingStudentConfig, distill_embedding, teacher_vectors
 
+# What `distill` reads for an embedding student (the data fields, then these); any other option set
+# is refused in one line (core.config.refuse_unread), so `--temperature 4` is never silently ignored.
+READS = frozenset(f.name for f in dataclasses.fields(DataConfig)) | {
+    "teacher", "mode", "corpus", "student", "target", "layers", "hidden", "heads", "intermediate", "dim",
+    "hidden_weight", "epochs", "learning_rate", "batch_size", "max_length", "max_train_rows", "max_eval_rows",
+    "seed", "output_dir"}
 DEFAULT_LAYERS = 3  # the measured shape: 3 of 6 layers, 5.4x as int8 (docs/embeddings.md)
 STATIC = "static"
 
@@ -56,6 +64,7 @@ def validation_pairs(cfg, teacher: str):
 
 def distill(cfg) -> Path:
     """Distil an embedding student as the distill stage's Config asks; return its artifact path."""
+    refuse_unread(cfg, READS, "for an embedding student (mode embeddings, or a teacher of kind embedding)")
     teacher = resolve_model(cfg.teacher)
     if "," in cfg.teacher:
         raise ShrinkbertError("an embedding student learns from one teacher: give one --teacher")

@@ -35,6 +35,7 @@ import torch
 from shrinkbert.core.artifacts import save_model_artifact
 from shrinkbert.core.config import field, stage_main, to_dict
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.kinds.losses import kd_logits_loss
 from shrinkbert.core.masking import Masker
 from shrinkbert.core.models import check_model_dir, count_parameters, load_model, load_tokenizer
 from shrinkbert.core.predict import model_inputs
@@ -211,7 +212,7 @@ def mlm_loss(model, batch: dict, masker: Masker | None, kd_teacher=None, mlm_wei
     if kd_teacher is not None:
         with torch.no_grad():
             teacher_logits, _, _ = masked_forward(kd_teacher, batch, labels)
-        kd = pretrain_student.mlm_kd(logits, teacher_logits, temperature)
+        kd = kd_logits_loss(logits, teacher_logits, temperature)
         loss, logs["kd_loss"] = loss + kd_weight * kd, kd.detach()
     if nsp_labels is None or nsp_logits is None:
         return loss, logs

@@ -11,7 +11,7 @@ the task into it (a new classifier head, its pooler/classifier from the teacher 
 
 MLM-KD: with --kd-weight > 0 an MLM teacher (--kd-teacher, default --teacher) sees the same masked
 batch, and the student also learns its softened distribution over the vocabulary at the masked
-positions (KL at --temperature, T^2-scaled, as students/losses.py's logit KD). The fine-tuned
+positions (core/kinds/losses.py's kd_logits_loss at --temperature). The fine-tuned
 classifier teacher has no MLM head: name its domain-MLM parent as --kd-teacher.
 """
 from __future__ import annotations
@@ -99,13 +99,3 @@ def load_kd_teacher(cfg: Config, vocab_size: int):
     teacher = load_model(AutoModelForMaskedLM, path).eval()
     teacher.requires_grad_(False)
     return teacher
-
-
-def mlm_kd(student_logits: torch.Tensor, teacher_logits: torch.Tensor, temperature: float) -> torch.Tensor:
-    """KL(teacher || student) of the softened vocabulary distributions, mean over masked tokens, T^2-scaled."""
-    if not len(student_logits):
-        return student_logits.sum() * 0.0
-    t = float(temperature)
-    log_student = torch.log_softmax(student_logits.float() / t, dim=-1)
-    log_teacher = torch.log_softmax(teacher_logits.float() / t, dim=-1)
-    return torch.nn.functional.kl_div(log_student, log_teacher, log_target=True, reduction="batchmean") * t * t

@@ -11,12 +11,15 @@ import json
 import logging
 import pydoc
 import re
+import subprocess
+import sys
 import warnings
 
 import pytest
 
 import shrinkbert
 from shrinkbert import cli
+from shrinkbert.api import run_stage
 from shrinkbert.core.config import flag, option_help, options
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.progress import progress_bar
@@ -86,11 +89,40 @@ def test_the_signature_is_the_config():
     assert {s.name for s in API_STAGES.values()} <= set(STAGES)
 
 
+def test_the_api_is_written_source_current_with_the_registry_and_help_costs_no_torch():
+    from shrinkbert import codegen
+
+    assert codegen.TARGET.read_text() == codegen.render(), "stale: run python -m shrinkbert.codegen"
+    assert (codegen.TARGET.parent / "py.typed").is_file()
+    # help() and inspect.signature read the written functions: nothing heavy is imported for them
+    probe = ("import inspect, pydoc, sys, shrinkbert\n"
+             "assert list(inspect.signature(shrinkbert.distill).parameters)[:2] == ['teacher', 'student']\n"
+             "assert 'temperature: float = 2.0' in pydoc.render_doc(shrinkbert.distill, renderer=pydoc.plaintext)\n"
+             "print(sorted(m for m in ('torch', 'transformers', 'datasets', 'sklearn') if m in sys.modules))\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr[-2000:] or done.stdout
+
+
+def test_only_the_keywords_a_caller_names_reach_the_stage(monkeypatch):
+    from shrinkbert import functions
+
+    seen = {}
+    monkeypatch.setattr(functions, "report_stage", lambda *artifacts, **kwargs: seen.update(kwargs) or seen)
+    monkeypatch.setattr(functions, "run_stage", lambda name, **kwargs: seen.update(kwargs, stage=name) or seen)
+    shrinkbert.report("a", "b", quick=True, runs=30)  # runs=30 is its default: left unset, for quick to fill
+    assert seen == {"quick": True}
+    seen.clear()
+    shrinkbert.distill(teacher="t", layers=2, temperature=2.0, output_dir="out")
+    assert seen == {"teacher": "t", "layers": 2, "output_dir": "out", "stage": "distill"}
+
+
 def test_errors_name_the_keyword_from_python_and_the_flag_from_the_cli(tiny_bert, tmp_path):
     with pytest.raises(ShrinkbertError, match=r"^parity_rows= must be >= 1, got 0$"):
         shrinkbert.export(model=tiny_bert, output_dir=tmp_path / "x", parity_rows=0)
-    with pytest.raises(ShrinkbertError, match=r"^unknown keyword\(s\) for export: parity= \(known: "):
+    with pytest.raises(TypeError, match=r"export\(\) got an unexpected keyword argument 'parity'"):  # a real signature
         shrinkbert.export(model=tiny_bert, output_dir=tmp_path / "x", parity=4)
+    with pytest.raises(ShrinkbertError, match=r"^unknown keyword\(s\) for export: parity= \(known: "):  # run_stage
+        run_stage("export", model=tiny_bert, output_dir=tmp_path / "x", parity=4)
     with pytest.raises(ShrinkbertError, match=r"^prune needs model= and output_dir=$"):  # the stage's own message
         shrinkbert.prune(output_dir="")
     with pytest.raises(ShrinkbertError, match=r"^mode= must be one of dynamic, static, int4, got 'fast'$"):
@@ -107,9 +139,11 @@ def test_what_is_not_a_path_or_a_model_is_refused_in_one_line(tmp_path):
         shrinkbert.finetune(model=object(), output_dir=tmp_path / "t")
     with pytest.raises(ShrinkbertError, match=r"^teacher= takes a path"):
         shrinkbert.distill(teacher={"not": "a model"}, output_dir=tmp_path / "s")
-    with pytest.raises(ShrinkbertError, match="^quantize\\(\\): tokenizer= goes with an in-memory model"):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'tokenizer'"):  # quantize reads no PyTorch model
         shrinkbert.quantize(model=tmp_path, tokenizer=object(), output_dir=tmp_path)
-    with pytest.raises(TypeError, match="keyword arguments only"):
+    with pytest.raises(ShrinkbertError, match="^quantize\\(\\): tokenizer= goes with an in-memory model"):
+        run_stage("quantize", model=tmp_path, tokenizer=object(), output_dir=tmp_path)
+    with pytest.raises(TypeError, match="positional argument"):  # keyword-only, as the CLI's flags
         shrinkbert.export("runs/student")
     assert not (tmp_path / "t").exists() and not (tmp_path / "t.inputs").exists()
 

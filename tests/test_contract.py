@@ -105,6 +105,11 @@ def test_custom_columns_through_every_stage_from_the_cli_with_no_task_after_fine
         data = json.loads((out / stage / "shrinkbert.json").read_text())["data"]
         assert data["task"] == str(body_csv.resolve()) and data["text_column"] == "body", stage
         assert data["label_names"] == ["neg", "pos"], stage
+    from shrinkbert import Artifact
+    from shrinkbert.compress.edge_predictor import Predictor
+
+    predictor = Artifact(str(out / "bundle")).load()  # a plain string, as docs/qa.md writes it
+    assert isinstance(predictor, Predictor) and predictor.predict(["a fine film"])[0]["label"] in ("neg", "pos")
     report = json.loads((out / "report" / "report.json").read_text())
     assert report["test_rows"]["n"] == 8 and "reviews" in report["test_rows"]["source"]
     assert all(v["metrics"].get("accuracy") is not None for v in report["variants"])
@@ -178,6 +183,7 @@ def test_the_wheel_installs_one_namespace_and_runs_outside_the_repository(tmp_pa
     assert {n.split("/")[0] for n in names} == {"shrinkbert", wheel.name.split("-py3")[0] + ".dist-info"}
     assert "shrinkbert/core/metrics/accuracy/accuracy.py" in names
     assert "shrinkbert/compress/edge_predictor.py" in names
+    assert "shrinkbert/py.typed" in names and "shrinkbert/functions.py" in names
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)

@@ -129,3 +129,15 @@ def test_auto_times_the_bundle_both_ways_and_records_it(int8_graph, tmp_path):
     runtime = json.loads((run(int8_graph, tmp_path / "bundle") / "shrinkbert.json").read_text())["metrics"]["runtime"]
     assert set(runtime["p50_ms"]) == {"spin", "no_spin"} and all(v > 0 for v in runtime["p50_ms"].values())
     assert runtime["spin"] is (not runtime["p50_ms"]["no_spin"] < 0.9 * runtime["p50_ms"]["spin"])
+
+
+@pytest.mark.parametrize("which", ["static", "graph"])
+def test_artifact_load_gives_the_embedding_bundles_predictor(which, student_dir, int8_graph, tmp_path):
+    from shrinkbert import Artifact
+    from shrinkbert.compress.static_predictor import Predictor
+
+    bundle = run(student_dir if which == "static" else int8_graph, tmp_path / "bundle", spin="on")
+    predictor = Artifact(str(bundle)).load()
+    assert isinstance(predictor, Predictor)
+    vectors = predictor.embed(["a gripping film", "a dull one"])
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)

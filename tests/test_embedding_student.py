@@ -187,3 +187,18 @@ def test_the_kind_scores_pairs_from_stacked_vectors():
         Task("sts", ("low", "high"), metrics=("spearman",), kind="embedding")
     with pytest.raises(ShrinkbertError, match="scores embedding tasks only"):
         Task("clf", ("a", "b"), metrics=("spearman",))
+
+
+def test_an_option_mode_embeddings_does_not_read_is_one_line_and_writes_nothing(teacher, tmp_path, capsys):
+    from shrinkbert.students.distill import main
+
+    (tmp_path / "lines.txt").write_text("\n".join(SENTENCES))
+    base = ["--mode", "embeddings", "--teacher", str(teacher), "--corpus", str(tmp_path / "lines.txt"),
+            "--layers", "1", "--output-dir", str(tmp_path / "out")]
+    assert main(base + ["--temperature", "4", "--attention-weight", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --attention-weight, --temperature are not read for an embedding student")
+    assert err.count("\n") == 1 and not (tmp_path / "out").exists()
+    # a value equal to the default is no setting at all: not refused (recipes pass shared keys such as seed)
+    assert main(base + ["--temperature", "2", "--epochs", "1", "--batch-size", "16"]) == 0
+    assert (tmp_path / "out" / "shrinkbert.json").is_file()

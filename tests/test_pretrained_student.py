@@ -108,11 +108,14 @@ def test_mlm_kd_teaches_and_a_classifier_cannot(tiny_bert, mlm_teacher, corpus, 
     from shrinkbert.core.artifacts import read_manifest
     from shrinkbert.core.errors import ShrinkbertError
     from shrinkbert.teachers import pretrain
-    from shrinkbert.teachers.pretrain_student import mlm_kd
+    from shrinkbert.core.kinds.losses import kd_logits_loss  # the MLM KD at masked positions
 
     logits = torch.randn(5, 40)
-    assert float(mlm_kd(logits, logits, 2.0)) == pytest.approx(0.0, abs=1e-6)
-    assert float(mlm_kd(logits, torch.randn(5, 40), 2.0)) > 0.01
+    assert float(kd_logits_loss(logits, logits, 2.0)) == pytest.approx(0.0, abs=1e-6)
+    assert float(kd_logits_loss(logits, torch.randn(5, 40), 2.0)) > 0.01
+    none_masked = torch.randn(0, 40, requires_grad=True)  # a batch with no masked token: 0, and a step still runs
+    empty = kd_logits_loss(none_masked, torch.randn(0, 40), 2.0)
+    assert empty.item() == 0.0 and empty.requires_grad
 
     out = pretrain.run(_config(mlm_teacher, corpus, tmp_path / "kd", kd_weight=1.0, mlm_weight=0.0, init="random"))
     manifest = read_manifest(out)

@@ -302,3 +302,14 @@ def test_squad_recipe_runs_end_to_end_in_miniature(tmp_path):
         manifest = read_manifest(out / stage.name)
         assert manifest["stage"] == stage.uses and all(c["passed"] for c in manifest["checks"]), stage.name
         assert manifest["data"]["task"] == str((ROOT / teacher.params["task"]).resolve())
+
+
+def test_artifact_load_gives_the_qa_bundles_predictor(chain):
+    from shrinkbert import Artifact
+    from shrinkbert.compress.edge_predictor import Predictor
+
+    predictor = Artifact(str(chain["bundle"])).load()  # a plain string, as docs/qa.md writes it
+    assert isinstance(predictor, Predictor)
+    context = "Normandy was named after the Normans."
+    answer = predictor.answer("Who named Normandy?", context)
+    assert answer["text"] == context[answer["start"]:answer["end"]] and answer["text"]

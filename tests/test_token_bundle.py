@@ -268,3 +268,13 @@ def test_token_bundle_records_word_accuracy_and_entity_f1(tok_int8, tok_model, t
     assert 0 <= m["val_accuracy_bundle"] <= 1 and 0 <= m["val_entity_f1_bundle"] <= 1
     assert 0 <= m["vs_reference"]["val_accuracy_reference"] <= 1
     assert 0 <= m["vs_reference"]["val_entity_f1_reference"] <= 1
+
+
+def test_artifact_load_gives_the_token_bundles_predictor(tok_bundle):
+    from shrinkbert import Artifact
+    from shrinkbert.compress.edge_predictor import Predictor
+
+    predictor = Artifact(str(tok_bundle)).load()
+    assert isinstance(predictor, Predictor)
+    words = ["the", "film", "was", "good"]
+    assert [w["word"] for w in predictor.predict_words([words])[0]] == words

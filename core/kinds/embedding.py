@@ -223,11 +223,10 @@ class EmbeddingKind(TaskKind):
         return neighbour_loss(pool(model_output.last_hidden_state, batch["attention_mask"], "mean"))
 
     def kd_loss(self, student, teacher, batch, temperature):
-        """students/embedding_distill.py's loss: MSE plus (1 - cosine) to the teacher's vectors."""
-        import torch.nn.functional as F
+        """MSE plus (1 - cosine) to the teacher's vectors (core/kinds/losses.py)."""
+        from shrinkbert.core.kinds.losses import mse_cosine_loss  # deferred: torch
 
-        s, t = student[OUTPUT], teacher[OUTPUT]
-        return F.mse_loss(s, t) + (1 - F.cosine_similarity(s, t, dim=-1)).mean()
+        return mse_cosine_loss(student[OUTPUT], teacher[OUTPUT])
 
     def hard_loss(self, student, batch):
         """sentence-transformers' CosineSimilarityLoss on a batch of pairs: the vectors of the n first

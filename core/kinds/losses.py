@@ -1,7 +1,9 @@
-"""The losses at a model's outputs that more than one kind uses: softened-logit KD and gold labels.
+"""The losses at a model's outputs, one home each: softened-logit KD, MSE + cosine to a teacher's
+vectors, and gold labels.
 
-One home for them: the kinds call them from `kd_loss`/`hard_loss`, and students/losses.py
-(the hidden, attention and MLM losses) reuses `kd_logits_loss` for general distillation.
+The kinds call them from `kd_loss`/`hard_loss`; students/losses.py (hidden and attention losses)
+and teachers/pretrain.py reuse `kd_logits_loss` at masked positions; students/embedding_distill.py
+reuses `mse_cosine_loss`.
 """
 from __future__ import annotations
 
@@ -14,11 +16,22 @@ NO_LABEL = IGNORE  # a row (or sub-token) without a gold label: cross_entropy's 
 
 
 def kd_logits_loss(student_logits, teacher_logits, temperature: float = 1.0) -> torch.Tensor:
-    """KL(softmax(t/T) || softmax(s/T)) * T^2, averaged over rows (any leading dims)."""
+    """KL(softmax(t/T) || softmax(s/T)) * T^2, averaged over rows (any leading dims). No rows (a
+    batch with no masked token) gives 0 with a gradient path, so the step still runs."""
+    if not student_logits.numel():
+        return student_logits.float().sum() * 0.0
     s = student_logits.reshape(-1, student_logits.shape[-1]).float() / temperature
     t = teacher_logits.reshape(-1, teacher_logits.shape[-1]).float() / temperature
     return F.kl_div(F.log_softmax(s, -1), F.log_softmax(t, -1), reduction="batchmean",
                     log_target=True) * temperature ** 2
+
+
+def mse_cosine_loss(student_vectors, teacher_vectors, mse_weight: float = 1.0,
+                    cosine_weight: float = 1.0) -> torch.Tensor:
+    """Sentence-vector KD: MSE to the teacher's vectors (sentence-transformers' distillation loss)
+    plus (1 - cosine), since only directions matter once vectors are normalised."""
+    s, t = student_vectors.float(), teacher_vectors.float()
+    return mse_weight * F.mse_loss(s, t) + cosine_weight * (1 - F.cosine_similarity(s, t, dim=-1)).mean()
 
 
 def hard_loss(logits, labels) -> torch.Tensor:
