@@ -19,37 +19,22 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
 import numpy as np
 
-from shrinkbert.compress.bundle_runtime import SPIN_CHOICES, choose_runtime
+from shrinkbert.compress.bundle_runtime import choose_runtime
 from shrinkbert.compress.common import (accuracy, align_labels, check_onnx_file, load_pt, load_rows,
                                         onnx_file, ort_logits, ort_session, parity, task_scores, torch_logits)
+from shrinkbert.compress.configs import BundleConfig as Config
 from shrinkbert.core.artifacts import atomic_artifact, check, read_manifest, write_manifest
-from shrinkbert.core.config import field, stage_main, to_dict
-from shrinkbert.core.data.dataspec import DataConfig, resolve_spec, stage_max_length
+from shrinkbert.core.config import stage_main, to_dict
+from shrinkbert.core.data.dataspec import resolve_spec, stage_max_length
 from shrinkbert.core.errors import ShrinkbertError, require
 from shrinkbert.core.kinds import kind_of, primary_metric, own_stage
 
 TEMPLATE = Path(__file__).with_name("edge_predictor.py")
-
-
-@dataclass
-class Config(DataConfig):
-    model: str = field("", "ONNX artifact to bundle (normally the int8 one from compress.quantize)", group="model")
-    output_dir: str = field("", "where the bundle directory is written", group="output")
-    reference: str = field("", "optional fp32 ONNX or PyTorch artifact the bundle's labels are checked against")
-    reference_agreement: float = field(0.9, "least share of parity rows whose label must match --reference", min=0, max=1)
-    parity_rows: int = field(64, "rows for the parity check", min=1)
-    tolerance: float = field(1e-4, "largest allowed |logit diff| between the bundle and its source model", min=0)
-    allow_parity_failure: bool = field(False, "write the bundle even when parity fails (recorded)")
-    spin: str = field("auto", "the Predictor's default for ONNX Runtime's spinning threads: 'auto' times the bundle both "
-                      "ways and keeps spinning unless off is clearly faster (two builds may differ); 'on'/'off' sets "
-                      "it untimed", choices=SPIN_CHOICES)
-    max_length: int | None = field(None, "tokens per text the bundle truncates to (empty: the task kind's default, 128; 384 for QA)", min=8, max=8192)
 
 
 def requirements() -> str:

@@ -16,39 +16,22 @@ import io
 import shutil
 import sys
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from shrinkbert.compress.common import (align_labels, accuracy, load_pt, load_rows, onnx_file, ort_logits,
                              ort_session, parity, torch_logits)
+from shrinkbert.compress.configs import ExportConfig as Config
 from shrinkbert.core.artifacts import atomic_artifact, check, write_manifest
-from shrinkbert.core.config import field, stage_main, to_dict
+from shrinkbert.core.config import stage_main, to_dict
 from shrinkbert.core.data.builtin import resolve_model
-from shrinkbert.core.data.dataspec import DataConfig, resolve_spec, stage_max_length
+from shrinkbert.core.data.dataspec import resolve_spec, stage_max_length
 from shrinkbert.core.errors import ShrinkbertError, require
 from shrinkbert.core.kinds import kind_of, own_stage
 from shrinkbert.core.models import check_model_dir, count_parameters
 from shrinkbert.core.quiet import quiet_library_warnings
 from shrinkbert.core.timing import time_callable
-
-
-@dataclass
-class Config(DataConfig):
-    model: str = field("", "PyTorch model artifact to export", group="model")
-    output_dir: str = field("", "where the ONNX artifact is written", group="output")
-    parity_rows: int = field(64, "rows for the parity check", min=1)
-    tolerance: float = field(1e-3, "largest allowed |logit difference| between ONNX and PyTorch", min=0)
-    allow_parity_failure: bool = field(False, "write the artifact even when parity fails (recorded)")
-    # O2 by default: the demo's path (O2 fusions, then dynamic int8) was both faster and closer to fp32
-    # than the unfused one on its teacher (bench/compress.py measures both). Static int8, --exclude and
-    # accuracy-aware quantization need the unfused graph: export with optimization none for those.
-    optimization: str = field("O2", "ORTOptimizer level: none, O1 or O2 (fusions; static int8, --exclude and "
-                                    "accuracy-aware quantize need none or O1)", choices=("none", "O1", "O2"))
-    opset: int = field(0, "ONNX opset (0: Optimum's default for the model)", min=0)
-    max_length: int | None = field(None, "tokens per row in the parity check and latency probe (empty: the task kind's default, 128; 384 for QA)", min=8, max=8192)
-    threads: int = field(0, "ONNX Runtime threads for the checks (0: ORT default)", min=0)
 
 
 @quiet_library_warnings(tracing=True)

@@ -15,35 +15,20 @@ Recovery (distillation from the unpruned model) is a separate stage: `students.d
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from shrinkbert.compress.common import accuracy, align_labels, load_pt, load_rows, torch_logits
+from shrinkbert.compress.configs import PruneConfig as Config
 from shrinkbert.compress.importance import bert_layers, score
 from shrinkbert.core.artifacts import save_model_artifact
-from shrinkbert.core.config import field, stage_main, to_dict
+from shrinkbert.core.config import stage_main, to_dict
 from shrinkbert.core.data.builtin import resolve_model
-from shrinkbert.core.data.dataspec import DataConfig, resolve_spec, stage_max_length
+from shrinkbert.core.data.dataspec import resolve_spec, stage_max_length
 from shrinkbert.core.errors import ShrinkbertError, require
 from shrinkbert.core.kinds import kind_of, own_stage
 from shrinkbert.core.models import count_parameters
-
-
-@dataclass
-class Config(DataConfig):
-    model: str = field("", "PyTorch model artifact to prune", group="model")
-    output_dir: str = field("", "where the pruned artifact is written", group="output")
-    head_fraction: float = field(0.4, "fraction of attention heads to remove (of the model's current heads)", min=0, below=1)
-    neuron_fraction: float = field(0.4, "fraction of FFN neurons to remove, the same count in every layer", min=0, below=1)
-    head_scope: str = field("global", "rank heads 'global'ly (Michel et al.) or 'per_layer' (same count per layer)", choices=("global", "per_layer"))
-    min_heads_per_layer: int = field(1, "never leave a layer with fewer heads than this", min=1)
-    importance: str = field("taylor", "'taylor' (gradient x activation on task rows) or 'magnitude' (weights only, no data)", choices=("taylor", "magnitude"))
-    importance_rows: int = field(256, "task rows (train split) used to score heads and neurons", min=1)
-    max_eval_rows: int = field(256, "validation rows to score accuracy before/after (0: skip)", min=0)
-    max_length: int | None = field(None, "tokens per row (empty: the task kind's default, 128; 384 for QA)", min=8, max=8192)
-    batch_size: int = field(16, "rows per scoring batch", min=1)
 
 
 def magnitude_scores(model) -> tuple[list[torch.Tensor], list[torch.Tensor]]:

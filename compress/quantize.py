@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import shutil
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -20,43 +19,13 @@ from shrinkbert.compress import accuracy_aware, int8
 from shrinkbert.compress.common import (accuracy, align_labels, check_onnx_file, copy_tokenizer_files, encode,
                                         load_rows, onnx_file, ort_logits, ort_session, parity,
                                         task_scores)
+from shrinkbert.compress.configs import QuantizeConfig as Config
 from shrinkbert.compress.onnx_modules import is_fused, node_groups, resolve
 from shrinkbert.core.artifacts import atomic_artifact, check, read_manifest, write_manifest
-from shrinkbert.core.config import field, stage_main, to_dict
-from shrinkbert.core.data.dataspec import DataConfig, resolve_spec, stage_max_length
+from shrinkbert.core.config import stage_main, to_dict
+from shrinkbert.core.data.dataspec import resolve_spec, stage_max_length
 from shrinkbert.core.errors import ShrinkbertError, require
 from shrinkbert.core.kinds import kind_of, primary_metric, own_stage
-
-
-@dataclass
-class Config(DataConfig):
-    model: str = field("", "ONNX artifact (compress.export) to quantize", group="model")
-    output_dir: str = field("", "where the int8 ONNX artifact is written", group="output")
-    mode: str = field("dynamic", "'dynamic', 'static' (calibrated activations) or 'int4' (weight-only MatMulNBits, a size option)",
-                      choices=("dynamic", "static", "int4"))
-    calibration: str = field("percentile", "static calibration: minmax, entropy or percentile (percentile measured best on the MiniLM teacher, bench/int8.py)",
-                             choices=int8.CALIBRATIONS)
-    percentile: float = field(99.999, "percentile for percentile calibration", above=0, max=100)
-    calibration_rows: int = field(128, "train rows used for static calibration", min=1)
-    min_calibration_rows: int = field(32, "refuse a calibration set smaller than this", min=1)
-    calibration_data: str = field("", "optional .npz of pre-tokenized inputs (input_ids, attention_mask, ...) to calibrate on")
-    per_channel: bool | None = field(None, "per-channel weight scales (else per-tensor); unset: the ISA decides (per-channel)")
-    reduce_range: bool | None = field(None, "7-bit weights; unset: the ISA decides (on for x86 without VNNI, off on VNNI and ARM)")
-    weight_type: str = field("auto", "int8 weight type: auto (the ISA decides: s8), s8 or u8 (u8u8 with the u8 activations)",
-                             choices=("auto", *int8.WEIGHT_TYPES))
-    keep_float: list[str] = field(list(int8.FLOAT_KINDS), "static int8: node kinds kept float (layernorm, gelu, residual_add, softmax_input)")
-    static_ops: list[str] = field(list(int8.STATIC_OPS), "static int8: op types quantized (others stay float); empty: ORT's whole QDQ set")
-    int4_block_size: int = field(32, "int4: weights per quantization block (a power of two >= 16)", min=16)
-    int4_accuracy_level: int = field(0, "int4: MatMulNBits accuracy_level (0: fp32 compute, 4: int8 activations)", choices=(0, 1, 2, 3, 4))
-    isa: str = field("auto", "instruction set: auto (this CPU's), avx512_vnni, avx512, avx2, arm64", choices=("auto", *int8.ISAS))
-    exclude: list[str] = field([], "model modules to keep fp32, e.g. encoder.layer.0.attention,classifier")
-    accuracy_aware: bool = field(False, "keep the fewest sensitive modules fp32 to meet --tolerance")
-    tolerance: float = field(0.5, "largest allowed validation accuracy loss, in points (accuracy-aware mode)", min=0, max=100)
-    margin_z: float = field(1.0, "accuracy-aware: met when loss + margin_z * (paired standard error) <= tolerance, on the whole validation split (0: point estimate)", min=0)
-    allow_unmet: bool = field(False, "accuracy-aware: write the model even when the tolerance cannot be met (recorded)")
-    max_eval_rows: int = field(256, "validation rows for accuracy fp32 vs int8 (0: skip)", min=0)
-    max_length: int | None = field(None, "tokens per row (empty: the task kind's default, 128; 384 for QA)", min=8, max=8192)
-    threads: int = field(0, "ONNX Runtime threads for the checks (0: ORT default)", min=0)
 
 
 def tokenizer_of(model_dir: Path):

@@ -7,30 +7,18 @@ records the gzip size before and after; for speed, prune structure (compress.pru
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from shrinkbert.compress.common import accuracy, align_labels, gzip_size, load_pt, load_rows, torch_logits
+from shrinkbert.compress.configs import SparsifyConfig as Config
 from shrinkbert.core.artifacts import atomic_artifact, write_manifest
-from shrinkbert.core.config import field, stage_main, to_dict
-from shrinkbert.core.data.dataspec import DataConfig, resolve_spec, stage_max_length
+from shrinkbert.core.config import stage_main, to_dict
+from shrinkbert.core.data.dataspec import resolve_spec, stage_max_length
 from shrinkbert.core.errors import require
 from shrinkbert.core.kinds import kind_of, own_stage
 from shrinkbert.core.models import count_parameters
-
-
-@dataclass
-class Config(DataConfig):
-    model: str = field("", "PyTorch model artifact to sparsify", group="model")
-    output_dir: str = field("", "where the sparsified artifact is written", group="output")
-    sparsity: float = field(0.5, "fraction of the selected weights set to zero", min=0, below=1)
-    scope: str = field("global", "'global' (one magnitude threshold over all layers) or 'per_layer'", choices=("global", "per_layer"))
-    include_embeddings: bool = field(False, "also sparsify the embedding matrices")
-    include_classifier: bool = field(False, "also sparsify the classifier head")
-    max_eval_rows: int = field(256, "validation rows for the accuracy check before/after (0: skip)", min=0)
-    max_length: int | None = field(None, "tokens per row (empty: the task kind's default, 128; 384 for QA)", min=8, max=8192)
 
 
 def targets(model, cfg: Config) -> list[tuple[torch.nn.Module, str]]:

@@ -21,32 +21,18 @@ from __future__ import annotations
 import json
 import string
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from shrinkbert.compress.common import load_pt
+from shrinkbert.compress.configs import TrimVocabConfig as Config
 from shrinkbert.core.artifacts import atomic_artifact, write_manifest
-from shrinkbert.core.config import field, stage_main, to_dict
-from shrinkbert.core.data.dataspec import DataConfig, load_splits, resolve_spec
+from shrinkbert.core.config import stage_main, to_dict
+from shrinkbert.core.data.dataspec import load_splits, resolve_spec
 from shrinkbert.core.errors import ShrinkbertError, require
 from shrinkbert.core.kinds import kind_of, own_stage
 from shrinkbert.core.models import count_parameters
-
-
-@dataclass
-class Config(DataConfig):
-    model: str = field("", "PyTorch model artifact whose vocabulary is trimmed", group="model")
-    output_dir: str = field("", "where the trimmed artifact is written", group="output")
-    corpus_files: list[str] = field([], "text files (one text per line) whose tokens are also kept")
-    keep_tokens: list[str] = field([], "extra tokens to keep")
-    keep_ascii_chars: bool = field(True, "keep single ASCII characters (and ##x) so unseen words split instead of [UNK]")
-    max_train_rows: int = field(0, "cap on corpus texts (0: all)", min=0)
-    max_unseen_unk_rate: float = field(0.001, "open-vocabulary tasks (QA): largest share of the test texts' tokens "
-                                              "that may become [UNK] after trimming", min=0, max=1)
-    max_unseen_token_increase: float = field(0.02, "open-vocabulary tasks (QA): largest relative growth of the test "
-                                                   "texts' token count after trimming (words split into pieces)", min=0)
 
 
 def corpus_texts(cfg: Config, spec=None) -> tuple[list[str | tuple[str, str]], list]:

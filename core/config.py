@@ -133,6 +133,13 @@ def coerce(value: Any, tp, name: str) -> Any:
     return value
 
 
+def config_owner(config_cls) -> str:
+    """What a config configures, for messages: `ExportConfig` -> export, `TrimVocabConfig` ->
+    trim_vocab; a class named plain `Config` (a user's stage) -> its module's name."""
+    name = config_cls.__name__.removesuffix("Config")
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower() if name else config_cls.__module__.rsplit(".", 1)[-1]
+
+
 def build_config(config_cls, values: dict[str, Any] | None = None):
     """Make a config from a plain dict, rejecting unknown keys and wrong types."""
     values = dict(values or {})
@@ -142,7 +149,7 @@ def build_config(config_cls, values: dict[str, Any] | None = None):
     if unknown:
         noun, spell = {"cli": ("option(s)", flag), "api": ("keyword(s)", lambda n: f"{n}=")}.get(
             _SURFACE.get(), ("config key(s)", str))
-        raise ShrinkbertError(f"unknown {noun} for {config_cls.__module__.rsplit('.', 1)[-1]}: "
+        raise ShrinkbertError(f"unknown {noun} for {config_owner(config_cls)}: "
                               f"{', '.join(map(spell, unknown))} (known: {', '.join(sorted(known))})")
     coerced = {k: coerce(v, hints[k], k) for k, v in values.items()}
     fields = {f.name: f for f in dataclasses.fields(config_cls)}

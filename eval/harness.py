@@ -17,57 +17,20 @@ report row), 2 when none was (or on a bad option); with --strict, 1 when any fai
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
-from shrinkbert.core.config import build_config, field, make_parser, read_yaml, speaking_as
-from shrinkbert.core.data.dataspec import DataConfig, resolve_spec
+from shrinkbert.core.config import build_config, read_yaml, speaking_as
+from shrinkbert.core.data.dataspec import resolve_spec
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.eval.cache import MeasurementCache
+from shrinkbert.eval.configs import QUICK, EvalConfig, eval_parser
 from shrinkbert.eval.rows import load_test_rows
-
-QUICK = {"batch_sizes": [1], "seq_lens": ["128", "real"], "runs": 8, "warmup": 2, "max_eval_rows": 200, "memory": "off"}
-
-
-@dataclass
-class EvalConfig(DataConfig):
-    artifacts: list[str] = field([], "artifact directories to compare (also positional)")
-    output_dir: str = field("runs/eval", "output directory for the report and the measurement cache (also --out)", group="output")
-    baseline: str = field("", "the artifact (path or name) ratios are computed against; default: the teacher (the first "
-                                 "fine-tuned artifact), else the first")
-    split: str = field("test", "which stored split to measure on", choices=("train", "validation", "test"))
-    max_eval_rows: int = field(0, "measure accuracy on the first N rows of the split only (0: all)", min=0)
-    batch_sizes: list[int] = field([1, 8], "batch sizes to time (comma-separated)", min=1)
-    seq_lens: list[str] = field(["128", "real"], "sequence lengths to time: integers and/or 'real'")
-    runs: int = field(30, "timed calls per variant and case", min=1)
-    warmup: int = field(5, "untimed warm-up calls per variant and case", min=0)
-    threads: int = field(0, "threads for torch and ONNX Runtime (0: all cores); stated in the report", min=0)
-    max_length: int | None = field(None, "truncation length for accuracy and the 'real' latency batches (empty: the task kind's default, 128; 384 for QA)", min=8, max=8192)
-    eval_batch_size: int = field(32, "batch size of the accuracy pass", min=1)
-    torch_attention: str = field("eager", "attention implementation of PyTorch variants: eager or sdpa", choices=("eager", "sdpa"))
-    memory: str = field("isolated", "memory: isolated (each variant alone in a fresh process, ~10 s each), "
-                                    "inprocess (approximate), or off", choices=("isolated", "inprocess", "off"))
-    quick: bool = field(False, f"a fast look: {QUICK}")
-    cache: bool = field(True, "reuse finished measurements from --out (keyed by artifact hash + settings)")
-    progress: bool = field(True, "show progress bars")
-    plot: bool = field(True, "draw pareto.png")
-    strict: bool = field(False, "exit 1 when any artifact failed (default: only when all failed, exit 2)")
-    title: str = field("", "report title")
-    index_corpus: str = field("brown", "embeddings: corpus whose sentences make the drop-in index for recall@10 "
-                                       "(pick one the students were not distilled on)")
-    index_sentences: int = field(10000, "embeddings: sentences in the drop-in index", min=1)
-    query_sentences: int = field(1000, "embeddings: query sentences (recall@10, agreement, throughput)", min=1)
-    classify: str = field("movie-snippets,bbc-news", "embeddings: labelled tasks for MTEB's frozen-embedding classification "
-                                                      "(logistic regression on each variant's vectors; '' for none)")
 
 
 def parse_args(argv: list[str] | None, prog: str | None = None, description: str | None = None) -> EvalConfig:
-    parser = make_parser(EvalConfig, description or __doc__, prog=prog)
-    parser.add_argument("paths", nargs="*", metavar="ART", help="artifact directories to compare")
-    parser.add_argument("--out", dest="output_dir", default=argparse.SUPPRESS, help="same as --output-dir")
+    parser = eval_parser(description or __doc__, prog=prog)
     args = vars(parser.parse_args(argv))
     config_file = args.pop("config", None)
     paths = args.pop("paths")

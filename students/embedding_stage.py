@@ -24,7 +24,8 @@ import numpy as np
 from shrinkbert.core.artifacts import atomic_artifact, check, write_manifest
 from shrinkbert.core.data.builtin import resolve_model
 from shrinkbert.core.config import refuse_unread
-from shrinkbert.core.data.dataspec import DataConfig, resolve_spec
+from shrinkbert.core.configs import DataConfig
+from shrinkbert.core.data.dataspec import resolve_spec
 from shrinkbert.core.data.load import load_corpus
 from shrinkbert.core.data.scored_pairs import split_pairs
 from shrinkbert.core.embedder import Embedder

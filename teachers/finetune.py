@@ -13,7 +13,6 @@ first sub-token (`--label-all-subtokens` labels every sub-token in training; sco
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import shutil
 import sys
@@ -22,36 +21,14 @@ from pathlib import Path
 import torch
 
 from shrinkbert.core.artifacts import save_model_artifact
-from shrinkbert.core.config import field, stage_main, to_dict
-from shrinkbert.core.data.dataspec import DataConfig, load_splits, resolve_spec, stage_max_length
+from shrinkbert.core.config import stage_main, to_dict
+from shrinkbert.core.data.dataspec import load_splits, resolve_spec, stage_max_length
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds import kind_of, primary_metric, score_split
 from shrinkbert.core.models import check_model_dir, count_parameters, load_model, load_tokenizer
 from shrinkbert.core.predict import model_inputs
-from shrinkbert.core.train import TrainConfig
 from shrinkbert.teachers.common import pad_collate, resolve_model_dir
-
-
-@dataclasses.dataclass
-class Config(TrainConfig, DataConfig):
-    output_dir: str = field("runs/teacher", "where the fine-tuned classifier artifact is written", group="output")
-    model: str = field("minilm", "starting model: a model dir, an MLM artifact, 'minilm', or a hub name", group="model")
-    tokenizer: str = field("", "tokenizer dir (default: the model's own)")
-    max_train_rows: int = field(0, "train on the first N rows of the train split only (0: all)", min=0)
-    max_eval_rows: int = field(0, "validate and test on the first N rows of those splits only (0: all)", min=0)
-    max_length: int | None = field(None, "tokens per example; longer inputs are truncated (empty: the task kind's default, 128; 384 for QA)", min=8, max=8192)
-    doc_stride: int = field(0, "QA: tokens neighbouring windows share (run_qa's name; 0: 128 at max_length 384, in proportion otherwise)", min=0)
-    eval_batch_size: int = field(64, "batch size for validation and test", min=1)
-    keep: str = field("best", "best (the epoch with the best validation score: accuracy, or entity F1 for NER) or final",
-                      choices=("best", "final"))
-    label_all_subtokens: bool = field(False, "token tasks: train on every sub-token of a word, not only its first")
-    learning_rate: float = field(1e-4, "peak learning rate (AdamW); MiniLM likes 1e-4, BERT-base 2e-5 to 5e-5", above=0)
-    batch_size: int = field(32, "examples per batch per process", min=1)
-    epochs: float = field(3, "passes over the training data", min=0)
-    mode: str = field("classifier", "what to train: 'classifier' (a head for the task's labels) or 'embeddings' (a "
-                                    "sentence-embedding model: CosineSimilarityLoss on scored pairs, "
-                                    "MultipleNegativesRankingLoss on an NLI task's entailment pairs, "
-                                    "sentence-transformers' losses)", choices=("classifier", "embeddings"))
+from shrinkbert.teachers.configs import FinetuneConfig as Config
 
 
 def load_classifier(cfg: Config, task, model_dir: Path | None = None):

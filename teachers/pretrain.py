@@ -33,72 +33,15 @@ from pathlib import Path
 import torch
 
 from shrinkbert.core.artifacts import save_model_artifact
-from shrinkbert.core.config import field, stage_main, to_dict
+from shrinkbert.core.config import stage_main, to_dict
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds.losses import kd_logits_loss
 from shrinkbert.core.masking import Masker
 from shrinkbert.core.models import check_model_dir, count_parameters, load_model, load_tokenizer
 from shrinkbert.core.predict import model_inputs
-from shrinkbert.core.train import TrainConfig
 from shrinkbert.teachers import pretrain_student, reuse
 from shrinkbert.teachers.common import pad_collate, resolve_model_dir
-
-PRESETS = {  # name -> BertConfig shape
-    "bert-base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
-    "bert-large": dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096),
-    "mini": dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024),
-    "tiny": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512),
-    "micro": dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64),  # smoke tests
-}
-
-
-@dataclasses.dataclass
-class Config(TrainConfig):
-    output_dir: str = field("runs/mlm", "where the pretrained model artifact is written", group="output")
-    model: str = field("", "continue from this model (dir, 'minilm' or hub name); empty: from scratch with preset", group="model")
-    preset: str = field("tiny", "shape when training from scratch", choices=tuple(PRESETS))
-    tokenizer: str = field("", "tokenizer dir (required from scratch; default: the model's own)")
-    corpus: list[str] = field(["sotu"], "built-in corpora (sotu, wordnet, imdb, rotten-tomatoes, brown; all: every "
-                                        "one) and/or .txt files, comma-separated")
-    cache_dir: str = field("", "the shrinkbert cache (default $SHRINKBERT_CACHE or ~/.cache/shrinkbert): built-in "
-                               "corpora and the reusable pretrained artifacts")
-    reuse: str = field("auto", "reuse the artifact of an earlier run with the same config, models and text "
-                               "(teachers/reuse.py) instead of training: on | off | auto (on for a student of "
-                               "--teacher, off for continued or from-scratch runs, whose reruns check determinism)",
-                       choices=("auto", "on", "off"))
-    max_train_rows: int = field(0, "use at most this many lines (rows) of text (0: all)", min=0)
-    max_length: int = field(128, "tokens per example, [CLS] and [SEP] included", min=8, max=8192)
-    nsp: bool = field(False, "add next-sentence prediction (BertForPreTraining, sentence-pair examples)")
-    masking: str = field("dynamic", "dynamic (new masks every batch) or static (masks fixed per example)", choices=("dynamic", "static"))
-    mlm_probability: float = field(0.15, "fraction of tokens selected for prediction", above=0, max=1)
-    head_warmup_steps: int = field(100, "continued runs: steps training only the new MLM head first", min=0)
-    head_learning_rate: float = field(5e-4, "learning rate for the head warm-up", above=0)
-    heldout_fraction: float = field(0.02, "fraction of the text held out to measure MLM loss", above=0, below=1)
-    heldout_max_examples: int = field(512, "at most this many held-out examples", min=1)
-    eval_batch_size: int = field(64, "batch size for the held-out loss", min=1)
-    learning_rate: float = field(1e-4, "peak learning rate (AdamW)", above=0)
-    epochs: float = field(1, "passes over the training text", min=0)
-    checkpoint_every: int = field(500, "save a resumable checkpoint every N optimizer steps (0: never)", min=0)
-    # A student of a teacher (teachers/pretrain_student.py)
-    teacher: str = field("", "pretrain a new student of this teacher: its tokenizer, its widths for the shape "
-                             "fields left 0, its sliced weights (--init teacher)", group="student")
-    layers: int = field(0, "student layers (0: the teacher's)", min=0, group="student")
-    hidden: int = field(0, "student hidden size (0: the teacher's)", min=0, group="student")
-    heads: int = field(0, "student attention heads (0: hidden / the teacher's head size)", min=0, group="student")
-    intermediate: int = field(0, "student FFN width (0: the teacher's FFN/hidden ratio)", min=0, group="student")
-    init: str = field("teacher", "teacher: start from the teacher's slices (as distill does) | random",
-                      choices=("teacher", "random"), group="student")
-    init_layers: str = field("", "teacher layers (1-based) the student layers start from (default: uniform)",
-                             group="student")
-    init_embeddings: str = field("columns", "the student's residual stream: columns (largest-norm dims) | pca "
-                                            "(top principal components of the teacher's embeddings)",
-                                 choices=("columns", "pca"), group="student")
-    mlm_weight: float = field(1.0, "weight of the MLM loss (cross-entropy with the masked tokens)", min=0, group="student")
-    kd_weight: float = field(0.0, "weight of MLM-KD: KL to an MLM teacher's softened predictions at the masked "
-                                  "tokens (0 = off)", min=0, group="student")
-    kd_teacher: str = field("", "the MLM-KD teacher (an MLM model, e.g. the teacher's domain-MLM parent); "
-                                "empty: --teacher", group="student")
-    temperature: float = field(2.0, "softmax temperature of MLM-KD", above=0, group="student")
+from shrinkbert.teachers.configs import PRESETS, PretrainConfig as Config
 
 
 def preset_config(name: str, vocab_size: int, max_position_embeddings: int = 512, **overrides):

@@ -8,30 +8,17 @@ as a transformers BertTokenizerFast, which carries BERT's post-processor, so enc
 """
 from __future__ import annotations
 
-import dataclasses
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 from shrinkbert.core.artifacts import atomic_artifact, write_manifest
-from shrinkbert.core.config import field, stage_main, to_dict
+from shrinkbert.core.config import stage_main, to_dict
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.teachers.configs import TokenizerConfig as Config
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-
-
-@dataclasses.dataclass
-class Config:
-    output_dir: str = field("runs/tokenizer", "where the tokenizer artifact is written", group="output")
-    corpus: list[str] = field(["sotu"], "built-in corpora (sotu, wordnet) and/or .txt files, comma-separated")
-    max_train_rows: int = field(0, "use at most this many lines (rows) of text (0: all)", min=0)
-    vocab_size: int = field(8000, "WordPiece vocabulary size, special tokens included", min=16)
-    min_frequency: int = field(2, "a merge must be seen this often to enter the vocabulary", min=0)
-    limit_alphabet: int = field(1000, "at most this many single characters in the vocabulary", min=1)
-    lowercase: bool = field(True, "lower-case and strip accents (uncased BERT)")
-    model_max_length: int = field(512, "longest input the tokenizer will produce when truncating", min=8)
-    seed: int = field(0, "recorded for lineage; WordPiece training is deterministic", min=0)
 
 
 def train_tokenizer(lines: list[str], vocab_size: int = 8000, min_frequency: int = 2, lowercase: bool = True,

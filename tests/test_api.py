@@ -103,6 +103,24 @@ def test_the_api_is_written_source_current_with_the_registry_and_help_costs_no_t
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr[-2000:] or done.stdout
 
 
+def test_every_stage_answers_help_from_its_config_without_torch():
+    """`shrinkbert STAGE --help` builds its parser from the stage's Config in the room's configs.py:
+    the heavy libraries stay unimported (so it answers in a fraction of a second, not 3-4 s)."""
+    probe = ("import sys, contextlib, io\n"
+             "from shrinkbert import cli\n"
+             "from shrinkbert.stages import STAGES\n"
+             "for name in STAGES:\n"
+             "    with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+             "        try:\n"
+             "            cli.main([name, '--help'])\n"
+             "        except SystemExit as done:\n"
+             "            assert done.code == 0, name\n"
+             "    assert out.getvalue().startswith(f'usage: shrinkbert {name} '), name\n"
+             "print(sorted(m for m in ('torch', 'transformers', 'datasets', 'sklearn', 'onnxruntime') if m in sys.modules))\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr[-2000:] or done.stdout
+
+
 def test_only_the_keywords_a_caller_names_reach_the_stage(monkeypatch):
     from shrinkbert import functions
 

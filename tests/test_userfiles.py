@@ -114,7 +114,8 @@ def test_a_quoted_csv_row_with_a_stray_field_names_its_line(tmp_path):
 
 def test_tsv_quoting_is_part_of_the_inherited_data_spec(tmp_path):
     from shrinkbert.core.artifacts import write_manifest
-    from shrinkbert.core.data.dataspec import DataConfig, resolve_spec
+    from shrinkbert.core.configs import DataConfig
+    from shrinkbert.core.data.dataspec import resolve_spec
 
     task = str(write_glue_tsv(tmp_path / "t.tsv", glue_rows()))
     own = resolve_spec(DataConfig(task=task, tsv_quoting=True))

@@ -13,10 +13,11 @@ user's rows with userdata and qa_data: the kinds sit above those readers and bel
   userdata      a user's files: tables, CoNLL, directories of train/validation/test
   qa_data       extractive QA (SQuAD) rows: read, checked, split by article
   scored_pairs  scored sentence pairs (STS-B's shape) for embedding tasks
+  catalogue     the built-in tasks' declarations (plain data: --help lists them without the kinds)
   tasks         Task: a task's declaration (labels, pair, metrics, kind); the built-in tasks
   builtin       the built-in archives, fetched from package registries, and the built-in model
   builtin_data  the built-in tasks' rows and corpora, read from those archives
-  dataspec      DataConfig / DataSpec: the data fields every stage shares, inherited along the lineage;
+  dataspec      DataSpec: the data fields every stage shares (core.configs.DataConfig), inherited along the lineage;
                 load_splits(spec): the stored splits of a spec (imports load when called)
   load          load_task, tokenize_task, load_corpus: seeded splits, stored once
 
@@ -33,7 +34,7 @@ import importlib
 _EXPORTS = {
     "load_task": "load", "load_splits": "dataspec", "tokenize_task": "load", "load_corpus": "load",
     "limit_rows": "load", "make_splits": "load", "default_cache_dir": "cache",
-    "Task": "tasks", "BUILTIN_TASKS": "tasks", "DataConfig": "dataspec", "DataSpec": "dataspec",
+    "Task": "tasks", "BUILTIN_TASKS": "tasks", "DataSpec": "dataspec",
     "resolve_spec": "dataspec", "LeakGuard": "leakguard",
 }
 

