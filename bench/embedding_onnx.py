@@ -30,7 +30,7 @@ from shrinkbert.compress.embedding_onnx import OnnxEmbedder, export, quantize  #
 from shrinkbert.core.data.scored_pairs import read_scored_pairs  # noqa: E402
 from shrinkbert.core.device import describe_machine, set_threads  # noqa: E402
 from shrinkbert.core.embedder import Embedder  # noqa: E402
-from shrinkbert.eval.sts import sts_spearman  # noqa: E402
+from shrinkbert.core.sts import sts_spearman  # noqa: E402
 
 
 def main(argv=None) -> int:

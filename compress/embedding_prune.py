@@ -38,7 +38,7 @@ from shrinkbert.core.kinds.embedding import neighbour_loss
 
 def pair_sentences(spec, split: str, max_rows: int, cache_dir: str):
     """(the task, a split's scored pairs, their distinct sentences)."""
-    from shrinkbert.eval.sts import distinct_sentences
+    from shrinkbert.core.sts import distinct_sentences
 
     task, pairs = split_pairs(spec, split, max_rows, cache_dir)
     return task, pairs, distinct_sentences(pairs)
@@ -46,7 +46,7 @@ def pair_sentences(spec, split: str, max_rows: int, cache_dir: str):
 
 def run(cfg) -> Path:
     """The prune stage for an embedding model (core/kinds/embedding.py routes it here)."""
-    from shrinkbert.eval.sts import pairs_spearman
+    from shrinkbert.core.sts import pairs_spearman
     from shrinkbert.students.embedding_distill import save_student
 
     require(bool(cfg.model) and bool(cfg.output_dir), "prune needs --model and --output-dir")

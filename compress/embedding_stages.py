@@ -100,7 +100,7 @@ def quantize(cfg) -> Path:
     from shrinkbert.compress.embedding_onnx import ONNX_FILE, OnnxEmbedder, quantize_static, static_ranges
     from shrinkbert.compress.embedding_onnx import quantize as quantize_graph
     from shrinkbert.compress.onnx_modules import node_groups, resolve
-    from shrinkbert.eval.sts import distinct_sentences, pairs_spearman, spearman_drop
+    from shrinkbert.core.sts import distinct_sentences, pairs_spearman, spearman_drop
 
     source = Path(cfg.model)
     cfg.max_length = stage_max_length(cfg, get_kind(KIND), [source])

@@ -1,4 +1,4 @@
-"""How well a student embedder stands in for its teacher, beyond STS (eval/sts.py):
+"""How well a student embedder stands in for its teacher, beyond STS (core/sts.py):
 
 - agreement: mean cosine between the student's and the teacher's vectors of the same sentences;
 - drop-in recall@k: held-out corpus sentences embedded by the *teacher* (the index a user already

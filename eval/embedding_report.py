@@ -4,7 +4,7 @@ The eval stage hands a scored-pairs task (STS-B's shape) here (core/kinds/embedd
 For each artifact — a PyTorch embedding model (minilm as it ships, a distilled student), an exported
 or int8 ONNX graph, a static student, a bundle — it measures:
 
-    spearman       the task's test Spearman of cosine x100 (MTEB's STS score; eval/sts.py)
+    spearman       the task's test Spearman of cosine x100 (MTEB's STS score; core/sts.py)
     of baseline    that score over the baseline's (the teacher: the first artifact unless --baseline)
     agreement      mean cosine of the variant's and the baseline's vectors of the same query sentences
     recall@10      the drop-in test: the baseline's ten nearest neighbours among --index-sentences
@@ -29,46 +29,14 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
 from shrinkbert.core.artifacts import is_artifact, read_manifest
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.eval.encoders import open_encoder
 
 WEIGHT_SUFFIXES = (".safetensors", ".onnx", ".npy")
-
-
-def open_encoder(path: str, threads: int, max_length: int,
-                 spin: bool = False) -> tuple[Callable[[list[str]], np.ndarray], str]:
-    """(texts -> unit vectors, the runtime's name) of an embedding artifact or model name. `spin`:
-    ONNX Runtime's spinning for an ONNX graph (on only where nothing else runs in the process)."""
-    # static_predictor's name for the graph file: importing embedding_onnx (torch, onnxruntime) here would
-    # load both runtimes into every timing worker
-    from shrinkbert.compress.static_predictor import ONNX_FILE
-    from shrinkbert.students.static import STATIC_DIR
-
-    folder = Path(path)
-    manifest = read_manifest(folder) if is_artifact(folder) else {}
-    if str(manifest.get("stage", "")).startswith("bundle"):
-        from shrinkbert.compress.static_predictor import Predictor
-
-        predictor = Predictor(folder, threads=threads)
-        return predictor.embed, f"bundle ({manifest.get('runtime', 'onnxruntime')})"
-    if (folder / ONNX_FILE).is_file():
-        from shrinkbert.compress.embedding_onnx import OnnxEmbedder
-
-        graph = OnnxEmbedder(folder, threads=threads, max_length=max_length, spin=spin)
-        return graph.encode, "ONNX Runtime " + ("int8" if manifest.get("stage") == "quantize" else "fp32")
-    if (folder / STATIC_DIR).is_dir():
-        from shrinkbert.students.static import StaticEmbedder
-
-        return StaticEmbedder.load(folder).encode, "numpy (static)"
-    from shrinkbert.core.data.builtin import resolve_model
-    from shrinkbert.core.embedder import Embedder
-
-    embedder = Embedder.load(resolve_model(path), max_length=max_length)
-    return (lambda texts: embedder.encode(list(texts))), "PyTorch fp32"
 
 
 def index_and_queries(corpus: str, index_size: int, query_size: int, seed: int) -> tuple[list[str], list[str]]:
@@ -165,7 +133,7 @@ def run(config, rows, artifacts: list[str], baseline: str | None) -> tuple[dict,
     from shrinkbert.core.data.scored_pairs import ScoredPairs
     from shrinkbert.core.device import describe_machine, set_threads
     from shrinkbert.eval.embedding_eval import agreement, drop_in_recall, task_classification, throughput
-    from shrinkbert.eval.sts import sts_spearman
+    from shrinkbert.core.sts import sts_spearman
 
     if not artifacts:
         raise ShrinkbertError("eval needs at least one artifact")

@@ -29,6 +29,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from shrinkbert.eval.encoders import open_encoder
 from shrinkbert.eval.runners import call_with_supported, load_bundle_module, pick_onnx_file
 
 # Each loader returns (run: inputs -> None, convert: int64 arrays -> the runtime's inputs, timed_with).
@@ -69,7 +70,7 @@ def _open_bundle(path: Path, threads: int, attention: str, manifest: dict, optio
 
 def _open_embedding(path: Path, threads: int, attention: str, manifest: dict, options: dict) -> Loaded:
     """A sentence embedder timed text -> vector: a bundle through its own predict.py's Predictor
-    (as it ships), anything else through the report's encoder (eval.embedding_report.open_encoder)
+    (as it ships), anything else through the report's encoder (eval.encoders.open_encoder)
     with ONNX Runtime's spinning on, as alone in a process of its own."""
     def texts_of(batch: dict) -> list[str]:
         return [str(text) for text in batch["texts"]]
@@ -80,8 +81,6 @@ def _open_embedding(path: Path, threads: int, attention: str, manifest: dict, op
         return predictor.embed, texts_of, {"runtime": f"bundle ({manifest.get('runtime', 'onnxruntime')})",
                                            "threads": threads, "describe": "edge bundle Predictor.embed",
                                            **({"spin": graph_runtime["spin"]} if "spin" in graph_runtime else {})}
-    from shrinkbert.eval.embedding_report import open_encoder
-
     encode, runtime = open_encoder(str(path), threads, int(options.get("max_length", 128)), spin=True)
     return encode, texts_of, {"runtime": runtime, "threads": threads, "describe": "text -> vector"}
 

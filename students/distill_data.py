@@ -21,7 +21,7 @@ from shrinkbert.students.augment import NO_LABEL, TRANSFER_SAMPLE_SEED, corpus_t
 from shrinkbert.students.processes import log_main
 
 if TYPE_CHECKING:  # the stage's Config, for annotations only (distill.py imports this module)
-    from shrinkbert.students.distill import Config
+    from shrinkbert.students.configs import DistillConfig as Config
 
 MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 

@@ -16,7 +16,7 @@ from shrinkbert.students.distill_data import MODEL_INPUTS
 from shrinkbert.students.losses import DistillLoss, LossWeights
 
 if TYPE_CHECKING:  # the stage's Config, for annotations only (distill.py imports this module)
-    from shrinkbert.students.distill import Config
+    from shrinkbert.students.configs import DistillConfig as Config
 
 
 def loss_weights(cfg: Config) -> LossWeights:

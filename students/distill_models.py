@@ -23,7 +23,7 @@ from shrinkbert.students.projection import attach_projection
 from shrinkbert.students.shape import choose_shape, count_config_parameters, model_shape, shape_config
 
 if TYPE_CHECKING:  # the stage's Config, for annotations only (distill.py imports this module)
-    from shrinkbert.students.distill import Config
+    from shrinkbert.students.configs import DistillConfig as Config
 
 
 def init_embeddings(asked: str, student_hidden: int, teacher_hidden: int, general: bool = False) -> str:

@@ -161,7 +161,7 @@ def train_student(student: Embedder, teacher: Embedder, sentences: list[str], ta
     """Distil in place; returns the training record (losses, epoch kept, validation scores)."""
     from transformers import get_linear_schedule_with_warmup
 
-    from shrinkbert.eval.sts import sts_spearman
+    from shrinkbert.core.sts import sts_spearman
 
     torch.manual_seed(config.seed)
     rng = random.Random(config.seed)

@@ -96,7 +96,7 @@ def distill(cfg) -> Path:
 
 def _static(cfg, teacher: str, sentences: list[str], validation, data_record: dict) -> Path:
     """model2vec's static table from the teacher, tuned on the corpus (the epoch kept by validation)."""
-    from shrinkbert.eval.sts import sts_spearman
+    from shrinkbert.core.sts import sts_spearman
     from shrinkbert.students.static import StaticEmbedder
 
     dim = cfg.dim or 256

@@ -208,7 +208,7 @@ def finetune_stage(cfg, task, splits, model_dir, spec) -> Path:
 
     from shrinkbert.core.data.scored_pairs import ScoredPairs
     from shrinkbert.core.kinds.embedding import score_range
-    from shrinkbert.eval.sts import sts_spearman
+    from shrinkbert.core.sts import sts_spearman
 
     low, high = score_range(task)
     train = splits["train"]

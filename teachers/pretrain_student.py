@@ -28,7 +28,7 @@ from shrinkbert.students.shape import choose_shape, shape_config
 from shrinkbert.teachers.common import resolve_model_dir
 
 if TYPE_CHECKING:  # the stage's Config, for annotations only (pretrain.py imports this module)
-    from shrinkbert.teachers.pretrain import Config
+    from shrinkbert.teachers.configs import PretrainConfig as Config
 
 
 def wants_student(cfg: Config) -> bool:

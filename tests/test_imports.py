@@ -7,6 +7,7 @@
    function run later) form a graph without a cycle. A function-level import that only hides a
    circle would show up as one once moved to the top; the function-level imports left defer a
    heavy library or say why they stay.
+3. Counting every import (function-level and TYPE_CHECKING ones too), the graph still has no cycle.
 """
 from __future__ import annotations
 
@@ -116,8 +117,14 @@ def lazy_exports(init: Path) -> dict[str, str]:
     return {}
 
 
-def import_graph() -> tuple[dict[str, set[str]], list[str]]:
-    """({module: modules its top-level imports load}, imports anywhere that go through a lazy export)."""
+def every_import(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
+    """Every import of a module: at its top, inside functions and under TYPE_CHECKING."""
+    return [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
+
+
+def import_graph(which=top_level_imports) -> tuple[dict[str, set[str]], list[str]]:
+    """({module: modules its imports load (`which`: the top-level ones by default)}, imports anywhere
+    that go through a lazy export)."""
     modules = source_modules()
     graph, through_export = {}, []
     for name, path in modules.items():
@@ -129,7 +136,7 @@ def import_graph() -> tuple[dict[str, set[str]], list[str]]:
                 lazy = lazy_exports(modules[node.module])
                 through_export += [f"{name}:{node.lineno}: from {node.module} import {a.name}"
                                    for a in node.names if a.name in lazy]
-        for node in top_level_imports(tree):
+        for node in which(tree):
             if isinstance(node, ast.Import):
                 graph[name] |= {a.name for a in node.names if a.name in modules}
                 continue
@@ -178,6 +185,28 @@ def test_no_import_circle_among_top_level_imports():
     assert len(graph) > 50 and graph["shrinkbert.core.data.load"]
     cycle = find_cycle(graph)
     assert cycle is None, "import circle: " + " -> ".join(cycle)
+
+
+def test_no_import_circle_even_through_deferred_imports():
+    """A function-level import (deferring a heavy library) or a TYPE_CHECKING one still joins two
+    modules at run time or for a type checker: the rooms stay a tree with them counted too."""
+    graph, _ = import_graph(every_import)
+    cycle = find_cycle(graph)
+    assert cycle is None, "import circle through a deferred import: " + " -> ".join(cycle)
+
+
+def test_no_arrow_points_up_the_house():
+    """The front door (shrinkbert.*) uses the rooms, the rooms use core, never the other way: core
+    imports no room, and no room imports the front door, deferred imports included."""
+    level = {"core": 0, "teachers": 1, "students": 1, "compress": 1, "eval": 1}
+
+    def height(module: str) -> int:
+        parts = module.split(".")
+        return level.get(parts[1], 2) if len(parts) > 1 else 2
+
+    graph, _ = import_graph(every_import)
+    up = [f"{a} -> {b}" for a, targets in graph.items() for b in targets if height(b) > height(a)]
+    assert not up, "arrows pointing up: " + ", ".join(sorted(up))
 
 
 def test_the_cycle_finder_finds_one():

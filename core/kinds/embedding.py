@@ -12,7 +12,7 @@ scored pairs).
 Task rows are scored sentence pairs, STS-B's shape: {"sentence1", "sentence2", "score"} with the
 score inside a declared range (the task's two `label_names` are that range's ends, "0" and "5" for
 STS-B). The metric is "spearman": Spearman of the cosine of the two sentences' vectors with the gold
-score, x100 (eval/sts.py, MTEB's STS main score).
+score, x100 (core/sts.py, MTEB's STS main score).
 
 Scored rows are sentence vectors (unit length): for rows of pairs, the n first sentences' vectors
 then the n second sentences' (unlabelled rows, `example_rows`, have no second sentence), so parity
@@ -263,7 +263,7 @@ class EmbeddingKind(TaskKind):
 
     # -- metrics ----------------------------------------------------------------------------------
     def score(self, task, scored, labels) -> dict[str, float | None]:
-        from shrinkbert.eval.sts import cosine_rows, spearman_x100  # deferred: scipy
+        from shrinkbert.core.sts import cosine_rows, spearman_x100  # deferred: scipy
 
         if not labels or any(label is None for label in labels):
             return {"spearman": None}
@@ -275,11 +275,11 @@ class EmbeddingKind(TaskKind):
         return {"spearman": spearman_x100(cosine_rows(scored[:half], scored[half:]), [float(s) for s in labels])}
 
     def score_split(self, model, dataset, collate, task, batch_size: int = 64) -> dict[str, float]:
-        raise ShrinkbertError("score an embedding model with eval/sts.py (sts_spearman) on scored pairs")
+        raise ShrinkbertError("score an embedding model with core/sts.py (sts_spearman) on scored pairs")
 
     def score_runner(self, runner, rows, columns, batch_size: int, max_length: int) -> dict[str, Any]:
         """Spearman of an eval runner's vectors: each distinct sentence embedded once, in batches."""
-        from shrinkbert.eval.sts import cosine_rows, spearman_x100
+        from shrinkbert.core.sts import cosine_rows, spearman_x100
 
         sentences = list(dict.fromkeys(list(rows.texts) + list(rows.pairs)))
         chunks = []

@@ -1,0 +1,46 @@
+"""An embedding artifact of any form, opened as texts -> unit vectors: a bundle (its Predictor), an
+exported or int8 ONNX graph, a static student, or a PyTorch model (an artifact or a model name).
+
+Its own module so that the report (eval/embedding_report.py) and the timing worker (eval/worker.py)
+both open variants the same way without importing each other.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from shrinkbert.core.artifacts import is_artifact, read_manifest
+
+
+def open_encoder(path: str, threads: int, max_length: int,
+                 spin: bool = False) -> tuple[Callable[[list[str]], np.ndarray], str]:
+    """(texts -> unit vectors, the runtime's name) of an embedding artifact or model name. `spin`:
+    ONNX Runtime's spinning for an ONNX graph (on only where nothing else runs in the process)."""
+    # static_predictor's name for the graph file: importing embedding_onnx (torch, onnxruntime) here would
+    # load both runtimes into every timing worker
+    from shrinkbert.compress.static_predictor import ONNX_FILE
+    from shrinkbert.students.static import STATIC_DIR
+
+    folder = Path(path)
+    manifest = read_manifest(folder) if is_artifact(folder) else {}
+    if str(manifest.get("stage", "")).startswith("bundle"):
+        from shrinkbert.compress.static_predictor import Predictor
+
+        predictor = Predictor(folder, threads=threads)
+        return predictor.embed, f"bundle ({manifest.get('runtime', 'onnxruntime')})"
+    if (folder / ONNX_FILE).is_file():
+        from shrinkbert.compress.embedding_onnx import OnnxEmbedder
+
+        graph = OnnxEmbedder(folder, threads=threads, max_length=max_length, spin=spin)
+        return graph.encode, "ONNX Runtime " + ("int8" if manifest.get("stage") == "quantize" else "fp32")
+    if (folder / STATIC_DIR).is_dir():
+        from shrinkbert.students.static import StaticEmbedder
+
+        return StaticEmbedder.load(folder).encode, "numpy (static)"
+    from shrinkbert.core.data.builtin import resolve_model
+    from shrinkbert.core.embedder import Embedder
+
+    embedder = Embedder.load(resolve_model(path), max_length=max_length)
+    return (lambda texts: embedder.encode(list(texts))), "PyTorch fp32"
