@@ -21,32 +21,35 @@ match its teacher's, so an index built with the teacher still answers the studen
   top `dim` principal components (fitted on the training sentences), and the projection starts as
   those components composed with the stream basis.
 - With `validation` (scored pairs), the epoch whose STS Spearman is best there is the one kept.
+- Training runs in the kit's one loop (core/train.py): Accelerate (one CPU, GPUs, several processes),
+  AdamW with warmup then linear decay, length-grouped batches, checkpoints and exact resume after a
+  kill; the stage (`shrinkbert distill --mode embeddings`) passes its training-loop options through.
 
 The result is a sentence-transformers folder (Transformer -> Pooling (-> Dense) -> Normalize) whose
 shrinkbert.json says kind "embedding"; `SentenceTransformer(path)` loads it.
 """
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
-import random
+import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from shrinkbert.core.artifacts import atomic_artifact, check, write_manifest
+from shrinkbert.core.configs import TrainConfig
 from shrinkbert.core.data.builtin import resolve_model
 from shrinkbert.core.data.cache import default_cache_dir
 from shrinkbert.core.embedder import Embedder, write_st_layout
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.kinds.losses import mse_cosine_loss
+from shrinkbert.core.train import checkpoint_dir_for, remove_checkpoints
 from shrinkbert.students.cache import teacher_identity, text_fingerprint
 from shrinkbert.students.init import init_from_teacher, stream_basis
-from shrinkbert.core.kinds.losses import mse_cosine_loss
 from shrinkbert.students.losses import masked_mse
 from shrinkbert.students.shape import Shape, shape_config
 
@@ -138,89 +141,112 @@ def build_student(teacher: Embedder, config: EmbeddingStudentConfig, sentence_ve
     return student, components, record
 
 
-def _batches(lengths: list[int], batch_size: int, rng: random.Random) -> list[list[int]]:
-    """Shuffled batches of similar lengths (less padding on 2 cores): shuffle, sort within pools of
-    50 batches, shuffle the batches."""
-    order = list(range(len(lengths)))
-    rng.shuffle(order)
-    pool = batch_size * 50
-    batches = []
-    for start in range(0, len(order), pool):
-        chunk = sorted(order[start:start + pool], key=lambda row: lengths[row])
-        batches += [chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size)]
-    rng.shuffle(batches)
-    return batches
 
 
 def _trainable(student: Embedder) -> torch.nn.ModuleList:
     return torch.nn.ModuleList([student.model] + ([student.dense] if student.dense is not None else []))
 
 
+def loop_config(config: EmbeddingStudentConfig) -> TrainConfig:
+    """The training loop's settings for a call that names only EmbeddingStudentConfig's (the Python
+    API, bench/): its learning rate, epochs, batch, warmup and seed; no checkpoints."""
+    return TrainConfig(learning_rate=config.lr, epochs=config.epochs, batch_size=config.batch_size,
+                       warmup_ratio=config.warmup, seed=config.seed, checkpoint_every=0, log_every=1)
+
+
 def train_student(student: Embedder, teacher: Embedder, sentences: list[str], targets: np.ndarray,
-                  config: EmbeddingStudentConfig, validation=None, log=print) -> dict:
-    """Distil in place; returns the training record (losses, epoch kept, validation scores)."""
-    from transformers import get_linear_schedule_with_warmup
+                  config: EmbeddingStudentConfig, validation=None, log=print, loop: TrainConfig | None = None,
+                  checkpoint_dir: str | Path | None = None) -> dict:
+    """Distil in place through the kit's one training loop (core/train.py: Accelerate, checkpoints
+    every `loop.checkpoint_every` steps, exact resume); returns the training record (losses per
+    epoch, the epoch kept, validation scores). With `validation`, the best epoch's weights are kept
+    in `checkpoint_dir/best`, beside the checkpoints, so a resumed run keeps them too."""
+    import tempfile
 
+    from datasets import Dataset
+    from safetensors.torch import load_file, save_file
+    from transformers import DataCollatorWithPadding
+
+    from shrinkbert.core.embedder import pool
     from shrinkbert.core.sts import sts_spearman
+    from shrinkbert.core.train import LATEST, is_main_process, train
 
-    torch.manual_seed(config.seed)
-    rng = random.Random(config.seed)
+    loop = loop or loop_config(config)
     encoded = teacher.tokenizer(sentences, truncation=True, max_length=config.max_length)
-    lengths = [len(ids) for ids in encoded["input_ids"]]
-    goal = torch.from_numpy(np.asarray(targets, np.float32))
+    inputs = [name for name in ("input_ids", "attention_mask", "token_type_ids") if name in encoded]
+    rows = Dataset.from_dict({**{name: encoded[name] for name in inputs},
+                              "target": np.asarray(targets, np.float32)})
     hidden_loss = config.hidden_weight > 0 and student.model.config.hidden_size == teacher.model.config.hidden_size
     t_layers, s_layers = teacher.model.config.num_hidden_layers, student.model.config.num_hidden_layers
     layer_map = {s + 1: int((s + 1) * t_layers / s_layers + 0.5) for s in range(s_layers)}
     modules = _trainable(student)
-    optimizer = torch.optim.AdamW(modules.parameters(), lr=config.lr)
-    steps = config.epochs * -(-len(sentences) // config.batch_size)
-    schedule = get_linear_schedule_with_warmup(optimizer, int(config.warmup * steps), steps)
-    record = {"epochs": [], "hidden_loss": hidden_loss}
-    best = {"score": -float("inf"), "epoch": 0, "state": None}
-    if validation is not None:
-        best.update(score=sts_spearman(student.encode, validation), epoch=0, state=copy.deepcopy(modules.state_dict()))
-        log(f"  epoch 0: STS validation {best['score']:.2f}")
-    for epoch in range(1, config.epochs + 1):
-        modules.train()
-        started, total, seen = time.perf_counter(), 0.0, 0
-        for rows in tqdm(_batches(lengths, config.batch_size, rng), desc=f"distill epoch {epoch}", unit="batch",
-                         disable=None, mininterval=5):
-            batch = teacher.tokenizer.pad({"input_ids": [encoded["input_ids"][r] for r in rows],
-                                           "attention_mask": [encoded["attention_mask"][r] for r in rows],
-                                           "token_type_ids": [encoded["token_type_ids"][r] for r in rows]},
-                                          return_tensors="pt")
-            vectors = student.forward(batch, normalize=False) if not hidden_loss else None
-            loss_hidden = 0.0
-            if hidden_loss:
-                inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
-                out = student.model(**inputs, output_hidden_states=True)
-                vectors = _pooled(student, out.last_hidden_state, batch["attention_mask"])
-                with torch.no_grad():
-                    t_hidden = teacher.model(**inputs, output_hidden_states=True).hidden_states
-                mask = batch["attention_mask"].bool()
-                loss_hidden = sum(masked_mse(out.hidden_states[s], t_hidden[t], mask) for s, t in layer_map.items()) / len(layer_map)
-            target = goal[rows]
-            loss = (mse_cosine_loss(vectors, target, config.mse_weight, config.cosine_weight)
-                    + config.hidden_weight * loss_hidden)
-            optimizer.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(modules.parameters(), 1.0)
-            optimizer.step()
-            schedule.step()
-            total += float(loss.detach()) * len(rows)
-            seen += len(rows)
-        modules.eval()
-        entry = {"epoch": epoch, "loss": total / max(seen, 1), "seconds": time.perf_counter() - started}
+
+    pad = DataCollatorWithPadding(teacher.tokenizer, return_tensors="pt")
+
+    def collate(batch: list[dict]) -> dict:
+        goal = torch.tensor(np.asarray([row.pop("target") for row in batch], np.float32))
+        return {**pad(batch), "target": goal}
+
+    def loss_fn(trained, batch):
+        model_inputs = {name: batch[name] for name in inputs}
+        out = trained[0](**model_inputs, output_hidden_states=hidden_loss)
+        vectors = pool(out.last_hidden_state, batch["attention_mask"], student.spec.mode)
+        if len(trained) > 1:
+            vectors = trained[1](vectors)
+        loss = mse_cosine_loss(vectors, batch["target"], config.mse_weight, config.cosine_weight)
+        if not hidden_loss:
+            return loss, {}
+        with torch.no_grad():
+            t_hidden = teacher.model(**model_inputs, output_hidden_states=True).hidden_states
+        mask = batch["attention_mask"].bool()
+        loss_hidden = sum(masked_mse(out.hidden_states[s], t_hidden[t], mask) for s, t in layer_map.items()) / len(layer_map)
+        return loss + config.hidden_weight * loss_hidden, {"hidden_loss": float(loss_hidden.detach())}
+
+    with tempfile.TemporaryDirectory() as scratch:
+        checkpoints = Path(checkpoint_dir) if checkpoint_dir is not None else Path(scratch)
+        best_dir = checkpoints / "best"
+        fresh = not loop.resume or not (checkpoints / "run" / LATEST).is_file()
+
+        def keep_if_best(score: float) -> None:
+            saved = best_dir / "score.json"
+            if (not saved.is_file() or score > json.loads(saved.read_text())["score"]) and is_main_process():
+                best_dir.mkdir(parents=True, exist_ok=True)
+                save_file({k: v.contiguous() for k, v in modules.state_dict().items()}, str(best_dir / "weights.safetensors"))
+                saved.write_text(json.dumps({"score": score}))
+
+        def eval_fn(_trained) -> dict:
+            score = sts_spearman(student.encode, validation)
+            keep_if_best(score)
+            return {"validation_spearman": score}
+
+        if validation is not None and fresh:  # the teacher-initialised student is a candidate too (epoch 0)
+            shutil.rmtree(best_dir, ignore_errors=True)
+            modules.eval()
+            keep_if_best(sts_spearman(student.encode, validation))
+            log(f"  epoch 0: STS validation {json.loads((best_dir / 'score.json').read_text())['score']:.2f}")
+        metrics = train(modules, rows, collate, loss_fn, loop, checkpoints / "run",
+                        eval_fn=eval_fn if validation is not None else None, desc="distill embeddings",
+                        frozen_modules=[teacher.model] if hidden_loss else ())
+        history = metrics["history"]
+        steps_per_epoch = metrics["steps"] / max(metrics["epochs"], 1e-9)
+        losses: dict[int, list[float]] = {}
+        for entry in (h for h in history if h["kind"] == "train"):
+            losses.setdefault(int((entry["step"] - 1) // steps_per_epoch), []).append(entry["loss"])
+        evals = [h for h in history if h["kind"] == "eval"]
+        record = {"hidden_loss": hidden_loss, "steps": metrics["steps"], "train_time_s": metrics["train_time_s"],
+                  "epochs": [{"epoch": epoch + 1, "loss": float(np.mean(values)),
+                              **({"validation_spearman": evals[epoch]["validation_spearman"]}
+                                 if epoch < len(evals) else {})}
+                             for epoch, values in sorted(losses.items())]}
+        for entry in record["epochs"]:
+            log(f"  epoch {entry['epoch']}: loss {entry['loss']:.4f}"
+                + (f", STS validation {entry['validation_spearman']:.2f}" if "validation_spearman" in entry else ""))
         if validation is not None:
-            entry["validation_spearman"] = sts_spearman(student.encode, validation)
-            if entry["validation_spearman"] > best["score"]:
-                best.update(score=entry["validation_spearman"], epoch=epoch, state=copy.deepcopy(modules.state_dict()))
-        record["epochs"].append(entry)
-        log(f"  epoch {epoch}: loss {entry['loss']:.4f} ({entry['seconds']:.0f} s)"
-            + (f", STS validation {entry['validation_spearman']:.2f}" if validation is not None else ""))
-    if best["state"] is not None:
-        modules.load_state_dict(best["state"])
-        record["epoch_kept"], record["validation_spearman"] = best["epoch"], best["score"]
+            modules.load_state_dict(load_file(str(best_dir / "weights.safetensors")))
+            kept = json.loads((best_dir / "score.json").read_text())["score"]
+            record["validation_spearman"] = kept
+            record["epoch_kept"] = next((e["epoch"] for e in record["epochs"] if e.get("validation_spearman") == kept), 0)
+    modules.eval()
     return record
 
 
@@ -257,10 +283,12 @@ def existing_student(path: str | Path, teacher: Embedder, max_length: int) -> Em
 def distill_embedding(teacher_path: str | Path, sentences: list[str], out_dir: str | Path,
                       config: EmbeddingStudentConfig | None = None, validation=None,
                       cache_dir: str | Path | None = None, log=print, data: dict | None = None,
-                      student_path: str | Path | None = None) -> Path:
+                      student_path: str | Path | None = None, loop: TrainConfig | None = None) -> Path:
     """Distil a transformer embedding student from `teacher_path` on `sentences`; write it to out_dir
     (data: the data record its manifest carries for later stages, e.g. the scored-pairs task;
-    student_path: distil into that existing model, e.g. a pruned one, instead of a new shape)."""
+    student_path: distil into that existing model, e.g. a pruned one, instead of a new shape; loop:
+    the training loop's settings, checkpoints under out_dir's checkpoint folder, default
+    `loop_config(config)`, which keeps none)."""
     config = config or EmbeddingStudentConfig()
     sentences = [s for s in (str(text).strip() for text in sentences) if s]
     if not sentences:
@@ -280,21 +308,27 @@ def distill_embedding(teacher_path: str | Path, sentences: list[str], out_dir: s
         student, components, record = build_student(teacher, config, vectors)
     targets = vectors if components is None else vectors @ components.T
     started = time.perf_counter()
-    training = train_student(student, teacher, sentences, targets, config, validation, log)
+    loop = loop or loop_config(config)
+    checkpoints = checkpoint_dir_for(out_dir) if loop.checkpoint_every > 0 else None
+    training = train_student(student, teacher, sentences, targets, config, validation, log, loop, checkpoints)
     training["seconds"] = time.perf_counter() - started
     sample = sentences[:64]
     agreement = None
     if components is None:
         agreement = float(np.mean(np.sum(student.encode(sample) * teacher.encode(sample), axis=1)))
-    metrics = {"train_sentences": len(sentences), **({"agreement_train_sample": agreement} if agreement is not None else {})}
+    metrics = {"train_sentences": len(sentences), "steps": training["steps"], "train_time_s": training["train_time_s"],
+               **({"agreement_train_sample": agreement} if agreement is not None else {})}
     if "validation_spearman" in training:
         metrics["validation_spearman"] = training["validation_spearman"]
     norms = np.linalg.norm(student.encode(sample[:8]), axis=1)
     checks = [check("unit_vectors", bool(np.allclose(norms, 1, atol=1e-4)), f"norms of 8 training sentences' vectors "
                     f"{norms.min():.5f}..{norms.max():.5f}")]
     parents = [resolved] + ([resolve_model(str(student_path))] if student_path is not None else [])
-    return save_student(student, out_dir, stage="distill", parents=parents, seed=config.seed, checks=checks,
+    saved = save_student(student, out_dir, stage="distill", parents=parents, seed=config.seed, checks=checks,
                         config={**asdict(config), "teacher": str(teacher_path),
                                 **({"student": str(student_path)} if student_path is not None else {})},
                         metrics=metrics,
                         extra={"init": record, "training": training}, data=data)
+    if checkpoints is not None:
+        remove_checkpoints(checkpoints)
+    return saved

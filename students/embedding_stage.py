@@ -24,7 +24,7 @@ import numpy as np
 from shrinkbert.core.artifacts import atomic_artifact, check, write_manifest
 from shrinkbert.core.data.builtin import resolve_model
 from shrinkbert.core.config import refuse_unread
-from shrinkbert.core.configs import DataConfig
+from shrinkbert.core.configs import DataConfig, TrainConfig
 from shrinkbert.core.data.dataspec import resolve_spec
 from shrinkbert.core.data.load import load_corpus
 from shrinkbert.core.data.scored_pairs import split_pairs
@@ -34,12 +34,16 @@ from shrinkbert.students.embedding_distill import EmbeddingStudentConfig, distil
 
 # What `distill` reads for an embedding student (the data fields, then these); any other option set
 # is refused in one line (core.config.refuse_unread), so `--temperature 4` is never silently ignored.
-READS = frozenset(f.name for f in dataclasses.fields(DataConfig)) | {
+READS = frozenset(f.name for f in (*dataclasses.fields(DataConfig), *dataclasses.fields(TrainConfig))) | {
     "teacher", "mode", "corpus", "student", "target", "layers", "hidden", "heads", "intermediate", "dim",
-    "hidden_weight", "epochs", "learning_rate", "batch_size", "max_length", "max_train_rows", "max_eval_rows",
-    "seed", "output_dir"}
+    "hidden_weight", "max_length", "max_train_rows", "max_eval_rows", "output_dir"}
 DEFAULT_LAYERS = 3  # the measured shape: 3 of 6 layers, 5.4x as int8 (docs/embeddings.md)
 STATIC = "static"
+# model2vec's static student runs its own table tuning (students/static.py): of the loop's options it
+# reads the epochs and the seed.
+STATIC_READS = frozenset(f.name for f in dataclasses.fields(DataConfig)) | {
+    "teacher", "mode", "corpus", "student", "dim", "epochs", "seed", "max_length", "max_train_rows",
+    "max_eval_rows", "output_dir"}
 
 
 def corpus_sentences(cfg) -> list[str]:
@@ -65,7 +69,10 @@ def validation_pairs(cfg, teacher: str):
 
 def distill(cfg) -> Path:
     """Distil an embedding student as the distill stage's Config asks; return its artifact path."""
-    refuse_unread(cfg, READS, "for an embedding student (mode embeddings, or a teacher of kind embedding)")
+    if cfg.student == STATIC:
+        refuse_unread(cfg, STATIC_READS, "for a static embedding student (--student static)")
+    else:
+        refuse_unread(cfg, READS, "for an embedding student (mode embeddings, or a teacher of kind embedding)")
     teacher = resolve_model(cfg.teacher)
     if "," in cfg.teacher:
         raise ShrinkbertError("an embedding student learns from one teacher: give one --teacher")
@@ -90,7 +97,7 @@ def distill(cfg) -> Path:
         lr=cfg.learning_rate, batch_size=cfg.batch_size, max_length=cfg.max_length, seed=cfg.seed,
         hidden_weight=cfg.hidden_weight)
     out = distill_embedding(teacher, sentences, cfg.output_dir, config, validation=validation,
-                            cache_dir=cfg.cache_dir or None, data=data_record, student_path=into)
+                            cache_dir=cfg.cache_dir or None, data=data_record, student_path=into, loop=cfg)
     return Path(out)
 
 

@@ -123,11 +123,15 @@ def _stage_args(stage: str, out: Path, tiny_bert: Path, data: Path, corpus: Path
     if stage == "shrinkbert.teachers.pretrain":  # from scratch, dynamic masking: the masking RNG must resume too
         return common + ["--tokenizer", str(tiny_bert), "--preset", "micro", "--corpus", str(corpus),
                          "--max-length", "32", "--max-steps", "18", "--heldout-fraction", "0.1"]
+    if stage == "embeddings":  # students.distill --mode embeddings: the same loop, the same resume
+        return common + ["--mode", "embeddings", "--teacher", str(tiny_bert), "--corpus", str(corpus),
+                         "--cache-dir", str(cache), "--layers", "1", "--epochs", "2", "--hidden-weight", "1.0"]
     return common + ["--teacher", str(tiny_bert), "--task", str(data), "--cache-dir", str(cache),  # students.distill
                      "--layers", "1", "--epochs", "2", "--hidden-weight", "1.0", "--attention-weight", "1.0"]
 
 
-@pytest.mark.parametrize("stage", ["shrinkbert.teachers.finetune", "shrinkbert.teachers.pretrain", "shrinkbert.students.distill"])
+@pytest.mark.parametrize("stage", ["shrinkbert.teachers.finetune", "shrinkbert.teachers.pretrain", "shrinkbert.students.distill",
+                                   "embeddings"])
 def test_stage_sigkill_then_resume_is_bit_exact(stage, tiny_bert, tmp_path):
     """A training stage killed with SIGKILL after a checkpoint, rerun, ends bit-identical to a whole run.
 
@@ -146,7 +150,8 @@ def test_stage_sigkill_then_resume_is_bit_exact(stage, tiny_bert, tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(t for t, _ in tiny_sentences(400, seed=3)) + "\n")
     whole, killed = tmp_path / "whole", tmp_path / "killed"
-    main = importlib.import_module(stage).main
+    module = "shrinkbert.students.distill" if stage == "embeddings" else stage
+    main = importlib.import_module(module).main
 
     def args(out):
         return _stage_args(stage, out, tiny_bert, data, corpus, tmp_path / "cache")
@@ -154,7 +159,7 @@ def test_stage_sigkill_then_resume_is_bit_exact(stage, tiny_bert, tmp_path):
     if stage != "shrinkbert.teachers.pretrain":  # builds the stored splits before two processes race for them
         assert main(args(tmp_path / "warm") + ["--epochs", "1"]) == 0
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    victim = subprocess.Popen([sys.executable, "-m", stage, *args(killed)], cwd=ROOT, env=env,
+    victim = subprocess.Popen([sys.executable, "-m", module, *args(killed)], cwd=ROOT, env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     checkpoints = checkpoint_dir_for(killed)
 
@@ -169,7 +174,7 @@ def test_stage_sigkill_then_resume_is_bit_exact(stage, tiny_bert, tmp_path):
     watcher.join()
     assert victim.wait(timeout=240) == -signal.SIGKILL, "the run ended before it could be killed"
     assert any(checkpoints.rglob(LATEST)) and not killed.exists()
-    resumed = subprocess.run([sys.executable, "-m", stage, *args(killed)], cwd=ROOT, env=env,
+    resumed = subprocess.run([sys.executable, "-m", module, *args(killed)], cwd=ROOT, env=env,
                              capture_output=True, text=True, timeout=240)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resumed from" in resumed.stdout + resumed.stderr
