@@ -20,6 +20,8 @@ class TrainConfig:
     weight_decay: float = field(0.01, "AdamW weight decay (not applied to biases and LayerNorm weights)", min=0)
     warmup_ratio: float = field(0.1, "fraction of optimizer steps spent warming up linearly", min=0, below=1)
     warmup_steps: int = field(0, "warmup steps; overrides warmup_ratio when > 0", min=0)
+    lr_schedule: str = field("linear", "learning rate after warmup: linear (decay to 0, BERT's) or constant "
+                                       "(the static student's table tuning)", choices=("linear", "constant"))
     epochs: float = field(3, "passes over the training data", min=0)
     max_steps: int = field(0, "optimizer steps to run; overrides epochs when > 0", min=0)
     batch_size: int = field(32, "examples per batch per process", min=1)

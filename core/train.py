@@ -216,7 +216,7 @@ def train(model: torch.nn.Module, train_dataset, collate_fn: Callable, loss_fn: 
     from accelerate import Accelerator
     from accelerate.utils import DataLoaderConfiguration, DistributedDataParallelKwargs, set_seed
     from torch.utils.data import DataLoader
-    from transformers import get_linear_schedule_with_warmup
+    from transformers import get_constant_schedule_with_warmup, get_linear_schedule_with_warmup
 
     checkpoint_dir = Path(checkpoint_dir)
     run_config = to_dict(cfg) if dataclasses.is_dataclass(cfg) else dict(vars(cfg))
@@ -259,7 +259,8 @@ def train(model: torch.nn.Module, train_dataset, collate_fn: Callable, loss_fn: 
     warmup = cfg.warmup_steps if cfg.warmup_steps > 0 else int(cfg.warmup_ratio * total_steps)
     # The scheduler is stepped here once per optimizer step (not prepared: Accelerate would step it
     # once per process), and checkpointed as JSON (TRAIN_STATE).
-    scheduler = get_linear_schedule_with_warmup(optimizer, warmup, total_steps)
+    scheduler = (get_linear_schedule_with_warmup(optimizer, warmup, total_steps) if cfg.lr_schedule == "linear"
+                 else get_constant_schedule_with_warmup(optimizer, warmup))
     state = TrainState()
 
     checkpoints = Checkpoints(accelerator, checkpoint_dir, scheduler, state) if cfg.checkpoint_every > 0 else None
@@ -348,6 +349,16 @@ def train(model: torch.nn.Module, train_dataset, collate_fn: Callable, loss_fn: 
     for tracker in accelerator.trackers:  # not end_training(): that tears down the process group,
         tracker.finish()                  # which the stage still needs to write its artifact
     return metrics
+
+
+def epoch_losses(metrics: dict) -> list[float]:
+    """The mean logged training loss of each epoch of a finished run (`train`'s metrics: its history
+    and steps); log every step for an exact mean, every N steps for one over windows of N."""
+    steps_per_epoch = metrics["steps"] / max(metrics["epochs"], 1e-9)
+    by_epoch: dict[int, list[float]] = {}
+    for entry in (h for h in metrics["history"] if h["kind"] == "train"):
+        by_epoch.setdefault(int((entry["step"] - 1) // steps_per_epoch), []).append(entry["loss"])
+    return [sum(values) / len(values) for _, values in sorted(by_epoch.items())]
 
 
 def row_lengths(dataset) -> list[int] | None:

@@ -54,6 +54,7 @@ def pretrain(
     weight_decay: float = 0.01,
     warmup_ratio: float = 0.1,
     warmup_steps: int = 0,
+    lr_schedule: str = 'linear',
     max_steps: int = 0,
     batch_size: int = 32,
     grad_accum_steps: int = 1,
@@ -154,6 +155,9 @@ def pretrain(
             fraction of optimizer steps spent warming up linearly [>= 0 and < 1]
         warmup_steps: int = 0
             warmup steps; overrides warmup_ratio when > 0 [>= 0]
+        lr_schedule: str = 'linear'
+            learning rate after warmup: linear (decay to 0, BERT's) or constant (the static student's table
+            tuning) [one of linear, constant]
         max_steps: int = 0
             optimizer steps to run; overrides epochs when > 0 [>= 0]
         batch_size: int = 32
@@ -211,6 +215,7 @@ def finetune(
     weight_decay: float = 0.01,
     warmup_ratio: float = 0.1,
     warmup_steps: int = 0,
+    lr_schedule: str = 'linear',
     max_steps: int = 0,
     grad_accum_steps: int = 1,
     max_grad_norm: float = 1.0,
@@ -302,6 +307,9 @@ def finetune(
             fraction of optimizer steps spent warming up linearly [>= 0 and < 1]
         warmup_steps: int = 0
             warmup steps; overrides warmup_ratio when > 0 [>= 0]
+        lr_schedule: str = 'linear'
+            learning rate after warmup: linear (decay to 0, BERT's) or constant (the static student's table
+            tuning) [one of linear, constant]
         max_steps: int = 0
             optimizer steps to run; overrides epochs when > 0 [>= 0]
         grad_accum_steps: int = 1
@@ -381,6 +389,7 @@ def distill(
     weight_decay: float = 0.01,
     warmup_ratio: float = 0.1,
     warmup_steps: int = 0,
+    lr_schedule: str = 'linear',
     epochs: float = 3,
     max_steps: int = 0,
     batch_size: int = 32,
@@ -541,6 +550,9 @@ def distill(
             fraction of optimizer steps spent warming up linearly [>= 0 and < 1]
         warmup_steps: int = 0
             warmup steps; overrides warmup_ratio when > 0 [>= 0]
+        lr_schedule: str = 'linear'
+            learning rate after warmup: linear (decay to 0, BERT's) or constant (the static student's table
+            tuning) [one of linear, constant]
         epochs: float = 3
             passes over the training data [>= 0]
         max_steps: int = 0

@@ -169,7 +169,7 @@ def train_student(student: Embedder, teacher: Embedder, sentences: list[str], ta
 
     from shrinkbert.core.embedder import pool
     from shrinkbert.core.sts import sts_spearman
-    from shrinkbert.core.train import LATEST, is_main_process, train
+    from shrinkbert.core.train import LATEST, epoch_losses, is_main_process, train
 
     loop = loop or loop_config(config)
     encoded = teacher.tokenizer(sentences, truncation=True, max_length=config.max_length)
@@ -227,17 +227,12 @@ def train_student(student: Embedder, teacher: Embedder, sentences: list[str], ta
         metrics = train(modules, rows, collate, loss_fn, loop, checkpoints / "run",
                         eval_fn=eval_fn if validation is not None else None, desc="distill embeddings",
                         frozen_modules=[teacher.model] if hidden_loss else ())
-        history = metrics["history"]
-        steps_per_epoch = metrics["steps"] / max(metrics["epochs"], 1e-9)
-        losses: dict[int, list[float]] = {}
-        for entry in (h for h in history if h["kind"] == "train"):
-            losses.setdefault(int((entry["step"] - 1) // steps_per_epoch), []).append(entry["loss"])
-        evals = [h for h in history if h["kind"] == "eval"]
+        evals = [h for h in metrics["history"] if h["kind"] == "eval"]
         record = {"hidden_loss": hidden_loss, "steps": metrics["steps"], "train_time_s": metrics["train_time_s"],
-                  "epochs": [{"epoch": epoch + 1, "loss": float(np.mean(values)),
+                  "epochs": [{"epoch": epoch + 1, "loss": loss,
                               **({"validation_spearman": evals[epoch]["validation_spearman"]}
                                  if epoch < len(evals) else {})}
-                             for epoch, values in sorted(losses.items())]}
+                             for epoch, loss in enumerate(epoch_losses(metrics))]}
         for entry in record["epochs"]:
             log(f"  epoch {entry['epoch']}: loss {entry['loss']:.4f}"
                 + (f", STS validation {entry['validation_spearman']:.2f}" if "validation_spearman" in entry else ""))

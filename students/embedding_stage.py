@@ -23,7 +23,7 @@ import numpy as np
 
 from shrinkbert.core.artifacts import atomic_artifact, check, write_manifest
 from shrinkbert.core.data.builtin import resolve_model
-from shrinkbert.core.config import refuse_unread
+from shrinkbert.core.config import options, refuse_unread
 from shrinkbert.core.configs import DataConfig, TrainConfig
 from shrinkbert.core.data.dataspec import resolve_spec
 from shrinkbert.core.data.load import load_corpus
@@ -39,11 +39,13 @@ READS = frozenset(f.name for f in (*dataclasses.fields(DataConfig), *dataclasses
     "hidden_weight", "max_length", "max_train_rows", "max_eval_rows", "output_dir"}
 DEFAULT_LAYERS = 3  # the measured shape: 3 of 6 layers, 5.4x as int8 (docs/embeddings.md)
 STATIC = "static"
-# model2vec's static student runs its own table tuning (students/static.py): of the loop's options it
-# reads the epochs and the seed.
-STATIC_READS = frozenset(f.name for f in dataclasses.fields(DataConfig)) | {
-    "teacher", "mode", "corpus", "student", "dim", "epochs", "seed", "max_length", "max_train_rows",
-    "max_eval_rows", "output_dir"}
+# model2vec's static student tunes its table in the same loop, with an optimizer of its own (Adam at
+# a constant 1e-3, no decay or clipping: students/static.py) and batches of 64 unless --batch-size
+# says otherwise; it reads the loop's other options (epochs, seed, checkpoints, resume).
+STATIC_LEARNING_RATE, STATIC_BATCH_SIZE = 1e-3, 64
+STATIC_READS = (frozenset(f.name for f in (*dataclasses.fields(DataConfig), *dataclasses.fields(TrainConfig)))
+                - {"learning_rate", "weight_decay", "warmup_ratio", "warmup_steps", "lr_schedule", "max_grad_norm"}) | {
+    "teacher", "mode", "corpus", "student", "dim", "max_length", "max_train_rows", "max_eval_rows", "output_dir"}
 
 
 def corpus_sentences(cfg) -> list[str]:
@@ -102,8 +104,14 @@ def distill(cfg) -> Path:
 
 
 def _static(cfg, teacher: str, sentences: list[str], validation, data_record: dict) -> Path:
-    """model2vec's static table from the teacher, tuned on the corpus (the epoch kept by validation)."""
+    """model2vec's static table from the teacher, tuned on the corpus in the kit's training loop; with
+    validation pairs the best epoch (the untuned table, epoch 0, included) is kept, beside the
+    checkpoints so a resumed run keeps it too."""
+    import json
+    import shutil
+
     from shrinkbert.core.sts import sts_spearman
+    from shrinkbert.core.train import LATEST, checkpoint_dir_for, remove_checkpoints
     from shrinkbert.students.static import StaticEmbedder
 
     dim = cfg.dim or 256
@@ -111,23 +119,38 @@ def _static(cfg, teacher: str, sentences: list[str], validation, data_record: di
     if dim > embedder.dim:
         raise ShrinkbertError(f"--dim {dim} exceeds the teacher's {embedder.dim} dimensions")
     student = StaticEmbedder.distill(teacher, dim=dim)
-    epochs = max(0, int(round(cfg.epochs)))
-    best = {"epoch": 0, "vectors": student.vectors,
-            "score": sts_spearman(student.encode, validation) if validation is not None else None}
+    checkpoints = checkpoint_dir_for(cfg.output_dir)
+    best_dir = checkpoints / "best"
+    if not cfg.resume or not (checkpoints / "run" / LATEST).is_file():
+        shutil.rmtree(best_dir, ignore_errors=True)
 
-    def keep_best(epoch, tuned):
+    def keep_best(epoch, tuned) -> dict:
         if validation is None:  # no pairs to judge by: the last epoch
-            best.update(epoch=epoch, vectors=tuned.vectors)
-            return
+            return {}
         score = sts_spearman(tuned.encode, validation)
-        if score > best["score"]:
-            best.update(score=score, epoch=epoch, vectors=tuned.vectors)
+        saved = best_dir / "score.json"
+        if not saved.is_file() or score > json.loads(saved.read_text())["score"]:
+            best_dir.mkdir(parents=True, exist_ok=True)
+            np.save(best_dir / "vectors.npy", tuned.vectors)
+            saved.write_text(json.dumps({"score": score}))
+        return {"validation_spearman": score}
 
-    if epochs:
-        vectors = teacher_vectors(embedder, teacher, sentences, cfg.cache_dir or None)
-        student.tune_to_teacher(sentences, vectors, epochs=epochs, seed=cfg.seed, on_epoch=keep_best)
-    student.vectors = best["vectors"]
-    metrics = {"train_sentences": len(sentences), "epoch_kept": best["epoch"]}
+    if not (best_dir / "score.json").is_file():
+        keep_best(0, student)
+    vectors = teacher_vectors(embedder, teacher, sentences, cfg.cache_dir or None)
+    batch_default = next(o.default for o in options(type(cfg)) if o.name == "batch_size")
+    loop = dataclasses.replace(cfg, learning_rate=STATIC_LEARNING_RATE,
+                               batch_size=STATIC_BATCH_SIZE if cfg.batch_size == batch_default else cfg.batch_size)
+    tuned = student.tune_to_teacher(sentences, vectors, loop=loop, checkpoint_dir=checkpoints / "run", on_epoch=keep_best)
+    evals = [h for h in tuned["history"] if h["kind"] == "eval"]
+    best = {"epoch": len(evals), "score": None}
+    if validation is not None:
+        student.vectors = np.load(best_dir / "vectors.npy")
+        best["score"] = json.loads((best_dir / "score.json").read_text())["score"]
+        best["epoch"] = next((h["epoch"] + 1 for h in evals if h.get("validation_spearman") == best["score"]), 0)
+    epochs = cfg.epochs
+    metrics = {"train_sentences": len(sentences), "epoch_kept": best["epoch"], "steps": tuned["steps"],
+               "train_time_s": tuned["train_time_s"]}
     if best["score"] is not None:
         metrics["validation_spearman"] = best["score"]
     with atomic_artifact(cfg.output_dir) as tmp:
@@ -138,4 +161,5 @@ def _static(cfg, teacher: str, sentences: list[str], validation, data_record: di
                        checks=[check("unit_vectors", bool(np.allclose(np.linalg.norm(student.encode(sentences[:8]), axis=1), 1, atol=1e-4)),
                                      "8 corpus sentences")],
                        extra={"kind": "embedding", "dim": dim, "student": STATIC})
+    remove_checkpoints(checkpoints)
     return Path(cfg.output_dir)

@@ -15,6 +15,7 @@ as "embedding.weight", `0_StaticEmbedding/tokenizer.json` the teacher's tokenize
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -118,41 +119,61 @@ class StaticEmbedder:
                                     epochs=epochs, lr=lr, seed=seed)
         return student
 
-    def tune_to_teacher(self, sentences: list[str], teacher_vectors: np.ndarray, **options) -> None:
+    def tune_to_teacher(self, sentences: list[str], teacher_vectors: np.ndarray, **options) -> dict:
         """`tune` towards the teacher's sentence vectors projected on the table's principal directions."""
         if self.directions is None:
             raise ShrinkbertError("this static model keeps no PCA directions (it was loaded, not distilled): "
                                   "distill it again from its teacher to tune it")
-        self.tune(sentences, np.asarray(teacher_vectors, np.float32) @ self.directions.T, **options)
+        return self.tune(sentences, np.asarray(teacher_vectors, np.float32) @ self.directions.T, **options)
 
-    def tune(self, sentences: list[str], targets: np.ndarray, epochs: int = 3, lr: float = 1e-3,
-             batch_size: int = 64, seed: int = 0, on_epoch=None) -> None:
+    def tune(self, sentences: list[str], targets: np.ndarray, epochs: float = 3, lr: float = 1e-3,
+             batch_size: int = 64, seed: int = 0, on_epoch=None, loop=None, checkpoint_dir=None) -> dict:
         """Train the table so each sentence's mean vector has the direction of its target (cosine
-        loss: only directions matter to cosine similarity). Tokens absent from the sentences keep
-        their vectors. on_epoch(epoch, student) is called after each epoch (to score or keep it)."""
+        loss: only directions matter to cosine similarity), in the kit's one training loop
+        (core/train.py). Adam at a constant rate with no weight decay, so tokens absent from the
+        sentences keep their vectors exactly. on_epoch(epoch, student) -> dict or None runs after each
+        epoch (to score or keep it; epochs counted from this call, so a resumed run counts from its resume). `loop` (a TrainConfig) replaces epochs/lr/batch_size/seed, with its
+        checkpoints under `checkpoint_dir`; returns the loop's metrics."""
+        import tempfile
+
         import torch  # deferred: tuning is the only training the static student has
+
+        from shrinkbert.core.configs import TrainConfig
+        from shrinkbert.core.train import train
 
         if len(sentences) != len(targets):
             raise ShrinkbertError(f"{len(sentences)} sentences but {len(targets)} teacher vectors")
+        loop = loop or TrainConfig(learning_rate=lr, epochs=epochs, batch_size=batch_size, seed=seed,
+                                   checkpoint_every=0, log_every=50)
+        loop = dataclasses.replace(loop, weight_decay=0.0, warmup_ratio=0.0, warmup_steps=0, lr_schedule="constant",
+                                   max_grad_norm=0.0)
         token_ids = [encoding.ids for encoding in self.tokenizer.encode_batch(list(sentences), add_special_tokens=False)]
-        usable = [row for row, ids in enumerate(token_ids) if ids]
-        generator = torch.Generator().manual_seed(seed)
+        goal = np.asarray(targets, dtype=np.float32)
+        rows = [{"ids": ids, "target": goal[row]} for row, ids in enumerate(token_ids) if ids]
         bag = torch.nn.EmbeddingBag.from_pretrained(torch.from_numpy(self.vectors.copy()), freeze=False, mode="mean")
-        goal = torch.from_numpy(np.asarray(targets, dtype=np.float32))
-        optimizer = torch.optim.Adam(bag.parameters(), lr=lr)
-        for epoch in range(1, epochs + 1):
-            order = torch.randperm(len(usable), generator=generator).tolist()
-            for start in range(0, len(order), batch_size):
-                rows = [usable[i] for i in order[start:start + batch_size]]
-                flat = torch.tensor([i for row in rows for i in token_ids[row]])
-                offsets = torch.tensor(np.cumsum([0] + [len(token_ids[row]) for row in rows[:-1]]))
-                loss = (1 - torch.nn.functional.cosine_similarity(bag(flat, offsets), goal[rows])).mean()
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-            self.vectors = bag.weight.detach().numpy().copy()
-            if on_epoch is not None:
-                on_epoch(epoch, self)
+
+        def collate(batch: list[dict]) -> dict:  # one bag of token ids per sentence, as EmbeddingBag takes them
+            return {"flat": torch.tensor([i for row in batch for i in row["ids"]]),
+                    "offsets": torch.tensor(np.cumsum([0] + [len(row["ids"]) for row in batch[:-1]])),
+                    "target": torch.from_numpy(np.stack([row["target"] for row in batch]))}
+
+        def loss_fn(table, batch):
+            sentence = table(batch["flat"], batch["offsets"])
+            return (1 - torch.nn.functional.cosine_similarity(sentence, batch["target"])).mean(), {}
+
+        epochs_seen = []
+
+        def eval_fn(table) -> dict:
+            self.vectors = table.weight.detach().cpu().numpy().copy()
+            epochs_seen.append(len(epochs_seen) + 1)
+            return (on_epoch(epochs_seen[-1], self) or {}) if on_epoch is not None else {}
+
+        with tempfile.TemporaryDirectory() as scratch:
+            metrics = train(bag, rows, collate, loss_fn, loop,
+                            Path(checkpoint_dir) if checkpoint_dir is not None else Path(scratch),
+                            eval_fn=eval_fn, desc="tune static table")
+        self.vectors = bag.weight.detach().cpu().numpy().copy()
+        return metrics
 
     @classmethod
     def load(cls, path: str | Path) -> "StaticEmbedder":

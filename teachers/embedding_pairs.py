@@ -9,24 +9,25 @@
   hypothesis closer to its premise than a contradicting one) on the validation split.
 
 The losses are sentence-transformers' own (sentence_transformers.losses), on the model loaded by
-`SentenceTransformer(path)` (a kit-written embedding folder or a hub one such as minilm); the loop is
-a plain one here (AdamW, linear warm-up and decay, a fixed seed), so no trainer writes checkpoints.
+`SentenceTransformer(path)` (a kit-written embedding folder or a hub one such as minilm), trained in
+the kit's one loop (core/train.py): AdamW, linear warm-up and decay, checkpoints and exact resume
+from `shrinkbert finetune` (its training-loop options apply).
 The result is the sentence-transformers folder `model.save` writes, plus shrinkbert.json (kind
 "embedding"), written atomically: a bad input file writes nothing.
 """
 from __future__ import annotations
 
-import random
-import time
 from pathlib import Path
 
 import numpy as np
 
 from shrinkbert.core.artifacts import atomic_artifact, write_manifest
+from shrinkbert.core.configs import TrainConfig
 from shrinkbert.core.data.builtin import resolve_model
 from shrinkbert.core.data.scored_pairs import STS_RANGE, read_scored_pairs
 from shrinkbert.core.data.userdata import read_table
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.train import checkpoint_dir_for, remove_checkpoints
 
 NLI_COLUMNS = ("premise", "hypothesis", "label")
 ENTAILMENT = ("entailment", "0")  # SNLI's label word, or its hub dataset's id
@@ -46,40 +47,42 @@ def read_nli_pairs(path: str | Path) -> tuple[list[str], list[str]]:
     return [p for p, _ in rows], [h for _, h in rows]
 
 
-def _train(model, loss, examples: list[tuple], epochs: int, lr: float, batch_size: int, seed: int,
-           warmup: float = 0.1, log=print) -> list[float]:
-    """A plain loop over (texts_a, texts_b, label or None) examples with a sentence-transformers loss."""
-    import torch
-    from tqdm.auto import tqdm
-    from transformers import get_linear_schedule_with_warmup
+def loop_config(epochs: float, lr: float, batch_size: int, seed: int) -> TrainConfig:
+    """The training loop's settings for a direct call (finetune_scored, finetune_nli): no checkpoints,
+    the loss logged every step."""
+    return TrainConfig(learning_rate=lr, epochs=epochs, batch_size=batch_size, seed=seed, checkpoint_every=0,
+                       log_every=1)
 
-    torch.manual_seed(seed)
-    rng = random.Random(seed)
-    optimizer = torch.optim.AdamW(loss.parameters(), lr=lr)
-    steps = epochs * -(-len(examples) // batch_size)
-    schedule = get_linear_schedule_with_warmup(optimizer, int(warmup * steps), steps)
-    losses = []
-    model.train()
-    for epoch in range(1, epochs + 1):
-        order = list(range(len(examples)))
-        rng.shuffle(order)
-        started, total = time.perf_counter(), 0.0
-        for start in tqdm(range(0, len(order), batch_size), desc=f"finetune epoch {epoch}", unit="batch",
-                          leave=False):
-            batch = [examples[i] for i in order[start:start + batch_size]]
-            features = [model.preprocess([example[0] for example in batch]),
-                        model.preprocess([example[1] for example in batch])]
-            labels = torch.tensor([example[2] for example in batch], dtype=torch.float32) if batch[0][2] is not None else None
-            value = loss(features, labels)
-            optimizer.zero_grad()
-            value.backward()
-            torch.nn.utils.clip_grad_norm_(loss.parameters(), 1.0)
-            optimizer.step()
-            schedule.step()
-            total += float(value.detach()) * len(batch)
-        losses.append(total / len(examples))
-        log(f"  epoch {epoch}: loss {losses[-1]:.4f} ({time.perf_counter() - started:.0f} s)")
+
+def _train(model, loss, examples: list[tuple], loop: TrainConfig, checkpoint_dir: str | Path | None = None,
+           log=print) -> list[float]:
+    """(texts_a, texts_b, label or None) examples through a sentence-transformers loss, in the kit's one
+    training loop (core/train.py: AdamW, warm-up then linear decay, clipping, checkpoints and exact
+    resume); the mean loss of each epoch."""
+    import tempfile
+
+    import torch
+
+    from shrinkbert.core.train import epoch_losses, train
+
+    def collate(batch: list[tuple]) -> dict:  # tokenized here, so the loop moves the tensors to the device
+        out = {"a": model.preprocess([example[0] for example in batch]),
+               "b": model.preprocess([example[1] for example in batch])}
+        if batch[0][2] is not None:
+            out["labels"] = torch.tensor([example[2] for example in batch], dtype=torch.float32)
+        return out
+
+    def loss_fn(trained, batch):
+        return trained([batch["a"], batch["b"]], batch.get("labels")), {}
+
+    with tempfile.TemporaryDirectory() as scratch:
+        metrics = train(loss, list(examples), collate, loss_fn, loop,
+                        Path(checkpoint_dir) if checkpoint_dir is not None else Path(scratch),
+                        desc="finetune embeddings")
     model.eval()
+    losses = epoch_losses(metrics)
+    for epoch, value in enumerate(losses, 1):
+        log(f"  epoch {epoch}: loss {value:.4f}")
     return losses
 
 
@@ -111,7 +114,7 @@ def finetune_scored(model_path: str | Path, pairs_file: str | Path, out_dir: str
     examples = [(a, b, (float(s) - low) / (high - low)) for a, b, s in zip(pairs.first, pairs.second, pairs.scores)]
     examples = examples[:max_pairs] if max_pairs else examples
     model = _load(model_path, max_length)
-    losses = _train(model, CosineSimilarityLoss(model), examples, epochs, lr, batch_size, seed, log=log)
+    losses = _train(model, CosineSimilarityLoss(model), examples, loop_config(epochs, lr, batch_size, seed), log=log)
     config = {"model": str(model_path), "pairs": str(pairs_file), "loss": "CosineSimilarityLoss", "epochs": epochs,
               "lr": lr, "batch_size": batch_size, "max_length": max_length, "seed": seed, "pairs_used": len(examples)}
     return _save(model, out_dir, stage="finetune", parent=model_path, config=config, metrics={"train_loss": losses})
@@ -125,7 +128,7 @@ def finetune_nli(model_path: str | Path, nli_file: str | Path, out_dir: str | Pa
     pairs = list(zip(premises, hypotheses))[:max_pairs or None]
     _check_nli_pairs(pairs, str(nli_file))
     model = _load(model_path, max_length)
-    losses = _train_nli(model, pairs, epochs, lr, batch_size, seed, log)
+    losses = _train_nli(model, pairs, loop_config(epochs, lr, batch_size, seed), log=log)
     config = {"model": str(model_path), "pairs": str(nli_file), "loss": "MultipleNegativesRankingLoss",
               "epochs": epochs, "lr": lr, "batch_size": batch_size, "max_length": max_length, "seed": seed,
               "pairs_used": len(pairs)}
@@ -137,13 +140,13 @@ def _check_nli_pairs(pairs: list[tuple[str, str]], where: str) -> None:
         raise ShrinkbertError(f"{where}: in-batch negatives need at least 2 entailment pairs, got {len(pairs)}")
 
 
-def _train_nli(model, pairs: list[tuple[str, str]], epochs: int, lr: float, batch_size: int, seed: int,
+def _train_nli(model, pairs: list[tuple[str, str]], loop: TrainConfig, checkpoint_dir: str | Path | None = None,
                log=print) -> list[float]:
     """MultipleNegativesRankingLoss over (premise, entailed hypothesis) pairs; the losses per epoch."""
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
-    return _train(model, MultipleNegativesRankingLoss(model), [(p, h, None) for p, h in pairs], epochs, lr,
-                  batch_size, seed, log=log)
+    return _train(model, MultipleNegativesRankingLoss(model), [(p, h, None) for p, h in pairs], loop,
+                  checkpoint_dir, log=log)
 
 
 def nli_triplets(premises, hypotheses, labels: list[str]) -> list[tuple[str, str, str]]:
@@ -187,7 +190,8 @@ def finetune_nli_stage(cfg, task, splits, model_dir, spec) -> Path:
         return model.encode(list(texts), convert_to_numpy=True, normalize_embeddings=True)
 
     before = triplet_accuracy(encode, triplets)  # the starting model's, so the training's effect shows
-    losses = _train_nli(model, pairs, max(1, int(round(cfg.epochs))), cfg.learning_rate, cfg.batch_size, cfg.seed)
+    checkpoints = checkpoint_dir_for(cfg.output_dir)
+    losses = _train_nli(model, pairs, cfg, checkpoints / "run")
     after = triplet_accuracy(encode, triplets)
     metrics = {"train_loss": losses, "validation_triplet_accuracy": after,
                "validation_triplet_accuracy_before": before, "validation_triplets": len(triplets)}
@@ -197,7 +201,9 @@ def finetune_nli_stage(cfg, task, splits, model_dir, spec) -> Path:
     print(f"finetune: {task.name} entailment pairs {len(pairs):,}, validation triplet accuracy "
           f"{before if before is None else round(before, 4)} -> {after if after is None else round(after, 4)} "
           f"({len(triplets)} triplets) -> {cfg.output_dir}")
-    return _save(model, cfg.output_dir, stage="finetune", parent=model_dir, config=config, metrics=metrics)
+    out = _save(model, cfg.output_dir, stage="finetune", parent=model_dir, config=config, metrics=metrics)
+    remove_checkpoints(checkpoints)
+    return out
 
 
 def finetune_stage(cfg, task, splits, model_dir, spec) -> Path:
@@ -215,8 +221,8 @@ def finetune_stage(cfg, task, splits, model_dir, spec) -> Path:
     examples = [(a, b, (float(s) - low) / (high - low))
                 for a, b, s in zip(train["sentence1"], train["sentence2"], train["score"])]
     model = _load(model_dir, cfg.max_length)
-    losses = _train(model, CosineSimilarityLoss(model), examples, max(1, int(round(cfg.epochs))), cfg.learning_rate,
-                    cfg.batch_size, cfg.seed)
+    checkpoints = checkpoint_dir_for(cfg.output_dir)
+    losses = _train(model, CosineSimilarityLoss(model), examples, cfg, checkpoints / "run")
     validation = splits["validation"]
     pairs = ScoredPairs(list(validation["sentence1"]), list(validation["sentence2"]), validation["score"])
     metrics = {"train_loss": losses, "validation_spearman": sts_spearman(
@@ -224,5 +230,7 @@ def finetune_stage(cfg, task, splits, model_dir, spec) -> Path:
     config = {"model": str(cfg.model), "loss": "CosineSimilarityLoss", "epochs": cfg.epochs,
               "learning_rate": cfg.learning_rate, "batch_size": cfg.batch_size, "max_length": cfg.max_length,
               "seed": cfg.seed, "pairs_used": len(examples)}
-    return _save(model, cfg.output_dir, stage="finetune", parent=model_dir, config=config, metrics=metrics,
-                 data=spec.record(task, max_length=cfg.max_length, rows={"train": len(examples)}))
+    out = _save(model, cfg.output_dir, stage="finetune", parent=model_dir, config=config, metrics=metrics,
+                data=spec.record(task, max_length=cfg.max_length, rows={"train": len(examples)}))
+    remove_checkpoints(checkpoints)
+    return out
