@@ -47,7 +47,7 @@ from shrinkbert.core.data.cache import default_cache_dir
 from shrinkbert.core.embedder import Embedder, write_st_layout
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds.losses import mse_cosine_loss
-from shrinkbert.core.train import checkpoint_dir_for, remove_checkpoints
+from shrinkbert.core.train import checkpoint_dir_for, is_main_process, remove_checkpoints, wait_for_everyone
 from shrinkbert.students.cache import teacher_identity, text_fingerprint
 from shrinkbert.students.init import init_from_teacher, stream_basis
 from shrinkbert.students.losses import masked_mse
@@ -169,7 +169,7 @@ def train_student(student: Embedder, teacher: Embedder, sentences: list[str], ta
 
     from shrinkbert.core.embedder import pool
     from shrinkbert.core.sts import sts_spearman
-    from shrinkbert.core.train import LATEST, epoch_losses, is_main_process, train
+    from shrinkbert.core.train import LATEST, epoch_losses, train
 
     loop = loop or loop_config(config)
     encoded = teacher.tokenizer(sentences, truncation=True, max_length=config.max_length)
@@ -222,8 +222,9 @@ def train_student(student: Embedder, teacher: Embedder, sentences: list[str], ta
         if validation is not None and fresh:  # the teacher-initialised student is a candidate too (epoch 0)
             shutil.rmtree(best_dir, ignore_errors=True)
             modules.eval()
-            keep_if_best(sts_spearman(student.encode, validation))
-            log(f"  epoch 0: STS validation {json.loads((best_dir / 'score.json').read_text())['score']:.2f}")
+            untrained = sts_spearman(student.encode, validation)
+            keep_if_best(untrained)
+            log(f"  epoch 0: STS validation {untrained:.2f}")
         metrics = train(modules, rows, collate, loss_fn, loop, checkpoints / "run",
                         eval_fn=eval_fn if validation is not None else None, desc="distill embeddings",
                         frozen_modules=[teacher.model] if hidden_loss else ())
@@ -237,6 +238,7 @@ def train_student(student: Embedder, teacher: Embedder, sentences: list[str], ta
             log(f"  epoch {entry['epoch']}: loss {entry['loss']:.4f}"
                 + (f", STS validation {entry['validation_spearman']:.2f}" if "validation_spearman" in entry else ""))
         if validation is not None:
+            wait_for_everyone()  # the main process wrote the kept weights
             modules.load_state_dict(load_file(str(best_dir / "weights.safetensors")))
             kept = json.loads((best_dir / "score.json").read_text())["score"]
             record["validation_spearman"] = kept
@@ -319,6 +321,9 @@ def distill_embedding(teacher_path: str | Path, sentences: list[str], out_dir: s
     checks = [check("unit_vectors", bool(np.allclose(norms, 1, atol=1e-4)), f"norms of 8 training sentences' vectors "
                     f"{norms.min():.5f}..{norms.max():.5f}")]
     parents = [resolved] + ([resolve_model(str(student_path))] if student_path is not None else [])
+    if not is_main_process():  # several processes (accelerate launch): the main one writes the artifact
+        wait_for_everyone()
+        return Path(out_dir)
     saved = save_student(student, out_dir, stage="distill", parents=parents, seed=config.seed, checks=checks,
                         config={**asdict(config), "teacher": str(teacher_path),
                                 **({"student": str(student_path)} if student_path is not None else {})},
@@ -326,4 +331,5 @@ def distill_embedding(teacher_path: str | Path, sentences: list[str], out_dir: s
                         extra={"init": record, "training": training}, data=data)
     if checkpoints is not None:
         remove_checkpoints(checkpoints)
+    wait_for_everyone()
     return saved
