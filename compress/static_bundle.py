@@ -28,7 +28,7 @@ import numpy as np
 
 from shrinkbert.compress import static_predictor
 from shrinkbert.core.artifacts import atomic_artifact, check, write_manifest
-from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.errors import ShrinkbertError, error_line
 from shrinkbert.students.static import StaticEmbedder
 
 PARITY_SENTENCES = ["A man is playing a guitar.", "The stock market fell sharply today.",
@@ -114,8 +114,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         print(run(args.model, args.output_dir, spin=args.spin))
-    except ShrinkbertError as err:
-        print(f"error: {err}", file=sys.stderr)
+    except Exception as err:  # a user's error, a full disk or a refused folder: one line
+        line = error_line(err)
+        if line is None:
+            raise
+        print(f"error: {line}", file=sys.stderr)
         return 2
     return 0
 

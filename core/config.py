@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 import yaml
 
-from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.errors import ShrinkbertError, error_line
 
 # Where the values being checked came from: "yaml" (a config file or recipe), "cli" (flags) or
 # "api" (Python keywords). Set by `speaking_as` around parsing and running a stage.
@@ -296,8 +296,11 @@ def stage_main(config_cls, run: Callable[[Any], Any], description: str,
         with speaking_as("cli"):
             config = parse_config(config_cls, argv, description, prog)
             run(config)
-    except ShrinkbertError as err:
-        print(f"error: {err}", file=sys.stderr)
+    except Exception as err:  # a user's error, a full disk or a refused folder: one line; a bug: a traceback
+        line = error_line(err)
+        if line is None:
+            raise
+        print(f"error: {line}", file=sys.stderr)
         return 2
     return 0
 

@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from shrinkbert.core.artifacts import is_artifact, read_manifest
-from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.errors import ShrinkbertError, environment_error
 from shrinkbert.eval.encoders import open_encoder
 
 WEIGHT_SUFFIXES = (".safetensors", ".onnx", ".npy")
@@ -177,7 +177,9 @@ def run(config, rows, artifacts: list[str], baseline: str | None) -> tuple[dict,
             timed[name] = {"path": str(path), "manifest": read_manifest(Path(path)) if is_artifact(Path(path)) else {}}
         except ShrinkbertError as err:
             entry["error"] = str(err)
-        except Exception as err:  # one broken variant must not cost the others' figures
+        except Exception as err:  # one broken variant must not cost the others' figures (a full disk does)
+            if environment_error(err):
+                raise
             entry["error"] = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
     # Timed as deployed: each variant in a process of its own (this one only waits meanwhile), the
     # text -> vector call, tokenizing included.

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from shrinkbert.core.config import build_config, read_yaml, speaking_as
 from shrinkbert.core.data.dataspec import resolve_spec
-from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.errors import ShrinkbertError, error_line
 from shrinkbert.eval.cache import MeasurementCache
 from shrinkbert.eval.configs import QUICK, EvalConfig, eval_parser
 from shrinkbert.eval.rows import load_test_rows
@@ -101,8 +101,11 @@ def main(argv: list[str] | None = None, prog: str | None = None, description: st
         with speaking_as("cli"):
             config = parse_args(argv, prog, description)
             report, files = run(config)
-    except ShrinkbertError as err:
-        print(f"error: {err}", file=sys.stderr)
+    except Exception as err:  # a user's error, a full disk or a refused folder: one line
+        line = error_line(err)
+        if line is None:
+            raise
+        print(f"error: {line}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         where = Path(config.output_dir) / "cache" if config else "the output directory"

@@ -18,7 +18,7 @@ import numpy as np
 
 from shrinkbert.core.artifacts import artifact_hash, read_manifest
 from shrinkbert.core.device import describe_machine
-from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.errors import ShrinkbertError, environment_error
 from shrinkbert.core.progress import progress_bar
 from shrinkbert.eval.cache import MeasurementCache, cache_key
 from shrinkbert.eval.latency import Case, measure_interleaved, plan_cases
@@ -241,7 +241,10 @@ def _load_and_score(variants, latency_hits, rows, settings, cache, keys, notes, 
             if not variant.accuracy:
                 variant.accuracy = _accuracy(variant.runner, rows, settings)
                 cache.put("accuracy", keys.accuracy(variant), variant.accuracy)
-        except Exception as err:  # one bad variant must not stop the others
+        except Exception as err:  # one bad variant must not stop the others; a full disk stops all of them
+            if environment_error(err):
+                probes.shutdown(wait=True)
+                raise
             notes.fail(variant, _one_line(err))
     probes.shutdown(wait=True)  # a failed variant's probe may still run; none may overlap the timing
 

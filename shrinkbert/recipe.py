@@ -28,7 +28,7 @@ import yaml
 
 from shrinkbert.core.artifacts import is_artifact, read_manifest, safe_output_path
 from shrinkbert.core.config import read_yaml
-from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.errors import ShrinkbertError, error_line
 from shrinkbert import stage_process
 from shrinkbert.stages import STAGES, TRAINING_STAGES, resolve
 
@@ -419,8 +419,11 @@ def main(argv: list[str] | None = None) -> int:
         recipe = load_recipe(args.recipe, output_dir=output_dir, quick=args.quick, overrides=args.overrides,
                              launch_config=args.launch_config)
         return run_recipe(recipe, from_stage=args.from_stage, dry_run=args.dry_run, fork=not args.spawn)
-    except ShrinkbertError as err:
-        print(f"error: {err}", file=sys.stderr)
+    except Exception as err:  # a user's error, a full disk or a refused folder: one line
+        line = error_line(err)
+        if line is None:
+            raise
+        print(f"error: {line}", file=sys.stderr)
         return 2
 
 

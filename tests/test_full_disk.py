@@ -1,0 +1,99 @@
+"""A full disk is one `error:` line and no artifact, for every stage that writes one.
+
+Each stage writes into a 4 KB tmpfs (too small for any model or report), run through the `shrinkbert`
+command line in this process. Where this machine cannot mount one (no root), the same failure is made
+by a writer that raises ENOSPC (`os.replace`, the atomic writes' last step, and safetensors' writer).
+Errors that are bugs stay tracebacks: tests/test_safety.py and the stages' own tests cover those.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from fixtures import make_tiny_bert, write_tiny_csv
+from shrinkbert.cli import main
+from shrinkbert.core.errors import environment_error
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("full-disk")
+    model = make_tiny_bert(root / "model")
+    data = write_tiny_csv(root / "data.csv", n=48)
+    onnx = root / "onnx"
+    assert main(["export", "--model", str(model), "--task", str(data), "--max-length", "32", "--parity-rows", "4",
+                 "--optimization", "none", "--cache-dir", str(root / "cache"), "--output-dir", str(onnx)]) == 0
+    return {"model": model, "data": data, "onnx": onnx, "root": root}
+
+
+@pytest.fixture
+def full_disk(tmp_path, monkeypatch):
+    """A folder on a filesystem with no room: a 4 KB tmpfs, or ENOSPC from the writers."""
+    where = Path("/tmp") / f"shrinkbert-full-{uuid.uuid4().hex[:8]}"
+    where.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4k", "tmpfs", str(where)],
+                             capture_output=True, timeout=30).returncode == 0
+    if not mounted:
+        import safetensors.torch
+
+        def no_space(*args, **kwargs):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(args[-1]) if args else None)
+
+        monkeypatch.setattr(os, "replace", no_space)
+        monkeypatch.setattr(safetensors.torch, "save_file", no_space)
+    yield where
+    if mounted:
+        subprocess.run(["umount", str(where)], capture_output=True, timeout=30)
+    where.rmdir() if not any(where.iterdir()) else None
+
+
+def _stages(i: dict, out: Path) -> dict[str, list[str]]:
+    data = ["--task", str(i["data"]), "--max-length", "32", "--cache-dir", str(i["root"] / "cache")]
+    return {
+        "finetune": ["finetune", "--model", str(i["model"]), *data, "--epochs", "1", "--batch-size", "8"],
+        "distill": ["distill", "--teacher", str(i["model"]), *data, "--layers", "1", "--epochs", "1",
+                    "--batch-size", "8"],
+        "prune": ["prune", "--model", str(i["model"]), *data, "--head-fraction", "0.5", "--importance-rows", "8",
+                  "--max-eval-rows", "8"],
+        "sparsify": ["sparsify", "--model", str(i["model"]), *data, "--sparsity", "0.5"],
+        "trim-vocab": ["trim-vocab", "--model", str(i["model"]), "--task", str(i["data"]),
+                       "--cache-dir", str(i["root"] / "cache")],
+        "export": ["export", "--model", str(i["model"]), *data, "--parity-rows", "4"],
+        "quantize": ["quantize", "--model", str(i["onnx"]), *data, "--max-eval-rows", "8"],
+        "bundle": ["bundle", "--model", str(i["onnx"]), *data, "--parity-rows", "4", "--spin", "on"],
+        "eval": ["eval", str(i["model"]), str(i["onnx"]), *data, "--quick", "--memory", "off", "--batch-sizes", "1",
+                 "--seq-lens", "16", "--runs", "2", "--no-progress", "--no-plot"],
+    }
+
+
+@pytest.mark.parametrize("stage", ["finetune", "distill", "prune", "sparsify", "trim-vocab", "export", "quantize",
+                                   "bundle", "eval"])
+def test_a_full_disk_is_one_line_and_no_artifact(stage, inputs, full_disk, capsys):
+    out = full_disk / "out"
+    code = main(_stages(inputs, out)[stage] + ["--output-dir", str(out)])
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert code == 2 and "Traceback" not in err, err[-2000:]
+    assert len(errors) == 1 and "No space left on device" in errors[0], err[-2000:]
+    assert not (out / "shrinkbert.json").exists() and not (out / "report.md").exists()
+
+
+def test_only_the_machines_refusals_become_one_line():
+    assert environment_error(OSError(errno.ENOSPC, "No space left on device", "/x/model.onnx")).startswith(
+        "No space left on device: /x/model.onnx")
+    wrapped = RuntimeError("Error while serializing: I/O error: No space left on device (os error 28)")
+    assert environment_error(wrapped).startswith("No space left on device")
+    try:
+        try:
+            raise PermissionError(errno.EACCES, "Permission denied", "/ro/out")
+        except PermissionError as inner:
+            raise ValueError("could not save") from inner
+    except ValueError as outer:
+        assert environment_error(outer).startswith("Permission denied: /ro/out")
+    assert environment_error(FileNotFoundError(errno.ENOENT, "No such file", "x")) is None  # a bug or a typo
+    assert environment_error(KeyError("input_ids")) is None
