@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures import make_tiny_bert, write_tiny_csv
+from fixtures import make_tiny_bert, tiny_sentences, write_tiny_csv
 from shrinkbert.cli import main
 from shrinkbert.core.errors import environment_error
 
@@ -25,10 +25,12 @@ def inputs(tmp_path_factory):
     root = tmp_path_factory.mktemp("full-disk")
     model = make_tiny_bert(root / "model")
     data = write_tiny_csv(root / "data.csv", n=48)
+    corpus = root / "corpus.txt"
+    corpus.write_text("\n".join(text for text, _ in tiny_sentences(200, seed=5)) + "\n")
     onnx = root / "onnx"
     assert main(["export", "--model", str(model), "--task", str(data), "--max-length", "32", "--parity-rows", "4",
                  "--optimization", "none", "--cache-dir", str(root / "cache"), "--output-dir", str(onnx)]) == 0
-    return {"model": model, "data": data, "onnx": onnx, "root": root}
+    return {"model": model, "data": data, "onnx": onnx, "root": root, "corpus": corpus}
 
 
 @pytest.fixture
@@ -55,6 +57,9 @@ def full_disk(tmp_path, monkeypatch):
 def _stages(i: dict, out: Path) -> dict[str, list[str]]:
     data = ["--task", str(i["data"]), "--max-length", "32", "--cache-dir", str(i["root"] / "cache")]
     return {
+        "tokenizer": ["tokenizer", "--corpus", str(i["corpus"]), "--vocab-size", "200"],
+        "pretrain": ["pretrain", "--tokenizer", str(i["model"]), "--preset", "micro", "--corpus", str(i["corpus"]),
+                     "--max-length", "32", "--max-steps", "2", "--cache-dir", str(i["root"] / "cache")],
         "finetune": ["finetune", "--model", str(i["model"]), *data, "--epochs", "1", "--batch-size", "8"],
         "distill": ["distill", "--teacher", str(i["model"]), *data, "--layers", "1", "--epochs", "1",
                     "--batch-size", "8"],
@@ -71,7 +76,7 @@ def _stages(i: dict, out: Path) -> dict[str, list[str]]:
     }
 
 
-@pytest.mark.parametrize("stage", ["finetune", "distill", "prune", "sparsify", "trim-vocab", "export", "quantize",
+@pytest.mark.parametrize("stage", ["tokenizer", "pretrain", "finetune", "distill", "prune", "sparsify", "trim-vocab", "export", "quantize",
                                    "bundle", "eval"])
 def test_a_full_disk_is_one_line_and_no_artifact(stage, inputs, full_disk, capsys):
     out = full_disk / "out"
