@@ -22,13 +22,12 @@ from shrinkbert.compress.int8 import (FLOAT_KINDS, STATIC_OPS, calibrate, float_
                                   quantize_file)
 from shrinkbert.core.embedder import MODULES_FILE, Embedder, read_pooling
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.compress.parity_texts import parity_texts
 from shrinkbert.core.models import load_tokenizer
 from shrinkbert.core.ortsession import ort_session
 
 ONNX_FILE, OUTPUT = "model.onnx", "sentence_embedding"
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
-PARITY_SENTENCES = ["A man is playing a guitar.", "The stock market fell sharply today.", "a cat", "",
-                    "Three dogs run through the snow while a child watches from the porch window."]
 
 
 def module_folders(source: Path) -> list[str]:
@@ -68,7 +67,8 @@ def export(model: str | Path, out_dir: str | Path, tolerance: float = 1e-4, opse
             shutil.copytree(source / name, out_dir / name, dirs_exist_ok=True)
         elif (source / name).is_file():
             shutil.copy2(source / name, out_dir / name)
-    gap = float(np.abs(OnnxEmbedder(out_dir).encode(PARITY_SENTENCES) - embedder.encode(PARITY_SENTENCES)).max())
+    texts = parity_texts(embedder.max_length)
+    gap = float(np.abs(OnnxEmbedder(out_dir).encode(texts) - embedder.encode(texts)).max())
     if gap > tolerance:
         raise ShrinkbertError(f"the ONNX graph's vectors differ from PyTorch's by {gap:.2e} (> {tolerance})")
     return gap

@@ -27,12 +27,14 @@ from pathlib import Path
 import numpy as np
 
 from shrinkbert.compress import static_predictor
+from shrinkbert.compress.parity_texts import PARITY_SENTENCES, parity_texts
 from shrinkbert.core.artifacts import atomic_artifact, check, write_manifest
 from shrinkbert.core.errors import ShrinkbertError, error_line
 from shrinkbert.students.static import StaticEmbedder
 
-PARITY_SENTENCES = ["A man is playing a guitar.", "The stock market fell sharply today.",
-                    "a cat sat on the mat", "", "Résumé naïve café — émigré!"]
+# The static student's tokenizer does not truncate (a mean has no length limit): its long texts are
+# checked at the transformers' usual length.
+STATIC_PARITY_LENGTH = 128
 
 
 ONNX_TOLERANCE = 1e-5  # the same graph on the same token ids: only thread scheduling may differ
@@ -62,13 +64,14 @@ def run(model: str | Path, output_dir: str | Path, data: dict | None = None, spi
         student.tokenizer.save(str(tmp / static_predictor.TOKENIZER_FILE))
         shutil.copyfile(static_predictor.__file__, tmp / "predict.py")
         (tmp / "requirements.txt").write_text(requirements())
-        gap = float(np.abs(static_predictor.Predictor(tmp).embed(PARITY_SENTENCES)
-                           - student.encode(PARITY_SENTENCES)).max())
+        texts = parity_texts(STATIC_PARITY_LENGTH)
+        gap = float(np.abs(static_predictor.Predictor(tmp).embed(texts) - student.encode(texts)).max())
         if gap > 0:
             raise ShrinkbertError(f"the bundle's vectors differ from the student's by {gap:.2e}: not written")
         write_manifest(tmp, stage="bundle", parents=[model], num_parameters=int(student.vectors.size), data=data,
                        config={"model": str(model), "output_dir": str(output_dir)},
-                       checks=[check("bundle_parity", True, f"{len(PARITY_SENTENCES)} sentences, max |diff| 0")],
+                       checks=[check("bundle_parity", True, f"{len(texts)} texts (two of {STATIC_PARITY_LENGTH} "
+                                     "tokens and more), max |diff| 0")],
                        extra={"kind": "embedding", "dim": student.dim, "runtime": "numpy"})
     return Path(output_dir)
 
@@ -84,6 +87,7 @@ def run_onnx(model: str | Path, output_dir: str | Path, data: dict | None = None
     if not tokenizer.is_fast:
         raise ShrinkbertError(f"{model}'s tokenizer has no tokenizer.json (a fast tokenizer): the bundle needs one")
     dim = int(source.encode(PARITY_SENTENCES[:1]).shape[1])
+    texts = parity_texts(source.max_length)
     meta = {"max_length": source.max_length, "dim": dim, "pad_id": tokenizer.pad_token_id,
             "pad_token": tokenizer.pad_token, "pooling": source.spec.mode, "normalize": source.spec.normalize}
     with atomic_artifact(output_dir) as tmp:
@@ -92,15 +96,16 @@ def run_onnx(model: str | Path, output_dir: str | Path, data: dict | None = None
         (tmp / static_predictor.META_FILE).write_text(json.dumps(meta, indent=2))
         shutil.copyfile(static_predictor.__file__, tmp / "predict.py")
         (tmp / "requirements.txt").write_text(requirements(onnx=True))
-        gap = float(np.abs(static_predictor.Predictor(tmp).embed(PARITY_SENTENCES, batch_size=len(PARITY_SENTENCES))
-                           - source.encode(PARITY_SENTENCES, batch_size=len(PARITY_SENTENCES))).max())
+        gap = float(np.abs(static_predictor.Predictor(tmp).embed(texts, batch_size=len(texts))
+                           - source.encode(texts, batch_size=len(texts))).max())
         if gap > ONNX_TOLERANCE:
             raise ShrinkbertError(f"the bundle's vectors differ from the model's by {gap:.2e} (> {ONNX_TOLERANCE}): "
                                   "not written")
         runtime = choose_runtime(tmp, source.max_length, spin, meta_file=static_predictor.META_FILE)
         write_manifest(tmp, stage="bundle", parents=[model], data=data, metrics={"runtime": runtime},
                        config={"model": str(model), "output_dir": str(output_dir), "spin": spin},
-                       checks=[check("bundle_parity", True, f"{len(PARITY_SENTENCES)} sentences, max |diff| {gap:.1e}")],
+                       checks=[check("bundle_parity", True, f"{len(texts)} texts (two at and past max_length "
+                                     f"{source.max_length}), max |diff| {gap:.1e}")],
                        extra={"kind": "embedding", "dim": dim, "runtime": "onnxruntime"})
     return Path(output_dir)
 
