@@ -117,12 +117,14 @@ def load_pt(path: str | Path, eager: bool = False):
 def torch_logits(model, tokenizer, rows, max_length: int = 128, batch_size: int = 32) -> np.ndarray:
     import torch
 
+    from shrinkbert.core.predict import encoder_inputs
+
     out = []
     with torch.inference_mode():
         for i in range(0, len(rows), batch_size):
             batch = encode(tokenizer, rows[i:i + batch_size], max_length, return_tensors="pt")
             kind = kind_of_rows(rows)
-            outputs = {k: v.float().numpy() for k, v in kind.outputs(model(**batch), batch).items()}
+            outputs = {k: v.float().numpy() for k, v in kind.outputs(model(**encoder_inputs(model, batch)), batch).items()}
             out.append(per_word(kind.output_array(outputs), batch, rows[i:i + batch_size]))
     return np.concatenate(out) if out else np.zeros((0, model.config.num_labels), np.float32)
 

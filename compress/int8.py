@@ -196,7 +196,7 @@ def quantize_file(src: Path, dst: Path, qconfig, ranges: dict | None = None, fus
                          weight_type=qconfig.weights_dtype if qconfig.weights_dtype is not None else QuantType.QInt8,
                          nodes_to_exclude=list(qconfig.nodes_to_exclude),
                          extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
-        return dst
+        return _topologically_sorted(dst)
     from optimum.onnxruntime import ORTQuantizer
 
     with tempfile.TemporaryDirectory() as work, contextlib.chdir(work):
@@ -207,7 +207,44 @@ def quantize_file(src: Path, dst: Path, qconfig, ranges: dict | None = None, fus
         shutil.move(str(out / "model_quantized.onnx"), str(dst))
         if (out / "ort_config.json").is_file():
             shutil.copy2(out / "ort_config.json", Path(dst).parent / "ort_config.json")
-    return dst
+    return _topologically_sorted(dst)
+
+
+def _topologically_sorted(path: Path) -> Path:
+    """The quantizer can leave a node before one it reads (DeBERTa's relative positions: an If
+    branch reading an outer value made later): onnx.checker refuses such a graph and ONNX Runtime
+    loads it. Put the nodes in order, counting what subgraphs read, in place."""
+    import onnx
+
+    model = onnx.load(str(path))
+    nodes = list(model.graph.node)
+    made_by = {out: i for i, node in enumerate(nodes) for out in node.output if out}
+    needs = [{made_by[name] for name in _reads(node) if name in made_by} - {i} for i, node in enumerate(nodes)]
+    order, placed = [], set()
+    while len(order) < len(nodes):
+        ready = [i for i in range(len(nodes)) if i not in placed and needs[i] <= placed]
+        if not ready:
+            raise ShrinkbertError(f"{path} has a cycle in its graph")
+        order.extend(ready)
+        placed.update(ready)
+    if order != list(range(len(nodes))):
+        del model.graph.node[:]
+        model.graph.node.extend(nodes[i] for i in order)
+        onnx.save_model(model, str(path))
+    return path
+
+
+def _reads(node) -> set[str]:
+    """The value names a node reads, with those its subgraphs read from the outer scope."""
+    import onnx
+
+    names = {name for name in node.input if name}
+    for attribute in node.attribute:
+        graphs = [attribute.g] if attribute.type == onnx.AttributeProto.GRAPH else list(attribute.graphs)
+        for graph in graphs:
+            inner = {out for n in graph.node for out in n.output} | {i.name for i in graph.input}
+            names |= {name for n in graph.node for name in _reads(n)} - inner
+    return names
 
 
 def quantize_int4(src: Path, dst: Path, block_size: int = 32, exclude_nodes: list[str] = (),

@@ -169,8 +169,9 @@ class Embedder:
         differentiable, for the distillation loss."""
         import torch.nn.functional as F  # deferred with torch (see pool)
 
-        inputs = {key: value for key, value in batch.items()
-                  if key in ("input_ids", "attention_mask", "token_type_ids")}
+        from shrinkbert.core.predict import encoder_inputs
+
+        inputs = encoder_inputs(self.model, batch)
         hidden = self.model(**inputs).last_hidden_state
         vectors = pool(hidden, inputs["attention_mask"], self.spec.mode)
         if self.dense is not None:

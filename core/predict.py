@@ -17,10 +17,20 @@ import torch
 MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
+def _accepts(model, name: str) -> bool:
+    parameters = inspect.signature(getattr(model, "module", model).forward).parameters  # unwrapped from DDP
+    return name in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values())
+
+
 def model_inputs(model, batch: dict) -> dict:
     """The batch's entries the model's forward accepts (DistilBERT-like models take no token_type_ids)."""
-    accepted = inspect.signature(model.forward).parameters
-    return {k: v for k, v in batch.items() if k in accepted}
+    return {k: v for k, v in batch.items() if _accepts(model, k)}
+
+
+def encoder_inputs(model, batch: dict) -> dict:
+    """The batch's encoder inputs (MODEL_INPUTS) that the model takes: DistilBERT, MPNet and ModernBERT
+    take no token_type_ids, which a BERT tokenizer saved beside them still writes."""
+    return {k: v for k, v in batch.items() if k in MODEL_INPUTS and _accepts(model, k)}
 
 
 @torch.no_grad()
@@ -36,7 +46,7 @@ def predict(model, dataset, collate, batch_size: int = 64,
     logits, labels = [], []
     for start in range(0, len(dataset), batch_size):
         batch = collate([dataset[i] for i in range(start, min(start + batch_size, len(dataset)))])
-        inputs = {k: v.to(device) for k, v in model_inputs(model, batch).items() if k in MODEL_INPUTS}
+        inputs = {k: v.to(device) for k, v in encoder_inputs(model, batch).items()}
         out = model(**inputs).logits.float().cpu().numpy()
         gold = batch["labels"].numpy() if "labels" in batch else None
         if scored is not None:

@@ -26,6 +26,7 @@ import torch
 
 from shrinkbert.core.artifacts import artifact_hash, is_artifact, read_manifest
 from shrinkbert.core.kinds import kind_of
+from shrinkbert.core.predict import encoder_inputs
 from shrinkbert.core.progress import progress_bar
 
 ROW_INDEX = "row_idx"
@@ -214,8 +215,7 @@ def compute_teacher_outputs(teacher, dataset, collate_fn, hidden_layers=(), batc
     loader = DataLoader(dataset, batch_size=batch_size, sampler=order, collate_fn=collate_fn)
     done = 0
     for batch in progress_bar(loader, desc="teacher outputs", unit="batch", leave=False):
-        inputs = {k: v.to(device) for k, v in batch.items()
-                  if k in ("input_ids", "attention_mask", "token_type_ids")}
+        inputs = {k: v.to(device) for k, v in encoder_inputs(teacher, batch).items()}
         out = teacher(**inputs, output_hidden_states=bool(hidden_layers), output_attentions=bool(attention_layers))
         positions = order[done:done + len(inputs["input_ids"])]
         done += len(positions)

@@ -16,6 +16,7 @@ from shrinkbert.core.data.dataspec import load_splits
 from shrinkbert.core.data.leakguard import LeakGuard, describe
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds import kind_of
+from shrinkbert.core.predict import MODEL_INPUTS
 from shrinkbert.core.tagging import IGNORE
 from shrinkbert.students.augment import NO_LABEL, TRANSFER_SAMPLE_SEED, corpus_transfer_rows, transfer_rows
 from shrinkbert.students.processes import log_main
@@ -23,7 +24,6 @@ from shrinkbert.students.processes import log_main
 if TYPE_CHECKING:  # the stage's Config, for annotations only (distill.py imports this module)
     from shrinkbert.students.configs import DistillConfig as Config
 
-MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
 def teacher_cache_dir(cfg: Config) -> Path:
@@ -100,7 +100,7 @@ def load_data(cfg: Config, tokenizer, spec=None, record: dict | None = None):
             log_main(describe(removed, total, guard, "corpus lines"))
         encoded = tokenizer(lines, truncation=True, max_length=cfg.max_length, return_token_type_ids=True,
                             return_attention_mask=True)
-        train_set = datasets.Dataset.from_dict({k: encoded[k] for k in MODEL_INPUTS})
+        train_set = datasets.Dataset.from_dict({k: encoded[k] for k in MODEL_INPUTS if k in encoded})
         return None, _with_row_index(train_set), None
     raise ShrinkbertError(f"mode must be 'task' or 'general', got {cfg.mode!r}")
 
@@ -138,7 +138,7 @@ def _with_transfer_rows(train_set, source, task, tokenizer, cfg: Config, guard, 
         return train_set
     encoded = tokenizer(texts, pairs, truncation=True, max_length=cfg.max_length, return_token_type_ids=True,
                         return_attention_mask=True)
-    extra = datasets.Dataset.from_dict({**{k: encoded[k] for k in MODEL_INPUTS}, "labels": [NO_LABEL] * len(texts)})
+    extra = datasets.Dataset.from_dict({**{k: encoded[k] for k in MODEL_INPUTS if k in encoded}, "labels": [NO_LABEL] * len(texts)})
     train_set = train_set.cast_column("labels", datasets.Value("int64"))  # a ClassLabel cannot hold NO_LABEL
     extra = extra.cast(datasets.Features({k: train_set.features[k] for k in extra.column_names}))
     log_main(f"transfer set: {len(texts):,} rows ({copies:,} perturbed copies of {len(source):,} training rows and "

@@ -12,7 +12,7 @@ import torch
 
 from shrinkbert.core.kinds import kind_of
 from shrinkbert.core.masking import Masker
-from shrinkbert.students.distill_data import MODEL_INPUTS
+from shrinkbert.core.predict import MODEL_INPUTS, encoder_inputs
 from shrinkbert.students.losses import DistillLoss, LossWeights
 
 if TYPE_CHECKING:  # the stage's Config, for annotations only (distill.py imports this module)
@@ -22,10 +22,6 @@ if TYPE_CHECKING:  # the stage's Config, for annotations only (distill.py import
 def loss_weights(cfg: Config) -> LossWeights:
     return LossWeights(logits=cfg.logits_weight, hidden=cfg.hidden_weight, attention=cfg.attention_weight,
                        embedding=cfg.embedding_weight, hard=cfg.hard_weight)
-
-
-def _model_inputs(batch: dict) -> dict:
-    return {k: batch[k] for k in MODEL_INPUTS if k in batch}
 
 
 def make_loss_fn(distill_loss: DistillLoss, teacher=None, cache=None, tokenizer=None,
@@ -40,7 +36,7 @@ def make_loss_fn(distill_loss: DistillLoss, teacher=None, cache=None, tokenizer=
     outputs_kind = kind_of(kind)  # None: sequence (an MLM teacher's logits in mode general)
 
     def loss_fn(student, batch):
-        inputs = _model_inputs(batch)
+        inputs = {k: batch[k] for k in MODEL_INPUTS if k in batch}
         positions = labels = None
         if general:
             labels = inputs["input_ids"]
@@ -49,7 +45,7 @@ def make_loss_fn(distill_loss: DistillLoss, teacher=None, cache=None, tokenizer=
             if not positions.any():  # keep the MLM terms defined on tiny batches
                 positions = inputs["attention_mask"].bool().clone()
             inputs = {**inputs, "input_ids": masked_ids}
-        out = student(**inputs, output_hidden_states=need_hidden, output_attentions=need_attn)
+        out = student(**encoder_inputs(student, inputs), output_hidden_states=need_hidden, output_attentions=need_attn)
         if cache is not None:
             target = cache.lookup(batch["row_idx"], inputs["input_ids"].shape[1], inputs["input_ids"].device)
             target.update(outputs_kind.unpack_outputs(target.pop("logits")))
@@ -59,7 +55,7 @@ def make_loss_fn(distill_loss: DistillLoss, teacher=None, cache=None, tokenizer=
                 raise RuntimeError("the teacher-output cache lacks attention layers the losses need")
         else:
             with torch.no_grad():
-                t_out = teacher(**inputs, output_hidden_states=need_hidden, output_attentions=need_attn)
+                t_out = teacher(**encoder_inputs(teacher, inputs), output_hidden_states=need_hidden, output_attentions=need_attn)
             outputs = outputs_kind.outputs(t_out, batch) if not general else {"logits": t_out.logits}
             target = {**outputs, "hidden_states": t_out.hidden_states, "attentions": t_out.attentions}
         return distill_loss(out, target, batch, labels=labels, positions=positions, kind=kind)

@@ -79,7 +79,7 @@ def load_teacher(cfg: Config, need_attentions: bool):
 
 def build_student(cfg: Config, teacher_config, weights: LossWeights, log=log_main):
     """(student model, record for the manifest): an existing model, or a new shape initialised."""
-    from transformers import AutoModelForMaskedLM, BertForMaskedLM
+    from transformers import AutoModelForMaskedLM
 
     kwargs = _head_kwargs(bool(weights.attention))
     general = cfg.mode == "general"
@@ -112,8 +112,8 @@ def build_student(cfg: Config, teacher_config, weights: LossWeights, log=log_mai
     config = shape_config(teacher_config, shape)
     config.architectures = None
     torch.manual_seed(cfg.seed)
-    cls = BertForMaskedLM if general else kind_of(teacher_config).model_class(auto=False)
-    student = cls._from_config(config, **kwargs)
+    cls = AutoModelForMaskedLM if general else kind_of(teacher_config).model_class()
+    student = cls.from_config(config, **kwargs)
     if cfg.init == "teacher":
         teacher_for_init = load_teacher(_first_teacher(cfg), need_attentions=False)
         embeddings = init_embeddings(cfg.init_embeddings, config.hidden_size, teacher_config.hidden_size, general)

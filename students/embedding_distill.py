@@ -4,7 +4,7 @@ match its teacher's, so an index built with the teacher still answers the studen
     from shrinkbert.students.embedding_distill import EmbeddingStudentConfig, distill_embedding
     distill_embedding("minilm", sentences, "runs/emb-3L", EmbeddingStudentConfig(layers=3, intermediate=768))
 
-- The student is a BertModel of the chosen shape, initialised from the teacher (students/init.py:
+- The student is a base model of the teacher's family (core/families) and the chosen shape, initialised from the teacher (students/init.py:
   uniform layers, the FFN neurons and heads of largest norm; a narrower stream on the PCA basis of
   the teacher's word-embedding table) and pooled as the teacher pools.
 - Loss, per batch of sentences: MSE between the student's and the teacher's sentence vectors before
@@ -103,10 +103,12 @@ def teacher_vectors(teacher: Embedder, teacher_path: str | Path, sentences: list
 def build_student(teacher: Embedder, config: EmbeddingStudentConfig, sentence_vectors: np.ndarray) -> tuple[Embedder, np.ndarray | None, dict]:
     """A student Embedder initialised from the teacher, with its projection where it needs one;
     also the PCA components its targets are taken on (`dim`), or None (the teacher's space)."""
-    from transformers import BertModel
+    from transformers import AutoModel
 
     shape = student_shape(teacher.model.config, config)
-    student_model = BertModel._from_config(shape_config(teacher.model.config, shape), add_pooling_layer=False)
+    student_model = AutoModel.from_config(shape_config(teacher.model.config, shape))
+    if getattr(student_model, "pooler", None) is not None:  # sentence vectors are pooled here, not by BERT's pooler
+        student_model.pooler = None
     narrower = shape.hidden < teacher.model.config.hidden_size
     record = init_from_teacher(student_model, teacher.model, embeddings="pca" if narrower else "columns")
     record["shape"] = str(shape)

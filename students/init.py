@@ -24,6 +24,7 @@ from __future__ import annotations
 import torch
 
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.families import family_of
 
 EMBEDDINGS = ("columns", "pca")  # how the student's residual stream is taken from the teacher's
 
@@ -37,8 +38,7 @@ def uniform_layer_ids(teacher_layers: int, student_layers: int) -> list[int]:
 
 
 def _base(model):
-    base = getattr(model, "bert", None)
-    return base if base is not None else model
+    return model.base_model
 
 
 def _top(scores: torch.Tensor, k: int, how: str) -> torch.Tensor:
@@ -115,7 +115,7 @@ def _stream_dims(table: torch.Tensor, k: int, keep: str, embeddings: str) -> tor
 def stream_basis(teacher, k: int, keep: str = "norm", embeddings: str = "columns") -> torch.Tensor:
     """[teacher hidden, k]: the basis init_from_teacher projects the stream on (kept dims as one-hot
     columns), so that teacher_table @ basis is the student's initial word-embedding table."""
-    table = _base(teacher).embeddings.word_embeddings.weight
+    table = teacher.get_input_embeddings().weight
     dims = _stream_dims(table, k, keep, embeddings)
     if dims.dim() == 2:
         return dims
@@ -134,6 +134,8 @@ def init_from_teacher(student, teacher, layer_ids: list[int] | None = None, keep
     """
     if keep not in ("norm", "first"):
         raise ShrinkbertError(f"init keep rule must be 'norm' or 'first', got {keep!r}")
+    family = family_of(teacher)
+    family.check_student(teacher.config, family.widths(student.config))
     if embeddings not in EMBEDDINGS:
         raise ShrinkbertError(f"init embeddings must be one of {', '.join(EMBEDDINGS)}, got {embeddings!r}")
     s_cfg, t_cfg = student.config, teacher.config
@@ -144,10 +146,11 @@ def init_from_teacher(student, teacher, layer_ids: list[int] | None = None, keep
     if getattr(t_cfg, "pruned_heads", None):
         raise ShrinkbertError("the teacher has pruned heads; initialising a new student from it is not "
                               "supported (distil into the pruned model with --student instead)")
-    s_h, t_h = s_cfg.hidden_size, t_cfg.hidden_size
-    if s_h > t_h or s_cfg.intermediate_size > t_cfg.intermediate_size:
-        raise ShrinkbertError(f"student ({s_h} hidden, {s_cfg.intermediate_size} FFN) is wider than the "
-                              f"teacher ({t_h}, {t_cfg.intermediate_size}); init from the teacher needs it narrower")
+    s_w, t_w = family.widths(s_cfg), family.widths(t_cfg)
+    s_h, t_h = s_w.hidden, t_w.hidden
+    if s_h > t_h or s_w.intermediate > t_w.intermediate:
+        raise ShrinkbertError(f"student ({s_h} hidden, {s_w.intermediate} FFN) is wider than the "
+                              f"teacher ({t_h}, {t_w.intermediate}); init from the teacher needs it narrower")
     if s_cfg.max_position_embeddings > t_cfg.max_position_embeddings:
         raise ShrinkbertError("student has more positions than the teacher")
     layer_ids = list(layer_ids) if layer_ids is not None else uniform_layer_ids(
@@ -155,6 +158,9 @@ def init_from_teacher(student, teacher, layer_ids: list[int] | None = None, keep
     if len(layer_ids) != s_cfg.num_hidden_layers or not all(0 <= i < t_cfg.num_hidden_layers for i in layer_ids):
         raise ShrinkbertError(f"init layers {[i + 1 for i in layer_ids]} must name {s_cfg.num_hidden_layers} "
                               f"teacher layers between 1 and {t_cfg.num_hidden_layers}")
+
+    if not family.slices_width:  # the teacher's widths: whole layers and everything else copied as they are
+        return _copy_layers(student, teacher, layer_ids, family)
 
     emb_t, emb_s = t.embeddings, s.embeddings
     hid = _stream_dims(emb_t.word_embeddings.weight, s_h, keep, embeddings)
@@ -183,24 +189,97 @@ def init_from_teacher(student, teacher, layer_ids: list[int] | None = None, keep
         _linear(sl.output.dense, tl.output.dense, hid, ffn)
         _norm(sl.output.LayerNorm, tl.output.LayerNorm, hid)
 
-    carried = ["embeddings"]
-    if getattr(s, "pooler", None) is not None and getattr(t, "pooler", None) is not None:
-        _linear(s.pooler.dense, t.pooler.dense, hid, hid)
-        carried.append("pooler")
-    s_cls, t_cls = getattr(student, "classifier", None), getattr(teacher, "classifier", None)
-    if s_cls is not None and t_cls is not None and s_cls.out_features == t_cls.out_features:
-        _linear(s_cls, t_cls, None, hid)
-        carried.append("classifier")
-    s_mlm, t_mlm = getattr(student, "cls", None), getattr(teacher, "cls", None)
-    if s_mlm is not None and t_mlm is not None and hasattr(t_mlm, "predictions"):
-        sp, tp = s_mlm.predictions, t_mlm.predictions
-        _linear(sp.transform.dense, tp.transform.dense, hid, hid)
-        _norm(sp.transform.LayerNorm, tp.transform.LayerNorm, hid)
-        _copy(sp.bias, tp.bias)
-        student.tie_weights()
-        carried.append("mlm head")
+    carried = ["embeddings"] + _carry_rest(student, teacher, hid, skip=(emb_s, family.layers(student)))
     return {"layers_from_teacher": [i + 1 for i in layer_ids], "keep": keep, "embeddings": embeddings,
             "hidden_dims_kept": s_h, "carried": carried, "random_attention_layers": random_attention}
+
+
+def _where(model, module) -> str:
+    """The dotted name of `module` inside `model` ("" for the model itself)."""
+    return next(name for name, m in model.named_modules() if m is module)
+
+
+def _outside(model, skip) -> dict[str, torch.nn.Module]:
+    """The modules not under any of `skip`, named relative to the base model (heads by their own names)."""
+    skipped = [_where(model, m) for m in skip]
+    base = _where(model, model.base_model)
+    named = {}
+    for name, module in model.named_modules():
+        if any(name == s or name.startswith(s + ".") for s in skipped):
+            continue
+        relative = name[len(base) + 1:] if base and name.startswith(base + ".") else name
+        named[relative] = module
+    return named
+
+
+@torch.no_grad()
+def _carry_rest(student, teacher, hid, skip) -> list[str]:
+    """Pooler, classifier and MLM heads, whatever a family names them: each Linear and LayerNorm the
+    teacher has under the same name, sliced to the kept stream on each side that is the hidden size,
+    and loose parameters (a decoder's bias) of equal shape. Returns the top-level names carried."""
+    t_h, s_h = teacher.config.hidden_size, student.config.hidden_size
+    theirs = _outside(teacher, ())
+    carried: list[str] = []
+    for name, dst in _outside(student, skip).items():
+        src = theirs.get(name)
+        if src is None or type(src) is not type(dst):
+            continue
+        if isinstance(dst, torch.nn.Linear):
+            out_idx = hid if src.out_features == t_h else None
+            in_idx = hid if src.in_features == t_h else None
+            expected = (s_h if out_idx is not None else src.out_features, s_h if in_idx is not None else src.in_features)
+            if tuple(dst.weight.shape) != expected:
+                continue
+            _linear(dst, src, out_idx, in_idx)
+        elif isinstance(dst, torch.nn.LayerNorm):
+            if src.weight.shape[0] != t_h or dst.weight.shape[0] != s_h:
+                continue
+            _norm(dst, src, hid)
+        else:
+            copied = False
+            for key, param in dst.named_parameters(recurse=False):
+                other = getattr(src, key, None)
+                if isinstance(other, torch.Tensor) and other.shape == param.shape:
+                    _copy(param, other)
+                    copied = True
+            if not copied:
+                continue
+        carried.append(name.split(".")[0])
+    if hasattr(student, "tie_weights"):
+        student.tie_weights()
+    return list(dict.fromkeys(carried))
+
+
+@torch.no_grad()
+def _copy_layers(student, teacher, layer_ids: list[int], family) -> dict:
+    """A student of the teacher's widths: its layers are the chosen teacher layers, and everything
+    else (embeddings, shared relative-position tables, final norms, heads) the teacher's, by name."""
+    def entries(model):
+        layers, base = _where(model, family.layers(model)), _where(model, model.base_model)
+        found = {}
+        for name, tensor in list(model.named_parameters()) + list(model.named_buffers()):
+            if name.startswith(layers + "."):
+                index, rest = name[len(layers) + 1:].split(".", 1)
+                found[("layer", int(index), rest)] = tensor
+            elif base and name.startswith(base + "."):
+                found[("base", name[len(base) + 1:])] = tensor
+            else:
+                found[("head", name)] = tensor
+        return found
+
+    theirs = entries(teacher)
+    carried: list[str] = []
+    for key, tensor in entries(student).items():
+        source = theirs.get(("layer", layer_ids[key[1]], key[2]) if key[0] == "layer" else key)
+        if source is None or source.shape != tensor.shape:
+            continue
+        _copy(tensor, source)
+        carried.append("layers" if key[0] == "layer" else "embeddings" if key[0] == "base" else key[1].split(".")[0])
+    if hasattr(student, "tie_weights"):
+        student.tie_weights()
+    return {"layers_from_teacher": [i + 1 for i in layer_ids], "keep": "all", "embeddings": "columns",
+            "hidden_dims_kept": student.config.hidden_size, "carried": list(dict.fromkeys(carried)),
+            "random_attention_layers": []}
 
 
 @torch.no_grad()

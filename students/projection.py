@@ -41,27 +41,22 @@ class ProjectedEmbedding(nn.Module):
         return embedding.to(self.projection.device)
 
 
-def _embeddings(model):
-    base = getattr(model, "bert", model)
-    return base.embeddings
-
-
 def attach_projection(student, teacher, basis: torch.Tensor) -> dict:
     """Replace the student's word embeddings by the teacher's table through a learned projection
     initialised to `basis` (so the student computes exactly what it did); a record for the manifest."""
     if student.get_output_embeddings() is not None:
         raise ShrinkbertError("--init-embeddings projected works for classifiers only: an MLM student ties its "
                               "output layer to the embedding table, which the projection replaces")
-    table = _embeddings(teacher).word_embeddings.weight
-    embeddings = _embeddings(student)
-    embeddings.word_embeddings = ProjectedEmbedding(table, basis, embeddings.word_embeddings.padding_idx)
+    table = teacher.get_input_embeddings().weight
+    padding_idx = student.get_input_embeddings().padding_idx
+    student.set_input_embeddings(ProjectedEmbedding(table, basis, padding_idx))
     return {"embeddings": "projected", "projection": list(basis.shape), "table": "teacher's, frozen"}
 
 
 def fold_projection(student) -> bool:
     """Fold a ProjectedEmbedding back into a plain table, in place; True when there was one."""
-    embeddings = _embeddings(student)
-    if not isinstance(embeddings.word_embeddings, ProjectedEmbedding):
+    embeddings = student.get_input_embeddings()
+    if not isinstance(embeddings, ProjectedEmbedding):
         return False
-    embeddings.word_embeddings = embeddings.word_embeddings.folded()
+    student.set_input_embeddings(embeddings.folded())
     return True

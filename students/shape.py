@@ -15,8 +15,9 @@ size stays the teacher's (heads = hidden / teacher head size) so the student's h
 teacher heads, and the FFN keeps the teacher's FFN/hidden ratio. Layers never exceed the
 teacher's, so every student layer can start from a teacher layer.
 
-Parameter counts are computed analytically from a BertConfig (no model is built), which makes a
-search over hundreds of shapes instant; tests check the formula against real models.
+Parameter counts are computed analytically for the BERT layout (no model is built), which makes a
+search over hundreds of shapes instant; tests check the formula against real models. A family whose
+students keep the teacher's widths (core/families) is searched over layers only.
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from typing import Any, Callable
 from shrinkbert.compress.int8 import choose
 from shrinkbert.core.device import torch_threads
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.families import Widths, family_of
 from shrinkbert.core.quiet import quiet_library_warnings
 
 BYTES_PER_MB = 1_000_000
@@ -84,12 +86,17 @@ def parse_target(text: str) -> Target:
 
 
 def count_config_parameters(config, *, head: str = "classifier") -> int:
-    """Parameters of a BERT with `config`, analytically. head: classifier | mlm | none.
+    """Parameters of a model with `config`. head: classifier | mlm | none.
 
-    classifier = BertForSequenceClassification (with pooler); mlm = BertForMaskedLM (no pooler,
-    decoder tied to the word embeddings, so only its bias counts); none = BertModel with pooler.
-    Counts config.pruned_heads (whole heads removed per layer) too.
+    For the BERT layout (BERT, RoBERTa, ELECTRA embedding at full width) analytically, so a search over
+    hundreds of shapes is instant: classifier = BertForSequenceClassification (with pooler; RoBERTa's
+    and ELECTRA's two-layer heads count the same); mlm = BertForMaskedLM (no pooler, decoder tied to
+    the word embeddings, so only its bias counts); none = BertModel with pooler. Counts
+    config.pruned_heads (whole heads removed per layer) too. Other families are built on the meta
+    device and counted (their students vary only in layers, a dozen shapes).
     """
+    if not family_of(config).slices_width or getattr(config, "embedding_size", config.hidden_size) != config.hidden_size:
+        return _built_parameters(config, head)
     h, i, v = config.hidden_size, config.intermediate_size, config.vocab_size
     head_dim = h // config.num_attention_heads
     params = (v + config.max_position_embeddings + config.type_vocab_size) * h + 2 * h  # + LayerNorm
@@ -109,26 +116,30 @@ def count_config_parameters(config, *, head: str = "classifier") -> int:
     return params
 
 
+def _built_parameters(config, head: str) -> int:
+    import torch
+    import transformers
+
+    auto = {"classifier": "AutoModelForSequenceClassification", "mlm": "AutoModelForMaskedLM", "none": "AutoModel"}
+    if head not in auto:
+        raise ValueError(f"unknown head {head!r}")
+    with torch.device("meta"):
+        model = getattr(transformers, auto[head]).from_config(config)
+    return sum(p.numel() for p in model.parameters())  # parameters() yields a tied weight once
+
+
 def fp32_bytes(num_parameters: int) -> int:
     """Size of a model.safetensors holding num_parameters fp32 values (the small header ignored)."""
     return 4 * num_parameters
 
 
 def shape_config(teacher_config, shape: Shape):
-    """A BertConfig like the teacher's (vocab, positions, labels, ...) with the student's shape."""
-    from transformers import BertConfig
-
-    values = teacher_config.to_dict()
-    for key in ("architectures", "pruned_heads", "_name_or_path", "transformers_version", "model_type"):
-        values.pop(key, None)
-    values.update(num_hidden_layers=shape.layers, hidden_size=shape.hidden,
-                  num_attention_heads=shape.heads, intermediate_size=shape.intermediate)
-    return BertConfig(**values)
+    """A config of the teacher's family (vocab, positions, labels, ...) with the student's shape."""
+    return family_of(teacher_config).student_config(teacher_config, Widths(**dataclasses.asdict(shape)))
 
 
 def teacher_shape(config) -> Shape:
-    return Shape(config.num_hidden_layers, config.hidden_size, config.num_attention_heads,
-                 config.intermediate_size)
+    return Shape(**dataclasses.asdict(family_of(config).widths(config)))
 
 
 def model_shape(config) -> dict:
@@ -145,7 +156,8 @@ def model_shape(config) -> dict:
 
 
 def _head_dim(teacher_config) -> int:
-    return teacher_config.hidden_size // teacher_config.num_attention_heads
+    teacher = teacher_shape(teacher_config)
+    return teacher.hidden // teacher.heads
 
 
 def candidate_shapes(teacher_config, *, layers: int | None = None, hidden: int | None = None,
@@ -154,9 +166,12 @@ def candidate_shapes(teacher_config, *, layers: int | None = None, hidden: int |
     """Every shape the picker considers: layers 1..teacher's, hidden in steps of the teacher's
     head size up to the teacher's width, FFN at the teacher's FFN/hidden ratio times each of
     `ffn_fractions`; fixed dimensions (not None) pinned."""
+    teacher = teacher_shape(teacher_config)
+    if not family_of(teacher_config).slices_width:  # a student from the teacher keeps its widths
+        hidden, heads, intermediate = hidden or teacher.hidden, heads or teacher.heads, intermediate or teacher.intermediate
     head_dim = _head_dim(teacher_config)
-    ffn_ratio = teacher_config.intermediate_size / teacher_config.hidden_size
-    layer_options = [layers] if layers else list(range(1, teacher_config.num_hidden_layers + 1))
+    ffn_ratio = teacher.intermediate / teacher.hidden
+    layer_options = [layers] if layers else list(range(1, teacher.layers + 1))
     if hidden:
         hidden_options = [hidden]
     else:
@@ -244,12 +259,14 @@ def _export(model, ids, path: Path) -> Path:
 def _timing_model(config):
     """A random-init classifier of this shape for timing (small vocabulary: a lookup costs the same)."""
     import torch
-    from transformers import BertForSequenceClassification
+    from transformers import AutoModelForSequenceClassification
 
     config = copy.deepcopy(config)
-    config.vocab_size = 1000
+    special_ids = [getattr(config, name, None) for name in ("pad_token_id", "bos_token_id", "eos_token_id",
+                                                             "cls_token_id", "sep_token_id")]
+    config.vocab_size = max([1000] + [i + 1 for i in special_ids if isinstance(i, int)])  # the timing ids lie below 1000
     torch.manual_seed(0)
-    return BertForSequenceClassification(config).eval()
+    return AutoModelForSequenceClassification.from_config(config).eval()
 
 
 def _interleaved_p50(run: Callable[[], object], run_neighbour: Callable[[], object], warmup: int, runs: int) -> float:

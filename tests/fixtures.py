@@ -161,3 +161,80 @@ def run_cli(args: list[str], cwd: str | Path, timeout: int = 240, **env: str):
 
     return subprocess.run([sys.executable, "-m", "shrinkbert.cli", *args], cwd=cwd, capture_output=True, text=True,
                           env={**os.environ, "OMP_NUM_THREADS": "1", **env}, timeout=timeout)
+
+
+# The encoder families a user brings (docs/families.md): a tiny random model of each, made from its
+# transformers config. BERT-style families read the tiny WordPiece vocabulary; RoBERTa gets a
+# byte-level BPE and DeBERTa-v2 a Unigram (SentencePiece-style) tokenizer trained here on the tiny
+# sentences, so the bundle's tokenizer.json runtime meets both.
+FAMILY_MODELS = ("bert", "roberta", "distilbert", "deberta-v2", "electra", "mpnet", "modernbert")
+
+
+def _family_tokenizer(family: str, out_dir: Path):
+    from transformers import PreTrainedTokenizerFast
+
+    texts = [text for text, _ in tiny_sentences(400)] + [" ".join(POSITIVE + NEGATIVE + NEUTRAL)]
+    if family == "roberta":
+        from tokenizers import ByteLevelBPETokenizer
+        from transformers import RobertaTokenizerFast
+
+        bpe = ByteLevelBPETokenizer()
+        bpe.train_from_iterator(texts, vocab_size=400, min_frequency=1,
+                                special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
+        bpe.save_model(str(out_dir))
+        return RobertaTokenizerFast(str(out_dir / "vocab.json"), str(out_dir / "merges.txt"))
+    if family == "deberta-v2":
+        from tokenizers import SentencePieceUnigramTokenizer
+
+        unigram = SentencePieceUnigramTokenizer()
+        unigram.train_from_iterator(texts, vocab_size=200, special_tokens=["[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]"],
+                                    unk_token="[UNK]")
+        from tokenizers.processors import TemplateProcessing
+
+        unigram.post_processor = TemplateProcessing(
+            single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+            special_tokens=[("[CLS]", unigram.token_to_id("[CLS]")), ("[SEP]", unigram.token_to_id("[SEP]"))])
+        return PreTrainedTokenizerFast(tokenizer_object=unigram._tokenizer, pad_token="[PAD]", cls_token="[CLS]",
+                                       sep_token="[SEP]", unk_token="[UNK]", mask_token="[MASK]")
+    from transformers import BertTokenizerFast
+
+    vocab_file = out_dir / "vocab.txt"
+    vocab_file.write_text("\n".join(tiny_vocab()) + "\n")
+    return BertTokenizerFast(str(vocab_file), do_lower_case=True)
+
+
+def make_tiny_family(out_dir: str | Path, family: str, num_labels: int = 2, hidden: int = 32, layers: int = 2,
+                     heads: int = 4, intermediate: int = 64, seed: int = 0) -> Path:
+    """A random-init <Family>ForSequenceClassification of `family` (a model_type in FAMILY_MODELS)
+    with its tokenizer, as a user's teacher folder (no shrinkbert.json)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForSequenceClassification
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tokenizer = _family_tokenizer(family, out_dir)
+    labels = ["negative", "positive"] if num_labels == 2 else [f"class{i}" for i in range(num_labels)]
+    common = dict(vocab_size=len(tokenizer), num_labels=num_labels, id2label=dict(enumerate(labels)),
+                  label2id={n: i for i, n in enumerate(labels)}, pad_token_id=tokenizer.pad_token_id)
+    if family == "distilbert":
+        shape = dict(dim=hidden, n_layers=layers, n_heads=heads, hidden_dim=intermediate, max_position_embeddings=128)
+    else:
+        shape = dict(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+                     intermediate_size=intermediate, max_position_embeddings=130)
+    if family == "electra":
+        shape["embedding_size"] = hidden
+    if family == "modernbert":
+        shape.update(global_attn_every_n_layers=2, local_attention=16, bos_token_id=tokenizer.cls_token_id,
+                     eos_token_id=tokenizer.sep_token_id, cls_token_id=tokenizer.cls_token_id,
+                     sep_token_id=tokenizer.sep_token_id)
+    if family == "deberta-v2":
+        shape.update(relative_attention=True, position_buckets=16, pos_att_type=["p2c", "c2p"], position_biased_input=False,
+                     max_relative_positions=-1, type_vocab_size=0)
+    if family == "roberta":
+        shape.update(type_vocab_size=1, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
+    config = AutoConfig.for_model(family, **common, **shape)
+    torch.manual_seed(seed)
+    model = AutoModelForSequenceClassification.from_config(config)
+    model.save_pretrained(out_dir, safe_serialization=True)
+    tokenizer.save_pretrained(out_dir)
+    return out_dir

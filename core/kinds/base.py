@@ -52,10 +52,6 @@ class TaskKind(ABC):
     """The transformers Auto class that loads this kind's artifacts as they are, by name,
     e.g. "AutoModelForSequenceClassification" (see `model_class`)."""
 
-    bert_model_class: ClassVar[str]
-    """The concrete BERT class a new student of this kind is built from with `_from_config`,
-    e.g. "BertForSequenceClassification"."""
-
     ort_model_class: ClassVar[str]
     """The Optimum ONNX Runtime class that loads this kind's ONNX artifact, e.g.
     "ORTModelForSequenceClassification" (see `ort_class`)."""
@@ -136,12 +132,12 @@ class TaskKind(ABC):
         """True when a model config's `architectures` name a model of this kind."""
         return any(str(a).endswith(self.architecture_suffix) for a in (architectures or []))
 
-    def model_class(self, auto: bool = True):
-        """The transformers class of this kind: the Auto class (loading an artifact) or, with
-        auto=False, the concrete BERT class (building a new student from a config)."""
+    def model_class(self):
+        """The transformers Auto class of this kind: `from_pretrained` loads an artifact of any encoder
+        family, `from_config` builds a new student of the config's family (core/families)."""
         import transformers  # deferred: transformers takes seconds to import
 
-        return getattr(transformers, self.auto_model_class if auto else self.bert_model_class)
+        return getattr(transformers, self.auto_model_class)
 
     def ort_class(self):
         """The optimum.onnxruntime ORTModelFor… class of this kind."""

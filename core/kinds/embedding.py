@@ -85,7 +85,6 @@ class EmbeddingKind(TaskKind):
     # the manifest's "kind" says embedding.
     architecture_suffix = "\0embedding"
     auto_model_class = "AutoModel"
-    bert_model_class = "BertModel"
     ort_model_class = "ORTModelForFeatureExtraction"
     export_task = "feature-extraction"
     columns = COLUMNS

@@ -92,7 +92,6 @@ class QAKind(TaskKind):
     name = "qa"
     architecture_suffix = "ForQuestionAnswering"
     auto_model_class = "AutoModelForQuestionAnswering"
-    bert_model_class = "BertForQuestionAnswering"
     ort_model_class = "ORTModelForQuestionAnswering"
     export_task = "question-answering"
     columns = ("id", "title", "context", "question", "answers")

@@ -26,7 +26,6 @@ class SequenceKind(TaskKind):
     name = "sequence"
     architecture_suffix = "ForSequenceClassification"
     auto_model_class = "AutoModelForSequenceClassification"
-    bert_model_class = "BertForSequenceClassification"
     ort_model_class = "ORTModelForSequenceClassification"
     export_task = "text-classification"
     columns = ("text", "text_pair", "label")

@@ -37,7 +37,6 @@ class TokenKind(TaskKind):
     name = "token"
     architecture_suffix = "ForTokenClassification"
     auto_model_class = "AutoModelForTokenClassification"
-    bert_model_class = "BertForTokenClassification"
     ort_model_class = "ORTModelForTokenClassification"
     export_task = "token-classification"
     columns = ("tokens", "tags")

@@ -1,0 +1,82 @@
+"""The family interface: what a stage needs to know about the network itself, whatever it predicts.
+
+A kind (core/kinds) says what a model predicts; a family says how it is built: where its layers are,
+how a student's shape is written into its config, whether a narrower student can be sliced from it,
+and which ONNX Runtime fusions apply. Stages ask `family_of(config)` and never branch on
+`model_type`, so kind x family compose: a ModernBERT tagger needs no code that names both.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar
+
+from shrinkbert.core.errors import ShrinkbertError
+
+
+@dataclasses.dataclass(frozen=True)
+class Widths:
+    """A shape in the family's own terms (layers, hidden, heads, FFN), whatever its config calls them."""
+    layers: int
+    hidden: int
+    heads: int
+    intermediate: int
+
+
+class Family:
+    name: ClassVar[str]
+    """How docs, manifests and error lines name the family, e.g. "RoBERTa/XLM-R"."""
+
+    model_types: ClassVar[tuple[str, ...]]
+    """The transformers `model_type`s of this family's configs."""
+
+    layers_path: ClassVar[str] = "encoder.layer"
+    """Where the transformer layers sit under the base model (`model.base_model`), dotted."""
+
+    config_fields: ClassVar[dict[str, str]] = {"layers": "num_hidden_layers", "hidden": "hidden_size",
+                                               "heads": "num_attention_heads", "intermediate": "intermediate_size"}
+    """The config attribute holding each shape field."""
+
+    slices_width: ClassVar[bool] = False
+    """Whether a narrower student (hidden, heads or FFN) can start from the teacher's weights, sliced
+    (students/init.py's BERT layout). Otherwise a student from the teacher keeps its widths and
+    takes a subset of its layers."""
+
+    ort_fusion: ClassVar[str | None] = None
+    """The model_type ONNX Runtime's transformer optimizer fuses this family as (None: no fusions)."""
+
+    def widths(self, config) -> Widths:
+        return Widths(*(int(getattr(config, self.config_fields[name])) for name in ("layers", "hidden", "heads",
+                                                                                     "intermediate")))
+
+    def student_config(self, teacher_config, widths: Widths):
+        """A config of the teacher's class (vocabulary, positions, labels, ...) with the student's shape."""
+        values = teacher_config.to_dict()
+        for key in ("architectures", "pruned_heads", "_name_or_path", "transformers_version", "model_type",
+                    "torch_dtype", "dtype"):
+            values.pop(key, None)
+        values.update({self.config_fields[name]: value for name, value in dataclasses.asdict(widths).items()})
+        values.update(self.extra_student_fields(teacher_config, widths))
+        return type(teacher_config)(**values)
+
+    def extra_student_fields(self, teacher_config, widths: Widths) -> dict:
+        """Config fields besides the shape that a student of `widths` must change (none by default)."""
+        return {}
+
+    def layers(self, model):
+        """The model's transformer layers (a ModuleList), whatever head it carries."""
+        module = model.base_model
+        for part in self.layers_path.split("."):
+            module = getattr(module, part)
+        return module
+
+    def check_student(self, teacher_config, widths: Widths) -> None:
+        """Refuse, in one line, a student this family cannot initialise from its teacher."""
+        teacher = self.widths(teacher_config)
+        narrower = (widths.hidden, widths.heads, widths.intermediate) != (teacher.hidden, teacher.heads,
+                                                                          teacher.intermediate)
+        if narrower and not self.slices_width:
+            raise ShrinkbertError(
+                f"a {self.name} student initialised from its teacher keeps the teacher's widths (hidden "
+                f"{teacher.hidden}, {teacher.heads} heads, FFN {teacher.intermediate}) and takes fewer layers; "
+                f"asked for hidden {widths.hidden}, {widths.heads} heads, FFN {widths.intermediate}. Give --layers "
+                "only, or --init random for a narrower student (docs/families.md)")

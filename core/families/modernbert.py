@@ -1,0 +1,11 @@
+"""ModernBERT: pre-norm layers with fused Q/K/V (attn.Wqkv), a gated FFN (mlp.Wi holds both halves),
+rotary positions and local/global attention every n layers; layers under `layers`, no token types."""
+from __future__ import annotations
+
+from shrinkbert.core.families.base import Family
+
+
+class ModernBertFamily(Family):
+    name = "ModernBERT"
+    model_types = ("modernbert",)
+    layers_path = "layers"

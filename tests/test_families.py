@@ -1,0 +1,119 @@
+"""Every encoder family through the five-stage chain a user runs on their own teacher (issue 38):
+finetune -> distill -> export -> quantize -> bundle, each family a tiny random model made here from
+its transformers config (tests/fixtures.make_tiny_family), with its own tokenizer model (WordPiece,
+byte-level BPE for RoBERTa, Unigram for DeBERTa-v2)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from fixtures import FAMILY_MODELS, make_tiny_family, tiny_sentences, write_tiny_csv
+
+ROWS = [text for text, _ in tiny_sentences(24, seed=7)]
+
+
+@pytest.fixture(scope="session")
+def family_teachers(tmp_path_factory) -> dict:
+    """{model_type: fine-tuned teacher artifact} for every family, made once."""
+    import shrinkbert
+
+    root = tmp_path_factory.mktemp("families")
+    task = write_tiny_csv(root / "tiny.csv", n=96)
+    teachers = {}
+    for family in FAMILY_MODELS:
+        start = make_tiny_family(root / family / "init", family)
+        teachers[family] = shrinkbert.finetune(model=str(start), task=str(task), epochs=1, max_length=32,
+                                               checkpoint_every=0, output_dir=str(root / family / "teacher")).path
+    return teachers
+
+
+@pytest.mark.parametrize("family", FAMILY_MODELS)
+def test_five_stage_chain(family, family_teachers, tmp_path):
+    import shrinkbert
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from shrinkbert.core.families import family_of
+
+    teacher_dir = family_teachers[family]
+    student = shrinkbert.distill(teacher=str(teacher_dir), layers=1, epochs=1, hidden_weight=1.0, checkpoint_every=0,
+                                 max_steps=1, learning_rate=1e-9, output_dir=str(tmp_path / "student"))
+    # At the teacher's widths a student is the teacher's chosen layer, copied whole (2 -> 1 takes layer 2).
+    teacher_model = AutoModelForSequenceClassification.from_pretrained(teacher_dir).eval()
+    student_model = AutoModelForSequenceClassification.from_pretrained(student.path).eval()
+    assert student_model.config.model_type == teacher_model.config.model_type
+    kind = family_of(teacher_model)
+    assert len(kind.layers(student_model)) == 1
+    student_layer, teacher_layer = kind.layers(student_model)[0].state_dict(), kind.layers(teacher_model)[1].state_dict()
+    # (ModernBERT's first layer has no attention norm, whichever teacher layer it starts from.)
+    assert set(student_layer) == set(teacher_layer) - ({"attn_norm.weight"} if family == "modernbert" else set())
+    assert all(torch.allclose(student_layer[k], teacher_layer[k], atol=1e-6) for k in student_layer)
+    assert torch.allclose(student_model.get_input_embeddings().weight, teacher_model.get_input_embeddings().weight,
+                          atol=1e-6)
+
+    onnx = shrinkbert.export(model=str(student.path), output_dir=str(tmp_path / "onnx"))
+    int8 = shrinkbert.quantize(model=str(onnx.path), output_dir=str(tmp_path / "int8"))
+    bundle = shrinkbert.bundle(model=str(int8.path), output_dir=str(tmp_path / "bundle"))
+    predictor = bundle.load()
+    # The bundle's tokenizer.json runtime reads the family's tokenizer model as transformers does ...
+    tokenizer = AutoTokenizer.from_pretrained(student.path)
+    assert [e.ids[:sum(e.attention_mask)] for e in predictor.encode(ROWS)] == tokenizer(ROWS)["input_ids"]
+    # ... and its int8 graph stays near the PyTorch student it came from.
+    with torch.no_grad():
+        encoded = tokenizer(ROWS, padding=True, return_tensors="pt")
+        inputs = {k: v for k, v in encoded.items() if k != "token_type_ids" or "token_type_ids" in predictor.input_names}
+        expected = torch.softmax(student_model(**inputs).logits, -1).numpy()
+    got = np.exp(predictor.logits(ROWS)) / np.exp(predictor.logits(ROWS)).sum(-1, keepdims=True)
+    assert np.abs(got - expected).max() < 0.05
+    assert {p["label"] for p in predictor.predict(ROWS)} <= {"negative", "positive"}
+
+
+@pytest.mark.parametrize("family", ["deberta-v2", "mpnet", "modernbert", "distilbert"])
+def test_narrower_student_of_an_unsliced_family_is_one_line(family, family_teachers, tmp_path):
+    import shrinkbert
+    from shrinkbert.core.errors import ShrinkbertError
+
+    with pytest.raises(ShrinkbertError, match="keeps the teacher's widths") as err:
+        shrinkbert.distill(teacher=str(family_teachers[family]), layers=1, hidden=16, heads=2, max_steps=1,
+                           output_dir=str(tmp_path / "student"))
+    assert "\n" not in str(err.value)
+    assert not (tmp_path / "student").exists()
+    # --init random builds any shape of the family
+    student = shrinkbert.distill(teacher=str(family_teachers[family]), layers=1, hidden=16, heads=2, init="random",
+                                 max_steps=1, checkpoint_every=0, output_dir=str(tmp_path / "random"))
+    assert student.manifest["student"]["shape"]["hidden"] == 16
+    assert student.manifest["student"]["init"] == {"random": True}
+
+
+@pytest.mark.parametrize("family", ["roberta", "electra"])
+def test_narrower_student_is_sliced_for_the_bert_layout(family, family_teachers, tmp_path):
+    import shrinkbert
+    from transformers import AutoModelForSequenceClassification
+
+    student = shrinkbert.distill(teacher=str(family_teachers[family]), layers=1, hidden=16, heads=2, intermediate=32,
+                                 max_steps=1, learning_rate=1e-9, checkpoint_every=0, output_dir=str(tmp_path / "s"))
+    model = AutoModelForSequenceClassification.from_pretrained(student.path)
+    assert (model.config.model_type, model.config.hidden_size, model.config.intermediate_size) == (family, 16, 32)
+    # The head (RoBERTa's and ELECTRA's two-layer classifier, named as BERT's is) came from the teacher.
+    assert student.manifest["student"]["init"]["carried"] == ["embeddings", "classifier"]
+
+
+@pytest.mark.parametrize("family", FAMILY_MODELS)
+def test_parameter_count_matches_the_built_model(family, family_teachers):
+    from transformers import AutoConfig, AutoModelForSequenceClassification
+
+    from shrinkbert.students.shape import count_config_parameters
+
+    config = AutoConfig.from_pretrained(family_teachers[family])
+    model = AutoModelForSequenceClassification.from_config(config)
+    assert count_config_parameters(config) == sum(p.numel() for p in model.parameters())
+
+
+def test_unknown_family_is_refused():
+    from transformers import GPT2Config
+
+    from shrinkbert.core.errors import ShrinkbertError
+    from shrinkbert.core.families import family_of
+
+    with pytest.raises(ShrinkbertError, match="model_type 'gpt2' is not an encoder family"):
+        family_of(GPT2Config())
