@@ -91,15 +91,14 @@ def pca_basis(table: torch.Tensor, k: int) -> torch.Tensor:
     return vh[:k].T.to(table.dtype).contiguous()
 
 
-def _attention_dims(t_attn, s_heads: int, s_head_dim: int, t_heads: int, t_head_dim: int,
+def _attention_dims(t_layer, layout, s_heads: int, s_head_dim: int, t_heads: int, t_head_dim: int,
                     keep: str) -> torch.Tensor | None:
     """Indices into the teacher's all-head dim for the kept heads (whole heads when sizes agree)."""
     if s_heads > t_heads or s_head_dim > t_head_dim:
         return None
-    self_attn = t_attn.self
-    per_head = [lin.weight.view(t_heads, t_head_dim, -1).pow(2).sum(dim=(1, 2))
-                for lin in (self_attn.query, self_attn.key, self_attn.value)]
-    per_head.append(t_attn.output.dense.weight.view(-1, t_heads, t_head_dim).pow(2).sum(dim=(0, 2)))
+    per_head = [t_layer.get_submodule(name).weight.view(t_heads, t_head_dim, -1).pow(2).sum(dim=(1, 2))
+                for name in (layout.query, layout.key, layout.value)]
+    per_head.append(t_layer.get_submodule(layout.attention_out).weight.view(-1, t_heads, t_head_dim).pow(2).sum(dim=(0, 2)))
     heads = _top(sum(per_head), s_heads, keep)
     return torch.cat([h * t_head_dim + torch.arange(s_head_dim) for h in heads.tolist()])
 
@@ -162,34 +161,43 @@ def init_from_teacher(student, teacher, layer_ids: list[int] | None = None, keep
     if not family.slices_width:  # the teacher's widths: whole layers and everything else copied as they are
         return _copy_layers(student, teacher, layer_ids, family)
 
-    emb_t, emb_s = t.embeddings, s.embeddings
-    hid = _stream_dims(emb_t.word_embeddings.weight, s_h, keep, embeddings)
-    _copy(emb_s.word_embeddings.weight, _cols(emb_t.word_embeddings.weight, hid))
-    _copy(emb_s.position_embeddings.weight,
-          _cols(emb_t.position_embeddings.weight[: s_cfg.max_position_embeddings], hid))
-    _copy(emb_s.token_type_embeddings.weight, _cols(emb_t.token_type_embeddings.weight, hid))
-    _norm(emb_s.LayerNorm, emb_t.LayerNorm, hid)
+    layout = family.layout
+    emb_t, emb_s = t.get_submodule(layout.embeddings), s.get_submodule(layout.embeddings)
+    word_t = emb_t.get_submodule(layout.word).weight
+    hid = _stream_dims(word_t, s_h, keep, embeddings)
+    _copy(emb_s.get_submodule(layout.word).weight, _cols(word_t, hid))
+    _copy(emb_s.get_submodule(layout.position).weight,
+          _cols(emb_t.get_submodule(layout.position).weight[: s_cfg.max_position_embeddings], hid))
+    if layout.token_type:
+        _copy(emb_s.get_submodule(layout.token_type).weight, _cols(emb_t.get_submodule(layout.token_type).weight, hid))
+    _norm(emb_s.get_submodule(layout.embedding_norm), emb_t.get_submodule(layout.embedding_norm), hid)
 
-    t_heads, s_heads = t_cfg.num_attention_heads, s_cfg.num_attention_heads
+    t_heads, s_heads = t_w.heads, s_w.heads
     t_hd, s_hd = t_h // t_heads, s_h // s_heads
-    random_attention = []
+    random_attention, first_heads = [], None
     for s_i, t_i in enumerate(layer_ids):
-        sl, tl = s.encoder.layer[s_i], t.encoder.layer[t_i]
-        dims = _attention_dims(tl.attention, s_heads, s_hd, t_heads, t_hd, keep)
+        sl, tl = family.layers(student)[s_i], family.layers(teacher)[t_i]
+        part_s, part_t = sl.get_submodule, tl.get_submodule
+        dims = _attention_dims(tl, layout, s_heads, s_hd, t_heads, t_hd, keep)
         if dims is None:
             random_attention.append(s_i + 1)
         else:
-            for name in ("query", "key", "value"):
-                _linear(getattr(sl.attention.self, name), getattr(tl.attention.self, name), dims, hid)
-            _linear(sl.attention.output.dense, tl.attention.output.dense, hid, dims)
-        _norm(sl.attention.output.LayerNorm, tl.attention.output.LayerNorm, hid)
-        ffn_scores = tl.intermediate.dense.weight.norm(dim=1) * tl.output.dense.weight.norm(dim=0)
-        ffn = _top(ffn_scores, s_cfg.intermediate_size, keep)
-        _linear(sl.intermediate.dense, tl.intermediate.dense, ffn, hid)
-        _linear(sl.output.dense, tl.output.dense, hid, ffn)
-        _norm(sl.output.LayerNorm, tl.output.LayerNorm, hid)
+            first_heads = first_heads if first_heads is not None else dims[::s_hd] // t_hd
+            for name in (layout.query, layout.key, layout.value):
+                _linear(part_s(name), part_t(name), dims, hid)
+            _linear(part_s(layout.attention_out), part_t(layout.attention_out), hid, dims)
+        _norm(part_s(layout.attention_norm), part_t(layout.attention_norm), hid)
+        ffn_scores = part_t(layout.ffn_in).weight.norm(dim=1) * part_t(layout.ffn_out).weight.norm(dim=0)
+        ffn = _top(ffn_scores, s_w.intermediate, keep)
+        _linear(part_s(layout.ffn_in), part_t(layout.ffn_in), ffn, hid)
+        _linear(part_s(layout.ffn_out), part_t(layout.ffn_out), hid, ffn)
+        _norm(part_s(layout.ffn_norm), part_t(layout.ffn_norm), hid)
+    for table in layout.head_tables:  # shared by every layer: the first layer's heads decide
+        heads = first_heads if first_heads is not None else torch.arange(s_heads)
+        _copy(s.get_submodule(table).weight, t.get_submodule(table).weight[:, heads])
 
-    carried = ["embeddings"] + _carry_rest(student, teacher, hid, skip=(emb_s, family.layers(student)))
+    skip = (emb_s, family.layers(student), *(s.get_submodule(table) for table in layout.head_tables))
+    carried = ["embeddings"] + _carry_rest(student, teacher, hid, skip=skip)
     return {"layers_from_teacher": [i + 1 for i in layer_ids], "keep": keep, "embeddings": embeddings,
             "hidden_dims_kept": s_h, "carried": carried, "random_attention_layers": random_attention}
 

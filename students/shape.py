@@ -95,7 +95,7 @@ def count_config_parameters(config, *, head: str = "classifier") -> int:
     config.pruned_heads (whole heads removed per layer) too. Other families are built on the meta
     device and counted (their students vary only in layers, a dozen shapes).
     """
-    if not family_of(config).slices_width or getattr(config, "embedding_size", config.hidden_size) != config.hidden_size:
+    if not family_of(config).counts_like_bert or getattr(config, "embedding_size", config.hidden_size) != config.hidden_size:
         return _built_parameters(config, head)
     h, i, v = config.hidden_size, config.intermediate_size, config.vocab_size
     head_dim = h // config.num_attention_heads

@@ -68,7 +68,7 @@ def test_five_stage_chain(family, family_teachers, tmp_path):
     assert {p["label"] for p in predictor.predict(ROWS)} <= {"negative", "positive"}
 
 
-@pytest.mark.parametrize("family", ["deberta-v2", "mpnet", "modernbert", "distilbert"])
+@pytest.mark.parametrize("family", ["deberta-v2", "modernbert"])
 def test_narrower_student_of_an_unsliced_family_is_one_line(family, family_teachers, tmp_path):
     import shrinkbert
     from shrinkbert.core.errors import ShrinkbertError
@@ -85,17 +85,36 @@ def test_narrower_student_of_an_unsliced_family_is_one_line(family, family_teach
     assert student.manifest["student"]["init"] == {"random": True}
 
 
-@pytest.mark.parametrize("family", ["roberta", "electra"])
+@pytest.mark.parametrize("family", ["roberta", "electra", "mpnet", "distilbert"])
 def test_narrower_student_is_sliced_for_the_bert_layout(family, family_teachers, tmp_path):
     import shrinkbert
     from transformers import AutoModelForSequenceClassification
 
+    from shrinkbert.core.families import Widths, family_of
+    from shrinkbert.core.predict import encoder_inputs
+
     student = shrinkbert.distill(teacher=str(family_teachers[family]), layers=1, hidden=16, heads=2, intermediate=32,
                                  max_steps=1, learning_rate=1e-9, checkpoint_every=0, output_dir=str(tmp_path / "s"))
     model = AutoModelForSequenceClassification.from_pretrained(student.path)
-    assert (model.config.model_type, model.config.hidden_size, model.config.intermediate_size) == (family, 16, 32)
-    # The head (RoBERTa's and ELECTRA's two-layer classifier, named as BERT's is) came from the teacher.
-    assert student.manifest["student"]["init"]["carried"] == ["embeddings", "classifier"]
+    assert model.config.model_type == family
+    assert family_of(model).widths(model.config) == Widths(layers=1, hidden=16, heads=2, intermediate=32)
+    # The head (a two-layer classifier for RoBERTa, ELECTRA and MPNet; pre_classifier + classifier for
+    # DistilBERT) came from the teacher, sliced on its hidden side.
+    assert "classifier" in student.manifest["student"]["init"]["carried"]
+    # At the teacher's own widths the sliced path is an exact copy: the student computes the teacher.
+    same = shrinkbert.distill(teacher=str(family_teachers[family]), layers=2, hidden=32, heads=4, init_embeddings="columns",
+                              max_steps=1, learning_rate=1e-9, checkpoint_every=0, output_dir=str(tmp_path / "same"))
+    rows = [text for text, _ in tiny_sentences(8, seed=3)]
+    logits = []
+    for path in (family_teachers[family], same.path):
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        with torch.no_grad():
+            encoded = tokenizer(rows, padding=True, return_tensors="pt")
+            m = AutoModelForSequenceClassification.from_pretrained(path).eval()
+            logits.append(m(**encoder_inputs(m, encoded)).logits)
+    assert torch.allclose(logits[0], logits[1], atol=1e-4)
 
 
 @pytest.mark.parametrize("family", FAMILY_MODELS)

@@ -22,6 +22,29 @@ class Widths:
     intermediate: int
 
 
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """Where a layer keeps the modules a narrower student is sliced from (paths relative to one layer,
+    and to the base model's embeddings module), for the families whose layer is BERT's under other
+    names: separate query/key/value and output projections, a two-matrix FFN, post-norms."""
+    query: str = "attention.self.query"
+    key: str = "attention.self.key"
+    value: str = "attention.self.value"
+    attention_out: str = "attention.output.dense"
+    attention_norm: str = "attention.output.LayerNorm"
+    ffn_in: str = "intermediate.dense"
+    ffn_out: str = "output.dense"
+    ffn_norm: str = "output.LayerNorm"
+    embeddings: str = "embeddings"
+    word: str = "word_embeddings"
+    position: str = "position_embeddings"
+    token_type: str | None = "token_type_embeddings"
+    embedding_norm: str = "LayerNorm"
+    head_tables: tuple[str, ...] = ()
+    """Tables under the base model with one column per attention head, shared by all layers
+    (MPNet's relative-position bias): a student keeps the columns of its first layer's heads."""
+
+
 class Family:
     name: ClassVar[str]
     """How docs, manifests and error lines name the family, e.g. "RoBERTa/XLM-R"."""
@@ -36,10 +59,18 @@ class Family:
                                                "heads": "num_attention_heads", "intermediate": "intermediate_size"}
     """The config attribute holding each shape field."""
 
-    slices_width: ClassVar[bool] = False
-    """Whether a narrower student (hidden, heads or FFN) can start from the teacher's weights, sliced
-    (students/init.py's BERT layout). Otherwise a student from the teacher keeps its widths and
-    takes a subset of its layers."""
+    layout: ClassVar[Layout | None] = None
+    """Where a layer's projections sit, for families a narrower student (hidden, heads or FFN) can be
+    sliced from (students/init.py); None: a student from the teacher keeps its widths and takes a
+    subset of its layers."""
+
+    counts_like_bert: ClassVar[bool] = False
+    """Whether students/shape.py's closed-form parameter count holds (BERT's embeddings, token types,
+    pooler or a two-layer head); else a model is built on the meta device and counted."""
+
+    @property
+    def slices_width(self) -> bool:
+        return self.layout is not None
 
     ort_fusion: ClassVar[str | None] = None
     """The model_type ONNX Runtime's transformer optimizer fuses this family as (None: no fusions)."""

@@ -3,13 +3,14 @@ output): RoBERTa (XLM-R, CamemBERT) and ELECTRA. Narrower students are sliced fr
 from __future__ import annotations
 
 from shrinkbert.core.errors import ShrinkbertError
-from shrinkbert.core.families.base import Family, Widths
+from shrinkbert.core.families.base import Family, Layout, Widths
 
 
 class BertFamily(Family):
     name = "BERT"
     model_types = ("bert",)
-    slices_width = True
+    layout = Layout()
+    counts_like_bert = True
     ort_fusion = "bert"
 
 

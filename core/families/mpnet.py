@@ -1,10 +1,14 @@
-"""MPNet: BERT-like layers (attention.attn.q/k/v/o) with a relative-position bias shared across layers
-(encoder.relative_attention_bias) and no token types. all-mpnet-base-v2 is this family."""
+"""MPNet: BERT's layer under other names (attention.attn.q/k/v/o) with a relative-position bias per
+head shared across layers (encoder.relative_attention_bias) and no token types. all-mpnet-base-v2 is
+this family."""
 from __future__ import annotations
 
-from shrinkbert.core.families.base import Family
+from shrinkbert.core.families.base import Family, Layout
 
 
 class MPNetFamily(Family):
     name = "MPNet"
     model_types = ("mpnet",)
+    layout = Layout(query="attention.attn.q", key="attention.attn.k", value="attention.attn.v",
+                    attention_out="attention.attn.o", attention_norm="attention.LayerNorm", token_type=None,
+                    head_tables=("encoder.relative_attention_bias",))
