@@ -96,7 +96,10 @@ def static_ranges(src_dir: str | Path, sentences: list[str], calibration: str = 
         raise ShrinkbertError(f"{src_dir} holds no {ONNX_FILE}: export the embedder first")
     tokens = load_tokenizer(src_dir)(list(sentences), padding="max_length", truncation=True, max_length=max_length,
                                      return_token_type_ids=True, return_tensors="np")
-    features = {name: tokens[name].astype(np.int64) for name in INPUTS}
+    import onnx
+
+    graph_inputs = {i.name for i in onnx.load(str(src_dir / ONNX_FILE), load_external_data=False).graph.input}
+    features = {name: tokens[name].astype(np.int64) for name in INPUTS if name in graph_inputs}
     return calibrate(src_dir / ONNX_FILE, features, calibration, percentile=percentile,
                      operators=list(static_ops) or None)
 
@@ -133,11 +136,12 @@ class OnnxEmbedder:
         self.session = ort_session(path / ONNX_FILE, threads, spin=spin)
         self.tokenizer, self.max_length = load_tokenizer(path), max_length
         self.spec = read_pooling(path)
+        self.inputs = [i.name for i in self.session.get_inputs()]  # MPNet's and DistilBERT's take no token types
 
     def encode(self, texts: list[str], batch_size: int = 64, padding: str | bool = True) -> np.ndarray:
         chunks = []
         for start in range(0, len(texts), batch_size):
             batch = self.tokenizer(list(texts[start:start + batch_size]), padding=padding, truncation=True,
                                    max_length=self.max_length, return_token_type_ids=True, return_tensors="np")
-            chunks.append(self.session.run([OUTPUT], {name: batch[name].astype(np.int64) for name in INPUTS})[0])
+            chunks.append(self.session.run([OUTPUT], {name: batch[name].astype(np.int64) for name in self.inputs})[0])
         return np.concatenate(chunks).astype(np.float32, copy=False)

@@ -70,6 +70,7 @@ class OnnxGraph:
         self.tokenizer.enable_truncation(int(meta["max_length"]))
         self.tokenizer.enable_padding(pad_id=int(meta.get("pad_id", 0)), pad_token=meta.get("pad_token", "[PAD]"))
         self.dim = int(meta["dim"])
+        self.inputs = [i.name for i in self.session.get_inputs()]  # MPNet's and DistilBERT's take no token types
 
     def embed(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
         chunks = [np.zeros((0, self.dim), np.float32)]
@@ -78,7 +79,7 @@ class OnnxGraph:
             feeds = {"input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
                      "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
                      "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64)}
-            chunks.append(self.session.run([ONNX_OUTPUT], feeds)[0])
+            chunks.append(self.session.run([ONNX_OUTPUT], {name: feeds[name] for name in self.inputs})[0])
         return np.concatenate(chunks).astype(np.float32, copy=False)
 
 
