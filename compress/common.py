@@ -18,6 +18,7 @@ from shrinkbert.core.data.dataspec import load_splits
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds import kind_of, kind_of_rows
 from shrinkbert.core.models import check_model_dir, load_model, load_tokenizer
+from shrinkbert.core.verify import verify_artifact
 
 # Used for parity checks only when no task data is given (recorded as "builtin" in the manifest).
 BUILTIN_SENTENCES = [
@@ -139,14 +140,14 @@ def onnx_file(path: str | Path) -> Path:
     """The one model.onnx of an ONNX artifact directory (or the file itself)."""
     path = Path(path)
     if path.is_file():
+        verify_artifact(path.parent)
         return path
     if not path.is_dir():
         raise ShrinkbertError(f"ONNX artifact {path} does not exist")
-    if (path / "model.onnx").is_file():
-        return path / "model.onnx"
-    files = sorted(path.glob("*.onnx"))
+    files = [path / "model.onnx"] if (path / "model.onnx").is_file() else sorted(path.glob("*.onnx"))
     if len(files) != 1:
         raise ShrinkbertError(f"{path} holds {len(files)} .onnx files; expected one model.onnx")
+    verify_artifact(path)
     return files[0]
 
 

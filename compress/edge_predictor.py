@@ -48,6 +48,11 @@ import numpy as np
 import onnxruntime as ort
 from tokenizers import Tokenizer
 
+try:  # in a bundle: the copy beside predict.py; in the kit: its own module
+    from bundle_files import BundleDamaged, check_files
+except ImportError:
+    from shrinkbert.compress.bundle_files import BundleDamaged, check_files
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -78,6 +83,7 @@ class Predictor:
         process of its own). A bundle that shares its CPU with other busy threads (a PyTorch model in
         the same process, another server) runs better with spin=False and fewer threads."""
         root = Path(bundle_dir) if bundle_dir else HERE
+        check_files(root)
         meta = json.loads((root / "labels.json").read_text(encoding="utf-8"))
         self.meta = meta  # the kind's own entries too (a QA bundle's null threshold)
         self.labels = [meta["id2label"][str(i)] for i in range(len(meta["id2label"]))]
@@ -189,7 +195,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seq-len", type=int, default=128, help="tokens per row for --benchmark")
     parser.add_argument("--batch-size", type=int, default=1, help="rows per call for --benchmark")
     args = parser.parse_args(argv)
-    predictor = Predictor(threads=args.threads, spin=args.spin)
+    try:
+        predictor = Predictor(threads=args.threads, spin=args.spin)
+    except BundleDamaged as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     if args.benchmark:
         text = args.text[0] if args.text else "the movie was good"
         print(json.dumps(predictor.benchmark(text, args.batch_size, args.seq_len, runs=args.benchmark)))

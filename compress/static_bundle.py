@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shrinkbert.compress import static_predictor
+from shrinkbert.compress import bundle_files, static_predictor
 from shrinkbert.compress.parity_texts import PARITY_SENTENCES, parity_texts
 from shrinkbert.core.artifacts import atomic_artifact, check, write_manifest
 from shrinkbert.core.errors import ShrinkbertError, error_line
@@ -63,6 +63,7 @@ def run(model: str | Path, output_dir: str | Path, data: dict | None = None, spi
         np.save(tmp / static_predictor.VECTORS_FILE, student.vectors)
         student.tokenizer.save(str(tmp / static_predictor.TOKENIZER_FILE))
         shutil.copyfile(static_predictor.__file__, tmp / "predict.py")
+        shutil.copyfile(bundle_files.__file__, tmp / "bundle_files.py")  # predict.py's check of its own files
         (tmp / "requirements.txt").write_text(requirements())
         texts = parity_texts(STATIC_PARITY_LENGTH)
         gap = float(np.abs(static_predictor.Predictor(tmp).embed(texts) - student.encode(texts)).max())
@@ -95,6 +96,7 @@ def run_onnx(model: str | Path, output_dir: str | Path, data: dict | None = None
         tokenizer.backend_tokenizer.save(str(tmp / static_predictor.TOKENIZER_FILE))
         (tmp / static_predictor.META_FILE).write_text(json.dumps(meta, indent=2))
         shutil.copyfile(static_predictor.__file__, tmp / "predict.py")
+        shutil.copyfile(bundle_files.__file__, tmp / "bundle_files.py")  # predict.py's check of its own files
         (tmp / "requirements.txt").write_text(requirements(onnx=True))
         gap = float(np.abs(static_predictor.Predictor(tmp).embed(texts, batch_size=len(texts))
                            - source.encode(texts, batch_size=len(texts))).max())

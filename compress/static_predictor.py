@@ -29,6 +29,11 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer
 
+try:  # in a bundle: the copy beside predict.py; in the kit: its own module
+    from bundle_files import BundleDamaged, check_files
+except ImportError:
+    from shrinkbert.compress.bundle_files import BundleDamaged, check_files
+
 VECTORS_FILE, TOKENIZER_FILE = "vectors.npy", "tokenizer.json"
 ONNX_FILE, META_FILE, ONNX_OUTPUT = "model.onnx", "embedding.json", "sentence_embedding"
 ONNX_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
@@ -86,6 +91,7 @@ class OnnxGraph:
 class Predictor:
     def __init__(self, path: str | Path = ".", threads: int = 0, spin: bool | None = None):
         path = Path(path)
+        check_files(path)
         self.graph = OnnxGraph(path, threads, spin) if (path / ONNX_FILE).is_file() else None
         if self.graph is None:
             self.table = np.load(path / VECTORS_FILE, allow_pickle=False)  # plain array: no pickle ever
@@ -149,7 +155,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seq-len", type=int, default=128, help="tokens per text for --benchmark")
     parser.add_argument("--batch-size", type=int, default=1, help="texts per call for --benchmark")
     args = parser.parse_args(argv)
-    predictor = Predictor(Path(__file__).resolve().parent, threads=args.threads, spin=args.spin)
+    try:
+        predictor = Predictor(Path(__file__).resolve().parent, threads=args.threads, spin=args.spin)
+    except BundleDamaged as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     if args.benchmark:
         print(json.dumps(predictor.benchmark(args.batch_size, args.seq_len, runs=args.benchmark)))
         return 0

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.verify import file_records, skipped as verify_skipped
 
 MANIFEST = "shrinkbert.json"
 TMP_MARK = ".partial-"
@@ -114,7 +115,10 @@ def write_manifest(out_dir: str | Path, *, stage: str, parents: list[str | Path]
         "seed": seed,
         "versions": library_versions(),
         "hash": artifact_hash(out_dir),
+        "files": file_records(out_dir),
     }
+    if verify_skipped():
+        manifest["verify"] = "skipped (--no-verify): its parents' files were not checked against their manifests"
     manifest.update(extra or {})
     tmp = Path(out_dir) / (MANIFEST + ".tmp")
     tmp.write_text(json.dumps(manifest, indent=2, default=str))

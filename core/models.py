@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.verify import verify_artifact
 
 PICKLE_WEIGHTS = ("pytorch_model.bin", "tf_model.h5", "flax_model.msgpack", "model.pt", "model.ckpt")
 CONVERT_HINT = ("convert it to safetensors where you trust it: "
@@ -25,6 +26,7 @@ def check_model_dir(path: str | Path) -> Path:
         if pickled:
             raise ShrinkbertError(f"{path / pickled[0]} is a pickle checkpoint and is refused; {CONVERT_HINT}")
         raise ShrinkbertError(f"{path} has no model.safetensors weights")
+    verify_artifact(path)
     return path
 
 

@@ -15,6 +15,9 @@ def ort_session(model_file: str | Path, threads: int | None = None, spin: bool =
     A corrupt or truncated file is one clear ShrinkbertError."""
     import onnxruntime as ort
 
+    from shrinkbert.core.verify import verify_artifact
+
+    verify_artifact(Path(model_file).parent)
     options = ort.SessionOptions()
     if threads:
         options.intra_op_num_threads = int(threads)

@@ -1053,6 +1053,7 @@ def bundle(
     parity_rows: int = 64,
     tolerance: float = 0.0001,
     allow_parity_failure: bool = False,
+    target: str = 'python',
     spin: str = 'auto',
     max_length: int | None = None,
     output_dir: str = '',
@@ -1101,6 +1102,10 @@ def bundle(
             largest allowed |logit diff| between the bundle and its source model [>= 0]
         allow_parity_failure: bool = False
             write the bundle even when parity fails (recorded)
+        target: str = 'python'
+            python: predict.py with onnxruntime, tokenizers and numpy; web: also the folder transformers.js
+            loads as it is (config.json, tokenizer files, onnx/model_quantized.onnx, one copy of the graph) and
+            a static page (sequence, token and QA classifiers) [one of python, web]
         spin: str = 'auto'
             the Predictor's default for ONNX Runtime's spinning threads: 'auto' times the bundle both ways and
             keeps spinning unless off is clearly faster (two builds may differ); 'on'/'off' sets it untimed [one

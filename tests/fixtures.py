@@ -150,7 +150,23 @@ def flipped_copy(model_dir: str | Path, out_dir: str | Path) -> Path:
         model.classifier.weight.neg_()
         model.classifier.bias.neg_()
     model.save_pretrained(out_dir, safe_serialization=True)
+    restamp(out_dir)
     return out_dir
+
+
+def restamp(out_dir: str | Path) -> None:
+    """A copied artifact edited on purpose is a new artifact: its manifest records its new files
+    (else every stage refuses it, as core/verify.py should)."""
+    import json
+
+    from shrinkbert.core.verify import file_records
+
+    out_dir = Path(out_dir)
+    manifest_file = out_dir / "shrinkbert.json"
+    if manifest_file.is_file():
+        manifest = json.loads(manifest_file.read_text())
+        manifest["files"] = file_records(out_dir)
+        manifest_file.write_text(json.dumps(manifest, indent=2))
 
 
 def run_cli(args: list[str], cwd: str | Path, timeout: int = 240, **env: str):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fixtures import import_blocker
+from fixtures import import_blocker, restamp
 
 from shrinkbert.core.errors import ShrinkbertError
 
@@ -38,6 +38,7 @@ def model_dir(tmp_path_factory) -> Path:
                 param.add_(0.05 * torch.randn_like(param))
         model.classifier.weight.mul_(20.0)  # logits far enough apart that labels are not ties
     model.save_pretrained(path, safe_serialization=True)
+    restamp(path)  # edited on purpose: a new artifact
     return path
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fixtures import import_blocker
+from fixtures import import_blocker, restamp
 
 from shrinkbert.core.errors import ShrinkbertError
 
@@ -28,6 +28,7 @@ def negate_classifier(model_dir: Path) -> None:
         model.classifier.weight.neg_()
         model.classifier.bias.neg_()
     model.save_pretrained(model_dir, safe_serialization=True)
+    restamp(model_dir)
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +48,7 @@ def tok_model(tmp_path_factory) -> Path:
                 param.add_(0.05 * torch.randn_like(param))
         model.classifier.weight.mul_(20.0)
     model.save_pretrained(path, safe_serialization=True)
+    restamp(path)
     return path
 
 

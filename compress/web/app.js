@@ -1,0 +1,23 @@
+// The bundle's page: transformers.js and ONNX Runtime's wasm files are read from this folder
+// (copied from the pinned npm package by scripts/web_runtime.sh), the model from this folder too.
+import { pipeline, env } from './transformers.min.js';
+
+env.allowRemoteModels = false;
+env.allowLocalModels = true;
+env.localModelPath = new URL('./', import.meta.url).pathname.replace(/[^/]*\/$/, '');
+env.backends.onnx.wasm.wasmPaths = new URL('./', import.meta.url).href;
+const folder = new URL('./', import.meta.url).pathname.split('/').filter(Boolean).pop();
+
+const button = document.getElementById('run');
+const out = document.getElementById('out');
+const model = await pipeline('{{PIPELINE}}', folder, { dtype: 'q8' });
+button.textContent = 'run';
+button.disabled = false;
+button.onclick = async () => {
+  const text = document.getElementById('text').value;
+  const start = performance.now();
+  const result = await model(text);
+  const ms = performance.now() - start;
+  const best = Array.isArray(result) ? result[0] : result;
+  out.textContent = `${best.label}  ${best.score.toFixed(3)}  (${ms.toFixed(1)} ms)`;
+};
