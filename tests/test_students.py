@@ -548,3 +548,18 @@ def test_a_pruned_models_shape_counts_the_heads_it_kept():
     uneven = model_shape(config)
     assert uneven["heads_per_layer"] == [3, 7] and _shape_text(uneven) == "2L/H64/A3-7/F32"
     assert model_shape(BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=8))["heads"] == 8
+
+
+def test_few_training_rows_are_said_with_what_to_add():
+    from shrinkbert.students.configs import DistillConfig
+    from shrinkbert.students.distill import small_data_note
+    from shrinkbert.students.losses import LossWeights
+
+    logits_only, with_hidden = LossWeights(logits=1.0), LossWeights(logits=1.0, hidden=1.0)
+    note = small_data_note(DistillConfig(mode="task"), 1380, logits_only)
+    assert note.startswith("1,380 training rows is few to distil on") and "--transfer-corpus" in note
+    assert "--hidden-weight 1" in note and "--hidden-weight" not in small_data_note(DistillConfig(), 1380, with_hidden)
+    assert small_data_note(DistillConfig(transfer_corpus="imdb"), 1380, logits_only) == ""
+    assert small_data_note(DistillConfig(augment=2), 1380, logits_only) == ""
+    assert small_data_note(DistillConfig(), 8056, logits_only) == ""  # movie-snippets' train split
+    assert small_data_note(DistillConfig(mode="general"), 100, logits_only) == ""
