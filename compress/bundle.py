@@ -114,6 +114,12 @@ def run(cfg: Config) -> Path:
                 f"the bundle's predictor gives {bundle.shape[0]} outputs where {src} gives {source.shape[0]} "
                 f"on the same {len(rows)} rows; no bundle written")
         vs_source = parity(source, bundle)
+        long_rows = kind.long_parity_rows(cfg.max_length, task)  # at and past max_length: where truncation shows
+        if long_rows:
+            vs_long = parity(ort_logits(session, tokenizer, long_rows, cfg.max_length, batch_size=1),
+                             np.concatenate([predictor.rows_logits([row], 1) for row in long_rows]))
+            vs_source["long_texts"] = vs_long
+            vs_source["max_abs_logit_diff"] = max(vs_source["max_abs_logit_diff"], vs_long["max_abs_logit_diff"])
         passed = vs_source["max_abs_logit_diff"] <= cfg.tolerance
         agreement = kind.bundle_agreement(predictor, rows, task, tokenizer, cfg.max_length,
                                           lambda part: ort_logits(session, tokenizer, part, cfg.max_length), meta)
@@ -163,7 +169,8 @@ def run(cfg: Config) -> Path:
         parent_params = read_manifest(src_dir).get("num_parameters") if (src_dir / "shrinkbert.json").is_file() else None
         checks = [check("parity", vs_source["max_abs_logit_diff"] <= cfg.tolerance,
                         f"max |logit diff| vs {src_dir.name} {vs_source['max_abs_logit_diff']:.2e} "
-                        f"(tolerance {cfg.tolerance:.0e}) on {vs_source['rows']} {unit}")]
+                        f"(tolerance {cfg.tolerance:.0e}) on {vs_source['rows']} {unit}"
+                        + (f" and {len(long_rows)} texts at and past {cfg.max_length} tokens" if long_rows else ""))]
         if agreement is not None:
             checks.append(check("predictions_identical", agreement["same"] == agreement["of"],
                                 f"the bundle's own predictions equal {src_dir.name}'s on {agreement['same']} of "

@@ -22,7 +22,7 @@ from shrinkbert.compress.int8 import (FLOAT_KINDS, STATIC_OPS, calibrate, float_
                                   quantize_file)
 from shrinkbert.core.embedder import MODULES_FILE, Embedder, read_pooling
 from shrinkbert.core.errors import ShrinkbertError
-from shrinkbert.compress.parity_texts import parity_texts
+from shrinkbert.core.parity_texts import parity_texts
 from shrinkbert.core.models import load_tokenizer
 from shrinkbert.core.ortsession import ort_session
 

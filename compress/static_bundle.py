@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from shrinkbert.compress import bundle_files, static_predictor
-from shrinkbert.compress.parity_texts import PARITY_SENTENCES, parity_texts
+from shrinkbert.core.parity_texts import PARITY_SENTENCES, parity_texts
 from shrinkbert.core.artifacts import atomic_artifact, check, write_manifest
 from shrinkbert.core.errors import ShrinkbertError, error_line
 from shrinkbert.students.static import StaticEmbedder

@@ -128,3 +128,35 @@ def test_a_bundle_checks_its_own_model_file(student, tmp_path):
                           timeout=120)
     assert done.returncode == 2
     assert done.stderr.strip().startswith("error: ") and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_bundle_that_truncates_early_is_refused(tmp_path, monkeypatch):
+    """Watched to fail: a bundle cutting texts at half its max_length agrees with its model on every
+    short validation row; only the parity rows at and past max_length catch it."""
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
+    import shrinkbert
+    from fixtures import restamp
+    from shrinkbert.compress import edge_predictor
+
+    sharp = make_tiny_bert(tmp_path / "sharp")  # random weights, a loud classifier: every token moves the logits
+    model = AutoModelForSequenceClassification.from_pretrained(sharp)
+    with torch.no_grad():
+        model.classifier.weight.mul_(50.0)
+    model.save_pretrained(sharp, safe_serialization=True)
+    restamp(sharp)
+    onnx = shrinkbert.export(model=str(sharp), output_dir=str(tmp_path / "onnx"), optimization="none").path
+    intact = shrinkbert.bundle(model=str(onnx), output_dir=str(tmp_path / "ok"), max_length=32)
+    assert intact.metrics["vs_source"]["long_texts"]["rows"] == 2
+    assert "texts at and past 32 tokens" in intact.checks[0]["detail"]
+
+    original = edge_predictor.Predictor.__init__
+
+    def cut_at_half(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        self.tokenizer.enable_truncation(self.max_length // 2)
+    monkeypatch.setattr(edge_predictor.Predictor, "__init__", cut_at_half)
+    with pytest.raises(ShrinkbertError, match="bundle parity failed"):
+        shrinkbert.bundle(model=str(onnx), output_dir=str(tmp_path / "cut"), max_length=32)
+    assert not (tmp_path / "cut").exists()

@@ -204,6 +204,12 @@ class TaskKind(ABC):
     def rows(self, split, task) -> list[dict[str, Any]]:
         """The rows (plain dicts in this kind's shape) of one stored `datasets.Dataset` split."""
 
+    def long_parity_rows(self, max_length: int, task) -> list[dict[str, Any]]:
+        """Unlabelled rows at and past `max_length` tokens that a bundle's parity check adds to its
+        task rows: a bundle that truncates or pads differently from its model differs only there
+        (issue 41). Default: none (the kind's own check covers it)."""
+        return []
+
     @abstractmethod
     def example_rows(self, sentences: Sequence[str]) -> list[dict[str, Any]]:
         """Unlabelled rows made from plain sentences: used for parity checks when no task data is
