@@ -20,6 +20,7 @@ import torch
 
 from shrinkbert.compress.int8 import (FLOAT_KINDS, STATIC_OPS, calibrate, float_nodes, quantization_config,
                                   quantize_file)
+from shrinkbert.core.artifacts import MANIFEST
 from shrinkbert.core.embedder import MODULES_FILE, Embedder, read_pooling
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.parity_texts import parity_texts
@@ -81,7 +82,7 @@ def quantize(src_dir: str | Path, out_dir: str | Path, isa: str = "auto", exclud
     src_dir, out_dir = Path(src_dir), Path(out_dir)
     if not (src_dir / ONNX_FILE).is_file():
         raise ShrinkbertError(f"{src_dir} holds no {ONNX_FILE}: export the embedder first")
-    shutil.copytree(src_dir, out_dir, dirs_exist_ok=True, ignore=shutil.ignore_patterns(ONNX_FILE))
+    shutil.copytree(src_dir, out_dir, dirs_exist_ok=True, ignore=shutil.ignore_patterns(ONNX_FILE, MANIFEST))
     qconfig, choice = quantization_config(isa, False, None, list(exclude_nodes))
     quantize_file(src_dir / ONNX_FILE, out_dir / ONNX_FILE, qconfig, fused=True)
     return choice
@@ -119,7 +120,7 @@ def quantize_static(src_dir: str | Path, out_dir: str | Path, sentences: list[st
         ranges = static_ranges(src_dir, sentences, calibration, percentile, max_length, static_ops)
     kinds = float_nodes(onnx.load(str(src_dir / ONNX_FILE)), list(keep_float))
     float_only = sorted({node for nodes in kinds.values() for node in nodes} | set(exclude_nodes))
-    shutil.copytree(src_dir, out_dir, dirs_exist_ok=True, ignore=shutil.ignore_patterns(ONNX_FILE))
+    shutil.copytree(src_dir, out_dir, dirs_exist_ok=True, ignore=shutil.ignore_patterns(ONNX_FILE, MANIFEST))
     qconfig, choice = quantization_config(isa, True, None, float_only, operators=list(static_ops) or None)
     quantize_file(src_dir / ONNX_FILE, out_dir / ONNX_FILE, qconfig, ranges)
     return {**choice, "calibration": calibration, "calibration_sentences": len(sentences),

@@ -190,14 +190,14 @@ class TorchRunner(Runner):
         self.tokenizer = load_tokenizer(self.path, self.model.config)
 
     def encode(self, texts, pairs, max_length, pad_to=None):
-        import torch
-
-        return {k: torch.from_numpy(v) for k, v in self._hf_encode(self.tokenizer, texts, pairs, max_length, pad_to).items()}
+        return self._prepare(self._hf_encode(self.tokenizer, texts, pairs, max_length, pad_to))
 
     def _prepare(self, encoded):
         import torch
 
-        return {k: torch.from_numpy(v) for k, v in encoded.items()}
+        from shrinkbert.core.predict import encoder_inputs  # DistilBERT, MPNet, ModernBERT: no token types
+
+        return encoder_inputs(self.model, {k: torch.from_numpy(v) for k, v in encoded.items()})
 
     def forward(self, inputs):
         import torch

@@ -199,13 +199,16 @@ def test_calibration_of_wrong_shape_or_too_small_is_one_clear_error(onnx_dir, tm
     assert not (tmp_path / "o1").exists()
 
 
-def test_corrupt_onnx_is_one_clear_error(onnx_dir, tmp_path, capsys):
+def test_corrupt_onnx_is_one_clear_error(onnx_dir, tmp_path, capsys, monkeypatch):
     from shrinkbert.compress import quantize
 
     broken = tmp_path / "broken"
     shutil.copytree(onnx_dir, broken)
     data = (broken / "model.onnx").read_bytes()
     (broken / "model.onnx").write_bytes(data[: len(data) // 3])
+    with pytest.raises(ShrinkbertError, match=r"model.onnx has [\d,]+ bytes, its shrinkbert.json recorded"):
+        quantize.run(quantize.Config(model=str(broken), output_dir=str(tmp_path / "q")))  # verify on load
+    monkeypatch.setenv("SHRINKBERT_NO_VERIFY", "1")  # past the manifest check, the graph's own load says it
     with pytest.raises(ShrinkbertError, match="corrupt or truncated"):
         quantize.run(quantize.Config(model=str(broken), output_dir=str(tmp_path / "q")))
     assert quantize.main(["--model", str(broken), "--output-dir", str(tmp_path / "q")]) == 2

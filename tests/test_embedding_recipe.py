@@ -17,21 +17,29 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fixtures import make_tiny_bert, run_cli, tiny_sentences, write_tiny_csv
+from fixtures import make_tiny_bert, make_tiny_family, run_cli, tiny_sentences, write_tiny_csv
 from shrinkbert.core.artifacts import artifact_hash, read_manifest
 from shrinkbert.recipe import load_recipe
 
 ROOT = Path(__file__).resolve().parents[1]
 STSB = ROOT.parent / "shared" / "data" / "stsb"
-RECIPE = ROOT / "recipes" / "embeddings.yaml"
 pytestmark = pytest.mark.skipif(not STSB.is_dir(), reason=f"{STSB} is absent (../shared/data is not beside the clone)")
 
 
+@pytest.fixture(scope="module", params=["embeddings.yaml", "mpnet-embeddings.yaml"])
+def recipe_file(request) -> Path:
+    return ROOT / "recipes" / request.param
+
+
 @pytest.fixture(scope="module")
-def ran(tmp_path_factory):
-    """The recipe's quick run, shrunk: (its output dir, the tiny teacher)."""
+def ran(recipe_file, tmp_path_factory):
+    """The recipe's quick run, shrunk: (its output dir, the tiny teacher: a BERT for MiniLM's recipe,
+    an MPNet for all-mpnet-base-v2's)."""
     work = tmp_path_factory.mktemp("emb-recipe")
-    teacher = make_tiny_bert(work / "teacher", hidden=32, layers=2, intermediate=64)
+    if recipe_file.name.startswith("mpnet"):
+        teacher = make_tiny_family(work / "teacher", "mpnet", hidden=32, layers=2, intermediate=64)
+    else:
+        teacher = make_tiny_bert(work / "teacher", hidden=32, layers=2, intermediate=64)
     corpus = work / "corpus.txt"
     corpus.write_text("\n".join(text for text, _ in tiny_sentences(120, seed=3)) + "\n")
     out = work / "out"
@@ -40,13 +48,13 @@ def ran(tmp_path_factory):
             "student.corpus": str(corpus), "static.corpus": str(corpus),
             "student.task": str(STSB), "static.task": str(STSB),
             "student.max_train_rows": 80, "static.max_train_rows": 80, "student.max_eval_rows": 40,
-            "static.max_eval_rows": 40, "student.layers": 1, "student.intermediate": 32, "student.batch_size": 16,
+            "static.max_eval_rows": 40, "student.layers": 1, "student.hidden": 32, "student.intermediate": 32, "student.batch_size": 16,
             "static.dim": 8, "student-int8.max_eval_rows": 40, "student-int8.tolerance": 100,
             "report.artifacts": [str(teacher), "${student}", "${student-int8}", "${bundle}", "${static}",
                                  "${static-bundle}"],
             "report.baseline": str(teacher), "report.index_corpus": str(corpus), "report.max_eval_rows": 40,
             "report.classify": str(labelled)}
-    cmd = ["run", str(RECIPE), "--quick", "--output-dir", str(out)]
+    cmd = ["run", str(recipe_file), "--quick", "--output-dir", str(out)]
     for key, value in sets.items():
         cmd += ["--set", f"{key}={json.dumps(value)}"]
     done = run_cli(cmd, ROOT)
@@ -54,9 +62,9 @@ def ran(tmp_path_factory):
     return out, teacher
 
 
-def test_every_stage_writes_its_artifact_with_its_parents_checks_and_the_inherited_task(ran):
+def test_every_stage_writes_its_artifact_with_its_parents_checks_and_the_inherited_task(ran, recipe_file):
     out, _ = ran
-    recipe = load_recipe(RECIPE, quick=True, output_dir=out)
+    recipe = load_recipe(recipe_file, quick=True, output_dir=out)
     for stage in recipe.stages:
         if stage.uses == "eval":
             continue

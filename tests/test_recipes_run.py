@@ -25,7 +25,7 @@ from shrinkbert.stages import resolve
 
 ROOT = Path(__file__).resolve().parents[1]
 SCALE_OUT = {"bert-base-pretrain.yaml", "bert-base-sst2.yaml"}  # tests/test_scaleout.py runs them on 2 processes
-OWN_MINIATURE = {"squad.yaml", "embeddings.yaml"}  # tests/test_qa_stages.py (a tiny QA model of MiniLM's vocabulary) and tests/test_embedding_recipe.py run them
+OWN_MINIATURE = {"squad.yaml", "embeddings.yaml", "mpnet-embeddings.yaml"}  # tests/test_qa_stages.py (a tiny QA model of MiniLM's vocabulary) and tests/test_embedding_recipe.py run them
 RECIPES = sorted(p.name for p in (ROOT / "recipes").glob("*.yaml") if p.name not in SCALE_OUT | OWN_MINIATURE)
 # The size of every stage, whatever the recipe asks: set only where the stage has the field, and
 # only where the recipe sets it already for the shape keys (a stage that keeps its parent's shape
@@ -38,8 +38,9 @@ WHEN_SET = {"max_steps": 4, "head_warmup_steps": 2, "checkpoint_every": 2, "max_
 REPORT = {"quick": True, "memory": "off", "batch_sizes": [1], "seq_lens": ["real"], "runs": 2, "warmup": 0}
 
 
-def miniature(recipe, tiny: Path) -> list[str]:
-    """`--set` assignments that shrink every stage of a recipe (parsed with its quick overrides)."""
+def miniature(recipe, tiny: Path, tiny_mpnet: Path | None = None) -> list[str]:
+    """`--set` assignments that shrink every stage of a recipe (parsed with its quick overrides);
+    the built-in teachers (minilm, mpnet) become tiny random models of their families."""
     sets = []
     for stage in recipe.stages:
         fields = {f.name for f in dataclasses.fields(resolve(stage.uses).config_class)}
@@ -47,6 +48,8 @@ def miniature(recipe, tiny: Path) -> list[str]:
         values.update({k: v for k, v in WHEN_SET.items() if k in fields and stage.params.get(k)})
         if stage.params.get("model") == "minilm":
             values["model"] = str(tiny)
+        if stage.params.get("model") == "mpnet" and tiny_mpnet is not None:
+            values["model"] = str(tiny_mpnet)
         if "layers" in fields and stage.params.get("teacher") and not stage.params.get("student"):
             values["layers"] = 1  # a new student cut from a teacher (distill; pretrain --teacher)
         if stage.uses == "eval":
@@ -79,8 +82,16 @@ def tiny_mlm_base(tmp_path_factory) -> Path:
     return make_tiny_bert(tmp_path_factory.mktemp("tiny-minilm") / "model")
 
 
+@pytest.fixture(scope="module")
+def tiny_mpnet(tmp_path_factory) -> Path:
+    """A tiny random MPNet standing in for all-mpnet-base-v2 (recipes/mpnet-*.yaml)."""
+    from fixtures import make_tiny_family
+
+    return make_tiny_family(tmp_path_factory.mktemp("tiny-mpnet") / "model", "mpnet")
+
+
 @pytest.mark.parametrize("name", RECIPES)
-def test_recipe_runs_end_to_end_in_miniature(name, tiny_mlm_base, tmp_path):
+def test_recipe_runs_end_to_end_in_miniature(name, tiny_mlm_base, tiny_mpnet, tmp_path):
     from conftest import fetch_or_skip
 
     path = ROOT / "recipes" / name
@@ -88,7 +99,7 @@ def test_recipe_runs_end_to_end_in_miniature(name, tiny_mlm_base, tmp_path):
     fetch_or_skip(*sorted(builtin_sources(recipe)))
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "shrinkbert.cli", "run", str(path), "--quick", "--output-dir", str(out)]
-    for assignment in miniature(recipe, tiny_mlm_base):
+    for assignment in miniature(recipe, tiny_mlm_base, tiny_mpnet):
         cmd += ["--set", assignment]
     done = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True,
                           text=True, timeout=280)
