@@ -216,6 +216,8 @@ def _topologically_sorted(path: Path) -> Path:
     loads it. Put the nodes in order, counting what subgraphs read, in place."""
     import onnx
 
+    if not Path(path).is_file():  # nothing written (a quantizer stubbed out in a test): nothing to order
+        return path
     model = onnx.load(str(path))
     nodes = list(model.graph.node)
     made_by = {out: i for i, node in enumerate(nodes) for out in node.output if out}

@@ -18,6 +18,9 @@ SOURCE_DIRS = ("core", "teachers", "students", "compress", "eval", "shrinkbert")
 def broken_copy(tiny_bert: Path, tmp_path: Path, how: str) -> Path:
     bad = tmp_path / how
     shutil.copytree(tiny_bert, bad)
+    if how.endswith("-own"):  # not the kit's artifact: no manifest recording its files
+        (bad / "shrinkbert.json").unlink()
+        how = how.removesuffix("-own")
     weights = bad / "model.safetensors"
     if how == "pickle":  # what an old checkpoint looks like: pytorch_model.bin, no safetensors
         weights.rename(bad / "pytorch_model.bin")
@@ -34,8 +37,10 @@ def broken_copy(tiny_bert: Path, tmp_path: Path, how: str) -> Path:
 
 @pytest.mark.parametrize("how, message", [
     ("pickle", "pickle checkpoint and is refused; convert it to safetensors"),
-    ("truncated", "cannot load model"),
-    ("garbage-header", "cannot load model"),
+    ("truncated", "has 53,364 bytes, its shrinkbert.json recorded 106,728: the file was cut or replaced"),
+    ("garbage-header", "has 64 bytes, its shrinkbert.json recorded"),  # verify-on-load: the kit's own artifacts
+    ("truncated-own", "cannot load model"),  # a user's folder with no manifest: the loader says it
+    ("garbage-header-own", "cannot load model"),
     ("big-vocab", "do not belong together"),
 ])
 def test_bad_model_dirs_fail_in_one_line_and_overwrite_nothing(how, message, tiny_bert, tiny_csv, tmp_path):
@@ -117,7 +122,7 @@ def test_bad_data_files_fail_in_one_line_and_overwrite_nothing(name, tiny_bert, 
     ("sparsify", ["--model", "{model}", "--sparsity", "1"], "--sparsity must be >= 0 and < 1"),
     ("sparsify", ["--model", "{pickle}"], "pickle checkpoint and is refused"),
     ("trim_vocab", ["--model", "{model}", "--corpus-files", "{missing}"], "does not exist"),
-    ("trim_vocab", ["--model", "{truncated}"], "cannot load model"),
+    ("trim_vocab", ["--model", "{truncated}"], "its shrinkbert.json recorded"),
 ])
 def test_compress_stages_refuse_bad_input_in_one_line_and_write_nothing(module, args, message, tiny_bert, tmp_path):
     paths = {"model": str(tiny_bert), "missing": str(tmp_path / "no-such-dir"),

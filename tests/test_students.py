@@ -393,12 +393,13 @@ def test_target_and_general_distillation_through_the_cli(teacher4, tmp_path, cac
     from transformers import AutoModelForMaskedLM, BertForMaskedLM
 
     from shrinkbert.core.artifacts import read_manifest
-    from fixtures import tiny_sentences
+    from fixtures import restamp, tiny_sentences
     from shrinkbert.students.distill import main
 
     mlm = tmp_path / "mlm"
     shutil.copytree(teacher4, mlm)
     BertForMaskedLM(_load(teacher4).config).save_pretrained(mlm)
+    restamp(mlm)  # a new model in the copied folder: its manifest records the new weights
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(text for text, _ in tiny_sentences(24)))
     assert main(["--teacher", str(mlm), "--mode", "general", "--corpus", str(corpus), "--target", "60%",

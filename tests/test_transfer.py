@@ -111,7 +111,7 @@ def test_general_distillation_lowers_the_students_loss(teacher, tmp_path, cache_
     from transformers import BertForMaskedLM
 
     from shrinkbert.core.artifacts import read_manifest
-    from fixtures import tiny_sentences
+    from fixtures import restamp, tiny_sentences
     from shrinkbert.core.models import load_model
     from transformers import AutoModelForSequenceClassification
     from shrinkbert.students.distill import main
@@ -121,6 +121,7 @@ def test_general_distillation_lowers_the_students_loss(teacher, tmp_path, cache_
     config = load_model(AutoModelForSequenceClassification, teacher).config
     torch.manual_seed(0)
     BertForMaskedLM(config).save_pretrained(mlm)
+    restamp(mlm)  # a new model in the copied folder: its manifest records the new weights
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(text for text, _ in tiny_sentences(160, seed=5)))
     assert main(["--teacher", str(mlm), "--mode", "general", "--corpus", str(corpus), "--layers", "1",
