@@ -54,7 +54,7 @@ def _graph(op: str, m: int, k: int, n: int, path: Path) -> Path:
         out = helper.make_tensor_value_info("y", TensorProto.FLOAT, [m, n])
         opset = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
     graph = helper.make_graph([node], op, inputs, [out], initializer=weights)
-    onnx.save(helper.make_model(graph, opset_imports=opset), str(path))
+    onnx.save(helper.make_model(graph, opset_imports=opset, ir_version=9), str(path))  # what ONNX Runtime reads
     return path
 
 
