@@ -1,7 +1,9 @@
-"""recipes/embeddings.yaml runs end to end in miniature, and the embedding kind's stages from the CLI.
+"""recipes/embeddings.yaml and recipes/mpnet-embeddings.yaml run end to end in miniature, and the
+embedding kind's stages from the CLI.
 
-The recipe's own YAML goes through `shrinkbert run --quick` with a tiny random BERT in place of
-MiniLM (read as an embedding model: mean pooling, normalised), a text file of a few dozen sentences
+Each recipe's own YAML goes through `shrinkbert run --quick` with a tiny random model of its teacher's
+family in place of the teacher (a BERT for MiniLM, an MPNet for all-mpnet-base-v2; read as an
+embedding model: mean pooling, normalised), a text file of a few dozen sentences
 in place of the corpora, and the real STS-B from ../shared/data (its splits cut small): the same
 stage graph and code paths (distill --mode embeddings, --student static, export, quantize, bundle,
 eval's embedding report).
