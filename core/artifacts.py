@@ -22,12 +22,14 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from shrinkbert.core.errors import ShrinkbertError
-from shrinkbert.core.verify import file_records, skipped as verify_skipped
+from shrinkbert.core.verify import skipped as verify_skipped
 
 MANIFEST = "shrinkbert.json"
 TMP_MARK = ".partial-"
 # Files whose bytes define what an artifact computes; their hash is the artifact's identity.
 CONTENT_SUFFIXES = (".safetensors", ".onnx", ".json", ".txt", ".model")
+# Files whose size and sha256 the manifest records, checked whenever the artifact is loaded.
+RECORDED_SUFFIXES = (".safetensors", ".onnx", ".npy", ".data")
 TRACKED_LIBRARIES = ("torch", "transformers", "tokenizers", "accelerate", "optimum", "optimum-onnx",
                      "onnx", "onnxruntime", "datasets", "evaluate", "safetensors", "numpy")
 
@@ -64,25 +66,43 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
         raise ShrinkbertError(f"{path / MANIFEST} is not valid JSON: {err}") from None
 
 
-def file_sha256(path: str | Path, digest=None):
-    """sha256 of a file's bytes, streamed (hex); or, given a running digest, feed the file into it."""
-    running = digest if digest is not None else hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            running.update(block)
-    return running.hexdigest() if digest is None else running
+def content_hashes(path: str | Path, records: bool = True) -> tuple[str, dict[str, dict[str, Any]]]:
+    """(the artifact's hash, its weight and graph files' records), each file read once.
+
+    The hash is sha256 over the content files (weights, graphs, configs, vocab; manifest excluded),
+    each preceded by its relative path: the artifact's identity. The records ({relative path: {size,
+    sha256}} of the .safetensors/.onnx/.npy/.data files) are the manifest's "files", which every stage
+    that loads the artifact checks (core/verify.py)."""
+    path = Path(path)
+    digest, found = hashlib.sha256(), {}
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        name = str(file.relative_to(path))
+        in_identity = file.name != MANIFEST and file.name.endswith(CONTENT_SUFFIXES)
+        recorded = records and file.name.endswith(RECORDED_SUFFIXES)
+        if not (in_identity or recorded):
+            continue
+        own = hashlib.sha256() if recorded else None
+        if in_identity:
+            digest.update(name.encode())
+        with open(file, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                if in_identity:
+                    digest.update(block)
+                if own is not None:
+                    own.update(block)
+        if own is not None:
+            found[name] = {"size": file.stat().st_size, "sha256": own.hexdigest()}
+    return digest.hexdigest(), found
 
 
 def artifact_hash(path: str | Path) -> str:
     """sha256 over the content files (weights, graphs, configs, vocab), manifest excluded."""
-    path = Path(path)
-    digest = hashlib.sha256()
-    for file in sorted(p for p in path.rglob("*") if p.is_file()):
-        if file.name == MANIFEST or not file.name.endswith(CONTENT_SUFFIXES):
-            continue
-        digest.update(str(file.relative_to(path)).encode())
-        file_sha256(file, digest)
-    return digest.hexdigest()
+    return content_hashes(path, records=False)[0]
+
+
+def file_records(path: str | Path) -> dict[str, dict[str, Any]]:
+    """The manifest's "files": size and sha256 of each weight and graph file."""
+    return content_hashes(path)[1]
 
 
 def parent_record(path: str | Path) -> dict[str, str]:
@@ -114,9 +134,8 @@ def write_manifest(out_dir: str | Path, *, stage: str, parents: list[str | Path]
         "num_parameters": num_parameters,
         "seed": seed,
         "versions": library_versions(),
-        "hash": artifact_hash(out_dir),
-        "files": file_records(out_dir),
     }
+    manifest["hash"], manifest["files"] = content_hashes(out_dir)  # one read of each file for both
     if verify_skipped():
         manifest["verify"] = "skipped (--no-verify): its parents' files were not checked against their manifests"
     manifest.update(extra or {})

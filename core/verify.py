@@ -13,13 +13,11 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 from shrinkbert.core.data.cache import cache_root
 from shrinkbert.core.errors import ShrinkbertError
 
 SKIP_ENV = "SHRINKBERT_NO_VERIFY"
-VERIFIED_FILES = (".safetensors", ".onnx", ".npy", ".data")  # weights and graphs: what a model computes with
 MANIFEST = "shrinkbert.json"
 
 
@@ -27,13 +25,13 @@ def skipped() -> bool:
     return os.environ.get(SKIP_ENV, "") not in ("", "0")
 
 
-def file_records(folder: str | Path) -> dict[str, dict[str, Any]]:
-    """{relative path: {size, sha256}} of an artifact's weight and graph files (the manifest's "files")."""
-    folder = Path(folder)
-    records = {}
-    for file in sorted(p for p in folder.rglob("*") if p.is_file() and p.name.endswith(VERIFIED_FILES)):
-        records[str(file.relative_to(folder))] = {"size": file.stat().st_size, "sha256": _sha256(file)}
-    return records
+def file_sha256(path: str | Path, digest=None):
+    """sha256 of a file's bytes, streamed (hex); or, given a running digest, feed the file into it."""
+    running = digest if digest is not None else hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            running.update(block)
+    return running.hexdigest() if digest is None else running
 
 
 def verify_artifact(folder: str | Path) -> None:
@@ -55,7 +53,7 @@ def verify_artifact(folder: str | Path) -> None:
         if size != expected["size"]:
             raise ShrinkbertError(f"{file} has {size:,} bytes, its {MANIFEST} recorded {expected['size']:,}: "
                                   f"the file was cut or replaced. {_HINT}")
-        actual = _remembered_sha256(file)
+        actual = remembered_sha256(file)
         if actual != expected["sha256"]:
             raise ShrinkbertError(f"{file} does not match the sha256 its {MANIFEST} recorded ({actual[:12]}... "
                                   f"against {expected['sha256'][:12]}...): the file was changed after it was "
@@ -66,32 +64,33 @@ _HINT = ("Re-run the stage that made it, or pass --no-verify to use it as it is 
          "(recorded in the new artifact's manifest)")
 
 
-def _sha256(file: Path) -> str:
-    digest = hashlib.sha256()
-    with open(file, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _remembered_sha256(file: Path) -> str:
+def remembered_sha256(file: Path) -> str:
     """The file's sha256, from <cache>/verified/ when its path, size and mtime are unchanged."""
-    stat = file.stat()
-    key = hashlib.sha256(str(file.resolve()).encode()).hexdigest()[:32]
-    memo = cache_root() / "verified" / key
-    seen = f"{stat.st_size} {stat.st_mtime_ns} "
+    memo, seen = _memo(file)
     try:
         text = memo.read_text()
         if text.startswith(seen):
             return text[len(seen):]
     except OSError:
         pass
-    actual = _sha256(file)
+    actual = file_sha256(file)
+    remember(file, actual)
+    return actual
+
+
+def remember(file: Path, sha256: str) -> None:
+    """Record a hash just computed for `file` (as it is now), so its next check costs a stat."""
+    memo, seen = _memo(file)
     try:
         memo.parent.mkdir(parents=True, exist_ok=True)
         tmp = memo.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(seen + actual)
+        tmp.write_text(seen + sha256)
         os.replace(tmp, memo)
     except OSError:
         pass  # a read-only cache only costs the hash next time
-    return actual
+
+
+def _memo(file: Path) -> tuple[Path, str]:
+    stat = file.stat()
+    key = hashlib.sha256(str(file.resolve()).encode()).hexdigest()[:32]
+    return cache_root() / "verified" / key, f"{stat.st_size} {stat.st_mtime_ns} "

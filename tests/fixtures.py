@@ -159,7 +159,7 @@ def restamp(out_dir: str | Path) -> None:
     (else every stage refuses it, as core/verify.py should)."""
     import json
 
-    from shrinkbert.core.verify import file_records
+    from shrinkbert.core.artifacts import file_records
 
     out_dir = Path(out_dir)
     manifest_file = out_dir / "shrinkbert.json"

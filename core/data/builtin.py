@@ -23,9 +23,9 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from shrinkbert.core.artifacts import file_sha256
 from shrinkbert.core.data.cache import cache_root
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.verify import file_sha256, remember, remembered_sha256
 
 
 @dataclass(frozen=True)
@@ -233,7 +233,6 @@ MPNET = SplitModel(
     "all-mpnet-base-v2",
     "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658")
 SPLIT_MODELS = {"mpnet": MPNET}
-VERIFIED = ".verified"  # the size and mtime at which the weights last matched their hash
 
 
 def split_model_path(model: SplitModel, cache_dir: str | Path | None = None) -> Path:
@@ -241,7 +240,10 @@ def split_model_path(model: SplitModel, cache_dir: str | Path | None = None) -> 
     use into <cache>/models/<name>; a later use re-hashes the weights only when their size or mtime moved."""
     final = cache_root(cache_dir) / "models" / model.name
     if (final / "model.safetensors").is_file():
-        _check_weights(final / "model.safetensors", model.weights_sha256, f"delete {final} to fetch it again")
+        actual = remembered_sha256(final / "model.safetensors")  # hashed again only when size or mtime moved
+        if actual != model.weights_sha256:
+            raise ShrinkbertError(f"{final / 'model.safetensors'} has sha256 {actual[:12]}..., expected "
+                                  f"{model.weights_sha256[:12]}...: delete {final} to fetch it again")
         return final
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".partial-{model.name}-", dir=final.parent))
@@ -264,27 +266,19 @@ def split_model_path(model: SplitModel, cache_dir: str | Path | None = None) -> 
             zipped.extractall(tmp / "unzipped")
         joined.unlink()
         folder = tmp / "unzipped" / model.folder
-        _check_weights(folder / "model.safetensors", model.weights_sha256, "the published parts changed; refusing them")
+        actual = file_sha256(folder / "model.safetensors")
+        if actual != model.weights_sha256:
+            raise ShrinkbertError(f"{model.name}'s model.safetensors has sha256 {actual[:12]}..., expected "
+                                  f"{model.weights_sha256[:12]}...: the published parts changed; refusing them")
         try:
             os.rename(folder, final)
         except OSError:  # another process finished the same fetch first
             if not (final / "model.safetensors").is_file():
                 raise
+        remember(final / "model.safetensors", actual)  # renamed, not rewritten: the hash holds
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return final
-
-
-def _check_weights(path: Path, sha256: str, hint: str) -> None:
-    stat = path.stat()
-    stamp = path.parent / VERIFIED
-    seen = f"{stat.st_size} {stat.st_mtime_ns} {sha256}"
-    if stamp.is_file() and stamp.read_text() == seen:
-        return
-    actual = file_sha256(path)
-    if actual != sha256:
-        raise ShrinkbertError(f"{path} has sha256 {actual[:12]}..., expected {sha256[:12]}...: {hint}")
-    stamp.write_text(seen)
 
 
 def resolve_model(name_or_path: str) -> str:

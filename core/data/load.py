@@ -24,7 +24,7 @@ from typing import Sequence
 
 import datasets
 
-from shrinkbert.core.artifacts import file_sha256
+from shrinkbert.core.verify import file_sha256
 from shrinkbert.core.data import builtin, builtin_data
 from shrinkbert.core.data.cache import default_cache_dir
 from shrinkbert.core.data.tasks import BUILTIN_TASKS, Task
