@@ -39,11 +39,8 @@ BYTES_PER_MIB = 1 << 20
 
 
 @dataclasses.dataclass(frozen=True)
-class Shape:
-    layers: int
-    hidden: int
-    heads: int
-    intermediate: int
+class Shape(Widths):
+    """A student's widths (core/families' Widths) with the picker's prior and its short name."""
 
     def __str__(self) -> str:
         return f"{self.layers}L/H{self.hidden}/A{self.heads}/I{self.intermediate}"
@@ -135,7 +132,7 @@ def fp32_bytes(num_parameters: int) -> int:
 
 def shape_config(teacher_config, shape: Shape):
     """A config of the teacher's family (vocab, positions, labels, ...) with the student's shape."""
-    return family_of(teacher_config).student_config(teacher_config, Widths(**dataclasses.asdict(shape)))
+    return family_of(teacher_config).student_config(teacher_config, shape)
 
 
 def teacher_shape(config) -> Shape:
