@@ -8,6 +8,7 @@ predictions are not one per row (a token classifier: one per scored word) passes
 """
 from __future__ import annotations
 
+import functools
 import inspect
 from typing import Callable
 
@@ -18,8 +19,15 @@ MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
 def _accepts(model, name: str) -> bool:
-    parameters = inspect.signature(getattr(model, "module", model).forward).parameters  # unwrapped from DDP
-    return name in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values())
+    accepted, any_keyword = _forward_parameters(type(getattr(model, "module", model)))  # unwrapped from DDP
+    return any_keyword or name in accepted
+
+
+@functools.cache
+def _forward_parameters(model_class) -> tuple[frozenset[str], bool]:
+    """(the names a class's forward takes, whether it takes **kwargs): read once per class, not per batch."""
+    parameters = inspect.signature(model_class.forward).parameters
+    return frozenset(parameters), any(p.kind is p.VAR_KEYWORD for p in parameters.values())
 
 
 def model_inputs(model, batch: dict) -> dict:
