@@ -98,8 +98,9 @@ def run(cfg: Config) -> Path:
         tmp = Path(tmp)
         if cfg.target == "web":  # one copy of the graph, where transformers.js looks for dtype 'q8'
             meta.update(write_web_layout(tmp, src_dir, kind.name))
-        (tmp / meta.get("model_file", "model.onnx")).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, tmp / meta.get("model_file", "model.onnx"))
+        model_file = tmp / meta.get("model_file", "model.onnx")
+        model_file.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, model_file)
         shutil.copy2(src_dir / "tokenizer.json", tmp / "tokenizer.json")
         (tmp / "labels.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False))
         shutil.copy2(TEMPLATE, tmp / "predict.py")
