@@ -303,6 +303,22 @@ def atomic_artifact(out_dir: str | Path) -> Iterator[Path]:
         raise
 
 
+def write_files(files: dict[Path, str | bytes]) -> None:
+    """Write a set of files all or nothing (a report's markdown and JSON): every one to a temporary
+    name first, then each renamed into place, so a full disk leaves none of them half-written."""
+    temps = {path: path.with_name(f".{path.name}.{os.getpid()}.tmp") for path in files}
+    try:
+        for path, data in files.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write = temps[path].write_text if isinstance(data, str) else temps[path].write_bytes
+            write(data)
+        for path, temp in temps.items():
+            os.replace(temp, path)
+    finally:
+        for temp in temps.values():
+            temp.unlink(missing_ok=True)
+
+
 def safe_output_path(root: str | Path, relative: str | Path) -> Path:
     """Resolve `relative` under `root`, refusing paths (.., absolute, links) that escape it."""
     root = Path(root).resolve()

@@ -14,7 +14,8 @@ import re
 # errnos that say the machine refused, not that the code is wrong
 ENVIRONMENT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM})
 # Rust-backed writers (safetensors, tokenizers) raise their own types, naming the OS error in the text
-RUST_OS_ERROR = re.compile(r"os error (\d+)")
+# ("os error 28"); shutil.copytree gathers its failures into one shutil.Error with no errno ("[Errno 28]")
+OS_ERROR_IN_TEXT = re.compile(r"(?:os error |\[Errno )(\d+)")
 
 
 class ShrinkbertError(Exception):
@@ -34,7 +35,7 @@ def environment_error(err: BaseException) -> str | None:
         seen.add(id(err))
         code = err.errno if isinstance(err, OSError) else None
         if code is None:
-            found = RUST_OS_ERROR.search(str(err))
+            found = OS_ERROR_IN_TEXT.search(str(err))
             code = int(found.group(1)) if found else None
         if code in ENVIRONMENT_ERRNOS:
             where = getattr(err, "filename", None)

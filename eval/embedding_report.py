@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shrinkbert.core.artifacts import is_artifact, read_manifest
+from shrinkbert.core.artifacts import is_artifact, read_manifest, write_files
 from shrinkbert.core.errors import ShrinkbertError, environment_error
 from shrinkbert.eval.encoders import open_encoder
 
@@ -213,8 +213,8 @@ def run(config, rows, artifacts: list[str], baseline: str | None) -> tuple[dict,
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     files = {"markdown": out / "report.md", "json": out / "report.json"}
-    files["markdown"].write_text(report["markdown"])
-    files["json"].write_text(json.dumps({k: v for k, v in report.items() if k != "markdown"}, indent=2))
+    write_files({files["markdown"]: report["markdown"],
+                 files["json"]: json.dumps({k: v for k, v in report.items() if k != "markdown"}, indent=2)})
     return report, files
 
 

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from shrinkbert.core.artifacts import library_versions
+from shrinkbert.core.artifacts import library_versions, write_files
 from shrinkbert.core.device import describe_machine
 from shrinkbert.core.kinds import kind_of
 from shrinkbert.core.metrics import f1_average
@@ -478,25 +478,15 @@ def latency_csv(report: dict[str, Any]) -> str:
     return buffer.getvalue()
 
 
-def _write_atomic(path: Path, data: str | bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    if isinstance(data, str):
-        tmp.write_text(data)
-    else:
-        tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
 def write_report(report: dict[str, Any], out_dir: str | Path, plot: bool = True) -> dict[str, Path]:
     """report.json, report.md, summary.csv, latency.csv and pareto.png in out_dir; their paths."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     files = {"json": out_dir / "report.json", "md": out_dir / "report.md",
              "csv": out_dir / "summary.csv", "latency_csv": out_dir / "latency.csv"}
-    _write_atomic(files["json"], json.dumps(report, indent=2, default=float) + "\n")
-    _write_atomic(files["md"], to_markdown(report))
-    _write_atomic(files["csv"], summary_csv(report))
-    _write_atomic(files["latency_csv"], latency_csv(report))
+    write_files({files["json"]: json.dumps(report, indent=2, default=float) + "\n",
+                 files["md"]: to_markdown(report), files["csv"]: summary_csv(report),
+                 files["latency_csv"]: latency_csv(report)})
     if plot:
         files["png"] = out_dir / "pareto.png"
         tmp = out_dir / f".pareto.{os.getpid()}.tmp.png"

@@ -121,6 +121,12 @@ def test_the_static_bundle_predicts_without_torch_from_its_own_folder(ran):
     assert vectors.shape == (2, 8) and np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-5)
 
 
+# The stage-level checks below are not family-specific: they run on MiniLM's recipe only (the
+# recipe-level ones above, and accuracy-aware's module names, run on both families).
+MINILM_ONLY = pytest.mark.parametrize("recipe_file", ["embeddings.yaml"], indirect=True)
+
+
+@MINILM_ONLY
 def test_distill_without_a_corpus_and_calibration_data_are_one_line(ran, tmp_path):
     out, teacher = ran
     done = run_cli(["distill", "--mode", "embeddings", "--teacher", str(teacher), "--output-dir",
@@ -132,6 +138,7 @@ def test_distill_without_a_corpus_and_calibration_data_are_one_line(ran, tmp_pat
     assert done.returncode == 2 and "not wired" in done.stderr and not (tmp_path / "q").exists()
 
 
+@MINILM_ONLY
 @pytest.mark.parametrize("stage", ["sparsify", "trim-vocab"])  # prune: tests/test_embedding_prune.py
 def test_the_stages_not_built_for_embeddings_refuse_in_one_line_and_write_nothing(ran, tmp_path, stage):
     out, _ = ran
@@ -164,6 +171,7 @@ def test_exclude_and_accuracy_aware_keep_modules_float_judged_on_spearman(ran, t
     assert record["validation_pairs"] > 40 and record["bootstrap_se_points"] >= 0  # the whole validation split
 
 
+@MINILM_ONLY
 def test_static_int8_calibrates_on_the_recorded_tasks_sentences_and_keeps_the_vectors(ran, tmp_path):
     from shrinkbert.compress.embedding_onnx import OnnxEmbedder
     from shrinkbert.compress.int8 import quantized_node_count
@@ -193,6 +201,7 @@ def _pairs_dir(where: Path, score_of=lambda i: i % 6) -> Path:
     return where
 
 
+@MINILM_ONLY
 def test_finetune_on_scored_pairs_trains_an_embedding_model_and_records_the_task(ran, tmp_path):
     _, teacher = ran
     pairs = _pairs_dir(tmp_path / "pairs")
@@ -206,6 +215,7 @@ def test_finetune_on_scored_pairs_trains_an_embedding_model_and_records_the_task
     assert (tmp_path / "ft" / "modules.json").is_file()  # a sentence-transformers folder
 
 
+@MINILM_ONLY
 def test_finetune_on_scores_outside_the_range_is_one_line_and_writes_nothing(ran, tmp_path):
     _, teacher = ran
     pairs = _pairs_dir(tmp_path / "pairs", score_of=lambda i: 9 if i == 3 else 1)

@@ -30,7 +30,20 @@ def inputs(tmp_path_factory):
     onnx = root / "onnx"
     assert main(["export", "--model", str(model), "--task", str(data), "--max-length", "32", "--parity-rows", "4",
                  "--optimization", "none", "--cache-dir", str(root / "cache"), "--output-dir", str(onnx)]) == 0
-    return {"model": model, "data": data, "onnx": onnx, "root": root, "corpus": corpus}
+    embedder = root / "embedder"  # an embedding student: the embedding kind's own export, quantize and bundle
+    embed = ["--teacher", str(model), "--corpus", str(corpus), "--epochs", "1", "--batch-size", "16",
+             "--cache-dir", str(root / "cache")]
+    assert main(["distill", "--mode", "embeddings", *embed, "--layers", "1", "--output-dir", str(embedder)]) == 0
+    embedder_onnx = root / "embedder-onnx"
+    assert main(["export", "--model", str(embedder), "--output-dir", str(embedder_onnx)]) == 0
+    pairs = root / "pairs"  # scored pairs (STS-B's shape): the embedding kind's finetune and eval
+    pairs.mkdir()
+    texts = [text.replace(",", "") for text, _ in tiny_sentences(13, seed=6)]
+    for split in ("train", "validation", "test"):
+        rows = ["sentence1,sentence2,score"] + [f"{texts[k]},{texts[k + 1]},{k % 6}" for k in range(12)]
+        (pairs / f"{split}.csv").write_text("\n".join(rows) + "\n")
+    return {"model": model, "data": data, "onnx": onnx, "root": root, "corpus": corpus, "embed": embed, "pairs": pairs,
+            "embedder": embedder, "embedder_onnx": embedder_onnx}
 
 
 @pytest.fixture
@@ -73,11 +86,22 @@ def _stages(i: dict, out: Path) -> dict[str, list[str]]:
         "bundle": ["bundle", "--model", str(i["onnx"]), *data, "--parity-rows", "4", "--spin", "on"],
         "eval": ["eval", str(i["model"]), str(i["onnx"]), *data, "--quick", "--memory", "off", "--batch-sizes", "1",
                  "--seq-lens", "16", "--runs", "2", "--no-progress", "--no-plot"],
+        "distill-embeddings": ["distill", "--mode", "embeddings", *i["embed"], "--layers", "1"],
+        "distill-static": ["distill", "--mode", "embeddings", *i["embed"], "--student", "static", "--dim", "8"],
+        "finetune-embeddings": ["finetune", "--model", str(i["embedder"]), "--task", str(i["pairs"]), "--epochs", "1",
+                                "--batch-size", "4"],
+        "eval-embeddings": ["eval", str(i["embedder"]), str(i["embedder_onnx"]), "--task", str(i["pairs"]), "--quick",
+                            "--no-plot"],
+        "export-embeddings": ["export", "--model", str(i["embedder"])],
+        "quantize-embeddings": ["quantize", "--model", str(i["embedder_onnx"])],
+        "bundle-embeddings": ["bundle", "--model", str(i["embedder_onnx"])],
     }
 
 
 @pytest.mark.parametrize("stage", ["tokenizer", "pretrain", "finetune", "distill", "prune", "sparsify", "trim-vocab", "export", "quantize",
-                                   "bundle", "eval"])
+                                   "bundle", "eval", "distill-embeddings", "distill-static", "finetune-embeddings",
+                                   "eval-embeddings", "export-embeddings",
+                                   "quantize-embeddings", "bundle-embeddings"])
 def test_a_full_disk_is_one_line_and_no_artifact(stage, inputs, full_disk, capsys):
     out = full_disk / "out"
     code = main(_stages(inputs, out)[stage] + ["--output-dir", str(out)])
@@ -100,5 +124,8 @@ def test_only_the_machines_refusals_become_one_line():
             raise ValueError("could not save") from inner
     except ValueError as outer:
         assert environment_error(outer).startswith("Permission denied: /ro/out")
+    import shutil
+    copied = shutil.Error([("a/tokenizer.json", "b/tokenizer.json", "[Errno 28] No space left on device: 'a' -> 'b'")])
+    assert environment_error(copied).startswith("No space left on device")  # copytree's gathered failures
     assert environment_error(FileNotFoundError(errno.ENOENT, "No such file", "x")) is None  # a bug or a typo
     assert environment_error(KeyError("input_ids")) is None

@@ -31,6 +31,7 @@ from typing import Any, ClassVar, Sequence
 import numpy as np
 
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.parity_texts import parity_texts
 
 
 class TaskKind(ABC):
@@ -207,8 +208,9 @@ class TaskKind(ABC):
     def long_parity_rows(self, max_length: int, task) -> list[dict[str, Any]]:
         """Unlabelled rows at and past `max_length` tokens that a bundle's parity check adds to its
         task rows: a bundle that truncates or pads differently from its model differs only there
-        (issue 41). Default: none (the kind's own check covers it)."""
-        return []
+        (issue 41). Default: a text of exactly max_length tokens and one of about 2.5x (a token row
+        whose last words fall outside the window; a QA context that needs several windows)."""
+        return self.example_rows(parity_texts(max_length)[-2:])
 
     @abstractmethod
     def example_rows(self, sentences: Sequence[str]) -> list[dict[str, Any]]:

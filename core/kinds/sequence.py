@@ -18,7 +18,7 @@ from shrinkbert.core.kinds import register
 from shrinkbert.core.kinds.base import TaskKind
 from shrinkbert.core.kinds.losses import hard_loss, kd_logits_loss
 from shrinkbert.core.metrics import compute_metrics
-from shrinkbert.core.parity_texts import PARITY_SENTENCES, parity_texts
+from shrinkbert.core.parity_texts import PARITY_SENTENCES
 from shrinkbert.core.predict import accuracy, cross_entropy, predict
 
 
@@ -70,8 +70,8 @@ class SequenceKind(TaskKind):
     def long_parity_rows(self, max_length: int, task) -> list[dict[str, Any]]:
         """A text of exactly max_length tokens, one of about 2.5x, and for a pair task a short first
         text with a long second one (truncation must cut the pair as the model was trained on it)."""
-        *_, at_limit, past_limit = parity_texts(max_length)
-        rows = self.example_rows([at_limit, past_limit])
+        rows = super().long_parity_rows(max_length, task)
+        past_limit = rows[-1]["text"]
         if task is not None and task.pair:
             rows += [{"text": PARITY_SENTENCES[0], "text_pair": past_limit, "label": None},
                      {"text": past_limit, "text_pair": PARITY_SENTENCES[1], "label": None}]
