@@ -106,11 +106,14 @@ class Predictor:
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.runtime = {"threads": int(threads) if threads else None, "spin": bool(spin)}  # None: ORT's default
 
-    def run(self, encodings) -> np.ndarray:
+    def feed(self, encodings) -> dict[str, np.ndarray]:
+        """The graph's inputs for encoded texts (MPNet's and DistilBERT's graphs take no token types)."""
         columns = {"input_ids": [e.ids for e in encodings], "attention_mask": [e.attention_mask for e in encodings],
                    "token_type_ids": [e.type_ids for e in encodings]}
-        feed = {name: np.asarray(columns[name], dtype=np.int64) for name in self.input_names}
-        return self.session.run(None, feed)[0]
+        return {name: np.asarray(columns[name], dtype=np.int64) for name in self.input_names}
+
+    def run(self, encodings) -> np.ndarray:
+        return self.session.run(None, self.feed(encodings))[0]
 
     def encode(self, inputs, pretokenized: bool = False):
         if pretokenized:
@@ -162,9 +165,7 @@ class Predictor:
         finally:
             self.tokenizer.enable_padding(**{k: saved[0][k] for k in ("pad_id", "pad_token")})
             self.tokenizer.enable_truncation(saved[1]["max_length"])
-        columns = {"input_ids": [e.ids for e in encodings], "attention_mask": [e.attention_mask for e in encodings],
-                   "token_type_ids": [e.type_ids for e in encodings]}
-        feed = {name: np.asarray(columns[name], dtype=np.int64) for name in self.input_names}
+        feed = self.feed(encodings)
         for _ in range(warmup):
             self.session.run(None, feed)
         samples = []

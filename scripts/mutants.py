@@ -59,6 +59,10 @@ MUTANTS = (
     Mutant("static bundle forgets to normalise", "compress/static_predictor.py",
            "    return normalize_rows(sums)", "    return sums",
            ("tests/test_embedding_bundle.py::test_the_bundle_runs_without_torch_and_gives_the_students_vectors",)),
+    Mutant("the embeddings recipe bundles the fp32 graph, not the int8 one", "recipes/embeddings.yaml",
+           'with: {model: "${student-int8}"}', 'with: {model: "${student-onnx}"}',
+           ("tests/test_embedding_recipe.py::test_the_report_has_a_row_per_artifact_and_the_bundles_equal_their_models"
+            "[embeddings.yaml]",)),
     Mutant("QA answers cut one character short", "core/kinds/edge/qa_edge.py",
            "int(offsets[start][0]), int(offsets[end][1])))", "int(offsets[start][0]), int(offsets[end][1]) - 1))",
            ("tests/test_qa_edge.py",)),
@@ -80,6 +84,15 @@ def copy_tree(into: Path) -> Path:
     return repo
 
 
+def run_tests(repo: Path, tests) -> tuple[int, str]:
+    """pytest's exit code on `tests` in the copy, and its last lines."""
+    env = {**os.environ, "PYTHONPATH": str(repo), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+           "TOKENIZERS_PARALLELISM": "false", "PYTHONDONTWRITEBYTECODE": "1"}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "--no-header",
+                           *tests], cwd=repo, env=env, capture_output=True, text=True, timeout=900)
+    return done.returncode, "\n".join((done.stdout + done.stderr).strip().splitlines()[-3:])
+
+
 def run_mutant(mutant: Mutant, repo: Path) -> tuple[bool, float, str]:
     """(survived, seconds, the tests' last lines) with the mutant applied; the file is restored after."""
     target = repo / mutant.file
@@ -88,18 +101,14 @@ def run_mutant(mutant: Mutant, repo: Path) -> tuple[bool, float, str]:
         raise SystemExit(f"error: mutant '{mutant.name}': {mutant.file} holds its line "
                          f"{original.count(mutant.old)} times, not once; update scripts/mutants.py")
     target.write_text(original.replace(mutant.old, mutant.new))
-    env = {**os.environ, "PYTHONPATH": str(repo), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-           "TOKENIZERS_PARALLELISM": "false", "PYTHONDONTWRITEBYTECODE": "1"}
     start = time.perf_counter()
     try:
-        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "--no-header",
-                               *mutant.tests], cwd=repo, env=env, capture_output=True, text=True, timeout=900)
+        code, tail = run_tests(repo, mutant.tests)
     finally:
         target.write_text(original)
-    tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-3:])
-    if done.returncode not in (0, 1):  # 2-5: the run itself broke (no such test, collection error)
-        raise SystemExit(f"error: mutant '{mutant.name}': pytest exited {done.returncode}:\n{tail}")
-    return done.returncode == 0, time.perf_counter() - start, tail
+    if code not in (0, 1):  # 2-5: the run itself broke (no such test, collection error)
+        raise SystemExit(f"error: mutant '{mutant.name}': pytest exited {code}:\n{tail}")
+    return code == 0, time.perf_counter() - start, tail
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -116,6 +125,14 @@ def main(argv: list[str] | None = None) -> int:
     survivors = []
     with tempfile.TemporaryDirectory(prefix="shrinkbert-mutants-") as scratch:
         repo = copy_tree(Path(scratch))
+        # First the same tests on the unmutated copy: a mutant counts as caught only where they pass
+        start = time.perf_counter()
+        code, tail = run_tests(repo, sorted({test for m in chosen for test in m.tests}))
+        if code != 0:
+            print(f"error: the mutants' tests fail on the unmutated tree (pytest exited {code}):\n{tail}",
+                  file=sys.stderr)
+            return 1
+        print(f"[0/{len(chosen)}] baseline {time.perf_counter() - start:5.0f} s  the tests pass unmutated", flush=True)
         for i, mutant in enumerate(chosen, 1):
             survived, seconds, tail = run_mutant(mutant, repo)
             print(f"[{i}/{len(chosen)}] {'SURVIVED' if survived else 'caught  '} {seconds:5.0f} s  {mutant.name}",

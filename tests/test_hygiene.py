@@ -1,5 +1,5 @@
 """Guards on the code itself: no subprocess wait without a timeout (a hung child would block CI until
-its own limit), and no test fixture inside the shipped package."""
+its own limit), no test fixture inside the shipped package, and the CI mutation check still current."""
 from __future__ import annotations
 
 import ast
@@ -40,3 +40,21 @@ def test_no_test_fixture_ships_in_the_package():
     assert not (ROOT / "core" / "testing.py").exists()
     shipped = [p for root in PACKAGE for p in (ROOT / root).rglob("*.py")]
     assert not [p for p in shipped if "from fixtures import" in p.read_text()]
+
+
+def test_every_mutant_of_the_ci_mutation_check_still_finds_its_line_and_its_tests():
+    """scripts/mutants.py (run by .ci/run) breaks one line per mutant: a line that moved would make it
+    refuse in CI; caught here first, in the default run."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("mutants", ROOT / "scripts" / "mutants.py")
+    mutants = sys.modules["mutants"] = importlib.util.module_from_spec(spec)  # its dataclass looks itself up
+    spec.loader.exec_module(mutants)
+    assert len(mutants.MUTANTS) >= 8
+    for mutant in mutants.MUTANTS:
+        assert (ROOT / mutant.file).read_text().count(mutant.old) == 1, mutant.name
+        for test in mutant.tests:
+            path, _, name = test.partition("::")
+            assert (ROOT / path).is_file(), test
+            assert not name or f"def {name.split('[')[0]}(" in (ROOT / path).read_text(), test
