@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
+
+from shrinkbert.core.artifacts import write_files
 
 
 def cache_key(*parts: Any) -> str:
@@ -44,7 +45,4 @@ class MeasurementCache:
         if not self.enabled:
             return
         self.directory.mkdir(parents=True, exist_ok=True)
-        file = self._file(kind, key)
-        tmp = file.with_name(f".{file.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"key": key, "value": value}, default=float))
-        os.replace(tmp, file)
+        write_files({self._file(kind, key): json.dumps({"key": key, "value": value}, default=float)})

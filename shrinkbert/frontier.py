@@ -33,7 +33,7 @@ from typing import Any
 
 from shrinkbert.api import run_stage
 from shrinkbert.configs import FrontierConfig as Config
-from shrinkbert.core.artifacts import artifact_hash, is_artifact, read_manifest
+from shrinkbert.core.artifacts import artifact_hash, is_artifact, read_manifest, write_files
 from shrinkbert.core.config import stage_main, to_dict
 from shrinkbert.core.data.dataspec import resolve_spec
 from shrinkbert.core.device import torch_threads
@@ -123,7 +123,7 @@ def teacher_reference_ms(teacher: str, max_length: int, threads: int, out: Path,
                  f"({probe_file})")
             return float(stored["p50_ms"]), True
     teacher_ms = probe_teacher_ms(teacher, max_length, threads)
-    probe_file.write_text(json.dumps({**key, "p50_ms": teacher_ms}, indent=2))
+    write_files({probe_file: json.dumps({**key, "p50_ms": teacher_ms}, indent=2)})  # whole, or not at all
     _log(f"teacher PyTorch fp32 p50 {teacher_ms:.2f} ms (batch 1, seq {max_length}, {threads} threads)")
     return teacher_ms, False
 

@@ -8,6 +8,7 @@ Errors that are bugs stay tracebacks: tests/test_safety.py and the stages' own t
 from __future__ import annotations
 
 import errno
+import json
 import os
 import subprocess
 import uuid
@@ -86,6 +87,9 @@ def _stages(i: dict, out: Path) -> dict[str, list[str]]:
         "bundle": ["bundle", "--model", str(i["onnx"]), *data, "--parity-rows", "4", "--spin", "on"],
         "eval": ["eval", str(i["model"]), str(i["onnx"]), *data, "--quick", "--memory", "off", "--batch-sizes", "1",
                  "--seq-lens", "16", "--runs", "2", "--no-progress", "--no-plot"],
+        "frontier": ["frontier", "--teacher", str(i["model"]), *data, "--speedups", "", "--shapes", "1L/H32",
+                     "--seeds", "1", "--max-steps", "2", "--batch-size", "8", "--threads", "1", "--runs", "2",
+                     "--warmup", "0"],
         "distill-embeddings": ["distill", "--mode", "embeddings", *i["embed"], "--layers", "1"],
         "distill-static": ["distill", "--mode", "embeddings", *i["embed"], "--student", "static", "--dim", "8"],
         "finetune-embeddings": ["finetune", "--model", str(i["embedder"]), "--task", str(i["pairs"]), "--epochs", "1",
@@ -99,7 +103,7 @@ def _stages(i: dict, out: Path) -> dict[str, list[str]]:
 
 
 @pytest.mark.parametrize("stage", ["tokenizer", "pretrain", "finetune", "distill", "prune", "sparsify", "trim-vocab", "export", "quantize",
-                                   "bundle", "eval", "distill-embeddings", "distill-static", "finetune-embeddings",
+                                   "bundle", "eval", "frontier", "distill-embeddings", "distill-static", "finetune-embeddings",
                                    "eval-embeddings", "export-embeddings",
                                    "quantize-embeddings", "bundle-embeddings"])
 def test_a_full_disk_is_one_line_and_no_artifact(stage, inputs, full_disk, capsys):
@@ -110,6 +114,10 @@ def test_a_full_disk_is_one_line_and_no_artifact(stage, inputs, full_disk, capsy
     assert code == 2 and "Traceback" not in err, err[-2000:]
     assert len(errors) == 1 and "No space left on device" in errors[0], err[-2000:]
     assert not (out / "shrinkbert.json").exists() and not (out / "report.md").exists()
+    # what may stay is whole: a resumable record (eval's measurement cache, frontier's teacher probe)
+    left = [p for p in out.rglob("*") if p.is_file()] if out.exists() else []
+    assert not [p for p in left if ".tmp" in p.name or ".partial" in str(p)], left
+    assert all(json.loads(p.read_text()) for p in left if p.suffix == ".json"), left
 
 
 def test_only_the_machines_refusals_become_one_line():
