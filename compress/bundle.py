@@ -29,6 +29,8 @@ from shrinkbert.compress.bundle_runtime import choose_runtime
 from shrinkbert.compress.common import (accuracy, align_labels, check_onnx_file, load_pt, load_rows,
                                         onnx_file, ort_logits, ort_session, parity, task_scores, torch_logits)
 from shrinkbert.compress.configs import BundleConfig as Config
+from shrinkbert.compress.mobile_layout import ort_session as mobile_session
+from shrinkbert.compress.mobile_layout import write_mobile_layout
 from shrinkbert.compress.web_layout import write_web_layout
 from shrinkbert.core.artifacts import atomic_artifact, check, read_manifest, write_manifest
 from shrinkbert.core.config import stage_main, to_dict
@@ -102,6 +104,8 @@ def run(cfg: Config) -> Path:
         model_file.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src, model_file)
         shutil.copy2(src_dir / "tokenizer.json", tmp / "tokenizer.json")
+        if cfg.target == "mobile":  # ONNX Runtime Mobile's .ort file beside the graph, checked below
+            meta.update(write_mobile_layout(tmp, model_file))
         (tmp / "labels.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False))
         shutil.copy2(TEMPLATE, tmp / "predict.py")
         shutil.copy2(bundle_files.__file__, tmp / "bundle_files.py")  # predict.py's check of its own files
@@ -121,6 +125,12 @@ def run(cfg: Config) -> Path:
                              np.concatenate([predictor.rows_logits([row], 1) for row in long_rows]))
             vs_source["long_texts"] = vs_long
             vs_source["max_abs_logit_diff"] = max(vs_source["max_abs_logit_diff"], vs_long["max_abs_logit_diff"])
+        if cfg.target == "mobile":  # the .ort file on the same rows and batches as the bundle
+            onnx_session, predictor.session = predictor.session, mobile_session(tmp)
+            vs_source["mobile_ort"] = parity(bundle, predictor.rows_logits(rows, 16))
+            vs_source["max_abs_logit_diff"] = max(vs_source["max_abs_logit_diff"],
+                                                  vs_source["mobile_ort"]["max_abs_logit_diff"])
+            predictor.session = onnx_session
         passed = vs_source["max_abs_logit_diff"] <= cfg.tolerance
         agreement = kind.bundle_agreement(predictor, rows, task, tokenizer, cfg.max_length,
                                           lambda part: ort_logits(session, tokenizer, part, cfg.max_length), meta)
@@ -171,7 +181,9 @@ def run(cfg: Config) -> Path:
         checks = [check("parity", vs_source["max_abs_logit_diff"] <= cfg.tolerance,
                         f"max |logit diff| vs {src_dir.name} {vs_source['max_abs_logit_diff']:.2e} "
                         f"(tolerance {cfg.tolerance:.0e}) on {vs_source['rows']} {unit}"
-                        + (f" and {len(long_rows)} texts at and past {cfg.max_length} tokens" if long_rows else ""))]
+                        + (f" and {len(long_rows)} texts at and past {cfg.max_length} tokens" if long_rows else "")
+                        + (f"; {meta['mobile']['model_file']} within "
+                           f"{vs_source['mobile_ort']['max_abs_logit_diff']:.2e} of the bundle" if "mobile" in meta else ""))]
         if agreement is not None:
             checks.append(check("predictions_identical", agreement["same"] == agreement["of"],
                                 f"the bundle's own predictions equal {src_dir.name}'s on {agreement['same']} of "

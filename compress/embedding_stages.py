@@ -207,7 +207,7 @@ def bundle(cfg) -> Path:
     source = Path(cfg.model)
     if not cfg.output_dir:
         raise ShrinkbertError("bundle needs --output-dir")
-    return static_bundle.run(source, cfg.output_dir, data=parent_record(source)[1], spin=cfg.spin)
+    return static_bundle.run(source, cfg.output_dir, data=parent_record(source)[1], spin=cfg.spin, target=cfg.target)
 
 
 def _not_built(stage: str, why: str) -> None:

@@ -27,6 +27,8 @@ from pathlib import Path
 import numpy as np
 
 from shrinkbert.compress import bundle_files, static_predictor
+from shrinkbert.compress.mobile_layout import ort_session as mobile_session
+from shrinkbert.compress.mobile_layout import write_mobile_layout
 from shrinkbert.core.parity_texts import PARITY_SENTENCES, parity_texts
 from shrinkbert.core.artifacts import atomic_artifact, check, write_manifest
 from shrinkbert.core.errors import ShrinkbertError, error_line
@@ -50,14 +52,22 @@ def requirements(onnx: bool = False) -> str:
     return "".join(f"{name}>={version}\n" for name, version in versions.items())
 
 
-def run(model: str | Path, output_dir: str | Path, data: dict | None = None, spin: str = "auto") -> Path:
+def run(model: str | Path, output_dir: str | Path, data: dict | None = None, spin: str = "auto",
+        target: str = "python") -> Path:
     """Write the bundle of the static student (or embedding graph) at `model` into output_dir
     (atomically); `data`: the data record its manifest carries (the parent's), so eval of the bundle
-    alone finds the task; `spin`: a graph's ONNX Runtime spinning default (compress/bundle_runtime.py)."""
+    alone finds the task; `spin`: a graph's ONNX Runtime spinning default (compress/bundle_runtime.py);
+    `target`: python, or mobile (a graph's .ort file beside it, compress/mobile_layout.py)."""
     if not output_dir:
         raise ShrinkbertError("give --output-dir for the bundle")
+    if target == "web":
+        raise ShrinkbertError("--target web is not built for sentence-embedding bundles yet (transformers.js "
+                              "feature-extraction); use --target python or mobile")
     if (Path(model) / static_predictor.ONNX_FILE).is_file():
-        return run_onnx(model, output_dir, data, spin)
+        return run_onnx(model, output_dir, data, spin, target)
+    if target != "python":
+        raise ShrinkbertError(f"--target {target}: a static student has no graph to convert (its bundle is a "
+                              "vector table read with numpy); use --target python")
     student = StaticEmbedder.load(model)
     with atomic_artifact(output_dir) as tmp:
         np.save(tmp / static_predictor.VECTORS_FILE, student.vectors)
@@ -77,7 +87,8 @@ def run(model: str | Path, output_dir: str | Path, data: dict | None = None, spi
     return Path(output_dir)
 
 
-def run_onnx(model: str | Path, output_dir: str | Path, data: dict | None = None, spin: str = "auto") -> Path:
+def run_onnx(model: str | Path, output_dir: str | Path, data: dict | None = None, spin: str = "auto",
+             target: str = "python") -> Path:
     """Write the bundle of an exported embedding graph (compress/embedding_onnx.py) into output_dir;
     its spinning default is chosen like a classifier bundle's: timed both ways ("auto"), or set."""
     from shrinkbert.compress.bundle_runtime import choose_runtime
@@ -103,11 +114,23 @@ def run_onnx(model: str | Path, output_dir: str | Path, data: dict | None = None
         if gap > ONNX_TOLERANCE:
             raise ShrinkbertError(f"the bundle's vectors differ from the model's by {gap:.2e} (> {ONNX_TOLERANCE}): "
                                   "not written")
+        if target == "mobile":  # ONNX Runtime Mobile's .ort file, held to the bundle's own vectors
+            meta.update(write_mobile_layout(tmp, tmp / static_predictor.ONNX_FILE))
+            (tmp / static_predictor.META_FILE).write_text(json.dumps(meta, indent=2))
+            bundled = static_predictor.Predictor(tmp)
+            expected = bundled.embed(texts, batch_size=len(texts))
+            bundled.graph.session = mobile_session(tmp)
+            mobile_gap = float(np.abs(bundled.embed(texts, batch_size=len(texts)) - expected).max())
+            if mobile_gap > ONNX_TOLERANCE:
+                raise ShrinkbertError(f"the bundle's {meta['mobile']['model_file']} gives vectors {mobile_gap:.2e} "
+                                      f"from the bundle's (> {ONNX_TOLERANCE}): not written")
         runtime = choose_runtime(tmp, source.max_length, spin, meta_file=static_predictor.META_FILE)
         write_manifest(tmp, stage="bundle", parents=[model], data=data, metrics={"runtime": runtime},
                        config={"model": str(model), "output_dir": str(output_dir), "spin": spin},
                        checks=[check("bundle_parity", True, f"{len(texts)} texts (two at and past max_length "
-                                     f"{source.max_length}), max |diff| {gap:.1e}")],
+                                     f"{source.max_length}), max |diff| {gap:.1e}"
+                                     + (f"; {meta['mobile']['model_file']} within {mobile_gap:.1e} of the bundle"
+                                        if target == "mobile" else ""))],
                        extra={"kind": "embedding", "dim": dim, "runtime": "onnxruntime"})
     return Path(output_dir)
 

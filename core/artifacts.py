@@ -29,7 +29,7 @@ TMP_MARK = ".partial-"
 # Files whose bytes define what an artifact computes; their hash is the artifact's identity.
 CONTENT_SUFFIXES = (".safetensors", ".onnx", ".json", ".txt", ".model")
 # Files whose size and sha256 the manifest records, checked whenever the artifact is loaded.
-RECORDED_SUFFIXES = (".safetensors", ".onnx", ".npy", ".data")
+RECORDED_SUFFIXES = (".safetensors", ".onnx", ".ort", ".npy", ".data")
 TRACKED_LIBRARIES = ("torch", "transformers", "tokenizers", "accelerate", "optimum", "optimum-onnx",
                      "onnx", "onnxruntime", "datasets", "evaluate", "safetensors", "numpy")
 
@@ -71,7 +71,7 @@ def content_hashes(path: str | Path, records: bool = True) -> tuple[str, dict[st
 
     The hash is sha256 over the content files (weights, graphs, configs, vocab; manifest excluded),
     each preceded by its relative path: the artifact's identity. The records ({relative path: {size,
-    sha256}} of the .safetensors/.onnx/.npy/.data files) are the manifest's "files", which every stage
+    sha256}} of the .safetensors/.onnx/.ort/.npy/.data files) are the manifest's "files", which every stage
     that loads the artifact checks (core/verify.py)."""
     path = Path(path)
     digest, found = hashlib.sha256(), {}
