@@ -4,7 +4,7 @@
 # and no CDN. npm installs with --ignore-scripts: onnxruntime-node's postinstall reaches outside the
 # registries, and the browser needs none of it.
 #   bash scripts/web_runtime.sh runs/demo/bundle-web
-# Not yet run in a browser here (no headless browser in the tests): the Node test is the check.
+# tests/test_web_bundle.py runs the page in headless chromium with these files (window.shrinkbert.run).
 set -euo pipefail
 bundle=${1:?usage: scripts/web_runtime.sh BUNDLE_DIR}
 here=$(cd "$(dirname "$0")/.." && pwd)

@@ -1,6 +1,8 @@
 """The web target (issue 40): `bundle --target web` writes the folder transformers.js loads as it is,
-and transformers.js in Node gives the Python bundle's outputs on 100 rows, one call a row (the same
-graph through onnxruntime-node: labels equal, probabilities within 1e-4)."""
+and transformers.js gives the Python bundle's outputs on 100 rows, one call a row: in Node (the same
+graph through onnxruntime-node) and in the bundle's own page in a real headless browser (Debian's
+chromium driven by puppeteer-core; ONNX Runtime Web's wasm). Labels equal, probabilities within 1e-4.
+Without node, transformers.js or chromium the tests skip, except on CI, where they fail."""
 from __future__ import annotations
 
 import json
@@ -13,7 +15,8 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-TRANSFORMERS_JS = ROOT / ".web" / "node_modules" / "@huggingface" / "transformers"
+WEB = ROOT / ".web"  # scripts/web_install.sh's npm folder
+TRANSFORMERS_JS = WEB / "node_modules" / "@huggingface" / "transformers"
 NODE_SCRIPT = """
 import { pipeline, env } from '@huggingface/transformers';
 import { readFileSync } from 'node:fs';
@@ -27,16 +30,40 @@ console.log(JSON.stringify(out));
 """
 
 
+def _missing(reason: str):
+    if os.environ.get("CI"):
+        pytest.fail(f"the web bundle's test cannot run on CI: {reason}")
+    pytest.skip(reason)
+
+
 def _node_or_skip() -> str:
     node = shutil.which("node")
-    ready = node is not None and (TRANSFORMERS_JS / "package.json").is_file()
-    if not ready:
-        reason = ("node is not installed" if node is None
-                  else "transformers.js is not installed (bash scripts/web_install.sh)")
-        if os.environ.get("CI"):
-            pytest.fail(f"the web bundle's Node test cannot run on CI: {reason}")
-        pytest.skip(reason)
+    if node is None or not (TRANSFORMERS_JS / "package.json").is_file():
+        _missing("node is not installed" if node is None
+                 else "transformers.js is not installed (bash scripts/web_install.sh)")
     return node
+
+
+def _browser_or_skip() -> tuple[str, str]:
+    node = _node_or_skip()
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        _missing("chromium is not installed (apt-get install chromium)")
+    if not (WEB / "node_modules" / "puppeteer-core" / "package.json").is_file():
+        _missing("puppeteer-core is not installed (bash scripts/web_install.sh)")
+    return node, chromium
+
+
+def _python_and_web(web_bundle: Path, texts: list[str], web_out: list) -> tuple[np.ndarray, np.ndarray, list, list]:
+    """(the Python bundle's probabilities, transformers.js's in the same label order, both top labels)."""
+    from shrinkbert.compress.edge_predictor import Predictor
+
+    predictor = Predictor(web_bundle)
+    labels = predictor.labels
+    python = np.stack([predictor.probabilities(predictor.encode([text]))[0] for text in texts])
+    web = np.array([[next(r["score"] for r in row if r["label"] == label) for label in labels] for row in web_out])
+    return python, web, [labels[i] for i in python.argmax(1)], [max(row, key=lambda r: r["score"])["label"]
+                                                                 for row in web_out]
 
 
 @pytest.fixture(scope="module")
@@ -73,8 +100,6 @@ def test_the_layout_is_what_transformers_js_reads(web_bundle):
 def test_node_gives_the_python_bundles_outputs(web_bundle, tmp_path):
     from fixtures import tiny_sentences
 
-    from shrinkbert.compress.edge_predictor import Predictor
-
     node = _node_or_skip()
     texts = [text for text, _ in tiny_sentences(100, seed=11)]
     (tmp_path / "texts.json").write_text(json.dumps(texts))
@@ -83,10 +108,42 @@ def test_node_gives_the_python_bundles_outputs(web_bundle, tmp_path):
     done = subprocess.run([node, str(script), str(web_bundle.parent), web_bundle.name, str(tmp_path / "texts.json")],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    node_out = json.loads(done.stdout.strip().splitlines()[-1])
-    predictor = Predictor(web_bundle)
-    labels = predictor.labels
-    python = np.stack([predictor.probabilities(predictor.encode([text]))[0] for text in texts])
-    from_node = np.array([[next(r["score"] for r in row if r["label"] == label) for label in labels] for row in node_out])
-    assert [labels[i] for i in python.argmax(1)] == [max(row, key=lambda r: r["score"])["label"] for row in node_out]
+    python, from_node, python_labels, node_labels = _python_and_web(
+        web_bundle, texts, json.loads(done.stdout.strip().splitlines()[-1]))
+    assert python_labels == node_labels
     assert np.abs(python - from_node).max() < 1e-4
+
+
+def test_the_page_in_a_headless_browser_gives_the_python_bundles_outputs(web_bundle, tmp_path):
+    """The bundle's own index.html, served over HTTP with the runtime copied beside it
+    (scripts/web_runtime.sh), loaded in chromium: window.shrinkbert.run on 100 rows."""
+    import functools
+    import threading
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    from fixtures import tiny_sentences
+
+    node, chromium = _browser_or_skip()
+    copied = subprocess.run(["bash", str(ROOT / "scripts" / "web_runtime.sh"), str(web_bundle)], capture_output=True,
+                            text=True, timeout=300)
+    assert copied.returncode == 0, copied.stderr[-2000:]
+    texts = [text for text, _ in tiny_sentences(100, seed=12)]
+    (tmp_path / "texts.json").write_text(json.dumps(texts))
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(web_bundle.parent)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/{web_bundle.name}/index.html"
+        done = subprocess.run([node, str(WEB / "web_drive.mjs"), url, str(tmp_path / "texts.json"), chromium],
+                              capture_output=True, text=True, timeout=300)
+    finally:
+        server.shutdown()
+    assert done.returncode == 0, done.stderr[-2000:]
+    runs = json.loads(done.stdout.strip().splitlines()[-1])
+    python, in_browser, python_labels, browser_labels = _python_and_web(web_bundle, texts, [r["result"] for r in runs])
+    assert python_labels == browser_labels
+    assert np.abs(python - in_browser).max() < 1e-4
+    assert all(r["ms"] > 0 for r in runs)

@@ -11,6 +11,19 @@ const folder = new URL('./', import.meta.url).pathname.split('/').filter(Boolean
 const button = document.getElementById('run');
 const out = document.getElementById('out');
 const model = await pipeline('{{PIPELINE}}', folder, { dtype: 'q8' });
+// For a driver (tests/test_web_bundle.py's headless browser, a web team's own checks): the pipeline's
+// output for each input, one call each, with its milliseconds.
+window.shrinkbert = {
+  run: async (inputs, options = {}) => {
+    const out = [];
+    for (const input of inputs) {
+      const start = performance.now();
+      const result = await model(input, options);
+      out.push({ result, ms: performance.now() - start });
+    }
+    return out;
+  },
+};
 button.textContent = 'run';
 button.disabled = false;
 button.onclick = async () => {
