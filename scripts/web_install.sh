@@ -18,4 +18,4 @@ if [ ! -f "$installed" ] || ! grep -q "\"version\": \"$version\"" "$installed" \
   (cd "$web" && npm install --silent --ignore-scripts --no-audit --no-fund "@huggingface/transformers@$version" \
      "puppeteer-core@$driver_version" >/dev/null)
 fi
-cp "$here/scripts/web_drive.mjs" "$web/web_drive.mjs"  # beside node_modules, so its imports resolve
+cp "$here/scripts/web_drive.mjs" "$here/scripts/web_node.mjs" "$web/"  # beside node_modules: imports resolve

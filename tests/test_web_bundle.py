@@ -17,17 +17,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 WEB = ROOT / ".web"  # scripts/web_install.sh's npm folder
 TRANSFORMERS_JS = WEB / "node_modules" / "@huggingface" / "transformers"
-NODE_SCRIPT = """
-import { pipeline, env } from '@huggingface/transformers';
-import { readFileSync } from 'node:fs';
-env.allowRemoteModels = false;
-env.localModelPath = process.argv[2];
-const texts = JSON.parse(readFileSync(process.argv[4], 'utf8'));
-const classify = await pipeline('text-classification', process.argv[3]);  // no dtype: the bundle's config picks q8
-const out = [];
-for (const text of texts) out.push(await classify(text, { top_k: null }));
-console.log(JSON.stringify(out));
-"""
 
 
 def _missing(reason: str):
@@ -103,13 +92,11 @@ def test_node_gives_the_python_bundles_outputs(web_bundle, tmp_path):
     node = _node_or_skip()
     texts = [text for text, _ in tiny_sentences(100, seed=11)]
     (tmp_path / "texts.json").write_text(json.dumps(texts))
-    script = TRANSFORMERS_JS.parents[1].parent / "web_bundle_check.mjs"  # beside node_modules: resolvable
-    script.write_text(NODE_SCRIPT)
-    done = subprocess.run([node, str(script), str(web_bundle.parent), web_bundle.name, str(tmp_path / "texts.json")],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run([node, str(WEB / "web_node.mjs"), str(web_bundle.parent), web_bundle.name,
+                           str(tmp_path / "texts.json")], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     python, from_node, python_labels, node_labels = _python_and_web(
-        web_bundle, texts, json.loads(done.stdout.strip().splitlines()[-1]))
+        web_bundle, texts, [r["result"] for r in json.loads(done.stdout.strip().splitlines()[-1])])
     assert python_labels == node_labels
     assert np.abs(python - from_node).max() < 1e-4
 
