@@ -113,20 +113,11 @@ def validate(cfg: Config) -> None:
                               "teacher loss (e.g. --logits-weight 1)")
 
 
-SMALL_DATA_ROWS = 5_000  # below this a task student saw too few rows: issue 39's 1,380-row pair task kept 89.5%
-
-
-def small_data_note(cfg: Config, train_rows: int, weights) -> str:
-    """What to say when a task student distils on few rows with nothing added: the transfer sets
-    and the hidden-state loss are what small-data distillation papers (TinyBERT, DistilBERT's
-    task phase) rely on. Said in the log and the manifest; nothing is switched on for the user."""
-    if cfg.mode != "task" or train_rows >= SMALL_DATA_ROWS or cfg.augment or cfg.transfer_corpus:
-        return ""
-    missing = [] if weights.hidden else ["the hidden-state loss (--hidden-weight 1)"]
-    return (f"{train_rows:,} training rows is few to distil on: a student sees only what the teacher says about "
-            "them. Add a teacher-labelled transfer set (--transfer-corpus: in-domain .txt lines or a built-in corpus; "
-            "--augment N perturbed copies of each row)" + (f" and {missing[0]}" if missing else "")
-            + "; docs/frontier.md measures both on movie-snippets")
+def small_data_line(record: dict) -> str:
+    """The log's line for what --small-data auto switched on (students/distill_data.py)."""
+    switched = ", ".join(f"--{k.replace('_', '-')} {v:g}" for k, v in record["switched_on"].items())
+    return (f"{record['train_rows']:,} training rows is few to distil on: switched on {switched} "
+            "(--small-data off distils on the options as given)")
 
 
 def run(cfg: Config) -> Path:
@@ -151,6 +142,10 @@ def run(cfg: Config) -> Path:
     spec = resolve_spec(cfg, split_teachers(cfg.teacher), required=False)
     data_record: dict[str, Any] = {}
     task, train_set, test_set = load_data(cfg, tokenizer, spec, data_record)
+    small_data = data_record.pop("small_data", None) or {}
+    if small_data:  # few rows: load_data switched on a transfer set and the hidden loss
+        weights = loss_weights(cfg)
+        log_main(f"note: {small_data_line(small_data)}")
     if general:
         spec = None  # it only guarded the corpus: a general student carries no task
     if task is not None and task.num_labels != teacher_config.num_labels:
@@ -194,9 +189,6 @@ def run(cfg: Config) -> Path:
                         "attention_layers": [i + 1 for i in attention_layers]}
     log_main(f"distilling: losses {weights.active()}, layer map {format_layer_map(layer_map)}, teacher "
          f"{'live' if live else 'from cache'}, {len(train_set):,} training rows")
-    small_data = small_data_note(cfg, len(train_set), weights)
-    if small_data:
-        log_main(f"note: {small_data}")
 
     teacher = teacher_loader() if live else None
     loss_fn = make_loss_fn(distill_loss, teacher=teacher, cache=cache, tokenizer=tokenizer,

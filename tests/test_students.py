@@ -551,16 +551,21 @@ def test_a_pruned_models_shape_counts_the_heads_it_kept():
     assert model_shape(BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=8))["heads"] == 8
 
 
-def test_few_training_rows_are_said_with_what_to_add():
+def test_few_training_rows_switch_on_a_transfer_set_and_the_hidden_loss_unless_set_or_off():
     from shrinkbert.students.configs import DistillConfig
-    from shrinkbert.students.distill import small_data_note
-    from shrinkbert.students.losses import LossWeights
+    from shrinkbert.students.distill import small_data_line
+    from shrinkbert.students.distill_data import SMALL_DATA_AUGMENT, small_data_defaults
 
-    logits_only, with_hidden = LossWeights(logits=1.0), LossWeights(logits=1.0, hidden=1.0)
-    note = small_data_note(DistillConfig(mode="task"), 1380, logits_only)
-    assert note.startswith("1,380 training rows is few to distil on") and "--transfer-corpus" in note
-    assert "--hidden-weight 1" in note and "--hidden-weight" not in small_data_note(DistillConfig(), 1380, with_hidden)
-    assert small_data_note(DistillConfig(transfer_corpus="imdb"), 1380, logits_only) == ""
-    assert small_data_note(DistillConfig(augment=2), 1380, logits_only) == ""
-    assert small_data_note(DistillConfig(), 8056, logits_only) == ""  # movie-snippets' train split
-    assert small_data_note(DistillConfig(mode="general"), 100, logits_only) == ""
+    cfg = DistillConfig(mode="task", small_data="auto")
+    record = small_data_defaults(cfg, 1380, supports_transfer=True)
+    assert record == {"train_rows": 1380, "switched_on": {"augment": SMALL_DATA_AUGMENT, "hidden_weight": 1.0}}
+    assert cfg.augment == SMALL_DATA_AUGMENT and cfg.hidden_weight == 1.0  # the manifest's config is what ran
+    assert small_data_line(record).startswith("1,380 training rows is few to distil on: switched on --augment 8")
+    chosen = DistillConfig(small_data="auto", transfer_corpus="imdb", hidden_weight=0.5)
+    assert small_data_defaults(chosen, 1380, True) == {}  # what the user set stays
+    assert chosen.augment == 0 and chosen.hidden_weight == 0.5
+    no_transfer = DistillConfig(small_data="auto")  # a QA task has no sentence-level transfer set
+    assert small_data_defaults(no_transfer, 900, supports_transfer=False)["switched_on"] == {"hidden_weight": 1.0}
+    for cfg, rows in ((DistillConfig(small_data="off"), 1380), (DistillConfig(small_data="auto"), 8056),
+                      (DistillConfig(small_data="auto", mode="general"), 100)):
+        assert small_data_defaults(cfg, rows, True) == {} and cfg.augment == 0 and cfg.hidden_weight == 0
