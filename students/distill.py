@@ -114,10 +114,14 @@ def validate(cfg: Config) -> None:
 
 
 def small_data_line(record: dict) -> str:
-    """The log's line for what --small-data auto switched on (students/distill_data.py)."""
-    switched = ", ".join(f"--{k.replace('_', '-')} {v:g}" for k, v in record["switched_on"].items())
-    return (f"{record['train_rows']:,} training rows is few to distil on: switched on {switched} "
-            "(--small-data off distils on the options as given)")
+    """The log's line for what --small-data switched on, or left off (students/distill_data.py)."""
+    def options(chosen: dict) -> str:
+        return ", ".join(f"--{k.replace('_', '-')} {v:g}" for k, v in chosen.items())
+    if record["switched_on"]:
+        return (f"{record['train_rows']:,} training rows is few to distil on: switched on "
+                f"{options(record['switched_on'])} (--small-data off distils on the options as given)")
+    return (f"{record['train_rows']:,} training rows is few to distil on; --small-data off left "
+            f"{options(record['left_off'])} off (--small-data auto switches them on)")
 
 
 def run(cfg: Config) -> Path:
@@ -143,7 +147,7 @@ def run(cfg: Config) -> Path:
     data_record: dict[str, Any] = {}
     task, train_set, test_set = load_data(cfg, tokenizer, spec, data_record)
     small_data = data_record.pop("small_data", None) or {}
-    if small_data:  # few rows: load_data switched on a transfer set and the hidden loss
+    if small_data:  # few rows: load_data may have switched on a transfer set and the hidden loss
         weights = loss_weights(cfg)
         log_main(f"note: {small_data_line(small_data)}")
     if general:

@@ -6,6 +6,7 @@ leak guard, so no validation or test text ever trains.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -62,21 +63,29 @@ def _with_row_index(dataset, kind=None):
 
 SMALL_DATA_ROWS = 5_000  # issue 39: a 1,380-row pair task's student kept 89.5% with the task's rows alone
 SMALL_DATA_AUGMENT = 8  # teacher-labelled perturbed copies per row (TinyBERT's task phase uses 20)
+SMALL_DATA_ENV = "SHRINKBERT_SMALL_DATA"  # "off": as --small-data off on every run (the test suite's tiny runs)
 
 
 def small_data_defaults(cfg: Config, train_rows: int, supports_transfer: bool) -> dict:
-    """With --small-data auto, a task student on fewer than SMALL_DATA_ROWS rows gets what small-data
-    distillation relies on, where the user set neither: a teacher-labelled transfer set (--augment
-    copies of each row) and the hidden-state loss. Changes cfg in place (so the manifest's config is
-    what ran); returns what it switched on, for the log and the manifest ({} when nothing)."""
-    if cfg.small_data != "auto" or cfg.mode != "task" or train_rows >= SMALL_DATA_ROWS:
+    """A task student on fewer than SMALL_DATA_ROWS rows gets what small-data distillation relies on,
+    where the user set neither: a teacher-labelled transfer set (--augment copies of each row) and the
+    hidden-state loss (--small-data auto; cfg is changed in place, so the manifest's config is what
+    ran). Returns the record for the log and the manifest: what was switched on, or with --small-data
+    off what was left off; {} when the rows are enough or there is nothing to add."""
+    if cfg.mode != "task" or train_rows >= SMALL_DATA_ROWS:
         return {}
-    switched = {}
+    would = {}
     if supports_transfer and not cfg.augment and not cfg.transfer_corpus:
-        cfg.augment = switched["augment"] = SMALL_DATA_AUGMENT
+        would["augment"] = SMALL_DATA_AUGMENT
     if not cfg.hidden_weight:
-        cfg.hidden_weight = switched["hidden_weight"] = 1.0
-    return {"train_rows": train_rows, "switched_on": switched} if switched else {}
+        would["hidden_weight"] = 1.0
+    if not would:
+        return {}
+    if cfg.small_data == "off" or os.environ.get(SMALL_DATA_ENV, "") == "off":
+        return {"train_rows": train_rows, "switched_on": {}, "left_off": would}
+    for name, value in would.items():
+        setattr(cfg, name, value)
+    return {"train_rows": train_rows, "switched_on": would}
 
 
 def load_data(cfg: Config, tokenizer, spec=None, record: dict | None = None):

@@ -14,6 +14,9 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # a hung stage (a gloo run waiting for a peer) is killed before pytest-timeout's 300 s takes the test
 os.environ.setdefault("SHRINKBERT_STAGE_TIMEOUT", "280")
+# distill's small-data defaults (8 teacher-labelled copies of each row) would make every tiny distil
+# nine times longer; the suite runs them off, and tests/test_students.py switches them on where tested
+os.environ.setdefault("SHRINKBERT_SMALL_DATA", "off")
 # Each test run has its own shrinkbert cache, so no test reads or writes ~/.cache/shrinkbert (what a
 # previous run left there cannot hide a bug); the real data is fetched from the registries once per
 # run into it. SHRINKBERT_TEST_CACHE names a cache to reuse across runs instead.

@@ -551,11 +551,12 @@ def test_a_pruned_models_shape_counts_the_heads_it_kept():
     assert model_shape(BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=8))["heads"] == 8
 
 
-def test_few_training_rows_switch_on_a_transfer_set_and_the_hidden_loss_unless_set_or_off():
+def test_few_training_rows_switch_on_a_transfer_set_and_the_hidden_loss_unless_set_or_off(monkeypatch):
     from shrinkbert.students.configs import DistillConfig
     from shrinkbert.students.distill import small_data_line
     from shrinkbert.students.distill_data import SMALL_DATA_AUGMENT, small_data_defaults
 
+    monkeypatch.delenv("SHRINKBERT_SMALL_DATA")  # the suite's switch (conftest.py): here the default is tested
     cfg = DistillConfig(mode="task", small_data="auto")
     record = small_data_defaults(cfg, 1380, supports_transfer=True)
     assert record == {"train_rows": 1380, "switched_on": {"augment": SMALL_DATA_AUGMENT, "hidden_weight": 1.0}}
@@ -566,6 +567,12 @@ def test_few_training_rows_switch_on_a_transfer_set_and_the_hidden_loss_unless_s
     assert chosen.augment == 0 and chosen.hidden_weight == 0.5
     no_transfer = DistillConfig(small_data="auto")  # a QA task has no sentence-level transfer set
     assert small_data_defaults(no_transfer, 900, supports_transfer=False)["switched_on"] == {"hidden_weight": 1.0}
-    for cfg, rows in ((DistillConfig(small_data="off"), 1380), (DistillConfig(small_data="auto"), 8056),
-                      (DistillConfig(small_data="auto", mode="general"), 100)):
+    off = DistillConfig(small_data="off")
+    record = small_data_defaults(off, 1380, True)
+    assert record["switched_on"] == {} and record["left_off"] == {"augment": SMALL_DATA_AUGMENT, "hidden_weight": 1.0}
+    assert "--small-data off left --augment 8, --hidden-weight 1 off" in small_data_line(record)
+    monkeypatch.setenv("SHRINKBERT_SMALL_DATA", "off")  # the same for every run
+    assert small_data_defaults(DistillConfig(small_data="auto"), 1380, True)["switched_on"] == {}
+    for cfg, rows in ((DistillConfig(small_data="auto"), 8056), (DistillConfig(small_data="auto", mode="general"), 100)):
         assert small_data_defaults(cfg, rows, True) == {} and cfg.augment == 0 and cfg.hidden_weight == 0
+    assert off.augment == 0 and off.hidden_weight == 0
