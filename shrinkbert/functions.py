@@ -473,9 +473,10 @@ def distill(
             set unlabelled, taught by the teacher's soft logits alone (TinyBERT's transfer set); the task's
             validation/test rows and near-duplicates are removed (core/data/leakguard.py)
         small_data: str = 'auto'
-            mode task, below 5,000 training rows: 'auto' switches on what small-data distillation relies on and
-            you did not set (--augment 8 teacher-labelled copies of each row; --hidden-weight 1), recorded in
-            the manifest; 'off' distils on the options as given [one of auto, off]
+            mode task, a sentence (pair) task below 5,000 training rows: 'auto' switches on what small-data
+            distillation relies on and you did not set (--augment 8 teacher-labelled copies of each row;
+            --hidden-weight 1), recorded in the manifest; 'off' distils on the options as given [one of auto,
+            off]
         max_transfer_rows: int = 0
             at most N transfer-corpus lines: a fixed sample, the same for every --seed, so the teacher's pass
             over them is cached once (0: all) [>= 0]

@@ -30,7 +30,7 @@ class DistillConfig(TrainConfig, DataConfig):
                                      "lines join the training set unlabelled, taught by the teacher's soft logits "
                                      "alone (TinyBERT's transfer set); the task's validation/test rows and "
                                      "near-duplicates are removed (core/data/leakguard.py)", group="data")
-    small_data: str = field("auto", "mode task, below 5,000 training rows: 'auto' switches on what small-data "
+    small_data: str = field("auto", "mode task, a sentence (pair) task below 5,000 training rows: 'auto' switches on what small-data "
                                     "distillation relies on and you did not set (--augment 8 teacher-labelled "
                                     "copies of each row; --hidden-weight 1), recorded in the manifest; 'off' "
                                     "distils on the options as given", choices=("auto", "off"), group="data")

@@ -72,10 +72,12 @@ def small_data_defaults(cfg: Config, train_rows: int, supports_transfer: bool) -
     hidden-state loss (--small-data auto; cfg is changed in place, so the manifest's config is what
     ran). Returns the record for the log and the manifest: what was switched on, or with --small-data
     off what was left off; {} when the rows are enough or there is nothing to add."""
-    if cfg.mode != "task" or train_rows >= SMALL_DATA_ROWS:
+    # Measured on a sentence-pair task (bench/small_data.py); token and QA tasks have no sentence-level
+    # transfer set, and the hidden-state loss alone is not measured there: they are left as given.
+    if cfg.mode != "task" or train_rows >= SMALL_DATA_ROWS or not supports_transfer:
         return {}
     would = {}
-    if supports_transfer and not cfg.augment and not cfg.transfer_corpus:
+    if not cfg.augment and not cfg.transfer_corpus:
         would["augment"] = SMALL_DATA_AUGMENT
     if not cfg.hidden_weight:
         would["hidden_weight"] = 1.0

@@ -565,8 +565,8 @@ def test_few_training_rows_switch_on_a_transfer_set_and_the_hidden_loss_unless_s
     chosen = DistillConfig(small_data="auto", transfer_corpus="imdb", hidden_weight=0.5)
     assert small_data_defaults(chosen, 1380, True) == {}  # what the user set stays
     assert chosen.augment == 0 and chosen.hidden_weight == 0.5
-    no_transfer = DistillConfig(small_data="auto")  # a QA task has no sentence-level transfer set
-    assert small_data_defaults(no_transfer, 900, supports_transfer=False)["switched_on"] == {"hidden_weight": 1.0}
+    no_transfer = DistillConfig(small_data="auto")  # token and QA tasks: no transfer set, nothing measured
+    assert small_data_defaults(no_transfer, 900, supports_transfer=False) == {} and no_transfer.hidden_weight == 0
     off = DistillConfig(small_data="off")
     record = small_data_defaults(off, 1380, True)
     assert record["switched_on"] == {} and record["left_off"] == {"augment": SMALL_DATA_AUGMENT, "hidden_weight": 1.0}
