@@ -48,19 +48,10 @@ class _Quiet(SimpleHTTPRequestHandler):
         pass
 
 
-def _python_calls(bundle: Path, texts: list[str], ort_file: Path | None = None) -> tuple[list[float], list[str]]:
+def _python_calls(bundle: Path, texts: list[str], model_file: str | None = None) -> tuple[list[float], list[str]]:
     from shrinkbert.compress.edge_predictor import Predictor
 
-    predictor = Predictor(bundle)
-    if ort_file is not None:
-        import onnxruntime as ort
-
-        options = ort.SessionOptions()
-        threads = predictor.runtime["threads"]
-        if threads:
-            options.intra_op_num_threads = threads
-        options.add_session_config_entry("session.intra_op.allow_spinning", "1" if predictor.runtime["spin"] else "0")
-        predictor.session = ort.InferenceSession(str(ort_file), options, providers=["CPUExecutionProvider"])
+    predictor = Predictor(bundle, model_file=model_file)  # the bundle's own threads and spin either way
     times, labels = [], []
     for text in [texts[0]] * WARMUP + texts:
         start = time.perf_counter()
@@ -111,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         url = f"http://127.0.0.1:{server.server_address[1]}/web/index.html"
         runtimes = {
             "python": lambda: _python_calls(web, texts),
-            "mobile": lambda: _python_calls(mobile, texts, mobile / "mobile" / "model.ort"),
+            "mobile": lambda: _python_calls(mobile, texts, "mobile/model.ort"),
             "node": lambda: _js_calls([node, str(WEB / "web_node.mjs"), str(site), "web", str(site / "texts.json")]),
             "browser": lambda: _js_calls([node, str(WEB / "web_drive.mjs"), url, str(site / "texts.json"), chromium]),
         }

@@ -29,7 +29,6 @@ from shrinkbert.compress.bundle_runtime import choose_runtime
 from shrinkbert.compress.common import (accuracy, align_labels, check_onnx_file, load_pt, load_rows,
                                         onnx_file, ort_logits, ort_session, parity, task_scores, torch_logits)
 from shrinkbert.compress.configs import BundleConfig as Config
-from shrinkbert.compress.mobile_layout import ort_session as mobile_session
 from shrinkbert.compress.mobile_layout import write_mobile_layout
 from shrinkbert.compress.web_layout import write_web_layout
 from shrinkbert.core.artifacts import atomic_artifact, check, read_manifest, write_manifest
@@ -126,11 +125,10 @@ def run(cfg: Config) -> Path:
             vs_source["long_texts"] = vs_long
             vs_source["max_abs_logit_diff"] = max(vs_source["max_abs_logit_diff"], vs_long["max_abs_logit_diff"])
         if cfg.target == "mobile":  # the .ort file on the same rows and batches as the bundle
-            onnx_session, predictor.session = predictor.session, mobile_session(tmp)
-            vs_source["mobile_ort"] = parity(bundle, predictor.rows_logits(rows, 16))
+            mobile = Predictor(tmp, model_file=meta["mobile"]["model_file"])
+            vs_source["mobile_ort"] = parity(bundle, mobile.rows_logits(rows, 16))
             vs_source["max_abs_logit_diff"] = max(vs_source["max_abs_logit_diff"],
                                                   vs_source["mobile_ort"]["max_abs_logit_diff"])
-            predictor.session = onnx_session
         passed = vs_source["max_abs_logit_diff"] <= cfg.tolerance
         agreement = kind.bundle_agreement(predictor, rows, task, tokenizer, cfg.max_length,
                                           lambda part: ort_logits(session, tokenizer, part, cfg.max_length), meta)

@@ -77,8 +77,9 @@ def load_kind_module(root: Path, meta: dict):
 
 class Predictor:
     def __init__(self, bundle_dir: str | os.PathLike | None = None, threads: int | None = None,
-                 spin: bool | None = None):
-        """threads / spin: ONNX Runtime's intra-op threads and whether they spin while waiting for
+                 spin: bool | None = None, model_file: str | None = None):
+        """model_file: the graph to run, relative to the bundle (None: labels.json's; a mobile bundle's
+        "mobile/model.ort" runs too). threads / spin: ONNX Runtime's intra-op threads and whether they spin while waiting for
         work. None: the bundle's defaults (labels.json "runtime", the fastest setting measured for a
         process of its own). A bundle that shares its CPU with other busy threads (a PyTorch model in
         the same process, another server) runs better with spin=False and fewer threads."""
@@ -101,7 +102,7 @@ class Predictor:
         if threads:
             options.intra_op_num_threads = int(threads)
         options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
-        self.session = ort.InferenceSession(str(root / meta.get("model_file", "model.onnx")), options,
+        self.session = ort.InferenceSession(str(root / (model_file or meta.get("model_file", "model.onnx"))), options,
                                             providers=["CPUExecutionProvider"])
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.runtime = {"threads": int(threads) if threads else None, "spin": bool(spin)}  # None: ORT's default

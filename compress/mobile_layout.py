@@ -47,9 +47,3 @@ def write_mobile_layout(bundle: Path, model_file: Path) -> dict:
     return {"mobile": {"model_file": ORT_FILE, "required_operators": OPERATORS_FILE,
                        "optimization": f"fixed, level all, {TARGET_PLATFORM}"}}
 
-
-def ort_session(bundle: Path):
-    """An ONNX Runtime session of the bundle's .ort file (the full runtime reads the format too)."""
-    import onnxruntime as ort
-
-    return ort.InferenceSession(str(bundle / ORT_FILE), providers=["CPUExecutionProvider"])

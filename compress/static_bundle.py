@@ -27,7 +27,6 @@ from pathlib import Path
 import numpy as np
 
 from shrinkbert.compress import bundle_files, static_predictor
-from shrinkbert.compress.mobile_layout import ort_session as mobile_session
 from shrinkbert.compress.mobile_layout import write_mobile_layout
 from shrinkbert.core.parity_texts import PARITY_SENTENCES, parity_texts
 from shrinkbert.core.artifacts import atomic_artifact, check, write_manifest
@@ -117,10 +116,9 @@ def run_onnx(model: str | Path, output_dir: str | Path, data: dict | None = None
         if target == "mobile":  # ONNX Runtime Mobile's .ort file, held to the bundle's own vectors
             meta.update(write_mobile_layout(tmp, tmp / static_predictor.ONNX_FILE))
             (tmp / static_predictor.META_FILE).write_text(json.dumps(meta, indent=2))
-            bundled = static_predictor.Predictor(tmp)
-            expected = bundled.embed(texts, batch_size=len(texts))
-            bundled.graph.session = mobile_session(tmp)
-            mobile_gap = float(np.abs(bundled.embed(texts, batch_size=len(texts)) - expected).max())
+            expected = static_predictor.Predictor(tmp).embed(texts, batch_size=len(texts))
+            mobile = static_predictor.Predictor(tmp, model_file=meta["mobile"]["model_file"])
+            mobile_gap = float(np.abs(mobile.embed(texts, batch_size=len(texts)) - expected).max())
             if mobile_gap > ONNX_TOLERANCE:
                 raise ShrinkbertError(f"the bundle's {meta['mobile']['model_file']} gives vectors {mobile_gap:.2e} "
                                       f"from the bundle's (> {ONNX_TOLERANCE}): not written")

@@ -60,7 +60,7 @@ def embed_with_table(tokenizer: Tokenizer, table: np.ndarray, texts: list[str]) 
 class OnnxGraph:
     """A sentence-vector ONNX graph and its tokenizer: padded to the batch's longest text, truncated to max_length."""
 
-    def __init__(self, path: Path, threads: int = 0, spin: bool | None = None):
+    def __init__(self, path: Path, threads: int = 0, spin: bool | None = None, model_file: str = ONNX_FILE):
         import onnxruntime as ort  # deferred: a static bundle never needs it
 
         meta = json.loads((path / META_FILE).read_text())
@@ -70,7 +70,7 @@ class OnnxGraph:
         options.intra_op_num_threads = threads
         options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
         self.runtime = {"threads": threads, "spin": spin}
-        self.session = ort.InferenceSession(str(path / ONNX_FILE), options, providers=["CPUExecutionProvider"])
+        self.session = ort.InferenceSession(str(path / model_file), options, providers=["CPUExecutionProvider"])
         self.tokenizer = Tokenizer.from_file(str(path / TOKENIZER_FILE))
         self.tokenizer.enable_truncation(int(meta["max_length"]))
         self.tokenizer.enable_padding(pad_id=int(meta.get("pad_id", 0)), pad_token=meta.get("pad_token", "[PAD]"))
@@ -89,10 +89,12 @@ class OnnxGraph:
 
 
 class Predictor:
-    def __init__(self, path: str | Path = ".", threads: int = 0, spin: bool | None = None):
+    def __init__(self, path: str | Path = ".", threads: int = 0, spin: bool | None = None,
+                 model_file: str = ONNX_FILE):
+        """model_file: a graph bundle's graph to run (a mobile bundle's "mobile/model.ort" runs too)."""
         path = Path(path)
         check_files(path)
-        self.graph = OnnxGraph(path, threads, spin) if (path / ONNX_FILE).is_file() else None
+        self.graph = OnnxGraph(path, threads, spin, model_file) if (path / ONNX_FILE).is_file() else None
         if self.graph is None:
             self.table = np.load(path / VECTORS_FILE, allow_pickle=False)  # plain array: no pickle ever
             self.tokenizer = Tokenizer.from_file(str(path / TOKENIZER_FILE))

@@ -139,9 +139,7 @@ def write_manifest(out_dir: str | Path, *, stage: str, parents: list[str | Path]
     if verify_skipped():
         manifest["verify"] = "skipped (--no-verify): its parents' files were not checked against their manifests"
     manifest.update(extra or {})
-    tmp = Path(out_dir) / (MANIFEST + ".tmp")
-    tmp.write_text(json.dumps(manifest, indent=2, default=str))
-    os.replace(tmp, Path(out_dir) / MANIFEST)
+    write_files({Path(out_dir) / MANIFEST: json.dumps(manifest, indent=2, default=str)})
     return manifest
 
 

@@ -149,17 +149,16 @@ def test_artifact_load_gives_the_embedding_bundles_predictor(which, student_dir,
 def test_a_mobile_embedding_bundle_holds_an_ort_file_that_gives_the_bundles_vectors(int8_graph, student_dir, tmp_path):
     """`bundle --target mobile` of an embedding graph (issue 40): mobile/model.ort beside the graph,
     checked against the bundle's own vectors; a static student (no graph) and the web target refuse."""
-    import onnxruntime as ort
-
     out = run(int8_graph, tmp_path / "bundle", spin="on", target="mobile")  # what the bundle stage calls
     meta = json.loads((out / "embedding.json").read_text())
     assert meta["mobile"]["model_file"] == "mobile/model.ort"
     assert "mobile/model.ort within" in read_manifest(out)["checks"][0]["detail"]
-    predictor = Predictor(out)
     texts = ["a good film", "the movie was great " * 40]
-    expected = predictor.embed(texts)
-    predictor.graph.session = ort.InferenceSession(str(out / "mobile" / "model.ort"), providers=["CPUExecutionProvider"])
-    assert np.allclose(predictor.embed(texts), expected, atol=1e-5)
+    expected = Predictor(out).embed(texts)
+    on_ort = Predictor(out, model_file="mobile/model.ort")
+    with pytest.raises(Exception, match="ONNXRuntimeError"):  # the named file is the one opened, or none
+        Predictor(out, model_file="mobile/none.ort")
+    assert np.allclose(on_ort.embed(texts), expected, atol=1e-5)
     for model, target in ((student_dir, "mobile"), (int8_graph, "web")):
         with pytest.raises(ShrinkbertError, match=f"--target {target}"):
             run(model, tmp_path / target, target=target)

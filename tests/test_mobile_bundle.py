@@ -22,8 +22,6 @@ def int8_model(tmp_path_factory) -> tuple[Path, Path]:
 
 
 def test_the_mobile_bundle_holds_an_ort_file_that_answers_as_the_bundle(int8_model, tmp_path):
-    import onnxruntime as ort
-
     import shrinkbert
     from shrinkbert.compress.edge_predictor import Predictor
 
@@ -43,11 +41,12 @@ def test_the_mobile_bundle_holds_an_ort_file_that_answers_as_the_bundle(int8_mod
     assert "mobile/model.ort within" in bundle.checks[0]["detail"]
     assert "mobile/model.ort" in json.loads((root / "shrinkbert.json").read_text())["files"]  # verified on load too
     # the .ort file run on its own gives the Python bundle's probabilities
-    predictor = Predictor(root)
+    predictor, on_ort = Predictor(root), Predictor(root, model_file="mobile/model.ort")
     texts = ["a warm and funny film", "dull, slow and far too long " * 20]
     expected = predictor.probabilities(predictor.encode(texts))
-    predictor.session = ort.InferenceSession(str(ort_file), providers=["CPUExecutionProvider"])
-    assert np.allclose(predictor.probabilities(predictor.encode(texts)), expected, atol=1e-5)
+    with pytest.raises(Exception, match="ONNXRuntimeError"):  # the named file is the one opened, or none
+        Predictor(root, model_file="mobile/none.ort")
+    assert np.allclose(on_ort.probabilities(on_ort.encode(texts)), expected, atol=1e-5)
 
 
 def test_a_mobile_file_that_differs_from_the_bundle_writes_nothing(int8_model, tmp_path, monkeypatch):
