@@ -119,14 +119,18 @@ def run(cfg: Config) -> Path:
                 f"on the same {len(rows)} rows; no bundle written")
         vs_source = parity(source, bundle)
         long_rows = kind.long_parity_rows(cfg.max_length, task)  # at and past max_length: where truncation shows
+
+        def long_logits(model) -> list[np.ndarray]:  # one row a batch, as a user's single call runs
+            return [model.rows_logits([row], 1) for row in long_rows]
         if long_rows:
             vs_long = parity(ort_logits(session, tokenizer, long_rows, cfg.max_length, batch_size=1),
-                             np.concatenate([predictor.rows_logits([row], 1) for row in long_rows]))
+                             np.concatenate(long_logits(predictor)))
             vs_source["long_texts"] = vs_long
             vs_source["max_abs_logit_diff"] = max(vs_source["max_abs_logit_diff"], vs_long["max_abs_logit_diff"])
-        if cfg.target == "mobile":  # the .ort file on the same rows and batches as the bundle
+        if cfg.target == "mobile":  # the .ort file on the same rows and batches as the bundle, long ones too
             mobile = Predictor(tmp, model_file=meta["mobile"]["model_file"])
-            vs_source["mobile_ort"] = parity(bundle, mobile.rows_logits(rows, 16))
+            vs_source["mobile_ort"] = parity(np.concatenate([bundle, *long_logits(predictor)]),
+                                             np.concatenate([mobile.rows_logits(rows, 16), *long_logits(mobile)]))
             vs_source["max_abs_logit_diff"] = max(vs_source["max_abs_logit_diff"],
                                                   vs_source["mobile_ort"]["max_abs_logit_diff"])
         passed = vs_source["max_abs_logit_diff"] <= cfg.tolerance
