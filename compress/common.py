@@ -17,7 +17,7 @@ import numpy as np
 from shrinkbert.core.data.dataspec import load_splits
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds import kind_of, kind_of_rows
-from shrinkbert.core.models import check_model_dir, load_model, load_tokenizer
+from shrinkbert.core.models import check_model_dir
 from shrinkbert.core.verify import verify_artifact
 
 # Used for parity checks only when no task data is given (recorded as "builtin" in the manifest).
@@ -105,14 +105,8 @@ def encode(tokenizer, rows: Sequence[dict[str, Any]], max_length: int = 128, pad
 
 
 def load_pt(path: str | Path, eager: bool = False):
-    """(model, tokenizer) of a PyTorch artifact, in eval mode."""
-    from transformers import AutoConfig
-
-    kwargs = {"attn_implementation": "eager"} if eager else {}
-    kind = kind_of(AutoConfig.from_pretrained(str(check_model_dir(path))))
-    model = load_model(kind.model_class(), path, **kwargs).eval()
-    tokenizer = load_tokenizer(path, model.config)
-    return model, tokenizer
+    """(model, tokenizer) of a PyTorch artifact, in eval mode, as its kind loads it (TaskKind.load_torch)."""
+    return kind_of(check_model_dir(path)).load_torch(path, eager)
 
 
 def torch_logits(model, tokenizer, rows, max_length: int = 128, batch_size: int = 32) -> np.ndarray:
@@ -224,7 +218,7 @@ def module_group(path: str) -> str:
     encoder.layer.N.output, pooler, classifier; '' when the path names none of them.
     """
     parts = [p for p in path.replace("/", ".").split(".") if p]
-    if parts and parts[0] in ("bert", "roberta", "distilbert", "model"):
+    while parts and parts[0] in ("bert", "roberta", "distilbert", "model"):  # a traced graph's wrappers too
         parts = parts[1:]
     if not parts:
         return ""

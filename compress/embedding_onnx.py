@@ -1,78 +1,28 @@
-"""A transformer sentence embedder as one ONNX graph whose output is the sentence vector: the
-encoder, its pooling, its projection (a Dense module, when the folder has one) and its normalisation
-all inside the graph (so ONNX Runtime, an index builder
-or another language needs nothing else), and its int8 twins (dynamic, or static with calibrated
-activation ranges).
+"""A sentence embedder's ONNX graph, whose output is the sentence vector: its int8 twins (dynamic, or
+static with calibrated activation ranges) and `OnnxEmbedder`, which runs it.
 
-The graph is traced from `core.embedder.Embedder.forward` with torch.onnx's TorchScript exporter
-(dynamo=False: its graphs are the ones ONNX Runtime fuses and quantize_dynamic accepts, STACK.md);
-inputs input_ids/attention_mask/token_type_ids with dynamic batch and sequence axes; output
-"sentence_embedding" [batch, dim]. Export checks parity with PyTorch on example sentences.
+The graph itself is the export stage's (compress/export.py): the kind's SentenceEncoder
+(core/sentence_module.py: the encoder, its pooling, its projection when the folder has one, and its
+normalisation) traced into one graph, so ONNX Runtime, an index builder or another language needs
+nothing else; inputs input_ids/attention_mask(/token_type_ids), output "sentence_embedding" [batch, dim].
 """
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from shrinkbert.compress.int8 import (FLOAT_KINDS, STATIC_OPS, calibrate, float_nodes, quantization_config,
                                   quantize_file)
 from shrinkbert.core.artifacts import MANIFEST
-from shrinkbert.core.embedder import MODULES_FILE, Embedder, read_pooling
+from shrinkbert.core.embedder import read_pooling
 from shrinkbert.core.errors import ShrinkbertError
-from shrinkbert.core.parity_texts import parity_texts
 from shrinkbert.core.models import load_tokenizer
 from shrinkbert.core.ortsession import ort_session
 
 ONNX_FILE, OUTPUT = "model.onnx", "sentence_embedding"
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
-
-
-def module_folders(source: Path) -> list[str]:
-    """The sentence-transformers module folders (pooling, dense, normalise) a model folder names."""
-    if not (source / MODULES_FILE).is_file():
-        return []
-    return [module["path"] for module in json.loads((source / MODULES_FILE).read_text()) if module.get("path")]
-
-
-class _SentenceGraph(torch.nn.Module):
-    """Embedder.forward as a module with positional tensor inputs, for tracing."""
-
-    def __init__(self, embedder: Embedder):
-        super().__init__()
-        self.embedder, self.model, self.dense = embedder, embedder.model, embedder.dense  # registered: traced as weights
-
-    def forward(self, input_ids, attention_mask, token_type_ids):
-        return self.embedder.forward({"input_ids": input_ids, "attention_mask": attention_mask,
-                                      "token_type_ids": token_type_ids})
-
-
-def export(model: str | Path, out_dir: str | Path, tolerance: float = 1e-4, opset: int = 17) -> float:
-    """Write model.onnx, the tokenizer and the pooling files into out_dir; return the parity gap
-    (max |vector difference| against PyTorch), raising when it exceeds `tolerance`."""
-    embedder = Embedder.load(model)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    sample = embedder.tokenizer(["a b", "c"], padding=True, return_tensors="pt", return_token_type_ids=True)
-    torch.onnx.export(_SentenceGraph(embedder).eval(), tuple(sample[name] for name in INPUTS),
-                      str(out_dir / ONNX_FILE), input_names=list(INPUTS), output_names=[OUTPUT],
-                      dynamic_axes={**{name: {0: "batch", 1: "sequence"} for name in INPUTS}, OUTPUT: {0: "batch"}},
-                      opset_version=opset, dynamo=False)
-    embedder.tokenizer.save_pretrained(out_dir)
-    source = Path(embedder.model.name_or_path)
-    for name in ("config.json", "modules.json", "sentence_bert_config.json", *module_folders(source)):
-        if (source / name).is_dir():
-            shutil.copytree(source / name, out_dir / name, dirs_exist_ok=True)
-        elif (source / name).is_file():
-            shutil.copy2(source / name, out_dir / name)
-    texts = parity_texts(embedder.max_length)
-    gap = float(np.abs(OnnxEmbedder(out_dir).encode(texts) - embedder.encode(texts)).max())
-    if gap > tolerance:
-        raise ShrinkbertError(f"the ONNX graph's vectors differ from PyTorch's by {gap:.2e} (> {tolerance})")
-    return gap
 
 
 def quantize(src_dir: str | Path, out_dir: str | Path, isa: str = "auto", exclude_nodes: list[str] = ()) -> dict:

@@ -66,30 +66,6 @@ def _validation_pairs(data: dict | None, cache_dir: str, max_rows: int, split_na
     return split_pairs(DataSpec(**fields), split_name, max_rows, cache_dir)[1]
 
 
-def export(cfg) -> Path:
-    """The export stage for an embedding model: one ONNX graph giving the normalised sentence vector."""
-    from shrinkbert.compress.embedding_onnx import export as export_graph
-
-    source = Path(cfg.model)
-    cfg.max_length = stage_max_length(cfg, get_kind(KIND), [source])
-    if is_static(source):
-        raise ShrinkbertError(f"{source} is a static student: it has no network to export; bundle it directly "
-                              "(shrinkbert bundle --model ...), its bundle needs numpy and tokenizers only")
-    if not cfg.output_dir:
-        raise ShrinkbertError("export needs --output-dir")
-    _, data = parent_record(source)
-    tolerance = max(cfg.tolerance, 1e-4) if cfg.tolerance else 1e-4
-    with atomic_artifact(cfg.output_dir) as tmp:
-        gap = export_graph(source, tmp, tolerance=tolerance)
-        write_manifest(tmp, stage="export", parents=[source], data=data,
-                       config={"model": str(cfg.model), "output_dir": str(cfg.output_dir), "tolerance": tolerance,
-                               "max_length": cfg.max_length},
-                       checks=[check("parity", gap <= tolerance, f"max |vector difference| {gap:.1e} on example "
-                                                                 f"sentences (tolerance {tolerance:g})")],
-                       metrics={"parity_max_abs_diff": gap}, extra={"kind": KIND, "runtime": "onnxruntime"})
-    return Path(cfg.output_dir)
-
-
 def quantize(cfg) -> Path:
     """The quantize stage for an exported embedding graph: dynamic or static int8, judged on Spearman
     and agreement; --exclude keeps modules float, --accuracy-aware keeps the fewest sensitive ones
@@ -208,17 +184,3 @@ def bundle(cfg) -> Path:
     if not cfg.output_dir:
         raise ShrinkbertError("bundle needs --output-dir")
     return static_bundle.run(source, cfg.output_dir, data=parent_record(source)[1], spin=cfg.spin, target=cfg.target)
-
-
-def _not_built(stage: str, why: str) -> None:
-    raise ShrinkbertError(f"{stage} does not handle sentence-embedding models ({why}); "
-                          "export and quantize them (or distil a smaller student) instead")
-
-
-def sparsify(cfg) -> Path:
-    _not_built("sparsify", "its keep-or-drop check is a classifier's accuracy")
-
-
-def trim_vocab(cfg) -> Path:
-    _not_built("trim-vocab", "a drop-in embedding model must embed any text, and a vocabulary trimmed to one corpus "
-                             "splits the words it never saw into pieces")

@@ -20,15 +20,15 @@ from pathlib import Path
 
 import numpy as np
 
-from shrinkbert.compress.common import (align_labels, accuracy, load_pt, load_rows, onnx_file, ort_logits,
-                             ort_session, parity, torch_logits)
+from shrinkbert.compress.common import (align_labels, accuracy, load_rows, onnx_file, ort_logits, ort_session,
+                                        parity, task_scores, torch_logits)
 from shrinkbert.compress.configs import ExportConfig as Config
 from shrinkbert.core.artifacts import atomic_artifact, check, write_manifest
 from shrinkbert.core.config import stage_main, to_dict
 from shrinkbert.core.data.builtin import resolve_model
 from shrinkbert.core.data.dataspec import resolve_spec, stage_max_length
 from shrinkbert.core.errors import ShrinkbertError, require
-from shrinkbert.core.kinds import kind_of, own_stage
+from shrinkbert.core.kinds import kind_for_stage, kind_of, primary_metric
 from shrinkbert.core.models import check_model_dir, count_parameters
 from shrinkbert.core.quiet import quiet_library_warnings
 from shrinkbert.core.timing import time_callable
@@ -87,23 +87,67 @@ def check_parity(session, model, tokenizer, rows, max_length: int) -> tuple:
     return parity(reference, candidate), reference, candidate
 
 
+@quiet_library_warnings(tracing=True)
+def trace_graph(model, tokenizer, out: Path, kind, opset: int = 0) -> None:
+    """A kind whose outputs Optimum's export leaves out (`graph_export` "traced"): `model` traced by
+    torch.onnx's TorchScript exporter (its graphs are the ones ONNX Runtime fuses and quantizes,
+    STACK.md) with the encoder inputs it takes, dynamic batch and sequence axes, and the kind's
+    `output_names` as its outputs."""
+    import torch
+
+    from shrinkbert.core.predict import encoder_inputs
+
+    sample = encoder_inputs(model, tokenizer(["a b", "c"], padding=True, return_tensors="pt", return_token_type_ids=True))
+    names, outputs = list(sample), list(kind.output_names)
+
+    class Positional(torch.nn.Module):  # torch.onnx passes inputs by position and reads a tuple back
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, *tensors):
+            result = self.model(**dict(zip(names, tensors)))
+            return tuple(result[name] for name in outputs)
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        torch.onnx.export(Positional().eval(), tuple(sample.values()), str(out / "model.onnx"), input_names=names,
+                          output_names=outputs, opset_version=opset or 17, dynamo=False,
+                          dynamic_axes={**{name: {0: "batch", 1: "sequence"} for name in names},
+                                        **{name: {0: "batch"} for name in outputs}})
+
+
+def copy_graph_files(source: Path, out: Path, names: list[str]) -> None:
+    """The files and folders a kind's ONNX folder carries from its PyTorch artifact (`graph_files`)."""
+    for name in names:
+        if (source / name).is_dir():
+            shutil.copytree(source / name, out / name, dirs_exist_ok=True)
+        elif (source / name).is_file():
+            shutil.copy2(source / name, out / name)
+
+
 def run(cfg: Config) -> Path:
     require(bool(cfg.model) and bool(cfg.output_dir), "export needs --model and --output-dir")
-    folder = resolve_model(cfg.model)  # "minilm": the installed folder
-    own = own_stage(folder, "export")
-    if own is not None:  # an embedding model: its pooling and normalisation go inside the graph
-        cfg.model = folder  # recorded as the parent
-        return own(cfg)
-    check_model_dir(cfg.model)
-    model, tokenizer = load_pt(cfg.model)
-    cfg.max_length = stage_max_length(cfg, kind_of(model.config), [cfg.model])
-    spec = resolve_spec(cfg, [cfg.model], required=False)  # no task anywhere: built-in sentences
-    kind = kind_of(model)
+    folder = str(resolve_model(cfg.model))  # "minilm": the installed folder, recorded as the parent
+    check_model_dir(folder)
+    kind = kind_for_stage(folder, "export")  # a sentence-transformers folder as it ships: an embedder
+    model, tokenizer = kind.load_torch(folder)
+    cfg.model = folder
+    cfg.max_length = stage_max_length(cfg, kind, [folder])
+    spec = resolve_spec(cfg, [folder], required=False)  # no task anywhere: built-in sentences
     rows, task = load_rows(spec, "validation", cfg.parity_rows, cfg.cache_dir, kind=kind)
+    if task is not None and kind_of(task) is not kind:
+        raise ShrinkbertError(f"{folder} is a {kind.description or kind.name} model but task '{task.name}' is "
+                              f"{kind_of(task).description or kind_of(task).name}: pass the task it was made for")
     labels = align_labels(rows, task, model.config.id2label, tokenizer, cfg.max_length)
+    long_rows = kind.long_parity_rows(cfg.max_length, task)  # at and past max_length: truncation agrees too
     with atomic_artifact(cfg.output_dir) as tmp:
         tmp = Path(tmp)
-        export_graph(cfg.model, tmp, cfg.opset, kind=kind)
+        if kind.graph_export == "traced":
+            trace_graph(model, tokenizer, tmp, kind, cfg.opset)
+            tokenizer.save_pretrained(tmp)
+            copy_graph_files(Path(folder), tmp, kind.graph_files(folder))
+        else:
+            export_graph(folder, tmp, cfg.opset, kind=kind)
         metrics: dict = {"optimization": cfg.optimization}
         if cfg.optimization != "none":
             plain_ms = latency_probe(onnx_file(tmp), tokenizer, cfg.max_length, cfg.threads)
@@ -113,24 +157,34 @@ def run(cfg: Config) -> Path:
                                               "speedup": round(plain_ms / opt_ms, 3), "threads": cfg.threads or "ort-default"}
         session = ort_session(tmp, cfg.threads or None)
         result, reference, candidate = check_parity(session, model, tokenizer, rows, cfg.max_length)
-        # A label can only flip within the tolerance on a near-tie, so the logit bound is the test.
-        passed = result["max_abs_logit_diff"] <= cfg.tolerance
-        metrics.update({"parity": {**result, "tolerance": cfg.tolerance, "passed": passed,
+        long = parity(torch_logits(model, tokenizer, long_rows, cfg.max_length),
+                      ort_logits(session, tokenizer, long_rows, cfg.max_length))
+        gap = max(result["max_abs_logit_diff"], long["max_abs_logit_diff"])
+        # A label can only flip within the tolerance on a near-tie, so the bound on the outputs is the test.
+        passed = gap <= cfg.tolerance
+        metrics.update({"parity": {**result, "max_abs_logit_diff": gap, "long_rows": long["rows"],
+                                   "long_rows_max_abs_diff": long["max_abs_logit_diff"],
+                                   "tolerance": cfg.tolerance, "passed": passed,
                                    "rows_source": spec.task if spec else "builtin-sentences"},
                         "val_accuracy_torch": accuracy(reference, labels),
                         "val_accuracy_onnx": accuracy(candidate, labels),
                         "onnx_mb": round(onnx_file(tmp).stat().st_size / 1e6, 3),
                         "dynamic_axes": {i.name: list(i.shape) for i in session.get_inputs()}})
+        judged_by = primary_metric(task)[0] if task is not None else "accuracy"
+        if judged_by != "accuracy":  # entity F1, SQuAD F1 or Spearman beside (or instead of) accuracy
+            metrics.update({f"val_{judged_by}_torch": task_scores(task, reference, labels)[judged_by],
+                            f"val_{judged_by}_onnx": task_scores(task, candidate, labels)[judged_by]})
         if not passed and not cfg.allow_parity_failure:
             raise ShrinkbertError(
-                f"ONNX parity failed: max |logit diff| {result['max_abs_logit_diff']:.2e} (tolerance "
-                f"{cfg.tolerance:.0e}), label agreement {result['label_agreement']:.3f} on {result['rows']} rows; "
-                f"no artifact written (--allow-parity-failure writes it anyway)")
+                f"ONNX parity failed: max |output diff| {gap:.2e} (tolerance {cfg.tolerance:.0e}), label agreement "
+                f"{result['label_agreement']:.3f} on {result['rows'] + long['rows']} rows; no artifact written "
+                "(--allow-parity-failure writes it anyway)")
         metrics["parity_failure_allowed"] = (not passed) and cfg.allow_parity_failure
-        write_manifest(tmp, stage="export", parents=[cfg.model], config=to_dict(cfg), metrics=metrics,
+        write_manifest(tmp, stage="export", parents=[folder], config=to_dict(cfg), metrics=metrics,
                        num_parameters=count_parameters(model), data=spec.record(task) if spec else None,
-                       checks=[check("parity", passed, f"max |logit diff| {result['max_abs_logit_diff']:.2e} "
-                                     f"(tolerance {cfg.tolerance:.0e}) on {result['rows']} rows")])
+                       checks=[check("parity", passed, f"max |output diff| {gap:.2e} (tolerance {cfg.tolerance:.0e}) "
+                                     f"on {result['rows']} rows and {long['rows']} at or past max_length")],
+                       extra={"kind": kind.name})
     return Path(cfg.output_dir)
 
 

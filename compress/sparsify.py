@@ -17,7 +17,7 @@ from shrinkbert.core.artifacts import atomic_artifact, write_manifest
 from shrinkbert.core.config import stage_main, to_dict
 from shrinkbert.core.data.dataspec import resolve_spec, stage_max_length
 from shrinkbert.core.errors import require
-from shrinkbert.core.kinds import kind_of, own_stage
+from shrinkbert.core.kinds import kind_for_stage, kind_of, require_stage
 from shrinkbert.core.models import count_parameters
 
 
@@ -55,9 +55,7 @@ def sparsify(model, cfg: Config) -> dict[str, float]:
 
 def run(cfg: Config) -> Path:
     require(bool(cfg.model) and bool(cfg.output_dir), "sparsify needs --model and --output-dir")
-    own = own_stage(cfg.model, "sparsify")
-    if own is not None:  # a kind that runs (or refuses) this stage its own way: sentence embeddings
-        return own(cfg)
+    require_stage(kind_for_stage(cfg.model, "sparsify"), "sparsify")
     require(0.0 <= cfg.sparsity < 1.0, f"sparsity must be in [0, 1), got {cfg.sparsity}")
     model, tokenizer = load_pt(cfg.model)
     cfg.max_length = stage_max_length(cfg, kind_of(model.config), [cfg.model])

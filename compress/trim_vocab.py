@@ -31,7 +31,7 @@ from shrinkbert.core.artifacts import atomic_artifact, write_manifest
 from shrinkbert.core.config import stage_main, to_dict
 from shrinkbert.core.data.dataspec import load_splits, resolve_spec
 from shrinkbert.core.errors import ShrinkbertError, require
-from shrinkbert.core.kinds import kind_of, own_stage
+from shrinkbert.core.kinds import kind_for_stage, kind_of, require_stage
 from shrinkbert.core.models import count_parameters
 
 
@@ -147,9 +147,7 @@ def run(cfg: Config) -> Path:
     from transformers import AutoTokenizer
 
     require(bool(cfg.model) and bool(cfg.output_dir), "trim-vocab needs --model and --output-dir")
-    own = own_stage(cfg.model, "trim-vocab")
-    if own is not None:  # a kind that runs (or refuses) this stage its own way: sentence embeddings
-        return own(cfg)
+    require_stage(kind_for_stage(cfg.model, "trim-vocab"), "trim-vocab")
     model, tokenizer = load_pt(cfg.model)
     require(tokenizer.is_fast, "trim-vocab needs a fast tokenizer (tokenizer.json)")
     require(model.get_output_embeddings() is None,

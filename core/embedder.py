@@ -31,6 +31,13 @@ POOLING_KEYS = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "me
 POOLING_MODES = tuple(POOLING_KEYS.values())
 
 
+def module_folders(source: Path) -> list[str]:
+    """The sentence-transformers module folders (pooling, dense, normalise) a model folder names."""
+    if not (Path(source) / MODULES_FILE).is_file():
+        return []
+    return [module["path"] for module in json.loads((Path(source) / MODULES_FILE).read_text()) if module.get("path")]
+
+
 @dataclass(frozen=True)
 class PoolingSpec:
     """How token vectors become one sentence vector: the pooling mode, then L2 normalisation or not."""
@@ -150,12 +157,12 @@ class Embedder:
         self.dense = dense.eval() if dense is not None else None  # torch Linear after pooling, or None
 
     @classmethod
-    def load(cls, path: str | Path, max_length: int = 128) -> "Embedder":
+    def load(cls, path: str | Path, max_length: int = 128, eager: bool = False) -> "Embedder":
         """The encoder (AutoModel: a classifier's head is dropped) and the pooling its folder declares."""
         from transformers import AutoModel  # deferred: heavy, and only the torch path needs it
 
         path = resolve_model(str(path))
-        model = load_model(AutoModel, path)
+        model = load_model(AutoModel, path, **({"attn_implementation": "eager"} if eager else {}))
         spec = read_pooling(path)
         return cls(model, load_tokenizer(path, model.config), spec, max_length, load_dense(path, spec))
 

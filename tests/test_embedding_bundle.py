@@ -82,10 +82,15 @@ def test_a_folder_that_is_no_static_student_writes_nothing(tmp_path):
 def int8_graph(tmp_path_factory):
     """A tiny encoder exported as one sentence-vector graph, then dynamic int8."""
     from fixtures import make_tiny_bert
-    from shrinkbert.compress.embedding_onnx import export, quantize
+    import shrinkbert
+    from shrinkbert.compress.embedding_onnx import quantize
 
     root = tmp_path_factory.mktemp("onnx-emb")
-    export(make_tiny_bert(root / "tiny"), root / "fp32")
+    from shrinkbert.core.embedder import PoolingSpec, write_st_layout
+
+    tiny = make_tiny_bert(root / "tiny", with_manifest=False)
+    write_st_layout(tiny, PoolingSpec("mean", True), dim=32)  # a sentence-transformers folder as it ships
+    shrinkbert.export(model=str(tiny), output_dir=str(root / "fp32"), optimization="none")
     quantize(root / "fp32", root / "int8")
     return root / "int8"
 

@@ -6,7 +6,8 @@ import numpy as np
 import onnx
 import pytest
 
-from shrinkbert.compress.embedding_onnx import OUTPUT, OnnxEmbedder, export, quantize
+import shrinkbert
+from shrinkbert.compress.embedding_onnx import OUTPUT, OnnxEmbedder, quantize
 from shrinkbert.core.embedder import Embedder, PoolingSpec, write_st_layout
 from shrinkbert.core.errors import ShrinkbertError
 from fixtures import make_tiny_bert
@@ -18,8 +19,9 @@ TEXTS = ["a good movie", "the plot was very dull and the actor was flat", "funny
 def test_the_graph_outputs_the_sentence_vector(tmp_path, spec):
     model = make_tiny_bert(tmp_path / "m", with_manifest=False)
     write_st_layout(model, spec, dim=32)
-    gap = export(model, tmp_path / "onnx")
-    assert gap <= 1e-4
+    exported = shrinkbert.export(model=str(model), output_dir=str(tmp_path / "onnx"), optimization="none")
+    assert exported.metrics["parity"]["passed"] and exported.metrics["parity"]["max_abs_logit_diff"] <= 1e-4
+    assert exported.metrics["parity"]["long_rows"] >= 2  # texts at and past max_length are held to it too
     graph = onnx.load(str(tmp_path / "onnx" / "model.onnx"))
     assert [o.name for o in graph.graph.output] == [OUTPUT]
     assert len(graph.graph.output[0].type.tensor_type.shape.dim) == 2  # [batch, dim]: pooled inside

@@ -144,7 +144,7 @@ def test_the_stages_not_built_for_embeddings_refuse_in_one_line_and_write_nothin
     out, _ = ran
     done = run_cli([stage, "--model", str(out / "student"), "--output-dir", str(tmp_path / "x")], tmp_path)
     assert done.returncode == 2, done.stderr[-2000:]
-    assert done.stderr.strip().startswith(f"error: {stage} does not handle sentence-embedding models")
+    assert done.stderr.strip().startswith(f"error: {stage} does not handle sentence embedding models")
     assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "x").exists()
 
 

@@ -67,9 +67,11 @@ def test_sentence_transformers_loads_the_student_and_gives_the_kits_vectors(narr
 
 
 def test_the_exported_graph_keeps_the_projection(narrow_student, tmp_path):
-    from shrinkbert.compress.embedding_onnx import OnnxEmbedder, export
+    import shrinkbert
+    from shrinkbert.compress.embedding_onnx import OnnxEmbedder
 
-    gap = export(narrow_student, tmp_path / "onnx")
+    exported = shrinkbert.export(model=str(narrow_student), output_dir=str(tmp_path / "onnx"), optimization="none")
+    gap = exported.metrics["parity"]["max_abs_logit_diff"]
     texts = SENTENCES[:7]
     graph = OnnxEmbedder(tmp_path / "onnx").encode(texts)
     assert graph.shape == (7, 32) and gap < 1e-4
@@ -168,7 +170,7 @@ def test_frozen_embedding_classification_separates_separable_classes():
     assert shuffled < accuracy
 
 
-def test_the_kind_scores_pairs_from_stacked_vectors():
+def test_the_kind_scores_pairs_from_stacked_vectors_in_batches_of_any_size():
     from scipy.stats import spearmanr
 
     from shrinkbert.core.data.tasks import Task
@@ -180,7 +182,11 @@ def test_the_kind_scores_pairs_from_stacked_vectors():
     scores = [0.5, 4.0, 2.0, 3.5, 1.0, 5.0]
     cosine = [float(a @ b / np.linalg.norm(a) / np.linalg.norm(b)) for a, b in zip(first, second)]
     expected = spearmanr(cosine, scores).statistic * 100
-    scored = kind.scored_logits(np.concatenate([first, second]), None)
+    rows = [{"sentence1": f"a{i}", "sentence2": f"b{i}", "score": s} for i, s in enumerate(scores)]
+    scored = kind.scored_logits(np.concatenate([first, second]), None, rows)  # encode's firsts, then seconds
+    in_two = np.concatenate([kind.scored_logits(np.concatenate([first[:2], second[:2]]), None, rows[:2]),
+                             kind.scored_logits(np.concatenate([first[2:], second[2:]]), None, rows[2:])])
+    np.testing.assert_allclose(in_two, scored)  # parity checks compare batches of 1, 3 and 8 rows with 32
     assert kind.score(task, scored, scores)["spearman"] == pytest.approx(expected)
     assert kind.primary_metric(task)[0] == "spearman"
     with pytest.raises(ShrinkbertError, match="score range"):

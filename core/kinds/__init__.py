@@ -157,6 +157,27 @@ def own_stage(artifact: Any, stage: str):
     return own
 
 
+def kind_for_stage(artifact: Any, stage: str) -> TaskKind:
+    """The kind `stage` treats the artifact directory `artifact` as: `kind_of` it, unless no manifest
+    marks it and a kind claims such a folder for this stage (`TaskKind.claims_unmarked`: a
+    sentence-transformers folder as it ships is exported as a sentence embedder)."""
+    path = Path(str(artifact or "")).expanduser()
+    if path.is_dir() and not (path / "shrinkbert.json").is_file():
+        claimed = next((kind for kind in all_kinds().values() if kind.claims_unmarked(path, stage)), None)
+        if claimed is not None:
+            return claimed
+    return kind_of(path if path.is_dir() else None)
+
+
+def require_stage(kind: TaskKind, stage: str) -> TaskKind:
+    """`kind` where its models go through `stage`; else one ShrinkbertError line with the kind's reason
+    (`TaskKind.stages_not_built`)."""
+    why = kind.stages_not_built.get(stage)
+    if why:
+        raise ShrinkbertError(f"{stage} does not handle {kind.description or kind.name} models ({why})")
+    return kind
+
+
 def kind_of_rows(rows) -> TaskKind:
     """The kind whose row shape (`columns`) the rows have, e.g. {"tokens", "tags"}; no rows: the default."""
     if not rows:
@@ -184,5 +205,6 @@ def primary_metric(task) -> tuple[str, str]:
 
 
 __all__ = ["TaskKind", "register", "get_kind", "kind_of", "kind_of_architectures", "all_kinds", "kind_names",
+           "kind_for_stage", "require_stage",
            "DEFAULT_KIND",
            "kind_of_rows", "by_read_priority", "score_split", "primary_metric"]

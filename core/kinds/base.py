@@ -146,6 +146,31 @@ class TaskKind(ABC):
 
         return getattr(optimum.onnxruntime, self.ort_model_class)
 
+    graph_export: ClassVar[str] = "optimum"
+    """How the export stage writes this kind's ONNX graph: "optimum" (Optimum's `main_export` under
+    `export_task`, the layout the ORTModelFor… class loads) or "traced" (the module `load_torch`
+    gives, traced by torch.onnx with `output_names` as its outputs: for a kind whose outputs are
+    computed after the encoder, like a sentence embedder's pooling and normalisation, which
+    Optimum's feature-extraction export leaves out)."""
+
+    def load_torch(self, path, eager: bool = False):
+        """(model, tokenizer) of a PyTorch artifact of this kind, the model in eval mode: what the
+        stages run, compare and export. Its forward takes the encoder inputs and returns what
+        `outputs` reads. The default: the kind's Auto class (`model_class`)."""
+        from shrinkbert.core.models import load_model, load_tokenizer
+
+        model = load_model(self.model_class(), path, **({"attn_implementation": "eager"} if eager else {})).eval()
+        return model, load_tokenizer(path, model.config)
+
+    def graph_files(self, source) -> list[str]:
+        """Files and folders of the PyTorch artifact `source` that its ONNX folder carries besides the
+        tokenizer (a traced graph: config.json; Optimum writes its own)."""
+        return ["config.json"] if self.graph_export == "traced" else []
+
+    stages_not_built: ClassVar[dict[str, str]] = {}
+    """Stages this kind's models do not go through, {stage: why}: the stage refuses them in one
+    line naming the reason (`kinds.require_stage`) and writes nothing."""
+
     # -- the task declaration ---------------------------------------------------------------------
     known_metrics: ClassVar[tuple[str, ...]] = ("accuracy",)
     """Metric names a task of this kind may declare (Task.metrics)."""

@@ -14,9 +14,10 @@ score inside a declared range (the task's two `label_names` are that range's end
 STS-B). The metric is "spearman": Spearman of the cosine of the two sentences' vectors with the gold
 score, x100 (core/sts.py, MTEB's STS main score).
 
-Scored rows are sentence vectors (unit length): for rows of pairs, the n first sentences' vectors
-then the n second sentences' (unlabelled rows, `example_rows`, have no second sentence), so parity
-checks and the int8 tolerance compare vectors, and `score` cosines the two halves. A model's raw
+Scored rows are sentence vectors (unit length): for rows of pairs, each pair's first sentence's vector
+then its second's (unlabelled rows, `example_rows`, have no second sentence), so rows scored in
+batches of any size line up, parity checks and the int8 tolerance compare vectors, and `score`
+cosines the even rows with the odd ones. A model's raw
 output is either the sentence vector itself (the exported graph's "sentence_embedding") or token
 vectors [batch, seq, hidden] (a transformers BertModel's last_hidden_state), mean-pooled here over
 the real tokens, as sentence-transformers' default Pooling does.
@@ -68,6 +69,14 @@ def mean_pool(hidden: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
     return (np.asarray(hidden, np.float32) * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
 
 
+class PairScores(list):
+    """The gold scores of scored pairs (`gold_labels`). Spearman ranks all pairs together, so no pair
+    is right or wrong on its own: `unit_scores` is None, and "accuracy" (compress/common.py) with it."""
+
+    def unit_scores(self, scored) -> None:
+        return None
+
+
 def score_range(task) -> tuple[float, float]:
     """The declared range of a task's gold scores (its two label names)."""
     try:
@@ -97,13 +106,18 @@ class EmbeddingKind(TaskKind):
     # graph: these stages run in the embedding modules (the classifiers' code serves the rest).
     own_stages = {"finetune": "shrinkbert.teachers.embedding_pairs:finetune_stage",
                   "distill": "shrinkbert.students.embedding_stage:distill",
-                  "export": "shrinkbert.compress.embedding_stages:export",
                   "quantize": "shrinkbert.compress.embedding_stages:quantize",
                   "bundle": "shrinkbert.compress.embedding_stages:bundle",
                   "prune": "shrinkbert.compress.embedding_prune:run",
-                  "sparsify": "shrinkbert.compress.embedding_stages:sparsify",  # these two refuse in one line
-                  "trim-vocab": "shrinkbert.compress.embedding_stages:trim_vocab",
                   "eval": "shrinkbert.eval.embedding_report:run"}
+    # The pooling, projection and normalisation run after the encoder: the graph is the traced
+    # SentenceEncoder (core/sentence_module.py), whose output is the sentence vector.
+    graph_export = "traced"
+    stages_not_built = {
+        "sparsify": "its keep-or-drop check is a classifier's accuracy; export and quantize the model, or distil "
+                    "a smaller student, instead",
+        "trim-vocab": "a drop-in embedding model must embed any text, and a vocabulary trimmed to one corpus "
+                      "splits the words it never saw into pieces; distil a smaller student instead"}
     read_priority = 40  # before the catch-all: a table with sentence1, sentence2 and score
     scored_unit = "sentences"
     cache_identity = ("embedding-v1",)
@@ -194,6 +208,22 @@ class EmbeddingKind(TaskKind):
                          return_token_type_ids=True, return_tensors=return_tensors)
 
     # -- models and outputs -----------------------------------------------------------------------
+    def load_torch(self, path, eager: bool = False):
+        """(a SentenceEncoder, its tokenizer): the folder's encoder, pooling, projection and normalisation
+        as one module whose output is the sentence vector (eager: the encoder's eager attention)."""
+        from shrinkbert.core.embedder import Embedder
+        from shrinkbert.core.sentence_module import SentenceEncoder  # deferred: torch
+
+        embedder = Embedder.load(path, eager=eager)
+        return SentenceEncoder(embedder).eval(), embedder.tokenizer
+
+    def graph_files(self, source) -> list[str]:
+        """The sentence-transformers files beside the graph: modules.json and its module folders, which
+        readers of the folder (OnnxEmbedder, the bundle) take the pooling and dimension from."""
+        from shrinkbert.core.embedder import module_folders
+
+        return ["config.json", "modules.json", "sentence_bert_config.json", *module_folders(Path(source))]
+
     def outputs(self, model_output, batch: dict) -> dict[str, Any]:
         """{"sentence_embedding": mean-pooled, normalised} of a transformers encoder's forward."""
         import torch.nn.functional as F
@@ -251,10 +281,13 @@ class EmbeddingKind(TaskKind):
         if array.ndim != 2:
             raise ShrinkbertError(f"an embedding model's output has shape {array.shape}: expected [n, dim] "
                                   "sentence vectors or [n, seq, hidden] token vectors")
-        return normalize_rows(array)
+        array = normalize_rows(array)
+        if rows is not None and len(array) == 2 * len(rows):  # `encode`'s firsts then seconds: pair by pair
+            array = np.stack([array[:len(rows)], array[len(rows):]], axis=1).reshape(array.shape)
+        return array
 
     def gold_labels(self, rows, task, id2label, tokenizer=None, max_length: int = 128) -> list:
-        return [r.get("score") for r in rows]
+        return PairScores(r.get("score") for r in rows)
 
     def predictions(self, scored: np.ndarray) -> np.ndarray:
         """A sentence's "prediction" is its vector (parity compares them, not labels)."""
@@ -270,8 +303,7 @@ class EmbeddingKind(TaskKind):
         if len(scored) != 2 * len(labels):
             raise ShrinkbertError(f"{len(scored)} sentence vectors for {len(labels)} scored pairs (expected "
                                   f"{2 * len(labels)})")
-        half = len(labels)
-        return {"spearman": spearman_x100(cosine_rows(scored[:half], scored[half:]), [float(s) for s in labels])}
+        return {"spearman": spearman_x100(cosine_rows(scored[0::2], scored[1::2]), [float(s) for s in labels])}
 
     def score_split(self, model, dataset, collate, task, batch_size: int = 64) -> dict[str, float]:
         raise ShrinkbertError("score an embedding model with core/sts.py (sts_spearman) on scored pairs")
