@@ -14,7 +14,7 @@ functions (core/kinds/embedding.py `own_stages`), with their own Config:
               student's (numpy and tokenizers only); its vectors are checked equal to the model's.
 
 Each writes its artifact atomically with a manifest (kind embedding, its parent, the data record it
-inherits), like every other stage. prune has a module of its own (compress/embedding_prune.py). What
+inherits), like every other stage. What
 is not wired for embeddings says so in one line, and writes nothing: sparsify (its keep-or-drop check
 is a classifier's accuracy) and trim-vocab (a drop-in embedding model must embed any text, like a QA
 model reading unseen contexts).

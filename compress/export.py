@@ -29,7 +29,7 @@ from shrinkbert.core.data.builtin import resolve_model
 from shrinkbert.core.data.dataspec import resolve_spec, stage_max_length
 from shrinkbert.core.errors import ShrinkbertError, require
 from shrinkbert.core.kinds import kind_for_stage, kind_of, primary_metric
-from shrinkbert.core.models import check_model_dir, count_parameters
+from shrinkbert.core.models import count_parameters
 from shrinkbert.core.quiet import quiet_library_warnings
 from shrinkbert.core.timing import time_callable
 
@@ -128,7 +128,6 @@ def copy_graph_files(source: Path, out: Path, names: list[str]) -> None:
 def run(cfg: Config) -> Path:
     require(bool(cfg.model) and bool(cfg.output_dir), "export needs --model and --output-dir")
     folder = str(resolve_model(cfg.model))  # "minilm": the installed folder, recorded as the parent
-    check_model_dir(folder)
     kind = kind_for_stage(folder, "export")  # a sentence-transformers folder as it ships: an embedder
     model, tokenizer = kind.load_torch(folder)
     cfg.model = folder

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from shrinkbert.compress.common import accuracy, align_labels, load_pt, load_rows, torch_logits
+from shrinkbert.compress.common import accuracy, align_labels, load_rows, parity, task_scores, torch_logits
 from shrinkbert.compress.configs import PruneConfig as Config
 from shrinkbert.compress.importance import bert_layers, score
 from shrinkbert.core.artifacts import save_model_artifact
@@ -27,7 +27,7 @@ from shrinkbert.core.config import stage_main, to_dict
 from shrinkbert.core.data.builtin import resolve_model
 from shrinkbert.core.data.dataspec import resolve_spec, stage_max_length
 from shrinkbert.core.errors import ShrinkbertError, require
-from shrinkbert.core.kinds import kind_of, own_stage
+from shrinkbert.core.kinds import kind_for_stage, primary_metric
 from shrinkbert.core.models import count_parameters
 
 
@@ -115,16 +115,16 @@ def structure(model) -> dict[str, int | list[int]]:
 
 def run(cfg: Config) -> Path:
     require(bool(cfg.model) and bool(cfg.output_dir), "prune needs --model and --output-dir")
-    own = own_stage(resolve_model(cfg.model), "prune")
-    if own is not None:  # a kind that runs this stage its own way: sentence embeddings (compress/embedding_prune.py)
-        return own(cfg)
     check_fractions(cfg)
-    spec = resolve_spec(cfg, [cfg.model], required=False)
+    folder = str(resolve_model(cfg.model))  # "minilm": the installed folder, recorded as the parent
+    kind = kind_for_stage(folder, "prune")  # a sentence-transformers folder as it ships: an embedder
+    spec = resolve_spec(cfg, [folder], required=False)
     if cfg.importance == "taylor" and spec is None:
         raise ShrinkbertError("taylor importance needs task rows: pass --task TASK (or --importance magnitude)")
-    model, tokenizer = load_pt(cfg.model)
-    cfg.max_length = stage_max_length(cfg, kind_of(model.config), [cfg.model])
-    require(model.config.model_type == "bert" or hasattr(model, "bert"),
+    model, tokenizer = kind.load_torch(folder)
+    cfg.model = folder
+    cfg.max_length = stage_max_length(cfg, kind, [folder])
+    require(model.config.model_type == "bert",
             f"structured pruning supports BERT-family models, got model_type '{model.config.model_type}'")
     before = structure(model)
 
@@ -132,9 +132,9 @@ def run(cfg: Config) -> Path:
     if spec is not None and cfg.max_eval_rows:
         eval_rows, task = load_rows(spec, "validation", cfg.max_eval_rows, cfg.cache_dir)
         eval_labels = align_labels(eval_rows, task, model.config.id2label, tokenizer, cfg.max_length)
-    acc_before = accuracy(torch_logits(model, tokenizer, eval_rows, cfg.max_length), eval_labels) if eval_rows else None
+    unpruned = torch_logits(model, tokenizer, eval_rows, cfg.max_length) if eval_rows else None
 
-    if cfg.importance == "taylor":
+    if cfg.importance == "taylor":  # gradients of the kind's importance_loss (an embedder: its neighbour loss)
         rows, task = load_rows(spec, "train", cfg.importance_rows, cfg.cache_dir)
         labels = align_labels(rows, task, model.config.id2label, tokenizer, cfg.max_length)
         head_scores, neuron_scores = score(model, tokenizer, rows, labels, cfg.max_length, cfg.batch_size)
@@ -146,19 +146,28 @@ def run(cfg: Config) -> Path:
     if to_prune:
         model.prune_heads(to_prune)
     prune_neurons(model, neuron_scores, cfg.neuron_fraction)
+    model.eval()
     after = structure(model)
-    acc_after = accuracy(torch_logits(model, tokenizer, eval_rows, cfg.max_length), eval_labels) if eval_rows else None
 
     metrics = {"before": before, "after": after,
                "params_ratio": round(after["num_parameters"] / before["num_parameters"], 4),
                "heads_removed": {str(k): v for k, v in to_prune.items()},
                "head_scores": [[round(float(x), 5) for x in s] for s in head_scores],
-               "val_accuracy_before": acc_before, "val_accuracy_after_no_recovery": acc_after,
-               "eval_rows": len(eval_rows),
-               "note": "accuracy is before recovery; chain students.distill with the unpruned model as teacher"}
-    save_model_artifact(cfg.output_dir, model, tokenizer, stage="prune", parents=[cfg.model], config=to_dict(cfg),
+               "importance": cfg.importance, "eval_rows": len(eval_rows),
+               "note": "scores are before recovery; distil from the unpruned model into this one "
+                       "(distill --teacher UNPRUNED --student THIS)"}
+    if eval_rows:
+        pruned = torch_logits(model, tokenizer, eval_rows, cfg.max_length)
+        metrics.update({"val_accuracy_before": accuracy(unpruned, eval_labels),
+                        "val_accuracy_after_no_recovery": accuracy(pruned, eval_labels),
+                        "vs_unpruned": parity(unpruned, pruned)})
+        judged_by = primary_metric(task)[0]
+        if judged_by != "accuracy":  # entity F1, SQuAD F1 or Spearman
+            metrics.update({f"val_{judged_by}_before": task_scores(task, unpruned, eval_labels)[judged_by],
+                            f"val_{judged_by}_after_no_recovery": task_scores(task, pruned, eval_labels)[judged_by]})
+    save_model_artifact(cfg.output_dir, model, tokenizer, stage="prune", parents=[folder], config=to_dict(cfg),
                         metrics=metrics, num_parameters=after["num_parameters"],
-                        data=spec.record(task) if spec else None)
+                        data=spec.record(task, max_length=cfg.max_length) if spec else None, extra={"kind": kind.name})
     return Path(cfg.output_dir)
 
 

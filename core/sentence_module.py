@@ -23,13 +23,28 @@ class SentenceOutput(ModelOutput):
 
 class SentenceEncoder(torch.nn.Module):
     """`embedder.forward` as a module: the encoder and projection are registered, so `.parameters()`,
-    `.to()` and tracing see their weights."""
+    `.to()` and tracing see their weights. It answers what the stages ask of a transformers model:
+    `config` (the encoder's), the encoder under `base_model_prefix` (where pruning finds the layers),
+    `prune_heads`, and `save_pretrained`, which writes the sentence-transformers folder."""
+
+    base_model_prefix = "model"
 
     def __init__(self, embedder):
         super().__init__()
         self.embedder = embedder
         self.model, self.dense = embedder.model, embedder.dense
         self.config = embedder.model.config
+
+    def prune_heads(self, heads: dict[int, list[int]]) -> None:
+        self.model.prune_heads(heads)
+
+    def save_pretrained(self, out_dir, safe_serialization: bool = True) -> None:
+        """The encoder's files, then modules.json, the pooling folder and the projection (if any)."""
+        from shrinkbert.core.embedder import write_st_layout
+
+        self.model.save_pretrained(out_dir, safe_serialization=safe_serialization)
+        write_st_layout(out_dir, self.embedder.spec, self.config.hidden_size, self.embedder.max_length,
+                        dense=self.dense)
 
     def forward(self, input_ids, attention_mask, token_type_ids=None) -> SentenceOutput:
         batch = {"input_ids": input_ids, "attention_mask": attention_mask}

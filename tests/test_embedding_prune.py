@@ -1,4 +1,4 @@
-"""Pruning a sentence-embedding model (compress/embedding_prune.py) and distilling into it (recovery).
+"""Pruning a sentence-embedding model (compress/prune.py, the stage every kind uses) and distilling into it (recovery).
 
 A tiny random BERT written as a sentence-transformers folder (modules.json, mean pooling, normalised,
 no manifest: the layout all-MiniLM-L6-v2 ships in) stands in for the teacher; the importance rows
@@ -66,10 +66,11 @@ def test_prune_removes_the_silent_head_first_keeps_the_vectors_and_a_sentence_tr
     assert manifest["stage"] == "prune" and manifest["kind"] == "embedding"
     metrics = manifest["metrics"]
     assert metrics["heads_removed"] == {"1": [2]}  # 1 of 8 heads: the one whose output is always zero
-    assert metrics["after"]["heads_per_layer"] == [4, 3] and metrics["eval_pairs"] == 24
+    assert metrics["after"]["heads_per_layer"] == [4, 3] and metrics["eval_rows"] == 24
     # a head that never contributed is gone and nothing else: the same vectors, the same Spearman
-    assert metrics["agreement_with_unpruned"] == pytest.approx(1.0, abs=1e-5)
-    assert metrics["validation_spearman_after_no_recovery"] == pytest.approx(metrics["validation_spearman_before"], abs=1e-3)
+    assert metrics["vs_unpruned"]["max_abs_logit_diff"] < 1e-5 and metrics["vs_unpruned"]["rows"] == 48
+    assert metrics["val_spearman_after_no_recovery"] == pytest.approx(metrics["val_spearman_before"], abs=1e-3)
+    assert metrics["val_accuracy_before"] is None  # Spearman ranks pairs together: no per-pair accuracy
     assert (out / "modules.json").is_file() and manifest["data"]["task"] == str(STSB.resolve())
     sentences = ["a man plays a guitar", "rain by friday"]
     pruned = Embedder.load(out)

@@ -48,7 +48,7 @@ def neighbour_loss(vectors):
     """In-batch retrieval loss of sentence vectors against their own detached copies: each sentence must
     find itself among the batch's (cross-entropy over scaled cosines, MultipleNegativesRankingLoss's
     form). Its value is the model's own, but its gradient says which weights keep sentences apart,
-    so pruning by it (compress/embedding_prune.py) keeps what a nearest-neighbour index relies on. A
+    so pruning by it (compress/prune.py) keeps what a nearest-neighbour index relies on. A
     squared-error loss to the model's own vectors would be zero with a zero gradient here."""
     import torch
     import torch.nn.functional as F
@@ -108,7 +108,6 @@ class EmbeddingKind(TaskKind):
                   "distill": "shrinkbert.students.embedding_stage:distill",
                   "quantize": "shrinkbert.compress.embedding_stages:quantize",
                   "bundle": "shrinkbert.compress.embedding_stages:bundle",
-                  "prune": "shrinkbert.compress.embedding_prune:run",
                   "eval": "shrinkbert.eval.embedding_report:run"}
     # The pooling, projection and normalisation run after the encoder: the graph is the traced
     # SentenceEncoder (core/sentence_module.py), whose output is the sentence vector.
@@ -214,6 +213,9 @@ class EmbeddingKind(TaskKind):
         from shrinkbert.core.embedder import Embedder
         from shrinkbert.core.sentence_module import SentenceEncoder  # deferred: torch
 
+        if (Path(path) / "modules.json").is_file() and not (Path(path) / "config.json").is_file():
+            raise ShrinkbertError(f"{path} holds no transformer (a static student is a lookup table: nothing to "
+                                  "export or prune); bundle it directly (shrinkbert bundle --model ...)")
         embedder = Embedder.load(path, eager=eager)
         return SentenceEncoder(embedder).eval(), embedder.tokenizer
 
@@ -247,9 +249,12 @@ class EmbeddingKind(TaskKind):
     def importance_loss(self, model_output, batch: dict, labels: list):
         """Pruning ranks heads and neurons by how much removing them would blur which sentence is which
         (`neighbour_loss` on the mean-pooled vectors): no labels, and the ranking is about the index."""
-        from shrinkbert.core.embedder import pool
+        vectors = getattr(model_output, OUTPUT, None)  # a SentenceEncoder's: pooled and projected as declared
+        if vectors is None:
+            from shrinkbert.core.embedder import pool
 
-        return neighbour_loss(pool(model_output.last_hidden_state, batch["attention_mask"], "mean"))
+            vectors = pool(model_output.last_hidden_state, batch["attention_mask"], "mean")
+        return neighbour_loss(vectors)
 
     def kd_loss(self, student, teacher, batch, temperature):
         """MSE plus (1 - cosine) to the teacher's vectors (core/kinds/losses.py)."""
