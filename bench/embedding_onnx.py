@@ -26,8 +26,8 @@ for name, value in (("HF_HUB_OFFLINE", "1"), ("HF_DATASETS_OFFLINE", "1"), ("TOK
 import torch  # noqa: E402
 from embedding_static import MTEB_TEACHER, STSB, interleaved, long_text  # noqa: E402  (bench/ sibling)
 
-from shrinkbert import export  # noqa: E402
-from shrinkbert.compress.embedding_onnx import OnnxEmbedder, quantize  # noqa: E402
+from shrinkbert import export, quantize  # noqa: E402
+from shrinkbert.compress.embedding_onnx import OnnxEmbedder  # noqa: E402
 from shrinkbert.core.data.scored_pairs import read_scored_pairs  # noqa: E402
 from shrinkbert.core.device import describe_machine, set_threads  # noqa: E402
 from shrinkbert.core.embedder import Embedder  # noqa: E402
@@ -51,7 +51,7 @@ def main(argv=None) -> int:
     int8_dir = fp32_dir.with_name(fp32_dir.name + "-int8")
     started = time.perf_counter()
     gap = export(model=str(args.teacher), output_dir=str(fp32_dir), optimization="none").metrics["parity"]["max_abs_logit_diff"]
-    choice = quantize(fp32_dir, int8_dir)
+    choice = quantize(model=str(fp32_dir), output_dir=str(int8_dir)).metrics["int8_choice"]
     print(f"export + int8 in {time.perf_counter() - started:.0f} s; export parity max |diff| {gap:.1e}; "
           f"int8 {choice['isa']} per_channel={choice['per_channel']} reduce_range={choice['reduce_range']}")
 

@@ -38,8 +38,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from embedding_static import MTEB_TEACHER, STSB, interleaved, long_text  # noqa: E402  (bench/ sibling)
 
-from shrinkbert import export  # noqa: E402
-from shrinkbert.compress.embedding_onnx import OnnxEmbedder, quantize  # noqa: E402
+from shrinkbert import export, quantize  # noqa: E402
+from shrinkbert.compress.embedding_onnx import OnnxEmbedder  # noqa: E402
 from shrinkbert.core.data.builtin import resolve_model  # noqa: E402
 from shrinkbert.core.data.load import load_corpus  # noqa: E402
 from shrinkbert.core.data.scored_pairs import read_scored_pairs  # noqa: E402
@@ -122,7 +122,7 @@ def main(argv=None) -> int:
         distill_s = time.perf_counter() - started
         gap = export(model=str(student_dir), output_dir=str(work / f"{name}-onnx"), tolerance=1e-4,
                      optimization="none").metrics["parity"]["max_abs_logit_diff"]
-        quantize(work / f"{name}-onnx", work / f"{name}-int8")
+        quantize(model=str(work / f"{name}-onnx"), output_dir=str(work / f"{name}-int8"))
         fp32 = OnnxEmbedder(work / f"{name}-onnx", threads=args.threads, max_length=args.seq_len)
         int8 = OnnxEmbedder(work / f"{name}-int8", threads=args.threads, max_length=args.seq_len)
         manifest = json.loads((student_dir / "shrinkbert.json").read_text())

@@ -12,7 +12,7 @@ loss + margin_z * se <= tolerance (margin_z 0: the point estimate alone).
 
 What is scored is a `Judge`: a classifier's accuracy on labelled rows (`by_labels`, the default
 when the search is given labels), or any other score of the outputs with its own loss and margin
-(an embedding graph's STS Spearman: compress/embedding_stages.py).
+(scored pairs: Spearman, core/kinds/embedding.PairScores, through `judge_for`).
 """
 from __future__ import annotations
 
@@ -44,12 +44,21 @@ class Judge:
     score: Callable[[np.ndarray], float | None]
     loss: Callable[[np.ndarray, np.ndarray], tuple[float, float]]
     rows: int
+    name: str = "accuracy"  # what `score` is, for the manifest and messages
 
 
 def by_labels(labels: Sequence[int]) -> Judge:
     """Accuracy on labelled rows (a QA task: per-question F1), with the paired per-row margin."""
     return Judge(lambda outputs: accuracy(outputs, labels),
                  lambda fp32, int8: loss_with_margin(fp32, int8, labels), len(labels))
+
+
+def judge_for(labels) -> Judge:
+    """The Judge the labels ask for: their own score and margin where they carry them (scored pairs:
+    Spearman, core/kinds/embedding.PairScores), else accuracy with the paired per-row margin."""
+    if hasattr(labels, "drop_with_margin"):
+        return Judge(labels.score_of, labels.drop_with_margin, len(labels), getattr(labels, "judged_by", "score"))
+    return by_labels(labels)
 
 
 def search(src: Path, groups: dict[str, list[str]], base_exclude: list[str], quantize: Callable[[Path, list[str]], Path],
@@ -60,7 +69,7 @@ def search(src: Path, groups: dict[str, list[str]], base_exclude: list[str], qua
     the stage (they hold its quantization settings and rows); `labels`: the rows' labels, or a Judge.
     `met` is False when the tolerance holds only with every group kept fp32 (nothing left to
     quantize) or not even then."""
-    judge = labels if isinstance(labels, Judge) else by_labels(labels)
+    judge = labels if isinstance(labels, Judge) else judge_for(labels)
     acc_fp32 = judge.score(fp32_logits)
     margins: dict[str, tuple[float, float]] = {}
 

@@ -199,6 +199,15 @@ def gzip_size(path: str | Path) -> int:
     return size + len(z.flush())
 
 
+def copy_graph_files(source: Path, out: Path, names: list[str]) -> None:
+    """The files and folders a kind's ONNX folder carries from its PyTorch artifact (`graph_files`)."""
+    for name in names:
+        if (source / name).is_dir():
+            shutil.copytree(source / name, out / name, dirs_exist_ok=True)
+        elif (source / name).is_file():
+            shutil.copy2(source / name, out / name)
+
+
 def copy_tokenizer_files(src: str | Path, dst: str | Path) -> None:
     names = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
              "added_tokens.json")

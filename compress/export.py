@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from shrinkbert.compress.common import (align_labels, accuracy, load_rows, onnx_file, ort_logits, ort_session,
-                                        parity, task_scores, torch_logits)
+from shrinkbert.compress.common import (align_labels, accuracy, copy_graph_files, load_rows, onnx_file, ort_logits,
+                                        ort_session, parity, task_scores, torch_logits)
 from shrinkbert.compress.configs import ExportConfig as Config
 from shrinkbert.core.artifacts import atomic_artifact, check, write_manifest
 from shrinkbert.core.config import stage_main, to_dict
@@ -114,15 +114,6 @@ def trace_graph(model, tokenizer, out: Path, kind, opset: int = 0) -> None:
                           output_names=outputs, opset_version=opset or 17, dynamo=False,
                           dynamic_axes={**{name: {0: "batch", 1: "sequence"} for name in names},
                                         **{name: {0: "batch"} for name in outputs}})
-
-
-def copy_graph_files(source: Path, out: Path, names: list[str]) -> None:
-    """The files and folders a kind's ONNX folder carries from its PyTorch artifact (`graph_files`)."""
-    for name in names:
-        if (source / name).is_dir():
-            shutil.copytree(source / name, out / name, dirs_exist_ok=True)
-        elif (source / name).is_file():
-            shutil.copy2(source / name, out / name)
 
 
 def run(cfg: Config) -> Path:

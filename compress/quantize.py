@@ -9,14 +9,13 @@
 """
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 
 import numpy as np
 
 from shrinkbert.compress import accuracy_aware, int8
-from shrinkbert.compress.common import (accuracy, align_labels, check_onnx_file, copy_tokenizer_files, encode,
+from shrinkbert.compress.common import (accuracy, align_labels, check_onnx_file, copy_graph_files, copy_tokenizer_files, encode,
                                         load_rows, onnx_file, ort_logits, ort_session, parity,
                                         task_scores)
 from shrinkbert.compress.configs import QuantizeConfig as Config
@@ -25,7 +24,7 @@ from shrinkbert.core.artifacts import atomic_artifact, check, read_manifest, wri
 from shrinkbert.core.config import stage_main, to_dict
 from shrinkbert.core.data.dataspec import resolve_spec, stage_max_length
 from shrinkbert.core.errors import ShrinkbertError, require
-from shrinkbert.core.kinds import kind_of, primary_metric, own_stage
+from shrinkbert.core.kinds import kind_of, primary_metric
 
 
 def tokenizer_of(model_dir: Path):
@@ -55,13 +54,13 @@ def calibration_features(cfg: Config, tokenizer, input_names: list[str], spec=No
 
 def run(cfg: Config) -> Path:
     require(bool(cfg.model) and bool(cfg.output_dir), "quantize needs --model and --output-dir")
-    own = own_stage(cfg.model, "quantize")
-    if own is not None:  # an embedding graph: judged on its vectors and Spearman
-        return own(cfg)
+    require(not cfg.calibration_data or cfg.mode == "static",
+            f"--calibration-data calibrates static int8 (--mode static); --mode {cfg.mode} reads no calibration data")
     src_dir = Path(cfg.model).resolve()
     src = onnx_file(src_dir)  # first: a missing model is named as such before anything reads it
     graph = check_onnx_file(src)
-    cfg.max_length = stage_max_length(cfg, kind_of(src_dir), [src_dir])
+    kind = kind_of(src_dir)
+    cfg.max_length = stage_max_length(cfg, kind, [src_dir])
     session = ort_session(src, cfg.threads or None)
     input_names = [i.name for i in session.get_inputs()]
     tokenizer = tokenizer_of(src_dir)
@@ -98,11 +97,11 @@ def run(cfg: Config) -> Path:
         # words' accuracy; entity F1 is reported beside it)
         model_config = AutoConfig.from_pretrained(str(src_dir))
         rows, task = load_rows(spec, "validation", None if cfg.accuracy_aware else cfg.max_eval_rows, cfg.cache_dir,
-                               kind=kind_of(model_config))
+                               kind=kind)
         labels = align_labels(rows, task, model_config.id2label, tokenizer, cfg.max_length)
 
-    def evaluate(path: Path) -> np.ndarray:
-        return ort_logits(ort_session(path, cfg.threads or None), tokenizer, rows, cfg.max_length)
+    def evaluate(path: Path, on: list | None = None) -> np.ndarray:
+        return ort_logits(ort_session(path, cfg.threads or None), tokenizer, rows if on is None else on, cfg.max_length)
 
     fp32_logits = evaluate(src) if rows else None
     search = None
@@ -130,9 +129,7 @@ def run(cfg: Config) -> Path:
         tmp = Path(tmp)
         out = quantize(tmp / "model.onnx", exclude_nodes)
         ort_session(out)  # it must load
-        for name in ("config.json",):
-            if (src_dir / name).is_file():
-                shutil.copy2(src_dir / name, tmp / name)
+        copy_graph_files(src_dir, tmp, ["config.json", *kind.graph_files(src_dir)])  # an embedder's pooling files
         copy_tokenizer_files(src_dir, tmp)
         metrics = {"mode": cfg.mode, "isa": isa, "per_channel": choice.get("per_channel"), "int8_choice": choice,
                    "cpu": int8.cpu_description(), "fused_graph": fused,
@@ -141,8 +138,8 @@ def run(cfg: Config) -> Path:
                    "int8_mb": round(out.stat().st_size / 1e6, 3),
                    "size_ratio": round(src.stat().st_size / out.stat().st_size, 3),
                    "quantized_nodes": int8.quantized_node_count(out), "eval_rows": len(rows)}
+        int8_logits = evaluate(out) if rows else None
         if rows:
-            int8_logits = evaluate(out)
             metrics.update({"val_accuracy_fp32": accuracy(fp32_logits, labels),
                             "val_accuracy_int8": accuracy(int8_logits, labels),
                             "vs_fp32": parity(fp32_logits, int8_logits)})
@@ -154,9 +151,10 @@ def run(cfg: Config) -> Path:
                 metrics["val_accuracy_loss_points"] = round(
                     100 * (metrics["val_accuracy_fp32"] - metrics["val_accuracy_int8"]), 3)
         if search is not None:
-            metrics["accuracy_aware"] = {"tolerance_points": cfg.tolerance, "met": search["met"],
+            metrics["accuracy_aware"] = {"judged_on": f"validation {accuracy_aware.judge_for(labels).name}",
+                                         "tolerance_points": cfg.tolerance, "met": search["met"],
                                          "validation_rows": search["rows"], "loss_points": search["loss_points"],
-                                         "paired_se_points": search["se_points"], "margin_z": cfg.margin_z,
+                                         "se_points": search["se_points"], "margin_z": cfg.margin_z,
                                          "loss_bound_points": search["bound_points"],
                                          "kept_fp32_modules": search["kept_fp32"],
                                          "sensitivity": search["table"], "steps": search["steps"],
@@ -166,8 +164,19 @@ def run(cfg: Config) -> Path:
         if search is not None:
             checks.append(check("accuracy_aware_tolerance", search["met"],
                                 f"validation accuracy loss within {cfg.tolerance} points"))
+        # what the kind's int8 must keep (embeddings: the vectors' directions and Spearman), on the
+        # validation rows, or example rows where there are none
+        probe, probe_labels = (rows, labels) if rows else (load_rows(None, kind=kind)[0], None)
+        fp32_probe, int8_probe = ((fp32_logits, int8_logits) if rows else
+                                  (evaluate(src, probe), evaluate(out, probe)))
+        checks += kind.int8_checks(task, fp32_probe, int8_probe, probe_labels, cfg.tolerance)
+        failed = [c for c in checks if not c["passed"]]
+        if failed and not cfg.allow_unmet:
+            raise ShrinkbertError(f"int8 {failed[0]['name']} failed: {failed[0]['detail']}: not written "
+                                  "(--allow-unmet writes it, recorded)")
         write_manifest(tmp, stage="quantize", parents=[cfg.model], config=to_dict(cfg), metrics=metrics,
-                       num_parameters=parent_params, data=spec.record(task) if spec else None, checks=checks)
+                       num_parameters=parent_params, data=spec.record(task) if spec else None, checks=checks,
+                       extra={"kind": kind.name})
     return Path(cfg.output_dir)
 
 

@@ -51,11 +51,17 @@ def sts_spearman(encode: Callable[[list[str]], np.ndarray], pairs: ScoredPairs) 
 
 def spearman_drop(fp32: np.ndarray, int8: np.ndarray, pairs: ScoredPairs, resamples: int = 200,
                   seed: int = 0) -> tuple[float, float]:
-    """(Spearman points lost from `fp32` to `int8` vectors of the same pairs, its standard error): the
+    """(Spearman points lost from `fp32` to `int8` vectors of `distinct_sentences(pairs)`, its
+    standard error): `cosine_spearman_drop` of the pairs' cosines."""
+    return cosine_spearman_drop(pair_cosines(fp32, pairs), pair_cosines(int8, pairs), pairs.scores, resamples, seed)
+
+
+def cosine_spearman_drop(cos_fp32: Sequence[float], cos_int8: Sequence[float], gold: Sequence[float],
+                         resamples: int = 200, seed: int = 0) -> tuple[float, float]:
+    """(Spearman points lost from the pairs' `cos_fp32` to their `cos_int8`, its standard error): the
     spread of the paired difference over bootstrap resamples of the pairs (Spearman is not a mean
     over rows, so it has no per-row standard error)."""
-    cos_fp32, cos_int8 = pair_cosines(fp32, pairs), pair_cosines(int8, pairs)  # once: resamples pick rows
-    scores = np.asarray(pairs.scores)
+    cos_fp32, cos_int8, scores = np.asarray(cos_fp32), np.asarray(cos_int8), np.asarray(gold, dtype=np.float64)
     rng = np.random.default_rng(seed)
     n = len(scores)
     drops = []

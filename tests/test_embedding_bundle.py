@@ -83,7 +83,6 @@ def int8_graph(tmp_path_factory):
     """A tiny encoder exported as one sentence-vector graph, then dynamic int8."""
     from fixtures import make_tiny_bert
     import shrinkbert
-    from shrinkbert.compress.embedding_onnx import quantize
 
     root = tmp_path_factory.mktemp("onnx-emb")
     from shrinkbert.core.embedder import PoolingSpec, write_st_layout
@@ -91,7 +90,7 @@ def int8_graph(tmp_path_factory):
     tiny = make_tiny_bert(root / "tiny", with_manifest=False)
     write_st_layout(tiny, PoolingSpec("mean", True), dim=32)  # a sentence-transformers folder as it ships
     shrinkbert.export(model=str(tiny), output_dir=str(root / "fp32"), optimization="none")
-    quantize(root / "fp32", root / "int8")
+    shrinkbert.quantize(model=str(root / "fp32"), output_dir=str(root / "int8"))
     return root / "int8"
 
 

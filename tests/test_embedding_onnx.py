@@ -7,7 +7,7 @@ import onnx
 import pytest
 
 import shrinkbert
-from shrinkbert.compress.embedding_onnx import OUTPUT, OnnxEmbedder, quantize
+from shrinkbert.compress.embedding_onnx import OUTPUT, OnnxEmbedder
 from shrinkbert.core.embedder import Embedder, PoolingSpec, write_st_layout
 from shrinkbert.core.errors import ShrinkbertError
 from fixtures import make_tiny_bert
@@ -30,8 +30,10 @@ def test_the_graph_outputs_the_sentence_vector(tmp_path, spec):
     np.testing.assert_allclose(ours, Embedder.load(model).encode(TEXTS), atol=1e-4)
     assert (tmp_path / "onnx" / "modules.json").is_file()  # the pooling files travel with the graph
 
-    choice = quantize(tmp_path / "onnx", tmp_path / "int8")
-    assert choice["isa"]
+    int8 = shrinkbert.quantize(model=str(tmp_path / "onnx"), output_dir=str(tmp_path / "int8"))
+    assert int8.metrics["isa"] and int8.manifest["kind"] == "embedding"
+    assert [c["name"] for c in int8.manifest["checks"]] == ["int8_agreement"] and int8.manifest["checks"][0]["passed"]
+    assert (tmp_path / "int8" / "modules.json").is_file()  # the pooling files travel with the int8 graph too
     quantized = OnnxEmbedder(tmp_path / "int8").encode(TEXTS)
     assert quantized.shape == ours.shape
     cosine = (quantized * ours).sum(1) / np.linalg.norm(quantized, axis=1) / np.linalg.norm(ours, axis=1)
@@ -41,8 +43,8 @@ def test_the_graph_outputs_the_sentence_vector(tmp_path, spec):
 
 
 def test_quantizing_a_folder_without_a_graph_is_one_line(tmp_path):
-    with pytest.raises(ShrinkbertError, match="no model.onnx"):
-        quantize(tmp_path, tmp_path / "int8")
+    with pytest.raises(ShrinkbertError, match="0 .onnx files"):
+        shrinkbert.quantize(model=str(tmp_path), output_dir=str(tmp_path / "int8"))
 
 
 def test_export_of_a_sentence_transformers_folder_as_it_ships_gives_the_vector_graph(tmp_path):

@@ -411,5 +411,13 @@ class TaskKind(ABC):
         runs the source model. None (the default): logit parity and label agreement suffice."""
         return None
 
+    def int8_checks(self, task, fp32, int8, labels, tolerance: float) -> list[dict[str, Any]]:
+        """What int8 must keep for this kind's outputs before its model is written, as `check` records:
+        `fp32` and `int8` are the two graphs' `scored_logits` on the validation rows (or, without a
+        task, example rows), `labels` their `gold_labels`. A failed check refuses the artifact unless
+        --allow-unmet. The default: none (a classifier's int8 is judged by the report's paired test
+        and by accuracy-aware mode)."""
+        return []
+
     def __repr__(self) -> str:
         return f"<task kind {self.name}>"

@@ -42,6 +42,7 @@ COLUMNS = ("sentence1", "sentence2", "score")
 OUTPUT = "sentence_embedding"  # compress/embedding_onnx.py's graph output
 DEFAULT_RANGE = ("0", "5")     # STS-B's score range, as the task's label names
 NEIGHBOUR_SCALE = 20.0         # sentence-transformers' MultipleNegativesRankingLoss scale (temperature 0.05)
+MIN_INT8_AGREEMENT = 0.98      # mean cosine of int8 and fp32 vectors below which int8 has broken the model
 
 
 def neighbour_loss(vectors):
@@ -70,11 +71,32 @@ def mean_pool(hidden: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
 
 
 class PairScores(list):
-    """The gold scores of scored pairs (`gold_labels`). Spearman ranks all pairs together, so no pair
-    is right or wrong on its own: `unit_scores` is None, and "accuracy" (compress/common.py) with it."""
+    """The gold scores of scored pairs (`gold_labels`), which also say how the pairs are judged.
+    Spearman ranks all pairs together, so no pair is right or wrong on its own: `unit_scores` is
+    None, and "accuracy" (compress/common.py) with it; accuracy-aware int8 holds `score_of` (Spearman
+    / 100) within its tolerance, with `drop_with_margin`'s bootstrap standard error."""
+
+    judged_by = "Spearman"
 
     def unit_scores(self, scored) -> None:
         return None
+
+    @staticmethod
+    def cosines(scored) -> np.ndarray:
+        from shrinkbert.core.sts import cosine_rows  # deferred: scipy
+
+        scored = np.asarray(scored)
+        return cosine_rows(scored[0::2], scored[1::2])  # `scored_logits`: each pair's two vectors in turn
+
+    def score_of(self, scored) -> float:
+        from shrinkbert.core.sts import spearman_x100
+
+        return spearman_x100(self.cosines(scored), [float(s) for s in self]) / 100
+
+    def drop_with_margin(self, fp32, int8) -> tuple[float, float]:
+        from shrinkbert.core.sts import cosine_spearman_drop
+
+        return cosine_spearman_drop(self.cosines(fp32), self.cosines(int8), [float(s) for s in self])
 
 
 def score_range(task) -> tuple[float, float]:
@@ -106,7 +128,6 @@ class EmbeddingKind(TaskKind):
     # graph: these stages run in the embedding modules (the classifiers' code serves the rest).
     own_stages = {"finetune": "shrinkbert.teachers.embedding_pairs:finetune_stage",
                   "distill": "shrinkbert.students.embedding_stage:distill",
-                  "quantize": "shrinkbert.compress.embedding_stages:quantize",
                   "bundle": "shrinkbert.compress.embedding_stages:bundle",
                   "eval": "shrinkbert.eval.embedding_report:run"}
     # The pooling, projection and normalisation run after the encoder: the graph is the traced
@@ -297,6 +318,22 @@ class EmbeddingKind(TaskKind):
     def predictions(self, scored: np.ndarray) -> np.ndarray:
         """A sentence's "prediction" is its vector (parity compares them, not labels)."""
         return np.asarray(scored)
+
+    def int8_checks(self, task, fp32, int8, labels, tolerance: float) -> list[dict[str, Any]]:
+        """int8 must keep the vectors' directions (mean cosine to fp32's) and, on scored pairs, the
+        validation Spearman within `tolerance` points: an index built with one is searched with the other."""
+        from shrinkbert.core.artifacts import check
+
+        agreement = float(np.mean(np.sum(normalize_rows(fp32) * normalize_rows(int8), axis=1)))
+        checks = [check("int8_agreement", agreement >= MIN_INT8_AGREEMENT,
+                        f"mean cosine of int8 and fp32 vectors {agreement:.4f} on {len(fp32)} sentences "
+                        f"(at least {MIN_INT8_AGREEMENT})")]
+        if labels and all(label is not None for label in labels):
+            before, after = (self.score(task, scored, labels)["spearman"] for scored in (fp32, int8))
+            checks.append(check("spearman_drop", before - after <= tolerance,
+                                f"validation Spearman {before:.2f} -> {after:.2f} on {len(labels)} pairs "
+                                f"(tolerance {tolerance:g} points)"))
+        return checks
 
     # -- metrics ----------------------------------------------------------------------------------
     def score(self, task, scored, labels) -> dict[str, float | None]:
