@@ -2,11 +2,15 @@
 
 Only removed structure makes a dense model faster, so nothing here is masked: heads go through
 `model.prune_heads` (recorded in config.pruned_heads, re-applied by from_pretrained) and FFN
-neurons through `prune_linear_layer` on intermediate.dense (rows) and output.dense (columns).
+neurons through `prune_linear_layer` on the FFN's input projection (rows) and output projection
+(columns), found through the model family's Layout (core/families): BERT, RoBERTa/XLM-R, ELECTRA,
+DistilBERT and MPNet (FFN neurons only: its relative-position bias is shared by every layer's heads);
+DeBERTa and ModernBERT are refused in one line. transformers 4.57 (the pinned version) still has
+`prune_heads`; it goes in transformers 5.
 
 FFN neurons are removed in the SAME number from every layer, so the pruned model keeps one
-`intermediate_size` and reloads with plain AutoModelForSequenceClassification and exports through
-Optimum; BertConfig has no per-layer size. Which neurons go is still chosen per layer by score.
+intermediate size and reloads with the family's own Auto class and exports through Optimum (no
+config holds a per-layer size). Which neurons go is still chosen per layer by score.
 Heads may be ranked globally (per-layer L2-normalised scores, Michel et al.) or per layer; a layer
 always keeps at least `min_heads_per_layer` heads.
 
@@ -21,26 +25,26 @@ import torch
 
 from shrinkbert.compress.common import accuracy, align_labels, load_rows, parity, task_scores, torch_logits
 from shrinkbert.compress.configs import PruneConfig as Config
-from shrinkbert.compress.importance import bert_layers, score
+from shrinkbert.compress.importance import heads_in, module_at, score, slicing_layout
 from shrinkbert.core.artifacts import save_model_artifact
 from shrinkbert.core.config import stage_main, to_dict
 from shrinkbert.core.data.builtin import resolve_model
 from shrinkbert.core.data.dataspec import resolve_spec, stage_max_length
 from shrinkbert.core.errors import ShrinkbertError, require
+from shrinkbert.core.families import family_of
 from shrinkbert.core.kinds import kind_for_stage, primary_metric
 from shrinkbert.core.models import count_parameters
 
 
 def magnitude_scores(model) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """Data-free fallback: L2 norm of each head's output-projection columns and each neuron's weights."""
+    layers, layout, head_size = slicing_layout(model)
     heads, neurons = [], []
-    for layer in bert_layers(model):
-        att = layer.attention
-        n, size = att.self.num_attention_heads, att.self.attention_head_size
-        w = att.output.dense.weight.detach()  # [hidden, n*size]
-        heads.append(w.view(w.shape[0], n, size).norm(dim=(0, 2)))
-        neurons.append(layer.intermediate.dense.weight.detach().norm(dim=1) *
-                       layer.output.dense.weight.detach().norm(dim=0))
+    for layer in layers:
+        w = module_at(layer, layout.attention_out).weight.detach()  # [hidden, heads * head_size]
+        heads.append(w.view(w.shape[0], -1, head_size).norm(dim=(0, 2)))
+        neurons.append(module_at(layer, layout.ffn_in).weight.detach().norm(dim=1) *
+                       module_at(layer, layout.ffn_out).weight.detach().norm(dim=0))
     return heads, neurons
 
 
@@ -81,17 +85,19 @@ def prune_neurons(model, neuron_scores: list[torch.Tensor], fraction: float) -> 
     """Remove the same number of least important neurons from every layer; returns the new size."""
     from transformers.pytorch_utils import prune_linear_layer
 
-    layers = bert_layers(model)
-    size = layers[0].intermediate.dense.out_features
+    layers, layout, _ = slicing_layout(model)
+    size = module_at(layers[0], layout.ffn_in).out_features
     keep = size - int(round(fraction * size))
     require(keep >= 1, f"neuron_fraction {fraction} would remove every FFN neuron")
     if keep == size:
         return size
     for layer, s in zip(layers, neuron_scores):
         index = torch.sort(torch.argsort(s, descending=True)[:keep]).values
-        layer.intermediate.dense = prune_linear_layer(layer.intermediate.dense, index, dim=0)
-        layer.output.dense = prune_linear_layer(layer.output.dense, index, dim=1)
-    model.config.intermediate_size = keep
+        for path, dim in ((layout.ffn_in, 0), (layout.ffn_out, 1)):
+            parent, _, name = path.rpartition(".")
+            owner = module_at(layer, parent) if parent else layer
+            setattr(owner, name, prune_linear_layer(getattr(owner, name), index, dim=dim))
+    setattr(model.config, family_of(model.config).config_fields["intermediate"], keep)  # one size: it reloads
     return keep
 
 
@@ -105,11 +111,11 @@ def check_fractions(cfg: Config) -> None:
 
 
 def structure(model) -> dict[str, int | list[int]]:
-    layers = bert_layers(model)
-    heads = [l.attention.self.num_attention_heads for l in layers]
+    layers, layout, head_size = slicing_layout(model)
+    heads = [heads_in(layer, layout, head_size) for layer in layers]
     return {"heads": sum(heads), "heads_per_layer": heads,
-            "ffn_neurons": sum(l.intermediate.dense.out_features for l in layers),
-            "intermediate_size": layers[0].intermediate.dense.out_features,
+            "ffn_neurons": sum(module_at(layer, layout.ffn_in).out_features for layer in layers),
+            "intermediate_size": module_at(layers[0], layout.ffn_in).out_features,
             "num_parameters": count_parameters(model)}
 
 
@@ -124,9 +130,11 @@ def run(cfg: Config) -> Path:
     model, tokenizer = kind.load_torch(folder)
     cfg.model = folder
     cfg.max_length = stage_max_length(cfg, kind, [folder])
-    require(model.config.model_type == "bert",
-            f"structured pruning supports BERT-family models, got model_type '{model.config.model_type}'")
-    before = structure(model)
+    before = structure(model)  # a family pruning cannot slice is refused here, in one line
+    family = family_of(model.config)
+    require(family.prunes_heads or not cfg.head_fraction,
+            f"{family.name} models share one relative-position bias across every layer's heads, so pruning "
+            "removes their FFN neurons only: set --head-fraction 0")
 
     eval_rows, eval_labels, task = [], [], None
     if spec is not None and cfg.max_eval_rows:

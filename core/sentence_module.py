@@ -35,6 +35,10 @@ class SentenceEncoder(torch.nn.Module):
         self.model, self.dense = embedder.model, embedder.dense
         self.config = embedder.model.config
 
+    @property
+    def base_model(self):
+        return self.model
+
     def prune_heads(self, heads: dict[int, list[int]]) -> None:
         self.model.prune_heads(heads)
 

@@ -138,3 +138,38 @@ def test_unknown_family_is_refused():
 
     with pytest.raises(ShrinkbertError, match="model_type 'gpt2' is not an encoder family"):
         family_of(GPT2Config())
+
+
+@pytest.mark.parametrize("family", FAMILY_MODELS)
+def test_structured_pruning_slices_each_family_it_can_and_refuses_the_rest_in_one_line(family, family_teachers, tmp_path):
+    import shrinkbert
+    from transformers import AutoModelForSequenceClassification
+
+    from shrinkbert.core.errors import ShrinkbertError
+    from shrinkbert.core.families import family_of
+
+    teacher_dir = family_teachers[family]
+    kind = family_of(AutoModelForSequenceClassification.from_pretrained(teacher_dir))
+    heads = 0.25 if kind.prunes_heads else 0.0
+    if kind.layout is None:  # DeBERTa, ModernBERT: their attention and FFN are not sliced here
+        with pytest.raises(ShrinkbertError, match="structured pruning slices"):
+            shrinkbert.prune(model=str(teacher_dir), head_fraction=0.25, neuron_fraction=0.5,
+                             output_dir=str(tmp_path / "pruned"))
+        assert not (tmp_path / "pruned").exists()
+        return
+    if not kind.prunes_heads:  # MPNet: one relative-position bias for every layer's heads
+        with pytest.raises(ShrinkbertError, match="--head-fraction 0"):
+            shrinkbert.prune(model=str(teacher_dir), head_fraction=0.25, output_dir=str(tmp_path / "refused"))
+    pruned = shrinkbert.prune(model=str(teacher_dir), head_fraction=heads, neuron_fraction=0.5, max_eval_rows=16,
+                              importance_rows=16, output_dir=str(tmp_path / "pruned"))
+    after = pruned.metrics["after"]
+    assert after["heads"] == 8 - int(8 * heads) and after["intermediate_size"] == 32  # 2 layers x 4 heads, FFN 64
+    # It reloads with the family's own class at its pruned shape, and exports with parity.
+    model = AutoModelForSequenceClassification.from_pretrained(pruned.path)
+    layout = kind.layout
+    from shrinkbert.compress.importance import module_at
+
+    assert [module_at(layer, layout.ffn_in).out_features for layer in kind.layers(model)] == [32, 32]
+    assert sum(module_at(layer, layout.query).out_features for layer in kind.layers(model)) == after["heads"] * 8
+    onnx = shrinkbert.export(model=str(pruned.path), optimization="none", output_dir=str(tmp_path / "onnx"))
+    assert onnx.metrics["parity"]["passed"]

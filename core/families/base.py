@@ -64,6 +64,11 @@ class Family:
     sliced from (students/init.py); None: a student from the teacher keeps its widths and takes a
     subset of its layers."""
 
+    prunes_heads: ClassVar[bool] = True
+    """Whether structured pruning may remove attention heads (compress/prune.py, through the model's
+    `prune_heads`, which config.pruned_heads re-applies on load); the FFN neurons of any family with a
+    `layout` can go."""
+
     counts_like_bert: ClassVar[bool] = False
     """Whether students/shape.py's closed-form parameter count holds (BERT's embeddings, token types,
     pooler or a two-layer head); else a model is built on the meta device and counted."""

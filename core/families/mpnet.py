@@ -12,3 +12,6 @@ class MPNetFamily(Family):
     layout = Layout(query="attention.attn.q", key="attention.attn.k", value="attention.attn.v",
                     attention_out="attention.attn.o", attention_norm="attention.LayerNorm", token_type=None,
                     head_tables=("encoder.relative_attention_bias",))
+    # The relative-position bias is computed once for all layers with a column per head, so a layer
+    # with fewer heads than the others no longer fits it: pruning removes FFN neurons only.
+    prunes_heads = False
