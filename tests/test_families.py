@@ -158,7 +158,7 @@ def test_structured_pruning_slices_each_family_it_can_and_refuses_the_rest_in_on
         assert not (tmp_path / "pruned").exists()
         return
     if not kind.prunes_heads:  # MPNet: one relative-position bias for every layer's heads
-        with pytest.raises(ShrinkbertError, match="--head-fraction 0"):
+        with pytest.raises(ShrinkbertError, match="FFN neurons only"):
             shrinkbert.prune(model=str(teacher_dir), head_fraction=0.25, output_dir=str(tmp_path / "refused"))
     pruned = shrinkbert.prune(model=str(teacher_dir), head_fraction=heads, neuron_fraction=0.5, max_eval_rows=16,
                               importance_rows=16, output_dir=str(tmp_path / "pruned"))
