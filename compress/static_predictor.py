@@ -131,8 +131,25 @@ class Predictor:
         """Cosine similarity matrix [len(a), len(b)] of texts or vectors."""
         return self._vectors(a) @ self._vectors(b).T
 
+    def load_index(self, path) -> np.ndarray:
+        """An index built elsewhere, as unit float32 rows [n, dim]: a .npy of a teacher's vectors (its
+        bundle's `predict.py --embed FILE --out index.npy`, or sentence-transformers' `encode` saved with
+        np.save), checked against this bundle: the same dimension, finite non-zero rows. Rows that are
+        not unit length (an encode without normalize_embeddings) are normalised: the search is cosine."""
+        vectors = np.load(path, allow_pickle=False)  # a plain array: no pickle ever
+        if vectors.ndim != 2 or vectors.shape[1] != self.dim:
+            raise ValueError(f"{path}: an index of shape {tuple(vectors.shape)}, but this bundle's vectors have "
+                             f"{self.dim} dimensions (build the index with the model this bundle stands in for)")
+        norms = np.linalg.norm(vectors, axis=1)
+        if not np.all(np.isfinite(norms)) or (len(norms) and norms.min() == 0):
+            raise ValueError(f"{path}: the index has empty or non-finite rows")
+        return normalize_rows(vectors.astype(np.float32, copy=False))
+
     def search(self, query, vectors, k: int = 10) -> list[tuple[int, float]]:
-        """The k rows of `vectors` (an index: embedded texts) most similar to the query, best first."""
+        """The k rows of `vectors` (an index: embedded texts, or a .npy file's path: `load_index`) most
+        similar to the query, best first."""
+        if isinstance(vectors, (str, Path)):
+            vectors = self.load_index(vectors)
         scores = self.similarity(query, vectors)[0]
         top = np.argsort(-scores, kind="stable")[:k]
         return [(int(row), float(scores[row])) for row in top]
@@ -154,6 +171,9 @@ def main(argv: list[str] | None = None) -> int:
                              "with other busy threads (default: embedding.json's runtime)")
     parser.add_argument("--benchmark", type=int, metavar="RUNS", default=0,
                         help="time RUNS embed() calls on texts of --seq-len tokens; print JSON")
+    parser.add_argument("--search", metavar="TEXT", help="print the --k rows of --index most similar to TEXT (JSON)")
+    parser.add_argument("--index", metavar="FILE.npy", help="the index --search looks in (e.g. a teacher's vectors)")
+    parser.add_argument("--k", type=int, default=10, help="rows --search prints")
     parser.add_argument("--seq-len", type=int, default=128, help="tokens per text for --benchmark")
     parser.add_argument("--batch-size", type=int, default=1, help="texts per call for --benchmark")
     args = parser.parse_args(argv)
@@ -165,8 +185,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.benchmark:
         print(json.dumps(predictor.benchmark(args.batch_size, args.seq_len, runs=args.benchmark)))
         return 0
+    if args.search is not None:
+        if not args.index:
+            parser.error("--search needs --index FILE.npy")
+        try:
+            print(json.dumps(predictor.search(args.search, args.index, args.k)))
+        except (OSError, ValueError) as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        return 0
     if not args.embed:
-        parser.error("give --embed FILE (or --benchmark RUNS)")
+        parser.error("give --embed FILE (or --search TEXT --index FILE.npy, or --benchmark RUNS)")
     handle = sys.stdin if args.embed == "-" else open(args.embed, encoding="utf-8-sig")
     with handle:
         texts = [line.rstrip("\n") for line in handle]

@@ -44,6 +44,10 @@ class EvalConfig(DataConfig):
     query_sentences: int = field(1000, "embeddings: query sentences (recall@10, agreement, throughput)", min=1)
     classify: str = field("movie-snippets,bbc-news", "embeddings: labelled tasks for MTEB's frozen-embedding classification "
                                                       "(logistic regression on each variant's vectors; '' for none)")
+    retrieval: str = field("", "embeddings: a SQuAD JSON file whose paragraphs are searched with its questions "
+                               "(recall@1/@10, MRR@10 in the baseline's index, drop-in, and in each variant's own; "
+                               "'' for none)")
+    retrieval_questions: int = field(1000, "embeddings: questions sampled for --retrieval (200 with --quick)", min=1)
 
 
 def eval_parser(description: str, prog: str | None = None) -> argparse.ArgumentParser:

@@ -150,6 +150,13 @@ def run(config, rows, artifacts: list[str], baseline: str | None) -> tuple[dict,
     train_rows, test_rows = (500, 300) if quick else (2000, 1000)
     index_texts, query_texts = index_and_queries(config.index_corpus, 500 if quick else config.index_sentences,
                                                  100 if quick else config.query_sentences, config.split_seed or 0)
+    retrieval = None
+    if config.retrieval:  # SQuAD paragraphs searched with its questions (eval/retrieval.py)
+        from shrinkbert.eval.retrieval import read_squad_retrieval, retrieval_scores
+
+        retrieval = read_squad_retrieval(config.retrieval, 200 if quick else config.retrieval_questions,
+                                         config.split_seed or 0, max_articles=8 if quick else 0)
+        base_docs = None
     tokenizer = baseline_tokenizer(base)
     text = [timed_text(pairs.first + pairs.second, max_length, tokenizer)]
     variants, timed = [], {}
@@ -169,6 +176,15 @@ def run(config, rows, artifacts: list[str], baseline: str | None) -> tuple[dict,
                 metrics["agreement"] = agreement(queries, base_queries)
                 if len(base_index) >= 10:
                     metrics["recall_at_10"] = drop_in_recall(base_index, base_queries, queries, 10)
+            if retrieval is not None:
+                docs, asked = encode(retrieval.paragraphs), encode(retrieval.questions)
+                if path == base:
+                    base_docs = docs
+                    metrics["retrieval"] = {"teacher": retrieval_scores(retrieval, asked, docs)}
+                else:
+                    metrics["retrieval"] = {"own": retrieval_scores(retrieval, asked, docs)}
+                    if base_docs is not None and asked.shape[1] == base_docs.shape[1]:
+                        metrics["retrieval"]["drop_in"] = retrieval_scores(retrieval, asked, base_docs)
             metrics["sentences_per_s_b32"] = throughput(encode, query_texts, 32)
             for label, task_name in classify.items():
                 metrics[f"{label}_accuracy"] = task_classification(encode, task_name, train_rows, test_rows)
@@ -208,6 +224,8 @@ def run(config, rows, artifacts: list[str], baseline: str | None) -> tuple[dict,
               "latency": {"batch": 1, "tokens": len(tokenizer.encode(text[0]).ids) if tokenizer else None,
                           "max_length": max_length, "runs": runs, "warmup": warmup, "process": "own",
                           "other_cpu_cores": next((stats.get("other_cpu_cores") for stats in latency.values()), None)},
+              "retrieval": ({"file": str(config.retrieval), "paragraphs": len(retrieval.paragraphs),
+                             "questions": len(retrieval.questions)} if retrieval is not None else None),
               "variants": variants, "cache": {"hits": 0, "dir": "", "enabled": False}}
     report["markdown"] = to_markdown(report)
     out = Path(config.output_dir)
@@ -252,6 +270,7 @@ def to_markdown(report: dict) -> str:
     lines += ["", "recall@10 and agreement are measured only for variants in the baseline's vector space "
                   "(a student with its own --dim has neither)."]
     lines += [f"- {entry['name']}: {entry['note']}" for entry in report["variants"] if entry.get("note")]
+    lines += retrieval_markdown(report)
     if tasks:
         c = report["classify"]
         lines += ["", f"<task> acc: MTEB's classification protocol on frozen vectors: logistic regression on "
@@ -259,3 +278,34 @@ def to_markdown(report: dict) -> str:
                       f"{c['train_rows']} train rows, accuracy x100 on the first {c['test_rows']} test rows, mean of the "
                       "samples."]
     return "\n".join(lines) + "\n"
+
+
+def retrieval_markdown(report: dict) -> list[str]:
+    """The retrieval table (eval/retrieval.py): each variant's settings, 95% bootstrap intervals over
+    questions, and recall as a share of the baseline's own."""
+    info = report.get("retrieval")
+    if not info:
+        return []
+    base = next((v["metrics"].get("retrieval", {}).get("teacher") for v in report["variants"]
+                 if v["name"] == report["baseline"] and not v["error"]), None)
+
+    def cell(scores: dict, name: str) -> str:
+        value = scores[name]
+        return f"{value['value']:.3f} [{value['low']:.3f}, {value['high']:.3f}]"
+
+    def share(scores: dict, name: str) -> str:
+        return f"{scores[name]['value'] / base[name]['value']:.1%}" if base and base[name]["value"] else "–"
+
+    lines = ["", f"## Retrieval: {info['questions']} questions searching {info['paragraphs']} paragraphs "
+                 f"({Path(info['file']).name})", "",
+             "teacher: the baseline's questions in its own index; drop-in: the variant's questions in the "
+             "baseline's index; own: the variant's questions in its own index. 95% bootstrap intervals over "
+             "questions; \"of teacher\" is the share of the baseline's own figure.", "",
+             "| variant | setting | recall@1 | recall@10 | MRR@10 | recall@1 of teacher | recall@10 of teacher |",
+             "|---|---|--:|--:|--:|--:|--:|"]
+    for entry in report["variants"]:
+        for setting, scores in (entry["metrics"].get("retrieval") or {}).items():
+            lines.append(f"| {entry['name']} | {setting.replace('_', '-')} | {cell(scores, 'recall_at_1')} | "
+                         f"{cell(scores, 'recall_at_10')} | {cell(scores, 'mrr_at_10')} | "
+                         f"{share(scores, 'recall_at_1')} | {share(scores, 'recall_at_10')} |")
+    return lines

@@ -1160,6 +1160,8 @@ def report(
     index_sentences: int = 10000,
     query_sentences: int = 1000,
     classify: str = 'movie-snippets,bbc-news',
+    retrieval: str = '',
+    retrieval_questions: int = 1000,
     output_dir: str = 'runs/eval',
 ) -> dict[str, Any]:
     """Measure variants: accuracy, latency, size; the report.
@@ -1246,6 +1248,11 @@ def report(
         classify: str = 'movie-snippets,bbc-news'
             embeddings: labelled tasks for MTEB's frozen-embedding classification (logistic regression on each
             variant's vectors; '' for none)
+        retrieval: str = ''
+            embeddings: a SQuAD JSON file whose paragraphs are searched with its questions (recall@1/@10, MRR@10
+            in the baseline's index, drop-in, and in each variant's own; '' for none)
+        retrieval_questions: int = 1000
+            embeddings: questions sampled for --retrieval (200 with --quick) [>= 1]
 
     Output:
         output_dir: str = 'runs/eval'

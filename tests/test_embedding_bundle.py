@@ -167,3 +167,23 @@ def test_a_mobile_embedding_bundle_holds_an_ort_file_that_gives_the_bundles_vect
         with pytest.raises(ShrinkbertError, match=f"--target {target}"):
             run(model, tmp_path / target, target=target)
         assert not (tmp_path / target).exists()
+
+
+def test_search_loads_a_teacher_built_index_and_checks_it(student_dir, tmp_path):
+    """A drop-in student searches an index its teacher built (.npy): the bundle checks its dimension
+    and searches by cosine whatever the rows' lengths; predict.py --search does the same."""
+    bundle = run(student_dir, tmp_path / "bundle")
+    predictor = Predictor(bundle)
+    texts = ["good movie", "bad plot", "plot plot"]
+    np.save(tmp_path / "index.npy", 3.0 * predictor.embed(texts))  # not unit length: an encode without normalising
+    assert [row for row, _ in predictor.search("bad plot", tmp_path / "index.npy", k=3)][0] == 1
+    np.save(tmp_path / "wide.npy", np.ones((3, predictor.dim + 1), np.float32))
+    with pytest.raises(ValueError, match="dimensions"):
+        predictor.search("good movie", str(tmp_path / "wide.npy"))
+    done = subprocess.run([sys.executable, str(bundle / "predict.py"), "--search", "bad plot", "--index",
+                           str(tmp_path / "index.npy"), "--k", "2"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert [row for row, _ in json.loads(done.stdout)][0] == 1
+    done = subprocess.run([sys.executable, str(bundle / "predict.py"), "--search", "good movie", "--index",
+                           str(tmp_path / "wide.npy")], capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr.startswith("error: ") and "dimensions" in done.stderr

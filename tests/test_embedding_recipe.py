@@ -109,6 +109,13 @@ def test_the_report_has_a_row_per_artifact_and_the_bundles_equal_their_models(ra
     assert report["classify"]["tasks"] == ["reviews"] and "| reviews acc |" in (out / "report" / "report.md").read_text()
     assert all(0 <= m["reviews_accuracy"] <= 100 for m in metrics.values())
     assert metrics["static-bundle"]["reviews_accuracy"] == metrics["static"]["reviews_accuracy"]  # the same vectors
+    # retrieval on SQuAD paragraphs (eval/retrieval.py): the teacher in its own index; a student in the
+    # teacher's (drop-in) and in its own; a student with its own dimension in its own only
+    assert set(metrics["teacher"]["retrieval"]) == {"teacher"} and set(metrics["static"]["retrieval"]) == {"own"}
+    assert set(metrics["student-int8"]["retrieval"]) == {"own", "drop_in"}
+    for scores in metrics["student"]["retrieval"].values():
+        assert all(s["low"] <= s["value"] <= s["high"] for s in scores.values())
+    assert report["retrieval"]["questions"] == 200 and "## Retrieval: 200 questions" in (out / "report" / "report.md").read_text()
 
 
 def test_the_static_bundle_predicts_without_torch_from_its_own_folder(ran):

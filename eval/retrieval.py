@@ -1,0 +1,80 @@
+"""Retrieval on SQuAD articles: paragraphs are the documents, each question's gold document is its
+paragraph (the generalisation issue's measure of whether a student holds in a teacher's index).
+
+Three settings, each with recall@1, recall@10 and MRR@10 and a bootstrap interval over questions:
+
+    teacher    the baseline's query vectors in the baseline's index (what the student is held to)
+    drop-in    the variant's query vectors in the baseline's index (a student swapped in for the
+               query side of a deployed search, the index left as the teacher built it)
+    own        the variant's query vectors in its own index (the whole search re-built with it)
+
+The questions are a seeded sample across the articles; every paragraph of the file is indexed.
+"""
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from shrinkbert.core.errors import ShrinkbertError
+
+K = 10
+BOOTSTRAP_RESAMPLES = 1000
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    paragraphs: list[str]
+    questions: list[str]
+    gold: np.ndarray  # each question's paragraph row
+
+
+def read_squad_retrieval(path: str | Path, max_questions: int, seed: int = 0, max_articles: int = 0) -> Retrieval:
+    """Every paragraph of a SQuAD JSON file (of its first `max_articles`, 0: all), and up to
+    `max_questions` of their questions (seeded)."""
+    file = Path(path)
+    try:
+        articles = json.loads(file.read_text(encoding="utf-8"))["data"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise ShrinkbertError(f"--retrieval {path}: not a readable SQuAD JSON file ({str(err).splitlines()[0][:200]})") from None
+    paragraphs, questions = [], []
+    for article in articles[:max_articles or None]:
+        for paragraph in article.get("paragraphs", []):
+            row = len(paragraphs)
+            paragraphs.append(paragraph["context"])
+            questions += [(qa["question"], row) for qa in paragraph.get("qas", []) if qa.get("question", "").strip()]
+    if len(paragraphs) < K or not questions:
+        raise ShrinkbertError(f"--retrieval {path}: {len(paragraphs)} paragraphs and {len(questions)} questions "
+                              f"(a search needs at least {K} paragraphs and one question)")
+    random.Random(seed).shuffle(questions)
+    questions = questions[:max_questions]
+    return Retrieval(paragraphs, [q for q, _ in questions], np.asarray([row for _, row in questions]))
+
+
+def gold_ranks(queries: np.ndarray, index: np.ndarray, gold: np.ndarray) -> np.ndarray:
+    """Each query's gold row's rank (1 = best) among the index rows by cosine (vectors unit length)."""
+    scores = np.asarray(queries, np.float32) @ np.asarray(index, np.float32).T
+    gold_scores = scores[np.arange(len(gold)), gold]
+    return 1 + (scores > gold_scores[:, None]).sum(axis=1)
+
+
+def scores_of(ranks: np.ndarray, seed: int = 0) -> dict[str, dict[str, float]]:
+    """{recall_at_1, recall_at_10, mrr_at_10: {value, low, high}}: the mean over questions and its 95%
+    percentile bootstrap interval (questions resampled)."""
+    per_question = {"recall_at_1": (ranks <= 1).astype(float), f"recall_at_{K}": (ranks <= K).astype(float),
+                    f"mrr_at_{K}": np.where(ranks <= K, 1.0 / ranks, 0.0)}
+    rng = np.random.default_rng(seed)
+    resamples = rng.integers(0, len(ranks), (BOOTSTRAP_RESAMPLES, len(ranks)))
+    out = {}
+    for name, values in per_question.items():
+        means = values[resamples].mean(axis=1)
+        out[name] = {"value": float(values.mean()), "low": float(np.percentile(means, 2.5)),
+                     "high": float(np.percentile(means, 97.5))}
+    return out
+
+
+def retrieval_scores(data: Retrieval, queries: np.ndarray, index: np.ndarray) -> dict[str, dict[str, float]]:
+    return scores_of(gold_ranks(queries, index, data.gold))
