@@ -50,8 +50,18 @@ class SentenceEncoder(torch.nn.Module):
         write_st_layout(out_dir, self.embedder.spec, self.config.hidden_size, self.embedder.max_length,
                         dense=self.dense)
 
-    def forward(self, input_ids, attention_mask, token_type_ids=None) -> SentenceOutput:
-        batch = {"input_ids": input_ids, "attention_mask": attention_mask}
-        if token_type_ids is not None:
-            batch["token_type_ids"] = token_type_ids
-        return SentenceOutput(sentence_embedding=self.embedder.forward(batch))
+    def forward(self, input_ids, attention_mask, token_type_ids=None, pair_input_ids=None, pair_attention_mask=None,
+                pair_token_type_ids=None) -> SentenceOutput:
+        """The sentences' vectors; with a pair's second sentences (pair_*, a scored-pairs batch: the
+        embedding kind's `tokenize`), the first sentences' vectors then the second sentences', [2B, dim]."""
+        batch = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
+        if pair_input_ids is not None:  # one forward for both sides, padded to one length
+            width = max(input_ids.shape[1], pair_input_ids.shape[1])
+            pad_id = self.config.pad_token_id or 0
+            sides = [(input_ids, attention_mask, token_type_ids),
+                     (pair_input_ids, pair_attention_mask, pair_token_type_ids)]
+            batch = {name: torch.cat([torch.nn.functional.pad(side[i], (0, width - side[i].shape[1]), value=fill)
+                                      for side in sides])
+                     for i, (name, fill) in enumerate((("input_ids", pad_id), ("attention_mask", 0), ("token_type_ids", 0)))
+                     if all(side[i] is not None for side in sides)}
+        return SentenceOutput(sentence_embedding=self.embedder.forward({k: v for k, v in batch.items() if v is not None}))

@@ -38,7 +38,7 @@ def pad_collate(pad_token_id: int):
             values = [f[key] for f in features]
             if isinstance(values[0], (list, tuple)):
                 width = max(len(v) for v in values)
-                pad = pad_token_id if key == "input_ids" else PAD_VALUES.get(key, 0)
+                pad = pad_token_id if key.endswith("input_ids") else PAD_VALUES.get(key, 0)  # a pair's too
                 batch[key] = torch.tensor([list(v) + [pad] * (width - len(v)) for v in values], dtype=torch.long)
             else:
                 batch[key] = torch.tensor(values)

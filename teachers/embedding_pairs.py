@@ -1,14 +1,15 @@
-"""Fine-tune a sentence-embedding model on pairs, as sentence-transformers users do:
+"""Fine-tune a sentence-embedding model on NLI pairs, as sentence-transformers users do:
+MultipleNegativesRankingLoss on the entailment pairs (`premise,hypothesis,label`, SNLI's files),
+each premise's hypothesis against the batch's other hypotheses (in-batch negatives),
+sentence-transformers' recipe for training embedders on NLI; from the CLI, `shrinkbert finetune
+--mode embeddings` on an NLI task, judged by triplet accuracy (entailed hypothesis closer to its
+premise than a contradicting one) on the validation split.
 
-- scored pairs (STS-B's `sentence1,sentence2,score`, core/data/scored_pairs.py): CosineSimilarityLoss,
-  the MSE between the cosine of the two vectors and the score scaled to 0..1;
-- NLI pairs (`premise,hypothesis,label`, SNLI's files): MultipleNegativesRankingLoss on the
-  entailment pairs, each premise's hypothesis against the batch's other hypotheses (in-batch
-  negatives), sentence-transformers' recipe for training embedders on NLI; from the CLI,
-  `shrinkbert finetune --mode embeddings` on an NLI task, judged by triplet accuracy (entailed
-  hypothesis closer to its premise than a contradicting one) on the validation split.
+Scored pairs (STS-B's `sentence1,sentence2,score`) are the embedding kind's own task: `shrinkbert
+finetune` trains them through the stage every kind uses (teachers/finetune.py; CosineSimilarityLoss,
+core/kinds/embedding.py).
 
-The losses are sentence-transformers' own (sentence_transformers.losses), on the model loaded by
+The loss is sentence-transformers' own (sentence_transformers.losses), on the model loaded by
 `SentenceTransformer(path)` (a kit-written embedding folder or a hub one such as minilm), trained in
 the kit's one loop (core/train.py): AdamW, linear warm-up and decay, checkpoints and exact resume
 from `shrinkbert finetune` (its training-loop options apply).
@@ -24,7 +25,6 @@ import numpy as np
 from shrinkbert.core.artifacts import atomic_artifact, write_manifest
 from shrinkbert.core.configs import TrainConfig
 from shrinkbert.core.data.builtin import resolve_model
-from shrinkbert.core.data.scored_pairs import STS_RANGE, read_scored_pairs
 from shrinkbert.core.data.userdata import read_table
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.train import checkpoint_dir_for, remove_checkpoints
@@ -101,23 +101,6 @@ def _save(model, out_dir, *, stage: str, parent, config: dict, metrics: dict, da
                        seed=config.get("seed"), num_parameters=sum(p.numel() for p in model.parameters()), data=data,
                        extra={"kind": "embedding", "dim": model.get_embedding_dimension()})
     return Path(out_dir)
-
-
-def finetune_scored(model_path: str | Path, pairs_file: str | Path, out_dir: str | Path, *, epochs: int = 1,
-                    lr: float = 2e-5, batch_size: int = 16, max_length: int = 128, seed: int = 0,
-                    score_range: tuple[float, float] = STS_RANGE, max_pairs: int = 0, log=print) -> Path:
-    """CosineSimilarityLoss on a scored-pairs file (scores scaled from `score_range` to 0..1)."""
-    from sentence_transformers.sentence_transformer.losses import CosineSimilarityLoss
-
-    pairs = read_scored_pairs(pairs_file, score_range)  # checks the whole file before anything is trained
-    low, high = score_range
-    examples = [(a, b, (float(s) - low) / (high - low)) for a, b, s in zip(pairs.first, pairs.second, pairs.scores)]
-    examples = examples[:max_pairs] if max_pairs else examples
-    model = _load(model_path, max_length)
-    losses = _train(model, CosineSimilarityLoss(model), examples, loop_config(epochs, lr, batch_size, seed), log=log)
-    config = {"model": str(model_path), "pairs": str(pairs_file), "loss": "CosineSimilarityLoss", "epochs": epochs,
-              "lr": lr, "batch_size": batch_size, "max_length": max_length, "seed": seed, "pairs_used": len(examples)}
-    return _save(model, out_dir, stage="finetune", parent=model_path, config=config, metrics={"train_loss": losses})
 
 
 def finetune_nli(model_path: str | Path, nli_file: str | Path, out_dir: str | Path, *, epochs: int = 1,
@@ -202,35 +185,5 @@ def finetune_nli_stage(cfg, task, splits, model_dir, spec) -> Path:
           f"{before if before is None else round(before, 4)} -> {after if after is None else round(after, 4)} "
           f"({len(triplets)} triplets) -> {cfg.output_dir}")
     out = _save(model, cfg.output_dir, stage="finetune", parent=model_dir, config=config, metrics=metrics)
-    remove_checkpoints(checkpoints)
-    return out
-
-
-def finetune_stage(cfg, task, splits, model_dir, spec) -> Path:
-    """`shrinkbert finetune` on a scored-pairs task (STS-B's shape: the embedding kind's rows):
-    CosineSimilarityLoss on the train split (scores scaled from the task's range to 0..1), the
-    validation split's Spearman recorded, the data spec recorded for later stages."""
-    from sentence_transformers.sentence_transformer.losses import CosineSimilarityLoss
-
-    from shrinkbert.core.data.scored_pairs import ScoredPairs
-    from shrinkbert.core.kinds.embedding import score_range
-    from shrinkbert.core.sts import sts_spearman
-
-    low, high = score_range(task)
-    train = splits["train"]
-    examples = [(a, b, (float(s) - low) / (high - low))
-                for a, b, s in zip(train["sentence1"], train["sentence2"], train["score"])]
-    model = _load(model_dir, cfg.max_length)
-    checkpoints = checkpoint_dir_for(cfg.output_dir)
-    losses = _train(model, CosineSimilarityLoss(model), examples, cfg, checkpoints / "run")
-    validation = splits["validation"]
-    pairs = ScoredPairs(list(validation["sentence1"]), list(validation["sentence2"]), validation["score"])
-    metrics = {"train_loss": losses, "validation_spearman": sts_spearman(
-        lambda texts: model.encode(list(texts), convert_to_numpy=True, normalize_embeddings=True), pairs)}
-    config = {"model": str(cfg.model), "loss": "CosineSimilarityLoss", "epochs": cfg.epochs,
-              "learning_rate": cfg.learning_rate, "batch_size": cfg.batch_size, "max_length": cfg.max_length,
-              "seed": cfg.seed, "pairs_used": len(examples)}
-    out = _save(model, cfg.output_dir, stage="finetune", parent=model_dir, config=config, metrics=metrics,
-                data=spec.record(task, max_length=cfg.max_length, rows={"train": len(examples)}))
     remove_checkpoints(checkpoints)
     return out

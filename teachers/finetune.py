@@ -25,7 +25,7 @@ from shrinkbert.core.config import stage_main, to_dict
 from shrinkbert.core.data.dataspec import load_splits, resolve_spec, stage_max_length
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds import kind_of, primary_metric, score_split
-from shrinkbert.core.models import check_model_dir, count_parameters, load_model, load_tokenizer
+from shrinkbert.core.models import check_model_dir, count_parameters, load_tokenizer
 from shrinkbert.core.predict import model_inputs
 from shrinkbert.teachers.common import pad_collate, resolve_model_dir
 from shrinkbert.teachers.configs import FinetuneConfig as Config
@@ -36,8 +36,7 @@ def load_classifier(cfg: Config, task, model_dir: Path | None = None):
     cfg.model already resolved to a directory (resolved here when not given)."""
     path = check_model_dir(model_dir or resolve_model_dir(cfg.model))
     torch.manual_seed(cfg.seed)  # a new head is initialised from the seed
-    model = load_model(kind_of(task).model_class(), path, num_labels=task.num_labels,
-                       id2label=task.id2label, label2id=task.label2id, ignore_mismatched_sizes=True)
+    model = kind_of(task).model_for_task(path, task)
     tokenizer = load_tokenizer(cfg.tokenizer or path, model.config)
     return model, tokenizer, path
 
@@ -54,11 +53,8 @@ def run(cfg: Config) -> Path:
     task, splits = load_splits(spec, cfg.cache_dir)
     splits = limit_rows(splits, cfg.max_train_rows, cfg.max_eval_rows)
     cfg.max_length = stage_max_length(cfg, kind_of(task), [model_dir])
-    own = kind_of(task).own_stage("finetune")
-    if own is not None:  # scored pairs: an embedding model trained with sentence-transformers' loss
-        return own(cfg, task, splits, model_dir, spec)
-    if cfg.mode == "embeddings":  # an NLI task: an embedding model trained on its entailment pairs
-        # (a scored-pairs task went to its kind's own stage above: what is left must be NLI pairs)
+    if cfg.mode == "embeddings" and not kind_of(task).sentence_vectors:  # NLI pairs: an embedding model trained
+        # on the entailment pairs of a pair classification task (scored pairs are the embedding kind's own)
         if not (task.pair and "entailment" in (name.lower() for name in task.label_names)):
             raise ShrinkbertError(f"--mode embeddings needs scored pairs (sentence1,sentence2,score) or an NLI task "
                                   f"(premise,hypothesis pairs: --text-column premise --text-pair-column hypothesis, "
@@ -122,7 +118,7 @@ def run(cfg: Config) -> Path:
                             metrics=result, seed=cfg.seed, num_parameters=count_parameters(model),
                             data=spec.record(task, max_length=cfg.max_length,
                                              rows={k: len(v) for k, v in splits.items()}),
-                            extra={"task": task.to_dict()})
+                            extra={"task": task.to_dict(), "kind": kind.name})
         print(f"finetune: {task.name} validation {judged_name} {result[f'validation_{judged_by}']:.4f}, "
               f"test {judged_name} {result[f'test_{judged_by}']:.4f} in {result['train_time_s']:.0f} s -> {out}")
     wait_for_everyone()

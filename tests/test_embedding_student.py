@@ -105,12 +105,15 @@ def test_an_empty_corpus_is_one_line_and_writes_nothing(teacher, tmp_path):
 
 
 def test_finetune_on_scored_and_nli_pairs(teacher, tmp_path):
-    from shrinkbert.teachers.embedding_pairs import finetune_nli, finetune_scored
+    import shrinkbert
+    from shrinkbert.teachers.embedding_pairs import finetune_nli
 
     rows = list(zip(SENTENCES[::2], SENTENCES[1::2]))[:12]
     (tmp_path / "pairs.csv").write_text("sentence1,sentence2,score\n" + "".join(
         f"{a},{b},{i % 6}\n" for i, (a, b) in enumerate(rows)))
-    out = finetune_scored(teacher, tmp_path / "pairs.csv", tmp_path / "sts", epochs=1, batch_size=4, log=lambda *_: None)
+    # scored pairs: the finetune stage every kind uses (CosineSimilarityLoss), no hatch of its own
+    out = shrinkbert.finetune(model=str(teacher), task=str(tmp_path / "pairs.csv"), epochs=1, batch_size=4,
+                              checkpoint_every=0, output_dir=str(tmp_path / "sts")).path
     assert kind_of(out).name == "embedding" and (out / "modules.json").is_file()
     assert Embedder.load(out).encode(["a"]).shape == (1, 32)
     (tmp_path / "nli.csv").write_text("premise,hypothesis,label\n" + "".join(
@@ -121,16 +124,16 @@ def test_finetune_on_scored_and_nli_pairs(teacher, tmp_path):
 
 
 @pytest.mark.parametrize("body,message", [
-    ("sentence1,sentence2\na,b\n", "no column"),
+    ("sentence1,sentence2\na,b\n", "no text column"),  # no score: not scored pairs, and no classifier text
     ("sentence1,sentence2,score\na,b,7\n", "outside the declared range"),
     ("sentence1,sentence2,score\na,b,high\n", "not a number"),
 ])
 def test_bad_pairs_files_write_nothing(teacher, tmp_path, body, message):
-    from shrinkbert.teachers.embedding_pairs import finetune_scored
+    import shrinkbert
 
     (tmp_path / "pairs.csv").write_text(body)
     with pytest.raises(ShrinkbertError, match=message) as raised:
-        finetune_scored(teacher, tmp_path / "pairs.csv", tmp_path / "out")
+        shrinkbert.finetune(model=str(teacher), task=str(tmp_path / "pairs.csv"), output_dir=str(tmp_path / "out"))
     assert "\n" not in str(raised.value) and not (tmp_path / "out").exists()
 
 

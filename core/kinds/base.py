@@ -146,6 +146,11 @@ class TaskKind(ABC):
 
         return getattr(optimum.onnxruntime, self.ort_model_class)
 
+    sentence_vectors: ClassVar[bool] = False
+    """True when this kind's models give one vector per sentence (sentence embeddings): `finetune
+    --mode embeddings` takes such a kind's tasks as they are, and trains an embedding model on the
+    entailment pairs of a pair task of another kind (NLI)."""
+
     graph_export: ClassVar[str] = "optimum"
     """How the export stage writes this kind's ONNX graph: "optimum" (Optimum's `main_export` under
     `export_task`, the layout the ORTModelFor… class loads) or "traced" (the module `load_torch`
@@ -161,6 +166,14 @@ class TaskKind(ABC):
 
         model = load_model(self.model_class(), path, **({"attn_implementation": "eager"} if eager else {})).eval()
         return model, load_tokenizer(path, model.config)
+
+    def model_for_task(self, path, task):
+        """The model `finetune` trains on a task of this kind, from the artifact at `path`: by default the
+        kind's Auto class with a head sized for the task's labels (a new head from the current seed)."""
+        from shrinkbert.core.models import load_model
+
+        return load_model(self.model_class(), path, num_labels=task.num_labels, id2label=task.id2label,
+                          label2id=task.label2id, ignore_mismatched_sizes=True)
 
     def graph_files(self, source) -> list[str]:
         """Files and folders of the PyTorch artifact `source` that its ONNX folder carries besides the

@@ -126,13 +126,13 @@ class EmbeddingKind(TaskKind):
     description = "sentence embedding"
     # An encoder with pooling, trained on sentences or pairs and exported with its pooling inside the
     # graph: these stages run in the embedding modules (the classifiers' code serves the rest).
-    own_stages = {"finetune": "shrinkbert.teachers.embedding_pairs:finetune_stage",
-                  "distill": "shrinkbert.students.embedding_stage:distill",
+    own_stages = {"distill": "shrinkbert.students.embedding_stage:distill",
                   "bundle": "shrinkbert.compress.embedding_stages:bundle",
                   "eval": "shrinkbert.eval.embedding_report:run"}
     # The pooling, projection and normalisation run after the encoder: the graph is the traced
     # SentenceEncoder (core/sentence_module.py), whose output is the sentence vector.
     graph_export = "traced"
+    sentence_vectors = True
     stages_not_built = {
         "sparsify": "its keep-or-drop check is a classifier's accuracy; export and quantize the model, or distil "
                     "a smaller student, instead",
@@ -219,9 +219,23 @@ class EmbeddingKind(TaskKind):
         return [r["sentence1"] for r in rows] + second
 
     def tokenize(self, dataset, tokenizer, task, max_length: int = 128, label_all_subtokens: bool = False):
-        raise ShrinkbertError("an embedding model is not trained on tokenized task rows: distill it on unlabelled "
-                              "text (students/embedding_distill.py) or fine-tune it on pairs "
-                              "(teachers/embedding_pairs.py)")
+        """Each pair's two sentences tokenized apart (the second as pair_input_ids, ...; SentenceEncoder
+        embeds both in one forward) and its score scaled from the task's range to 0..1 as "labels"
+        (sentence-transformers' CosineSimilarityLoss target)."""
+        from shrinkbert.core.data.userdata import quiet_datasets  # deferred: the data package
+
+        low, high = score_range(task)
+
+        def encode(batch):
+            first, second = (tokenizer(batch[column], truncation=True, max_length=max_length, return_token_type_ids=True)
+                             for column in ("sentence1", "sentence2"))
+            return {**first, **{f"pair_{key}": value for key, value in second.items()},
+                    "labels": [(float(score) - low) / (high - low) for score in batch["score"]]}
+
+        columns = (dataset.column_names if isinstance(dataset, datasets.Dataset)
+                   else next(iter(dataset.values())).column_names)
+        with quiet_datasets():
+            return dataset.map(encode, batched=True, remove_columns=columns)
 
     def encode(self, tokenizer, rows, max_length: int = 128, padding: Any = True, return_tensors: str | None = "np"):
         return tokenizer(self.sentences(rows), truncation=True, max_length=max_length, padding=padding,
@@ -258,8 +272,14 @@ class EmbeddingKind(TaskKind):
             vectors = pool(model_output.last_hidden_state, batch["attention_mask"], "mean")
         return {OUTPUT: F.normalize(vectors, p=2, dim=-1)}
 
+    def model_for_task(self, path, task):
+        """A SentenceEncoder of the folder (a sentence-transformers one, or a plain encoder read as mean
+        pooling and normalisation): scored pairs train the vectors, there is no head to size."""
+        return self.load_torch(path)[0]
+
     def train_step_loss(self, model_output, batch: dict):
-        raise ShrinkbertError("fine-tune an embedding model on pairs with teachers/embedding_pairs.py")
+        """CosineSimilarityLoss on a scored-pairs batch (`hard_loss`); nothing else is logged beside it."""
+        return self.hard_loss(self.outputs(model_output, batch), batch), {}
 
     def pack_outputs(self, outputs):
         return outputs[OUTPUT]
@@ -348,7 +368,27 @@ class EmbeddingKind(TaskKind):
         return {"spearman": spearman_x100(cosine_rows(scored[0::2], scored[1::2]), [float(s) for s in labels])}
 
     def score_split(self, model, dataset, collate, task, batch_size: int = 64) -> dict[str, float]:
-        raise ShrinkbertError("score an embedding model with core/sts.py (sts_spearman) on scored pairs")
+        """Spearman x100 of each pair's cosine with its score, and the CosineSimilarityLoss ("loss"), of a
+        PyTorch model on a tokenized scored-pairs split (`tokenize`)."""
+        import torch
+
+        from shrinkbert.core.predict import model_inputs
+        from shrinkbert.core.sts import cosine_rows, spearman_x100
+
+        device = next(model.parameters()).device
+        was_training = model.training
+        model.eval()
+        cosines, gold = [], []
+        with torch.no_grad():
+            for start in range(0, len(dataset), batch_size):
+                batch = collate([dataset[i] for i in range(start, min(start + batch_size, len(dataset)))])
+                vectors = model(**{k: v.to(device) for k, v in model_inputs(model, batch).items()})
+                vectors = getattr(vectors, OUTPUT).float().cpu().numpy()
+                cosines.append(cosine_rows(vectors[:len(vectors) // 2], vectors[len(vectors) // 2:]))
+                gold.append(batch["labels"].float().numpy())
+        model.train(was_training)
+        cosine, gold = np.concatenate(cosines), np.concatenate(gold)
+        return {"spearman": spearman_x100(cosine, gold), "loss": float(np.mean((cosine - gold) ** 2))}
 
     def score_runner(self, runner, rows, columns, batch_size: int, max_length: int) -> dict[str, Any]:
         """Spearman of an eval runner's vectors: each distinct sentence embedded once, in batches."""
