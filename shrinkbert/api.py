@@ -31,7 +31,7 @@ from typing import Any
 from shrinkbert.core.artifacts import read_manifest
 from shrinkbert.core.config import options, speaking_as
 from shrinkbert.core.errors import ShrinkbertError
-from shrinkbert.core.kinds import kind_of_architectures
+from shrinkbert.core.kinds import kind_of, kind_of_architectures
 from shrinkbert.core.models import load_model
 from shrinkbert.stages import API_STAGES, Stage, resolve
 
@@ -73,19 +73,20 @@ class Artifact:
         return self.manifest.get("data")
 
     def load(self):
-        """The model to run: a transformers model (PyTorch artifacts), an Optimum ORTModel (ONNX
-        artifacts) or the bundle's torch-free Predictor (edge bundles)."""
+        """The model to run: the bundle's torch-free Predictor (edge bundles), an Optimum ORTModel (ONNX
+        artifacts), or the PyTorch model as its task kind loads it (a transformers model; a sentence
+        embedder's SentenceEncoder, whose output is the sentence vector)."""
         if self.stage == "bundle":
             return bundle_predictor(self.path)
         config = json.loads((self.path / "config.json").read_text()) if (self.path / "config.json").is_file() else {}
         architectures = config.get("architectures") or []
-        kind = kind_of_architectures(architectures)  # the task kind (core/kinds) names the classes
         if any(self.path.glob("*.onnx")):
-            return kind.ort_class().from_pretrained(self.path)
-        from transformers import AutoModelForMaskedLM
+            return kind_of_architectures(architectures).ort_class().from_pretrained(self.path)
+        if any(a.endswith(("ForMaskedLM", "ForPreTraining")) for a in architectures):
+            from transformers import AutoModelForMaskedLM
 
-        masked = any(a.endswith(("ForMaskedLM", "ForPreTraining")) for a in architectures)
-        return load_model(AutoModelForMaskedLM if masked else kind.model_class(), self.path)
+            return load_model(AutoModelForMaskedLM, self.path)
+        return kind_of(self.path).load_torch(self.path)[0]  # the manifest's kind first (core/kinds)
 
     def tokenizer(self):
         from transformers import AutoTokenizer

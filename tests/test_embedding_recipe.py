@@ -133,6 +133,23 @@ def test_the_static_bundle_predicts_without_torch_from_its_own_folder(ran):
 MINILM_ONLY = pytest.mark.parametrize("recipe_file", ["embeddings.yaml"], indirect=True)
 
 
+def test_artifact_load_gives_the_embedding_model_its_kind_loads(ran):
+    """A PyTorch embedding artifact loads as the module the stages run (its pooling and normalisation
+    included), not as a classifier with a fresh head."""
+    import torch
+
+    import shrinkbert
+    from shrinkbert.core.embedder import Embedder
+
+    out, _ = ran
+    model = shrinkbert.Artifact(str(out / "student")).load()
+    texts = ["a good film", "the plot was dull"]
+    tokens = shrinkbert.Artifact(str(out / "student")).tokenizer()(texts, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        vectors = model(input_ids=tokens["input_ids"], attention_mask=tokens["attention_mask"]).sentence_embedding
+    np.testing.assert_allclose(vectors.numpy(), Embedder.load(out / "student").encode(texts), atol=1e-5)
+
+
 @MINILM_ONLY
 def test_distill_without_a_corpus_and_calibration_data_are_one_line(ran, tmp_path):
     out, teacher = ran
