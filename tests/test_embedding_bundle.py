@@ -181,9 +181,9 @@ def test_search_loads_a_teacher_built_index_and_checks_it(student_dir, tmp_path)
     with pytest.raises(ValueError, match="dimensions"):
         predictor.search("good movie", str(tmp_path / "wide.npy"))
     done = subprocess.run([sys.executable, str(bundle / "predict.py"), "--search", "bad plot", "--index",
-                           str(tmp_path / "index.npy"), "--k", "2"], capture_output=True, text=True)
+                           str(tmp_path / "index.npy"), "--k", "2"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert [row for row, _ in json.loads(done.stdout)][0] == 1
     done = subprocess.run([sys.executable, str(bundle / "predict.py"), "--search", "good movie", "--index",
-                           str(tmp_path / "wide.npy")], capture_output=True, text=True)
+                           str(tmp_path / "wide.npy")], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and done.stderr.startswith("error: ") and "dimensions" in done.stderr
