@@ -90,6 +90,9 @@ def kept_ids(tokenizer, encodings: list[list[int]], cfg: Config) -> list[int]:
     vocab = tokenizer.get_vocab()
     keep = {i for ids in encodings for i in ids}
     keep |= set(tokenizer.all_special_ids)
+    # Every added token too: a tokenizer may carry some that no special role names (MPNet's `<unk>`,
+    # beside the `[UNK]` its WordPiece model uses), and tokenizer.json lists them by id.
+    keep |= set(tokenizer.added_tokens_decoder)
     keep |= {vocab[t] for t in cfg.keep_tokens if t in vocab}
     if cfg.keep_ascii_chars:
         for ch in string.printable.strip():

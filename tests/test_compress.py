@@ -131,6 +131,16 @@ def test_trimmed_vocab_gives_identical_logits_on_covered_text(model_dir, tmp_pat
     from shrinkbert.compress import trim_vocab
     from shrinkbert.compress.common import load_pt, torch_logits
 
+    # An added token no special role names, as MPNet's `<unk>` beside its `[UNK]`: it is kept and remapped.
+    source = tmp_path / "source"
+    shutil.copytree(model_dir, source)
+    model, tok = load_pt(source)
+    tok.add_tokens(["<extra>"], special_tokens=True)
+    model.resize_token_embeddings(len(tok))
+    model.save_pretrained(source)
+    tok.save_pretrained(source)
+    restamp(source)
+    model_dir = source
     texts = ["the movie was good", "awful plot, but a great actor!", "it is quite dull"]
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(texts) + "\n")
@@ -142,6 +152,7 @@ def test_trimmed_vocab_gives_identical_logits_on_covered_text(model_dir, tmp_pat
     old_model, old_tok = load_pt(model_dir)
     new_model, new_tok = load_pt(out)
     assert new_model.config.vocab_size == m["vocab_after"] == len(new_tok)
+    assert new_tok.convert_ids_to_tokens(new_tok.convert_tokens_to_ids("<extra>")) == "<extra>"
     np.testing.assert_allclose(torch_logits(new_model, new_tok, rows), torch_logits(old_model, old_tok, rows), atol=1e-6)
 
 
