@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The MPNet teacher on CUDA (docs/benchmarks.md, "On a GPU"): all-mpnet-base-v2 (110M) fine-tuned on
+# movie-snippets through the kit's own finetune stage in bf16 and fp32, then distilled in bf16 to the
+# mpnet-movies recipe's edge student (2 layers, hidden 256, logits + hidden KD, an IMDB transfer set)
+# and to a 6-layer full-width student.
+#
+#   bash bench/cuda_prepare.sh && bash bench/cuda_mpnet_prepare.sh     # here
+#   then five calls to one warm device machine (each within its idle window), each carrying one part:
+#     call 1 carries .device/whl .device/cache .device/mpnet16 .device/imdb-sentences.txt .device/mpnet-part1
+#     calls 2-5 carry .device/mpnet-partN; every call first runs
+#       mkdir -p /tmp/mpnet && mv .device/mpnet-part*/* /tmp/mpnet/
+#     and the fifth then runs: PARTS=/tmp/mpnet bash bench/cuda_mpnet.sh
+#   QUICK=1 bash bench/cuda_mpnet.sh     # here: the same commands on 64 rows, to check them
+set -uo pipefail
+OUT=${OUT:-runs/cuda}
+mkdir -p "$OUT"
+exec > >(tee "$OUT/cuda-mpnet.log") 2>&1
+PY=${PY:-python3}
+R=runs/cuda-mpnet
+PARTS=${PARTS:-.device}
+if [ "${QUICK:-0}" = 1 ]; then ROWS="--max-train-rows 64" TRANSFER=64 STUDENT_EPOCHS=1
+else ROWS="" TRANSFER=16000 STUDENT_EPOCHS=2; fi
+if [ -d .device/whl ] && [ "${INSTALL:-1}" = 1 ]; then
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .device/whl/*.whl \
+    && export PYTHONPATH=/tmp/site:$PWD || exit 1
+fi
+export SHRINKBERT_CACHE=$PWD/.device/cache HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
+# the teacher's weights, joined from their parts and checked against the hash taken before the cut
+find "$PARTS" -name 'mpnet16.part*' | sort | xargs cat > .device/mpnet16/model.safetensors
+(cd .device/mpnet16 && echo "$(cat model.safetensors.sha256)  model.safetensors" | sha256sum -c -) || exit 1
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv 2>/dev/null
+$PY -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__, 'cuda', torch.cuda.is_available() and torch.cuda.get_device_name(0))"
+lscpu | grep -E "Model name|^CPU\(s\)" || true
+
+step() {  # name, then the command: times it, keeps going when it fails (each later step says what it needs)
+  local name=$1; shift
+  echo "== $name: $*"
+  local start=$SECONDS
+  "$@" 2>&1 | grep -v "it/s\]$\|s/it\]$" | tail -12
+  echo "== $name: rc ${PIPESTATUS[0]} in $((SECONDS - start)) s"
+}
+sb() { $PY -m shrinkbert "$@"; }
+
+for precision in bf16 no; do
+  step teacher-$precision sb finetune --model .device/mpnet16 --task movie-snippets --epochs 1 --learning-rate 3e-5 \
+    --batch-size 32 --max-length 128 --mixed-precision $precision --checkpoint-every 0 $ROWS --output-dir $R/teacher-$precision
+done
+# the teacher runs live beside the student: the hidden-state cache copies each batch to the CPU, which
+# on a GPU costs more than the teacher (docs/benchmarks.md)
+step student-edge-bf16 sb distill --teacher $R/teacher-bf16 --layers 2 --hidden 256 --epochs $STUDENT_EPOCHS \
+  --learning-rate 3e-4 --logits-weight 1 --hidden-weight 1 --no-cache-hidden --transfer-corpus .device/imdb-sentences.txt \
+  --max-transfer-rows $TRANSFER --mixed-precision bf16 --checkpoint-every 0 $ROWS --output-dir $R/student-edge-bf16
+step student-l6-bf16 sb distill --teacher $R/teacher-bf16 --layers 6 --epochs 1 --learning-rate 1e-4 --logits-weight 1 \
+  --hidden-weight 1 --no-cache-hidden --mixed-precision bf16 --checkpoint-every 0 $ROWS --output-dir $R/student-l6-bf16
+
+$PY - "$R" "$OUT/manifests-mpnet.json" <<'PY'
+import json, sys
+from pathlib import Path
+runs = {p.parent.name: json.loads(p.read_text()) for p in sorted(Path(sys.argv[1]).glob("*/shrinkbert.json"))}
+keep = {name: {"metrics": m.get("metrics"), "config": m.get("config"), "environment": m.get("environment")} for name, m in runs.items()}
+Path(sys.argv[2]).write_text(json.dumps(keep, indent=1, default=str))
+for name, m in keep.items():
+    metrics = m["metrics"] or {}
+    print(name, {k: v for k, v in metrics.items() if not isinstance(v, (list, dict))})
+PY
