@@ -5,11 +5,12 @@
 # and to a 6-layer full-width student.
 #
 #   bash bench/cuda_prepare.sh && bash bench/cuda_mpnet_prepare.sh     # here
-#   then five calls to one warm device machine (each within its idle window), each carrying one part:
-#     call 1 carries .device/whl .device/cache .device/mpnet16 .device/imdb-sentences.txt .device/mpnet-part1
-#     calls 2-5 carry .device/mpnet-partN; every call first runs
+#   then six calls to one warm device machine, each within its idle window. Calls 1-5 each carry one
+#   part, .device/mpnet-partN, and run
 #       mkdir -p /tmp/mpnet && mv .device/mpnet-part*/* /tmp/mpnet/
-#     and the fifth then runs: PARTS=/tmp/mpnet bash bench/cuda_mpnet.sh
+#   (a call replaces the carried .device there, so the parts wait outside it); call 6 carries
+#   .device/whl .device/cache .device/mpnet16 .device/imdb-sentences.txt and runs
+#       PARTS=/tmp/mpnet bash bench/cuda_mpnet.sh
 #   QUICK=1 bash bench/cuda_mpnet.sh     # here: the same commands on 64 rows, to check them
 set -uo pipefail
 OUT=${OUT:-runs/cuda}
@@ -28,6 +29,7 @@ export SHRINKBERT_CACHE=$PWD/.device/cache HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=
 # the teacher's weights, joined from their parts and checked against the hash taken before the cut
 find "$PARTS" -name 'mpnet16.part*' | sort | xargs cat > .device/mpnet16/model.safetensors
 (cd .device/mpnet16 && echo "$(cat model.safetensors.sha256)  model.safetensors" | sha256sum -c -) || exit 1
+trap 'rm -f .device/mpnet16/model.safetensors' EXIT  # 193 MB that must not ride along on the next call
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv 2>/dev/null
 $PY -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__, 'cuda', torch.cuda.is_available() and torch.cuda.get_device_name(0))"
 lscpu | grep -E "Model name|^CPU\(s\)" || true
