@@ -27,7 +27,7 @@ import numpy as np
 from shrinkbert.compress import bundle_files
 from shrinkbert.compress.bundle_runtime import choose_runtime
 from shrinkbert.compress.common import (accuracy, align_labels, check_onnx_file, load_pt, load_rows,
-                                        onnx_file, ort_logits, ort_session, parity, task_scores, torch_logits)
+                                        onnx_file, ort_logits, ort_session, parity, judged_scores, torch_logits)
 from shrinkbert.compress.configs import BundleConfig as Config
 from shrinkbert.compress.mobile_layout import write_mobile_layout
 from shrinkbert.compress.web_layout import write_web_layout
@@ -35,7 +35,7 @@ from shrinkbert.core.artifacts import atomic_artifact, check, read_manifest, wri
 from shrinkbert.core.config import stage_main, to_dict
 from shrinkbert.core.data.dataspec import resolve_spec, stage_max_length
 from shrinkbert.core.errors import ShrinkbertError, require
-from shrinkbert.core.kinds import kind_of, primary_metric, own_stage
+from shrinkbert.core.kinds import kind_of, own_stage
 
 TEMPLATE = Path(__file__).with_name("edge_predictor.py")
 
@@ -98,7 +98,7 @@ def run(cfg: Config) -> Path:
     with atomic_artifact(cfg.output_dir) as tmp:
         tmp = Path(tmp)
         if cfg.target == "web":  # one copy of the graph, where transformers.js looks for dtype 'q8'
-            meta.update(write_web_layout(tmp, src_dir, kind.name))
+            meta.update(write_web_layout(tmp, src_dir, kind.export_task, cfg.max_length))
         model_file = tmp / meta.get("model_file", "model.onnx")
         model_file.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src, model_file)
@@ -144,12 +144,11 @@ def run(cfg: Config) -> Path:
                    "bundle_mb": round(sum(f.stat().st_size for f in tmp.rglob("*") if f.is_file()) / 1e6, 3),
                    "model_mb": round(src.stat().st_size / 1e6, 3),
                    "val_accuracy_bundle": accuracy(bundle, labels), "parity_failure_allowed": False}
-        judged_by = primary_metric(task)[0]  # recorded beside accuracy when the task is judged by another
-        judged_too = judged_by != "accuracy" and metrics["val_accuracy_bundle"] is not None
+        labelled = metrics["val_accuracy_bundle"] is not None  # the task's own metric too, where rows have labels
         if unit != "rows":  # vs_source/vs_reference "rows" count the kind's units (words) here
             metrics.update(kind=kind.name, parity_texts=len(rows))
-        if judged_too:
-            metrics[f"val_{judged_by}_bundle"] = task_scores(task, bundle, labels)[judged_by]
+        if labelled:
+            metrics.update(judged_scores(task, labels, bundle=bundle))
         if cfg.reference:
             ref = reference_logits(cfg.reference, rows, cfg.max_length)
             require(ref.shape == bundle.shape,
@@ -161,8 +160,8 @@ def run(cfg: Config) -> Path:
             metrics["vs_reference"] = {**vs_reference, "reference": str(Path(cfg.reference).resolve()),
                                        "val_accuracy_reference": accuracy(ref, labels),
                                        "min_label_agreement": cfg.reference_agreement, "passed": agreed}
-            if judged_too:
-                metrics["vs_reference"][f"val_{judged_by}_reference"] = task_scores(task, ref, labels)[judged_by]
+            if labelled:
+                metrics["vs_reference"].update(judged_scores(task, labels, reference=ref))
             if not agreed and not cfg.allow_parity_failure:
                 raise ShrinkbertError(
                     f"bundle parity failed: its labels agree with {cfg.reference} on "

@@ -16,7 +16,7 @@ import numpy as np
 
 from shrinkbert.core.data.dataspec import load_splits
 from shrinkbert.core.errors import ShrinkbertError
-from shrinkbert.core.kinds import kind_of, kind_of_rows
+from shrinkbert.core.kinds import kind_of, kind_of_rows, primary_metric
 from shrinkbert.core.models import check_model_dir
 from shrinkbert.core.verify import verify_artifact
 
@@ -96,6 +96,16 @@ def accuracy(logits: np.ndarray, labels) -> float | None:
 def task_scores(task, logits: np.ndarray, labels) -> dict[str, float | None]:
     """The task's metrics from scored logits and align_labels' labels: accuracy, plus entity F1 for NER."""
     return kind_of(task).score(task, logits, labels)
+
+
+def judged_scores(task, labels, **scored_rows: np.ndarray) -> dict[str, float | None]:
+    """`val_{metric}_{name}` for each named set of scored rows, where the task is judged by a metric
+    other than accuracy (entity F1, SQuAD F1, Spearman) that the stage records beside accuracy; {}
+    where accuracy is the task's metric or no task is recorded."""
+    judged_by = primary_metric(task)[0] if task is not None else "accuracy"
+    if judged_by == "accuracy":
+        return {}
+    return {f"val_{judged_by}_{name}": task_scores(task, rows, labels)[judged_by] for name, rows in scored_rows.items()}
 
 
 def encode(tokenizer, rows: Sequence[dict[str, Any]], max_length: int = 128, padding: Any = True,

@@ -17,7 +17,6 @@ from shrinkbert.core.models import load_tokenizer
 from shrinkbert.core.ortsession import ort_session
 
 ONNX_FILE, OUTPUT = "model.onnx", "sentence_embedding"
-INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
 class OnnxEmbedder:

@@ -21,14 +21,14 @@ from pathlib import Path
 import numpy as np
 
 from shrinkbert.compress.common import (align_labels, accuracy, copy_graph_files, load_rows, onnx_file, ort_logits,
-                                        ort_session, parity, task_scores, torch_logits)
+                                        ort_session, parity, judged_scores, torch_logits)
 from shrinkbert.compress.configs import ExportConfig as Config
 from shrinkbert.core.artifacts import atomic_artifact, check, write_manifest
 from shrinkbert.core.config import stage_main, to_dict
 from shrinkbert.core.data.builtin import resolve_model
 from shrinkbert.core.data.dataspec import resolve_spec, stage_max_length
 from shrinkbert.core.errors import ShrinkbertError, require
-from shrinkbert.core.kinds import kind_for_stage, kind_of, primary_metric
+from shrinkbert.core.kinds import kind_for_stage, kind_of
 from shrinkbert.core.models import count_parameters
 from shrinkbert.core.quiet import quiet_library_warnings
 from shrinkbert.core.timing import time_callable
@@ -160,10 +160,7 @@ def run(cfg: Config) -> Path:
                         "val_accuracy_onnx": accuracy(candidate, labels),
                         "onnx_mb": round(onnx_file(tmp).stat().st_size / 1e6, 3),
                         "dynamic_axes": {i.name: list(i.shape) for i in session.get_inputs()}})
-        judged_by = primary_metric(task)[0] if task is not None else "accuracy"
-        if judged_by != "accuracy":  # entity F1, SQuAD F1 or Spearman beside (or instead of) accuracy
-            metrics.update({f"val_{judged_by}_torch": task_scores(task, reference, labels)[judged_by],
-                            f"val_{judged_by}_onnx": task_scores(task, candidate, labels)[judged_by]})
+        metrics.update(judged_scores(task, labels, torch=reference, onnx=candidate))
         if not passed and not cfg.allow_parity_failure:
             raise ShrinkbertError(
                 f"ONNX parity failed: max |output diff| {gap:.2e} (tolerance {cfg.tolerance:.0e}), label agreement "

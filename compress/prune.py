@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from shrinkbert.compress.common import accuracy, align_labels, load_rows, parity, task_scores, torch_logits
+from shrinkbert.compress.common import accuracy, align_labels, load_rows, parity, judged_scores, torch_logits
 from shrinkbert.compress.configs import PruneConfig as Config
 from shrinkbert.compress.importance import heads_in, module_at, score, slicing_layout
 from shrinkbert.core.artifacts import save_model_artifact
@@ -32,7 +32,7 @@ from shrinkbert.core.data.builtin import resolve_model
 from shrinkbert.core.data.dataspec import resolve_spec, stage_max_length
 from shrinkbert.core.errors import ShrinkbertError, require
 from shrinkbert.core.families import family_of
-from shrinkbert.core.kinds import kind_for_stage, primary_metric
+from shrinkbert.core.kinds import kind_for_stage
 from shrinkbert.core.models import count_parameters
 
 
@@ -169,10 +169,7 @@ def run(cfg: Config) -> Path:
         metrics.update({"val_accuracy_before": accuracy(unpruned, eval_labels),
                         "val_accuracy_after_no_recovery": accuracy(pruned, eval_labels),
                         "vs_unpruned": parity(unpruned, pruned)})
-        judged_by = primary_metric(task)[0]
-        if judged_by != "accuracy":  # entity F1, SQuAD F1 or Spearman
-            metrics.update({f"val_{judged_by}_before": task_scores(task, unpruned, eval_labels)[judged_by],
-                            f"val_{judged_by}_after_no_recovery": task_scores(task, pruned, eval_labels)[judged_by]})
+        metrics.update(judged_scores(task, eval_labels, before=unpruned, after_no_recovery=pruned))
     save_model_artifact(cfg.output_dir, model, tokenizer, stage="prune", parents=[folder], config=to_dict(cfg),
                         metrics=metrics, num_parameters=after["num_parameters"],
                         data=spec.record(task, max_length=cfg.max_length) if spec else None, extra={"kind": kind.name})

@@ -17,14 +17,14 @@ import numpy as np
 from shrinkbert.compress import accuracy_aware, int8
 from shrinkbert.compress.common import (accuracy, align_labels, check_onnx_file, copy_graph_files, copy_tokenizer_files, encode,
                                         load_rows, onnx_file, ort_logits, ort_session, parity,
-                                        task_scores)
+                                        judged_scores)
 from shrinkbert.compress.configs import QuantizeConfig as Config
 from shrinkbert.compress.onnx_modules import is_fused, node_groups, resolve
 from shrinkbert.core.artifacts import atomic_artifact, check, read_manifest, write_manifest
 from shrinkbert.core.config import stage_main, to_dict
 from shrinkbert.core.data.dataspec import resolve_spec, stage_max_length
 from shrinkbert.core.errors import ShrinkbertError, require
-from shrinkbert.core.kinds import kind_of, primary_metric
+from shrinkbert.core.kinds import kind_of
 
 
 def tokenizer_of(model_dir: Path):
@@ -143,10 +143,7 @@ def run(cfg: Config) -> Path:
             metrics.update({"val_accuracy_fp32": accuracy(fp32_logits, labels),
                             "val_accuracy_int8": accuracy(int8_logits, labels),
                             "vs_fp32": parity(fp32_logits, int8_logits)})
-            judged_by = primary_metric(task)[0]
-            if task is not None and judged_by != "accuracy":  # e.g. entity F1 beside word accuracy
-                metrics.update({f"val_{judged_by}_fp32": task_scores(task, fp32_logits, labels)[judged_by],
-                                f"val_{judged_by}_int8": task_scores(task, int8_logits, labels)[judged_by]})
+            metrics.update(judged_scores(task, labels, fp32=fp32_logits, int8=int8_logits))
             if metrics["val_accuracy_fp32"] is not None:
                 metrics["val_accuracy_loss_points"] = round(
                     100 * (metrics["val_accuracy_fp32"] - metrics["val_accuracy_int8"]), 3)

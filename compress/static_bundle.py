@@ -28,6 +28,7 @@ import numpy as np
 
 from shrinkbert.compress import bundle_files, static_predictor
 from shrinkbert.compress.mobile_layout import write_mobile_layout
+from shrinkbert.compress.web_layout import WEB_VECTOR_OUTPUT, copy_renaming_output, write_web_layout
 from shrinkbert.core.parity_texts import PARITY_SENTENCES, parity_texts
 from shrinkbert.core.artifacts import atomic_artifact, check, write_manifest
 from shrinkbert.core.errors import ShrinkbertError, error_line
@@ -56,12 +57,10 @@ def run(model: str | Path, output_dir: str | Path, data: dict | None = None, spi
     """Write the bundle of the static student (or embedding graph) at `model` into output_dir
     (atomically); `data`: the data record its manifest carries (the parent's), so eval of the bundle
     alone finds the task; `spin`: a graph's ONNX Runtime spinning default (compress/bundle_runtime.py);
-    `target`: python, or mobile (a graph's .ort file beside it, compress/mobile_layout.py)."""
+    `target`: python, web (a graph's transformers.js folder, compress/web_layout.py) or mobile (a
+    graph's .ort file beside it, compress/mobile_layout.py)."""
     if not output_dir:
         raise ShrinkbertError("give --output-dir for the bundle")
-    if target == "web":
-        raise ShrinkbertError("--target web is not built for sentence-embedding bundles yet (transformers.js "
-                              "feature-extraction); use --target python or mobile")
     if (Path(model) / static_predictor.ONNX_FILE).is_file():
         return run_onnx(model, output_dir, data, spin, target)
     if target != "python":
@@ -89,7 +88,9 @@ def run(model: str | Path, output_dir: str | Path, data: dict | None = None, spi
 def run_onnx(model: str | Path, output_dir: str | Path, data: dict | None = None, spin: str = "auto",
              target: str = "python") -> Path:
     """Write the bundle of an exported embedding graph (compress/embedding_onnx.py) into output_dir;
-    its spinning default is chosen like a classifier bundle's: timed both ways ("auto"), or set."""
+    its spinning default is chosen like a classifier bundle's: timed both ways ("auto"), or set.
+    `target` web: the folder transformers.js's feature-extraction pipeline loads (compress/web_layout.py),
+    whose one graph the Python Predictor runs too."""
     from shrinkbert.compress.bundle_runtime import choose_runtime
     from shrinkbert.compress.embedding_onnx import OnnxEmbedder  # deferred: it imports torch
 
@@ -102,7 +103,13 @@ def run_onnx(model: str | Path, output_dir: str | Path, data: dict | None = None
     meta = {"max_length": source.max_length, "dim": dim, "pad_id": tokenizer.pad_token_id,
             "pad_token": tokenizer.pad_token, "pooling": source.spec.mode, "normalize": source.spec.normalize}
     with atomic_artifact(output_dir) as tmp:
-        shutil.copyfile(Path(model) / static_predictor.ONNX_FILE, tmp / static_predictor.ONNX_FILE)
+        if target == "web":  # one graph, where transformers.js looks, its output under the name it reads
+            meta.update(write_web_layout(tmp, Path(model), "feature-extraction", source.max_length),
+                        output=WEB_VECTOR_OUTPUT)
+            copy_renaming_output(Path(model) / static_predictor.ONNX_FILE, tmp / meta["model_file"],
+                                 static_predictor.ONNX_OUTPUT, WEB_VECTOR_OUTPUT)
+        else:
+            shutil.copyfile(Path(model) / static_predictor.ONNX_FILE, tmp / static_predictor.ONNX_FILE)
         tokenizer.backend_tokenizer.save(str(tmp / static_predictor.TOKENIZER_FILE))
         (tmp / static_predictor.META_FILE).write_text(json.dumps(meta, indent=2))
         shutil.copyfile(static_predictor.__file__, tmp / "predict.py")

@@ -60,10 +60,14 @@ def embed_with_table(tokenizer: Tokenizer, table: np.ndarray, texts: list[str]) 
 class OnnxGraph:
     """A sentence-vector ONNX graph and its tokenizer: padded to the batch's longest text, truncated to max_length."""
 
-    def __init__(self, path: Path, threads: int = 0, spin: bool | None = None, model_file: str = ONNX_FILE):
+    def __init__(self, path: Path, threads: int = 0, spin: bool | None = None, model_file: str | None = None):
         import onnxruntime as ort  # deferred: a static bundle never needs it
 
         meta = json.loads((path / META_FILE).read_text())
+        # where the graph sits and what its vector output is called: model.onnx's "sentence_embedding",
+        # or a web bundle's onnx/model_quantized.onnx, whose output transformers.js reads by its name
+        model_file = model_file or meta.get("model_file", ONNX_FILE)
+        self.output = meta.get("output", ONNX_OUTPUT)
         # None: the bundle's own default (embedding.json "runtime"; a bundle written before it: off)
         spin = bool(meta.get("runtime", {}).get("spin", False)) if spin is None else spin
         options = ort.SessionOptions()
@@ -84,17 +88,18 @@ class OnnxGraph:
             feeds = {"input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
                      "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
                      "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64)}
-            chunks.append(self.session.run([ONNX_OUTPUT], {name: feeds[name] for name in self.inputs})[0])
+            chunks.append(self.session.run([self.output], {name: feeds[name] for name in self.inputs})[0])
         return np.concatenate(chunks).astype(np.float32, copy=False)
 
 
 class Predictor:
     def __init__(self, path: str | Path = ".", threads: int = 0, spin: bool | None = None,
-                 model_file: str = ONNX_FILE):
-        """model_file: a graph bundle's graph to run (a mobile bundle's "mobile/model.ort" runs too)."""
+                 model_file: str | None = None):
+        """model_file: a graph bundle's graph to run (default: embedding.json's; a mobile bundle's
+        "mobile/model.ort" runs too). A bundle with embedding.json runs a graph, one without a table."""
         path = Path(path)
         check_files(path)
-        self.graph = OnnxGraph(path, threads, spin, model_file) if (path / ONNX_FILE).is_file() else None
+        self.graph = OnnxGraph(path, threads, spin, model_file) if (path / META_FILE).is_file() else None
         if self.graph is None:
             self.table = np.load(path / VECTORS_FILE, allow_pickle=False)  # plain array: no pickle ever
             self.tokenizer = Tokenizer.from_file(str(path / TOKENIZER_FILE))

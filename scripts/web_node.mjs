@@ -1,18 +1,20 @@
 // Runs a web bundle in Node with transformers.js (onnxruntime-node): the pipeline the bundle's
-// labels.json names, one call per text of TEXTS_JSON (top_k null), printed as one JSON line of
-// {result, ms}, like web_drive.mjs does in a browser.
+// labels.json (embedding.json) names, one call per input of INPUTS_JSON (a text, or [question,
+// context]; top_k null), printed as one JSON line of {result, ms}, like web_drive.mjs in a browser.
 //   node .web/web_node.mjs BUNDLE_PARENT BUNDLE_NAME TEXTS_JSON   (copied into .web/ so imports resolve)
 import { pipeline, env } from '@huggingface/transformers';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 const [parent, name, textsFile] = process.argv.slice(2);
 env.allowRemoteModels = false;
 env.localModelPath = parent;
-const meta = JSON.parse(readFileSync(`${parent}/${name}/labels.json`, 'utf8'));
+const metaFile = ['labels.json', 'embedding.json'].find((f) => existsSync(`${parent}/${name}/${f}`));
+const meta = JSON.parse(readFileSync(`${parent}/${name}/${metaFile}`, 'utf8'));
 const model = await pipeline(meta.web.pipeline, name);  // no dtype: the bundle's config picks q8
 const out = [];
-for (const text of JSON.parse(readFileSync(textsFile, 'utf8'))) {
+for (const input of JSON.parse(readFileSync(textsFile, 'utf8'))) {
   const start = performance.now();
-  const result = await model(text, { top_k: null });
-  out.push({ result, ms: performance.now() - start });
+  const result = await (Array.isArray(input) ? model(...input, { top_k: null }) : model(input, { top_k: null }));
+  const ms = performance.now() - start;  // a Tensor (feature extraction) as nested arrays, outside the timing
+  out.push({ result: typeof result?.tolist === 'function' ? result.tolist() : result, ms });
 }
 console.log(JSON.stringify(out));

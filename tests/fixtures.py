@@ -47,6 +47,19 @@ def tiny_vocab() -> list[str]:
     return list(dict.fromkeys(tokens))  # a duplicate would leave a hole in the vocabulary
 
 
+def make_int8_embedding_graph(root: Path) -> Path:
+    """A tiny encoder as a sentence-transformers folder (mean pooling, normalised), exported as one
+    sentence-vector graph, then dynamic int8: root/int8."""
+    import shrinkbert
+    from shrinkbert.core.embedder import PoolingSpec, write_st_layout
+
+    tiny = make_tiny_bert(root / "tiny", with_manifest=False)
+    write_st_layout(tiny, PoolingSpec("mean", True), dim=32)
+    shrinkbert.export(model=str(tiny), output_dir=str(root / "fp32"), optimization="none")
+    shrinkbert.quantize(model=str(root / "fp32"), output_dir=str(root / "int8"))
+    return root / "int8"
+
+
 def make_tiny_bert(out_dir: str | Path, num_labels: int = 2, hidden: int = 32, layers: int = 2,
                    heads: int = 4, intermediate: int = 64, seed: int = 0, with_manifest: bool = True,
                    label_names: list[str] | None = None, token: bool = False) -> Path:

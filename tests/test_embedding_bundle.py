@@ -81,17 +81,9 @@ def test_a_folder_that_is_no_static_student_writes_nothing(tmp_path):
 @pytest.fixture(scope="module")
 def int8_graph(tmp_path_factory):
     """A tiny encoder exported as one sentence-vector graph, then dynamic int8."""
-    from fixtures import make_tiny_bert
-    import shrinkbert
+    from fixtures import make_int8_embedding_graph
 
-    root = tmp_path_factory.mktemp("onnx-emb")
-    from shrinkbert.core.embedder import PoolingSpec, write_st_layout
-
-    tiny = make_tiny_bert(root / "tiny", with_manifest=False)
-    write_st_layout(tiny, PoolingSpec("mean", True), dim=32)  # a sentence-transformers folder as it ships
-    shrinkbert.export(model=str(tiny), output_dir=str(root / "fp32"), optimization="none")
-    shrinkbert.quantize(model=str(root / "fp32"), output_dir=str(root / "int8"))
-    return root / "int8"
+    return make_int8_embedding_graph(tmp_path_factory.mktemp("onnx-emb"))
 
 
 def test_the_onnx_bundle_runs_without_torch_and_gives_the_int8_models_vectors(int8_graph, tmp_path):
@@ -152,7 +144,7 @@ def test_artifact_load_gives_the_embedding_bundles_predictor(which, student_dir,
 
 def test_a_mobile_embedding_bundle_holds_an_ort_file_that_gives_the_bundles_vectors(int8_graph, student_dir, tmp_path):
     """`bundle --target mobile` of an embedding graph (issue 40): mobile/model.ort beside the graph,
-    checked against the bundle's own vectors; a static student (no graph) and the web target refuse."""
+    checked against the bundle's own vectors; a static student (no graph) refuses it and the web target."""
     out = run(int8_graph, tmp_path / "bundle", spin="on", target="mobile")  # what the bundle stage calls
     meta = json.loads((out / "embedding.json").read_text())
     assert meta["mobile"]["model_file"] == "mobile/model.ort"
@@ -163,9 +155,9 @@ def test_a_mobile_embedding_bundle_holds_an_ort_file_that_gives_the_bundles_vect
     with pytest.raises(Exception, match="ONNXRuntimeError"):  # the named file is the one opened, or none
         Predictor(out, model_file="mobile/none.ort")
     assert np.allclose(on_ort.embed(texts), expected, atol=1e-5)
-    for model, target in ((student_dir, "mobile"), (int8_graph, "web")):
+    for target in ("mobile", "web"):
         with pytest.raises(ShrinkbertError, match=f"--target {target}"):
-            run(model, tmp_path / target, target=target)
+            run(student_dir, tmp_path / target, target=target)
         assert not (tmp_path / target).exists()
 
 

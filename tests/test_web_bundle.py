@@ -1,7 +1,8 @@
 """The web target (issue 40): `bundle --target web` writes the folder transformers.js loads as it is,
 and transformers.js gives the Python bundle's outputs on 100 rows, one call a row: in Node (the same
 graph through onnxruntime-node) and in the bundle's own page in a real headless browser (Debian's
-chromium driven by puppeteer-core; ONNX Runtime Web's wasm). Labels equal, probabilities within 1e-4.
+chromium driven by puppeteer-core; ONNX Runtime Web's wasm). A classifier: labels equal,
+probabilities within 1e-4; a sentence embedder (feature-extraction): every vector at cosine >= 0.999.
 Without node, transformers.js or chromium the tests skip, except on CI, where they fail."""
 from __future__ import annotations
 
@@ -86,51 +87,109 @@ def test_the_layout_is_what_transformers_js_reads(web_bundle):
     assert "'text-classification'" in (web_bundle / "app.js").read_text()
 
 
+def _in_node(bundle: Path, inputs: list, tmp_path: Path) -> list[dict]:
+    """transformers.js in Node on the bundle: {result, ms} per input, one call each."""
+    node = _node_or_skip()
+    (tmp_path / "inputs.json").write_text(json.dumps(inputs))
+    done = subprocess.run([node, str(WEB / "web_node.mjs"), str(bundle.parent), bundle.name,
+                           str(tmp_path / "inputs.json")], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def test_node_gives_the_python_bundles_outputs(web_bundle, tmp_path):
     from fixtures import tiny_sentences
 
-    node = _node_or_skip()
     texts = [text for text, _ in tiny_sentences(100, seed=11)]
-    (tmp_path / "texts.json").write_text(json.dumps(texts))
-    done = subprocess.run([node, str(WEB / "web_node.mjs"), str(web_bundle.parent), web_bundle.name,
-                           str(tmp_path / "texts.json")], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
     python, from_node, python_labels, node_labels = _python_and_web(
-        web_bundle, texts, [r["result"] for r in json.loads(done.stdout.strip().splitlines()[-1])])
+        web_bundle, texts, [r["result"] for r in _in_node(web_bundle, texts, tmp_path)])
     assert python_labels == node_labels
     assert np.abs(python - from_node).max() < 1e-4
 
 
-def test_the_page_in_a_headless_browser_gives_the_python_bundles_outputs(web_bundle, tmp_path):
+def _in_browser(bundle: Path, inputs: list, tmp_path: Path) -> list[dict]:
     """The bundle's own index.html, served over HTTP with the runtime copied beside it
-    (scripts/web_runtime.sh), loaded in chromium: window.shrinkbert.run on 100 rows."""
+    (scripts/web_runtime.sh), loaded in chromium: window.shrinkbert.run's {result, ms} per input."""
     import functools
     import threading
     from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
-    from fixtures import tiny_sentences
-
     node, chromium = _browser_or_skip()
-    copied = subprocess.run(["bash", str(ROOT / "scripts" / "web_runtime.sh"), str(web_bundle)], capture_output=True,
+    copied = subprocess.run(["bash", str(ROOT / "scripts" / "web_runtime.sh"), str(bundle)], capture_output=True,
                             text=True, timeout=300)
     assert copied.returncode == 0, copied.stderr[-2000:]
-    texts = [text for text, _ in tiny_sentences(100, seed=12)]
-    (tmp_path / "texts.json").write_text(json.dumps(texts))
+    (tmp_path / "inputs.json").write_text(json.dumps(inputs))
 
     class Quiet(SimpleHTTPRequestHandler):
         def log_message(self, *args):
             pass
-    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(web_bundle.parent)))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(bundle.parent)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/{web_bundle.name}/index.html"
-        done = subprocess.run([node, str(WEB / "web_drive.mjs"), url, str(tmp_path / "texts.json"), chromium],
+        url = f"http://127.0.0.1:{server.server_address[1]}/{bundle.name}/index.html"
+        done = subprocess.run([node, str(WEB / "web_drive.mjs"), url, str(tmp_path / "inputs.json"), chromium],
                               capture_output=True, text=True, timeout=300)
     finally:
         server.shutdown()
     assert done.returncode == 0, done.stderr[-2000:]
-    runs = json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_page_in_a_headless_browser_gives_the_python_bundles_outputs(web_bundle, tmp_path):
+    from fixtures import tiny_sentences
+
+    texts = [text for text, _ in tiny_sentences(100, seed=12)]
+    runs = _in_browser(web_bundle, texts, tmp_path)
     python, in_browser, python_labels, browser_labels = _python_and_web(web_bundle, texts, [r["result"] for r in runs])
     assert python_labels == browser_labels
     assert np.abs(python - in_browser).max() < 1e-4
     assert all(r["ms"] > 0 for r in runs)
+
+
+@pytest.fixture(scope="module")
+def web_embedder(tmp_path_factory) -> Path:
+    """A tiny sentence embedder's int8 graph bundled for the web (feature-extraction)."""
+    import shrinkbert
+    from fixtures import make_int8_embedding_graph
+
+    root = tmp_path_factory.mktemp("web-emb")
+    graph = make_int8_embedding_graph(root)
+    return Path(shrinkbert.bundle(model=str(graph), output_dir=str(root / "site" / "embedder"), target="web",
+                                  spin="off").path)
+
+
+def _embedding_texts(n: int, seed: int) -> list[str]:
+    """n texts, a few of them past the bundle's max_length (128 tokens): truncation must agree too."""
+    from fixtures import tiny_sentences
+
+    texts = [text for text, _ in tiny_sentences(n, seed=seed)]
+    return texts[:-2] + [" ".join(texts) * 3, "the plot " * 90]
+
+
+def _cosines(bundle: Path, texts: list[str], runs: list[dict]) -> np.ndarray:
+    from shrinkbert.compress.static_predictor import Predictor
+
+    python = np.stack([Predictor(bundle).embed(text)[0] for text in texts])
+    web = np.array([run["result"][0] for run in runs], dtype=np.float32)
+    assert web.shape == python.shape
+    return (python * web).sum(1) / (np.linalg.norm(python, axis=1) * np.linalg.norm(web, axis=1))
+
+
+def test_an_embedders_web_layout_runs_one_graph_for_python_and_transformers_js(web_embedder):
+    names = {str(p.relative_to(web_embedder)) for p in web_embedder.rglob("*") if p.is_file()}
+    assert {"config.json", "tokenizer.json", "tokenizer_config.json", "onnx/model_quantized.onnx", "index.html",
+            "app.js", "predict.py", "embedding.json"} <= names and "model.onnx" not in names
+    meta = json.loads((web_embedder / "embedding.json").read_text())
+    assert meta["model_file"] == "onnx/model_quantized.onnx" and meta["output"] == "last_hidden_state"
+    assert json.loads((web_embedder / "tokenizer_config.json").read_text())["model_max_length"] == meta["max_length"]
+    assert "'feature-extraction'" in (web_embedder / "app.js").read_text()
+
+
+def test_node_gives_the_python_embedders_vectors(web_embedder, tmp_path):
+    texts = _embedding_texts(100, seed=13)
+    assert _cosines(web_embedder, texts, _in_node(web_embedder, texts, tmp_path)).min() >= 0.999
+
+
+def test_the_embedders_page_in_a_headless_browser_gives_its_vectors(web_embedder, tmp_path):
+    texts = _embedding_texts(20, seed=14)
+    assert _cosines(web_embedder, texts, _in_browser(web_embedder, texts, tmp_path)).min() >= 0.999
