@@ -8,7 +8,9 @@ Before the bundle is written, its own Predictor runs on real rows and must repro
 transformers' tokenizer (same graph, so any difference is tokenization or packaging); when a
 reference artifact is given (the fp32 ONNX or PyTorch model) the bundle's labels must agree with it
 on at least `reference_agreement` of those rows (int8 may flip a few borderline rows, so the
-logits are recorded, not held to the source tolerance).
+logits are recorded, not held to the source tolerance). Rows where the reference's top two logits
+lie within TIE_MARGIN are ties and are not counted: int8's rounding breaks a tie either way, and a
+barely trained model (a --quick run's student) may have nothing else.
 
 Parity is checked on the rows the task kind scores: a token classifier's are words (each word's
 first sub-token's logits; agreement is the share of words whose tag matches), and a task judged
@@ -38,6 +40,16 @@ from shrinkbert.core.errors import ShrinkbertError, require
 from shrinkbert.core.kinds import kind_of, own_stage
 
 TEMPLATE = Path(__file__).with_name("edge_predictor.py")
+TIE_MARGIN = 0.01  # logits: a reference label this close to its runner-up is a tie
+
+
+def decisive_agreement(reference: np.ndarray, candidate: np.ndarray) -> dict:
+    """Label agreement on the rows the reference decides: its top two logits TIE_MARGIN or more apart."""
+    top_two = np.sort(reference, axis=-1)[..., -2:]
+    decisive = (top_two[..., 1] - top_two[..., 0]) >= TIE_MARGIN
+    same = reference.argmax(-1) == candidate.argmax(-1)
+    return {"decisive_rows": int(decisive.sum()), "tie_margin": TIE_MARGIN,
+            "label_agreement_decisive": float(same[decisive].mean()) if decisive.any() else 1.0}
 
 
 def requirements() -> str:
@@ -155,8 +167,8 @@ def run(cfg: Config) -> Path:
                     f"reference {cfg.reference} gives {ref.shape[0]} outputs of {ref.shape[-1]} labels for "
                     f"{bundle.shape[0]} {unit} of {bundle.shape[-1]} (not the same kind of classifier?); "
                     "no bundle written")
-            vs_reference = parity(ref, bundle)
-            agreed = vs_reference["label_agreement"] >= cfg.reference_agreement
+            vs_reference = {**parity(ref, bundle), **decisive_agreement(ref, bundle)}
+            agreed = vs_reference["label_agreement_decisive"] >= cfg.reference_agreement
             metrics["vs_reference"] = {**vs_reference, "reference": str(Path(cfg.reference).resolve()),
                                        "val_accuracy_reference": accuracy(ref, labels),
                                        "min_label_agreement": cfg.reference_agreement, "passed": agreed}
@@ -165,8 +177,9 @@ def run(cfg: Config) -> Path:
             if not agreed and not cfg.allow_parity_failure:
                 raise ShrinkbertError(
                     f"bundle parity failed: its labels agree with {cfg.reference} on "
-                    f"{vs_reference['label_agreement']:.1%} of {vs_reference['rows']} {unit} "
-                    f"(need {cfg.reference_agreement:.0%}); no bundle written")
+                    f"{vs_reference['label_agreement_decisive']:.1%} of the {vs_reference['decisive_rows']} {unit} "
+                    f"it decides (of {vs_reference['rows']}; ties, its top two logits within {TIE_MARGIN}, are not "
+                    f"counted), need {cfg.reference_agreement:.0%}; no bundle written")
             passed = passed and agreed
         if not passed:
             if not cfg.allow_parity_failure:
@@ -191,8 +204,11 @@ def run(cfg: Config) -> Path:
                                 f"{agreement['of']} parity texts"))
         if cfg.reference:
             checks.append(check("reference_agreement", metrics["vs_reference"]["passed"],
-                                f"labels agree with {cfg.reference} on {metrics['vs_reference']['label_agreement']:.1%} "
-                                f"of {metrics['vs_reference']['rows']} {unit} (need {cfg.reference_agreement:.0%})"))
+                                f"labels agree with {cfg.reference} on "
+                                f"{metrics['vs_reference']['label_agreement_decisive']:.1%} of the "
+                                f"{metrics['vs_reference']['decisive_rows']} {unit} it decides, of "
+                                f"{metrics['vs_reference']['rows']} (need {cfg.reference_agreement:.0%}; "
+                                f"{metrics['vs_reference']['label_agreement']:.1%} of all)"))
         write_manifest(tmp, stage="bundle", parents=parents, config=to_dict(cfg), metrics=metrics,
                        num_parameters=parent_params, data=spec.record(task) if spec else None, checks=checks)
     return Path(cfg.output_dir)

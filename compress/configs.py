@@ -107,7 +107,7 @@ class BundleConfig(DataConfig):
     model: str = field("", "ONNX artifact to bundle (normally the int8 one from compress.quantize)", group="model")
     output_dir: str = field("", "where the bundle directory is written", group="output")
     reference: str = field("", "optional fp32 ONNX or PyTorch artifact the bundle's labels are checked against")
-    reference_agreement: float = field(0.9, "least share of parity rows whose label must match --reference", min=0, max=1)
+    reference_agreement: float = field(0.9, "least share of the parity rows --reference decides (top two logits 0.01 or more apart) whose label the bundle must match", min=0, max=1)
     parity_rows: int = field(64, "rows for the parity check", min=1)
     tolerance: float = field(1e-4, "largest allowed |logit diff| between the bundle and its source model", min=0)
     allow_parity_failure: bool = field(False, "write the bundle even when parity fails (recorded)")

@@ -1,10 +1,12 @@
 // Runs a web bundle in Node with transformers.js (onnxruntime-node): the pipeline the bundle's
 // labels.json (embedding.json) names, one call per input of INPUTS_JSON (a text, or [question,
-// context]; top_k null), printed as one JSON line of {result, ms}, like web_drive.mjs in a browser.
-//   node .web/web_node.mjs BUNDLE_PARENT BUNDLE_NAME TEXTS_JSON   (copied into .web/ so imports resolve)
+// context]; OPTIONS_JSON), printed as one JSON line of {result, ms}, like web_drive.mjs in a browser.
+//   node .web/web_node.mjs BUNDLE_PARENT BUNDLE_NAME INPUTS_JSON [OPTIONS_JSON]   (copied into .web/ so
+//   imports resolve; OPTIONS_JSON: the pipeline's options, default {"top_k": null})
 import { pipeline, env } from '@huggingface/transformers';
 import { existsSync, readFileSync } from 'node:fs';
-const [parent, name, textsFile] = process.argv.slice(2);
+const [parent, name, textsFile, optionsJson] = process.argv.slice(2);
+const options = JSON.parse(optionsJson ?? '{"top_k": null}');
 env.allowRemoteModels = false;
 env.localModelPath = parent;
 const metaFile = ['labels.json', 'embedding.json'].find((f) => existsSync(`${parent}/${name}/${f}`));
@@ -13,7 +15,7 @@ const model = await pipeline(meta.web.pipeline, name);  // no dtype: the bundle'
 const out = [];
 for (const input of JSON.parse(readFileSync(textsFile, 'utf8'))) {
   const start = performance.now();
-  const result = await (Array.isArray(input) ? model(...input, { top_k: null }) : model(input, { top_k: null }));
+  const result = await (Array.isArray(input) ? model(...input, options) : model(input, options));
   const ms = performance.now() - start;  // a Tensor (feature extraction) as nested arrays, outside the timing
   out.push({ result: typeof result?.tolist === 'function' ? result.tolist() : result, ms });
 }

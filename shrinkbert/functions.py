@@ -1101,7 +1101,8 @@ def bundle(
         reference: str = ''
             optional fp32 ONNX or PyTorch artifact the bundle's labels are checked against
         reference_agreement: float = 0.9
-            least share of parity rows whose label must match --reference [>= 0 and <= 1]
+            least share of the parity rows --reference decides (top two logits 0.01 or more apart) whose label
+            the bundle must match [>= 0 and <= 1]
         parity_rows: int = 64
             rows for the parity check [>= 1]
         tolerance: float = 0.0001

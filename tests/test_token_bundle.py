@@ -242,7 +242,7 @@ def test_flipped_token_reference_fails_agreement_and_writes_nothing(tok_int8, to
     flipped = Path(shutil.copytree(tok_model, tmp_path / "flipped"))
     negate_classifier(flipped)
     out = tmp_path / "strict"
-    with pytest.raises(ShrinkbertError, match=r"labels agree with .* words \(need 90%\); no bundle written") as err:
+    with pytest.raises(ShrinkbertError, match=r"labels agree with .* 0\.0% of the \d+ words it decides .* need 90%; no bundle written") as err:
         bundle.run(bundle.Config(model=str(tok_int8), output_dir=str(out), reference=str(flipped), parity_rows=16))
     assert "\n" not in str(err.value)
     assert not out.exists()
@@ -282,3 +282,13 @@ def test_artifact_load_gives_the_token_bundles_predictor(tok_bundle):
     assert isinstance(predictor, Predictor)
     words = ["the", "film", "was", "good"]
     assert [w["word"] for w in predictor.predict_words([words])[0]] == words
+
+
+def test_reference_agreement_counts_the_rows_the_reference_decides_not_its_ties():
+    from shrinkbert.compress.bundle import decisive_agreement
+
+    reference = np.array([[0.0, 0.005], [0.0, 1.0], [1.0, 0.0], [2.0, 0.0]])
+    bundle = np.array([[0.005, 0.0], [0.0, 1.0], [0.0, 1.0], [2.0, 0.0]])  # a tie flipped, one decided row flipped
+    agreement = decisive_agreement(reference, bundle)
+    assert agreement["decisive_rows"] == 3 and agreement["label_agreement_decisive"] == 2 / 3
+    assert decisive_agreement(reference[:1], bundle[:1])["label_agreement_decisive"] == 1.0  # ties only: nothing to judge

@@ -87,12 +87,14 @@ def test_the_layout_is_what_transformers_js_reads(web_bundle):
     assert "'text-classification'" in (web_bundle / "app.js").read_text()
 
 
-def _in_node(bundle: Path, inputs: list, tmp_path: Path) -> list[dict]:
-    """transformers.js in Node on the bundle: {result, ms} per input, one call each."""
+def _in_node(bundle: Path, inputs: list, tmp_path: Path, options: dict | None = None) -> list[dict]:
+    """transformers.js in Node on the bundle: {result, ms} per input, one call each (`options`: the
+    pipeline's; default top_k null)."""
     node = _node_or_skip()
     (tmp_path / "inputs.json").write_text(json.dumps(inputs))
     done = subprocess.run([node, str(WEB / "web_node.mjs"), str(bundle.parent), bundle.name,
-                           str(tmp_path / "inputs.json")], capture_output=True, text=True, timeout=300)
+                           str(tmp_path / "inputs.json"), json.dumps(options or {"top_k": None})],
+                          capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -144,6 +146,58 @@ def test_the_page_in_a_headless_browser_gives_the_python_bundles_outputs(web_bun
     assert python_labels == browser_labels
     assert np.abs(python - in_browser).max() < 1e-4
     assert all(r["ms"] > 0 for r in runs)
+
+
+@pytest.fixture(scope="module")
+def web_tagger(tmp_path_factory) -> Path:
+    """A tiny tagger (decisive classifier, random biases) exported, int8, bundled for the web."""
+    import torch
+    from transformers import AutoModelForTokenClassification
+
+    import shrinkbert
+    from fixtures import TINY_TAGS, make_tiny_bert, restamp
+
+    root = tmp_path_factory.mktemp("web-tok")
+    model_dir = make_tiny_bert(root / "model", num_labels=len(TINY_TAGS), label_names=TINY_TAGS, token=True)
+    model = AutoModelForTokenClassification.from_pretrained(model_dir)
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith("bias"):
+                param.add_(0.05 * torch.randn_like(param))
+        model.classifier.weight.mul_(20.0)
+    model.save_pretrained(model_dir, safe_serialization=True)
+    restamp(model_dir)
+    onnx = shrinkbert.export(model=str(model_dir), output_dir=str(root / "onnx"))
+    int8 = shrinkbert.quantize(model=str(onnx.path), output_dir=str(root / "int8"))
+    return Path(shrinkbert.bundle(model=str(int8.path), output_dir=str(root / "site" / "tagger"), target="web",
+                                  max_length=32, spin="off").path)
+
+
+def test_node_tags_every_token_as_the_python_bundle_does(web_tagger, tmp_path):
+    """transformers.js's token-classification (ignore_labels [] so every token comes back) against the
+    Python bundle's logits on the same token positions: same tag, same probability, on 100 texts
+    within max_length. (Past it, transformers.js 4.3 cuts the sequence after adding [CLS]/[SEP], so
+    its last token is a word, not [SEP]: docs/deploy.md.)"""
+    from fixtures import tiny_sentences
+
+    from shrinkbert.compress.edge_predictor import Predictor
+
+    texts = [text for text, _ in tiny_sentences(100, seed=15)]
+    runs = _in_node(web_tagger, texts, tmp_path, {"ignore_labels": []})
+    predictor = Predictor(web_tagger)
+    tokens = 0
+    for text, run in zip(texts, runs):
+        encoding = predictor.encode([text])
+        probabilities = predictor.probabilities(encoding)[0]  # [positions, tags]
+        real = [j for j, special in enumerate(encoding[0].special_tokens_mask) if not special]
+        assert [token["index"] for token in run["result"]] == real, text
+        for token in run["result"]:
+            j = token["index"]
+            assert token["entity"] == predictor.labels[int(probabilities[j].argmax())]
+            assert abs(token["score"] - float(probabilities[j].max())) < 1e-4
+        tokens += len(real)
+    assert tokens >= 400  # about 5 tokens a text
 
 
 @pytest.fixture(scope="module")
