@@ -60,6 +60,22 @@ def make_int8_embedding_graph(root: Path) -> Path:
     return root / "int8"
 
 
+def make_tiny_qa(out: Path) -> Path:
+    """A random 2-layer BertForQuestionAnswering with MiniLM's tokenizer (real words, not characters)."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertForQuestionAnswering
+
+    from shrinkbert.core.data.builtin import minilm_path
+
+    tokenizer = AutoTokenizer.from_pretrained(str(minilm_path()), use_fast=True)
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=64, max_position_embeddings=512, num_labels=2)
+    BertForQuestionAnswering(config).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
 def make_tiny_bert(out_dir: str | Path, num_labels: int = 2, hidden: int = 32, layers: int = 2,
                    heads: int = 4, intermediate: int = 64, seed: int = 0, with_manifest: bool = True,
                    label_names: list[str] | None = None, token: bool = False) -> Path:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fixtures import import_blocker
+from fixtures import import_blocker, make_tiny_qa
 
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.artifacts import read_manifest
@@ -31,22 +31,6 @@ def small_squad(path: Path, articles: int = 10, paragraphs: int = 2, per_paragra
     return path
 
 
-def tiny_qa_model(out: Path) -> Path:
-    """A random 2-layer BertForQuestionAnswering with MiniLM's tokenizer (real words, not characters)."""
-    import torch
-    from transformers import AutoTokenizer, BertConfig, BertForQuestionAnswering
-
-    from shrinkbert.core.data.builtin import minilm_path
-
-    tokenizer = AutoTokenizer.from_pretrained(str(minilm_path()), use_fast=True)
-    torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                        intermediate_size=64, max_position_embeddings=512, num_labels=2)
-    BertForQuestionAnswering(config).save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
-
-
 @pytest.fixture(scope="module")
 def chain(tmp_path_factory):
     import shrinkbert
@@ -55,7 +39,7 @@ def chain(tmp_path_factory):
     task = str(small_squad(root / "squad-small.json"))
     common = {"max_length": MAX_LENGTH}
     out = {"task": task, "root": root}
-    out["teacher"] = shrinkbert.finetune(model=str(tiny_qa_model(root / "tiny")), task=task, epochs=2, batch_size=8,
+    out["teacher"] = shrinkbert.finetune(model=str(make_tiny_qa(root / "tiny")), task=task, epochs=2, batch_size=8,
                                          learning_rate=3e-3, output_dir=str(root / "teacher"), **common)
     out["student"] = shrinkbert.distill(teacher=out["teacher"], layers=1, epochs=1, batch_size=8, hidden_weight=1.0,
                                         attention_weight=1.0, hard_weight=0.5, output_dir=str(root / "student"),
@@ -285,7 +269,7 @@ def test_squad_recipe_runs_end_to_end_in_miniature(tmp_path):
     recipe = load_recipe(path, quick=True)
     teacher = recipe.stages[0]
     assert teacher.params["model"] == "minilm" and teacher.params["task"] == "../shared/data/squad/squad-dev-v1.1.json"
-    tiny = tiny_qa_model(tmp_path / "tiny")
+    tiny = make_tiny_qa(tmp_path / "tiny")
     sets = [a.split("=")[0] + f"={MAX_LENGTH}" if ".max_length=" in a else a for a in miniature(recipe, tiny)]
     sets += ["teacher.max_train_rows=32", "teacher.max_eval_rows=12", "student.max_train_rows=32",
              "report.max_eval_rows=12"]

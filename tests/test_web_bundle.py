@@ -93,7 +93,7 @@ def _in_node(bundle: Path, inputs: list, tmp_path: Path, options: dict | None = 
     node = _node_or_skip()
     (tmp_path / "inputs.json").write_text(json.dumps(inputs))
     done = subprocess.run([node, str(WEB / "web_node.mjs"), str(bundle.parent), bundle.name,
-                           str(tmp_path / "inputs.json"), json.dumps(options or {"top_k": None})],
+                           str(tmp_path / "inputs.json"), json.dumps({"top_k": None} if options is None else options)],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -109,7 +109,7 @@ def test_node_gives_the_python_bundles_outputs(web_bundle, tmp_path):
     assert np.abs(python - from_node).max() < 1e-4
 
 
-def _in_browser(bundle: Path, inputs: list, tmp_path: Path) -> list[dict]:
+def _in_browser(bundle: Path, inputs: list, tmp_path: Path, options: dict | None = None) -> list[dict]:
     """The bundle's own index.html, served over HTTP with the runtime copied beside it
     (scripts/web_runtime.sh), loaded in chromium: window.shrinkbert.run's {result, ms} per input."""
     import functools
@@ -129,7 +129,8 @@ def _in_browser(bundle: Path, inputs: list, tmp_path: Path) -> list[dict]:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/{bundle.name}/index.html"
-        done = subprocess.run([node, str(WEB / "web_drive.mjs"), url, str(tmp_path / "inputs.json"), chromium],
+        done = subprocess.run([node, str(WEB / "web_drive.mjs"), url, str(tmp_path / "inputs.json"), chromium,
+                               json.dumps({"top_k": None} if options is None else options)],
                               capture_output=True, text=True, timeout=300)
     finally:
         server.shutdown()
@@ -181,13 +182,24 @@ def test_node_tags_every_token_as_the_python_bundle_does(web_tagger, tmp_path):
     its last token is a word, not [SEP]: docs/deploy.md.)"""
     from fixtures import tiny_sentences
 
+    texts = [text for text, _ in tiny_sentences(100, seed=15)]
+    assert _same_tags(web_tagger, texts, _in_node(web_tagger, texts, tmp_path, {"ignore_labels": []})) >= 400
+
+
+def test_the_taggers_page_in_a_headless_browser_tags_as_the_python_bundle_does(web_tagger, tmp_path):
+    from fixtures import tiny_sentences
+
+    texts = [text for text, _ in tiny_sentences(20, seed=17)]
+    assert _same_tags(web_tagger, texts, _in_browser(web_tagger, texts, tmp_path, {"ignore_labels": []})) >= 80
+
+
+def _same_tags(bundle: Path, texts: list[str], runs: list[dict]) -> int:
+    """Assert that every real token's tag and probability equal the Python bundle's; the tokens checked."""
     from shrinkbert.compress.edge_predictor import Predictor
 
-    texts = [text for text, _ in tiny_sentences(100, seed=15)]
-    runs = _in_node(web_tagger, texts, tmp_path, {"ignore_labels": []})
-    predictor = Predictor(web_tagger)
+    predictor = Predictor(bundle)
     tokens = 0
-    for text, run in zip(texts, runs):
+    for text, run in zip(texts, runs, strict=True):
         encoding = predictor.encode([text])
         probabilities = predictor.probabilities(encoding)[0]  # [positions, tags]
         real = [j for j, special in enumerate(encoding[0].special_tokens_mask) if not special]
@@ -197,7 +209,65 @@ def test_node_tags_every_token_as_the_python_bundle_does(web_tagger, tmp_path):
             assert token["entity"] == predictor.labels[int(probabilities[j].argmax())]
             assert abs(token["score"] - float(probabilities[j].max())) < 1e-4
         tokens += len(real)
-    assert tokens >= 400  # about 5 tokens a text
+    return tokens
+
+
+@pytest.fixture(scope="module")
+def web_reader(tmp_path_factory) -> Path:
+    """A tiny extractive-QA model (MiniLM's vocabulary) exported, int8, bundled for the web."""
+    import shrinkbert
+    from fixtures import make_tiny_qa
+
+    root = tmp_path_factory.mktemp("web-qa")
+    model_dir = make_tiny_qa(root / "model")
+    onnx = shrinkbert.export(model=str(model_dir), output_dir=str(root / "onnx"))
+    int8 = shrinkbert.quantize(model=str(onnx.path), output_dir=str(root / "int8"))
+    return Path(shrinkbert.bundle(model=str(int8.path), output_dir=str(root / "site" / "reader"), target="web",
+                                  max_length=64, spin="off").path)
+
+
+def _letters(text: str) -> str:
+    """A span's letters and digits, lowercased: transformers.js decodes the span's tokens (uncased, spaced
+    by its WordPiece decoder), the Python bundle cuts it from the context."""
+    return "".join(ch for ch in text.lower() if ch.isalnum())
+
+
+def test_node_answers_as_the_python_bundle_does(web_reader, tmp_path):
+    """transformers.js's question-answering against the bundle's answer() on 100 questions whose
+    context fits one window and is shorter than the bundle's longest answer (30 tokens): there both
+    pick the span of highest start + end logit, so the spans must be the same. (transformers.js 4.3
+    has no windows and no answer-length limit: a longer context is cut, and a longer span may win.)"""
+    from fixtures import tiny_sentences
+
+    from shrinkbert.compress.edge_predictor import Predictor
+
+    rng = np.random.default_rng(16)
+    sentences = [text for text, _ in tiny_sentences(200, seed=16)]
+    questions = ["what was the movie like?", "who liked the plot?", "which film was good?", "what was bad?"]
+    inputs = [[questions[i % 4], f"{sentences[i]} {sentences[(i + 1) % 200]}"] for i in rng.permutation(200)[:100]]
+    predictor = Predictor(web_reader)
+    for question, context in inputs:
+        assert len(predictor.tokenizer.encode(question, context).ids) <= 30  # one window, any span allowed
+    python = _same_answers(web_reader, inputs, _in_node(web_reader, inputs, tmp_path, {}))
+    assert len(set(python)) > 20  # answers that differ from row to row: the check has something to compare
+
+
+def test_the_readers_page_in_a_headless_browser_answers_as_the_python_bundle_does(web_reader, tmp_path):
+    from fixtures import tiny_sentences
+
+    sentences = [text for text, _ in tiny_sentences(40, seed=18)]
+    inputs = [["what was the movie like?", f"{sentences[i]} {sentences[i + 20]}"] for i in range(20)]
+    _same_answers(web_reader, inputs, _in_browser(web_reader, inputs, tmp_path, {}))
+
+
+def _same_answers(bundle: Path, inputs: list, runs: list[dict]) -> list[str]:
+    """Assert that transformers.js's answers are the Python bundle's answer() spans; those spans."""
+    from shrinkbert.compress.edge_predictor import Predictor
+
+    predictor = Predictor(bundle)
+    python = [predictor.answer(question, context)["text"] for question, context in inputs]
+    assert [_letters(t) for t in python] == [_letters(run["result"]["answer"]) for run in runs]
+    return python
 
 
 @pytest.fixture(scope="module")
