@@ -458,7 +458,8 @@ def distill(
             sentence-transformers model, e.g. minilm; students/embedding_stage.py) [one of task, general,
             embeddings]
         corpus: str = ''
-            mode general/embeddings: comma-separated corpora (imdb, brown, sotu, wordnet, .txt files)
+            mode general/embeddings: comma-separated corpora (imdb, brown, sotu, wordnet, .txt files, .csv
+            files: their text columns)
         mlm_probability: float = 0.15
             mode general: share of tokens masked [> 0 and <= 1]
         max_train_rows: int = 0

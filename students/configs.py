@@ -20,7 +20,7 @@ class DistillConfig(TrainConfig, DataConfig):
                               "a sentence-embedding student learns the teacher's sentence vectors of --corpus (the "
                               "teacher read as a sentence-transformers model, e.g. minilm; students/embedding_stage.py)",
                       choices=("task", "general", "embeddings"), group="data")
-    corpus: str = field("", "mode general/embeddings: comma-separated corpora (imdb, brown, sotu, wordnet, .txt files)", group="data")
+    corpus: str = field("", "mode general/embeddings: comma-separated corpora (imdb, brown, sotu, wordnet, .txt files, .csv files: their text columns)", group="data")
     mlm_probability: float = field(0.15, "mode general: share of tokens masked", above=0, max=1, group="data")
     max_train_rows: int = field(0, "use only the first N training rows/lines (0: all)", min=0, group="data")
     max_eval_rows: int = field(0, "evaluate on only the first N test rows (0: all)", min=0, group="data")

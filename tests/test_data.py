@@ -275,6 +275,12 @@ def test_load_corpus_reads_text_files_and_shares_max_lines(tmp_path):
     one_line_error("neither a built-in", load_corpus, [str(tmp_path / "none.txt")])
     (tmp_path / "bad.txt").write_bytes(b"\xff\xfe")
     one_line_error("not UTF-8", load_corpus, [str(tmp_path / "bad.txt")])
+    # a CSV: the distinct cells of its text columns, row by row (SNLI's premise and hypothesis)
+    pairs = tmp_path / "pairs.csv"
+    pairs.write_text("premise,hypothesis,label\nA dog  runs .,A dog moves .,entailment\nA dog runs .,It sleeps .,contradiction\n")
+    assert load_corpus(str(pairs)) == ["A dog runs .", "A dog moves .", "It sleeps ."]
+    (tmp_path / "labels.csv").write_text("id,label\n1,0\n")
+    one_line_error("no text column", load_corpus, [str(tmp_path / "labels.csv")])
 
 
 # --- fetching: checksums and atomic caches (no network) ---------------------------------------

@@ -26,7 +26,11 @@ from shrinkbert.stages import resolve
 ROOT = Path(__file__).resolve().parents[1]
 SCALE_OUT = {"bert-base-pretrain.yaml", "bert-base-sst2.yaml"}  # tests/test_scaleout.py runs them on 2 processes
 OWN_MINIATURE = {"squad.yaml", "embeddings.yaml", "mpnet-embeddings.yaml"}  # tests/test_qa_stages.py (a tiny QA model of MiniLM's vocabulary) and tests/test_embedding_recipe.py run them
-RECIPES = sorted(p.name for p in (ROOT / "recipes").glob("*.yaml") if p.name not in SCALE_OUT | OWN_MINIATURE)
+# A recipe with another's stage graph (the same stages, uses and wiring; its task and sizes differ) runs
+# no code path the other does not: it is checked to parse and to have that graph, not run again.
+SAME_GRAPH = {"pos.yaml": "ner.yaml"}  # both tag words; brown-pos is read in tests/test_tagging_data.py
+RECIPES = sorted(p.name for p in (ROOT / "recipes").glob("*.yaml")
+                 if p.name not in SCALE_OUT | OWN_MINIATURE | set(SAME_GRAPH))
 # The size of every stage, whatever the recipe asks: set only where the stage has the field, and
 # only where the recipe sets it already for the shape keys (a stage that keeps its parent's shape
 # keeps it).
@@ -132,3 +136,12 @@ def test_recipe_runs_end_to_end_in_miniature(name, tiny_mlm_base, tiny_mpnet, tm
             task = task or data["task"]
             assert data["task"] == task, (where, "the data spec is named once and inherited", data["task"], task)
     assert task, f"{name}: no stage recorded a task"
+
+
+@pytest.mark.parametrize("name, twin", sorted(SAME_GRAPH.items()))
+def test_a_recipe_not_run_in_miniature_has_the_graph_of_one_that_is(name, twin):
+    def graph(recipe_name: str) -> list[tuple]:
+        recipe = load_recipe(ROOT / "recipes" / recipe_name, quick=True)
+        return [(stage.name, stage.uses, tuple(sorted(stage.depends_on))) for stage in recipe.stages]
+
+    assert twin in RECIPES and graph(name) == graph(twin)

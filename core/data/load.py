@@ -296,7 +296,8 @@ def tokenize_task(dataset_dict: datasets.DatasetDict, tokenizer, task: Task,
 
 def load_corpus(names_or_paths: list[str] | str, max_lines: int | None = None, cache_dir=None) -> list[str]:
     """Raw text items (a paragraph or sentence each) for MLM: built-ins "sotu", "wordnet", "imdb",
-    "rotten-tomatoes", .txt files (one item per non-empty line) or folders of them.
+    "rotten-tomatoes", .txt files (one item per non-empty line) or folders of them, and .csv files
+    (every distinct cell of their text columns, CORPUS_CSV_COLUMNS: SNLI's premises and hypotheses).
 
     With max_lines, each source gives an equal share (its first lines), so no source is crowded out.
     """
@@ -313,6 +314,22 @@ def load_corpus(names_or_paths: list[str] | str, max_lines: int | None = None, c
     return lines[:max_lines] if max_lines else lines
 
 
+CORPUS_CSV_COLUMNS = ("text", "text_pair", "sentence", "sentence1", "sentence2", "premise", "hypothesis", "question")
+
+
+def _csv_texts(path: Path) -> list[str]:
+    """The distinct non-empty cells of a CSV's text columns, row by row (a pair set's two sides in turn)."""
+    import csv
+
+    with open(path, encoding="utf-8-sig", newline="") as handle:
+        reader = csv.DictReader(handle)
+        columns = [c for c in reader.fieldnames or [] if c.strip().lower() in CORPUS_CSV_COLUMNS]
+        if not columns:
+            raise ShrinkbertError(f"corpus {path} has no text column (one of {', '.join(CORPUS_CSV_COLUMNS)})")
+        cells = (" ".join((row[c] or "").split()) for row in reader for c in columns)
+        return list(dict.fromkeys(cell for cell in cells if cell))
+
+
 def _corpus_lines(source: str, limit: int | None, cache_dir=None) -> list[str]:
     if source in builtin_data.CORPORA:
         lines = builtin_data.corpus(source, cache_dir)
@@ -321,10 +338,13 @@ def _corpus_lines(source: str, limit: int | None, cache_dir=None) -> list[str]:
         files = sorted(path.glob("*.txt")) if path.is_dir() else [path]
         if not path.exists() or not files:
             raise ShrinkbertError(f"corpus '{source}' is neither a built-in ({', '.join(builtin_data.CORPORA)}) "
-                                  "nor an existing text file or folder of .txt files")
+                                  "nor an existing .txt or .csv file or folder of .txt files")
         lines = []
         for file in files:
             check_utf8(file)
+            if file.suffix.lower() == ".csv":
+                lines.extend(_csv_texts(file))
+                continue
             with open(file, encoding="utf-8-sig") as handle:
                 lines.extend(line.strip() for line in handle if line.strip())
     return lines[:limit] if limit else lines
