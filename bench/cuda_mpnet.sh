@@ -12,6 +12,7 @@
 #   .device/whl .device/cache .device/mpnet16 .device/imdb-sentences.txt and runs
 #       PARTS=/tmp/mpnet bash bench/cuda_mpnet.sh
 #   QUICK=1 bash bench/cuda_mpnet.sh     # here: the same commands on 64 rows, to check them
+#   SWEEP=1 ...                          # instead: the teacher in bf16, then five edge student shapes
 set -uo pipefail
 OUT=${OUT:-runs/cuda}
 mkdir -p "$OUT"
@@ -43,16 +44,29 @@ step() {  # name, then the command: times it, keeps going when it fails (each la
 }
 sb() { $PY -m shrinkbert "$@"; }
 
-for precision in bf16 no; do
+if [ "${SWEEP:-0}" = 1 ]; then  # edge shapes for mpnet-movies (#38's 97% goal): layers hidden epochs
+  step teacher-bf16 sb finetune --model .device/mpnet16 --task movie-snippets --epochs 1 --learning-rate 3e-5 \
+    --batch-size 32 --max-length 128 --mixed-precision bf16 --checkpoint-every 0 $ROWS --output-dir $R/teacher-bf16
+  for shape in "2 256 4" "3 384 3" "4 384 3" "4 512 2" "6 384 2"; do
+    set -- $shape
+    step sweep-$1L-H$2-e$3 sb distill --teacher $R/teacher-bf16 --layers $1 --hidden $2 --epochs $3 --learning-rate 3e-4 \
+      --logits-weight 1 --hidden-weight 1 --no-cache-hidden --transfer-corpus .device/imdb-sentences.txt \
+      --max-transfer-rows $TRANSFER --mixed-precision bf16 --checkpoint-every 0 $ROWS --output-dir $R/sweep-$1L-H$2-e$3
+  done
+  PRECISIONS=""
+else
+  PRECISIONS="bf16 no"
+fi
+for precision in $PRECISIONS; do
   step teacher-$precision sb finetune --model .device/mpnet16 --task movie-snippets --epochs 1 --learning-rate 3e-5 \
     --batch-size 32 --max-length 128 --mixed-precision $precision --checkpoint-every 0 $ROWS --output-dir $R/teacher-$precision
 done
 # the teacher runs live beside the student: the hidden-state cache copies each batch to the CPU, which
 # on a GPU costs more than the teacher (docs/benchmarks.md)
-step student-edge-bf16 sb distill --teacher $R/teacher-bf16 --layers 2 --hidden 256 --epochs $STUDENT_EPOCHS \
+[ "${SWEEP:-0}" = 1 ] || step student-edge-bf16 sb distill --teacher $R/teacher-bf16 --layers 2 --hidden 256 --epochs $STUDENT_EPOCHS \
   --learning-rate 3e-4 --logits-weight 1 --hidden-weight 1 --no-cache-hidden --transfer-corpus .device/imdb-sentences.txt \
   --max-transfer-rows $TRANSFER --mixed-precision bf16 --checkpoint-every 0 $ROWS --output-dir $R/student-edge-bf16
-step student-l6-bf16 sb distill --teacher $R/teacher-bf16 --layers 6 --epochs 1 --learning-rate 1e-4 --logits-weight 1 \
+[ "${SWEEP:-0}" = 1 ] || step student-l6-bf16 sb distill --teacher $R/teacher-bf16 --layers 6 --epochs 1 --learning-rate 1e-4 --logits-weight 1 \
   --hidden-weight 1 --no-cache-hidden --mixed-precision bf16 --checkpoint-every 0 $ROWS --output-dir $R/student-l6-bf16
 
 $PY - "$R" "$OUT/manifests-mpnet.json" <<'PY'
