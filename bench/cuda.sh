@@ -16,27 +16,12 @@ set -uo pipefail
 OUT=${OUT:-runs/cuda}
 mkdir -p "$OUT"
 exec > >(tee "$OUT/cuda.log") 2>&1
-PY=${PY:-python3}
 R=runs/cuda
 if [ "${QUICK:-0}" = 1 ]; then PRESET=micro BATCH=8 STEPS=3 FP32_STEPS=2 ROWS=64 BASE_LAYERS=1
 else PRESET=bert-base BATCH=256 STEPS=300 FP32_STEPS=60 ROWS=0 BASE_LAYERS=6; fi
-if [ -d .device/whl ] && [ "${INSTALL:-1}" = 1 ]; then
-  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .device/whl/*.whl \
-    && export PYTHONPATH=/tmp/site:$PWD || exit 1
-fi
-export SHRINKBERT_CACHE=$PWD/.device/cache HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv 2>/dev/null
-$PY -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__, 'cuda', torch.cuda.is_available() and torch.cuda.get_device_name(0))"
-lscpu | grep -E "Model name|^CPU\(s\)" || true
+source bench/cuda_env.sh
+describe_machine
 
-step() {  # name, then the command: times it, keeps going when it fails (each later step says what it needs)
-  local name=$1; shift
-  echo "== $name: $*"
-  local start=$SECONDS
-  "$@" 2>&1 | grep -v "it/s\]$\|s/it\]$" | tail -12
-  echo "== $name: rc ${PIPESTATUS[0]} in $((SECONDS - start)) s"
-}
-sb() { $PY -m shrinkbert "$@"; }
 rows() { [ "$ROWS" = 0 ] || echo "--max-train-rows $ROWS"; }
 
 step mlm-bf16 sb pretrain --preset $PRESET --tokenizer .device/tok --corpus .device/imdb-paragraphs.txt --max-length 128 \
@@ -58,13 +43,4 @@ step base-teacher-bf16 sb finetune --model $R/bert-base-bf16 --task movie-snippe
 step base-student-bf16 sb distill --teacher $R/base-teacher-bf16 --layers $BASE_LAYERS --epochs 1 --learning-rate 1e-4 \
   --logits-weight 1 --hidden-weight 1 --mixed-precision bf16 --checkpoint-every 0 $(rows) --output-dir $R/base-student-bf16
 
-$PY - "$R" "$OUT/manifests.json" <<'PY'
-import json, sys
-from pathlib import Path
-runs = {p.parent.name: json.loads(p.read_text()) for p in sorted(Path(sys.argv[1]).glob("*/shrinkbert.json"))}
-keep = {name: {"metrics": m.get("metrics"), "config": m.get("config"), "environment": m.get("environment")} for name, m in runs.items()}
-Path(sys.argv[2]).write_text(json.dumps(keep, indent=1, default=str))
-for name, m in keep.items():
-    metrics = m["metrics"] or {}
-    print(name, {k: v for k, v in metrics.items() if not isinstance(v, (list, dict))})
-PY
+dump_manifests "$R" "$OUT/manifests.json"

@@ -17,32 +17,16 @@ set -uo pipefail
 OUT=${OUT:-runs/cuda}
 mkdir -p "$OUT"
 exec > >(tee "$OUT/cuda-mpnet.log") 2>&1
-PY=${PY:-python3}
 R=runs/cuda-mpnet
 PARTS=${PARTS:-.device}
 if [ "${QUICK:-0}" = 1 ]; then ROWS="--max-train-rows 64" TRANSFER=64 STUDENT_EPOCHS=1
 else ROWS="" TRANSFER=16000 STUDENT_EPOCHS=2; fi
-if [ -d .device/whl ] && [ "${INSTALL:-1}" = 1 ]; then
-  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .device/whl/*.whl \
-    && export PYTHONPATH=/tmp/site:$PWD || exit 1
-fi
-export SHRINKBERT_CACHE=$PWD/.device/cache HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
+source bench/cuda_env.sh
 # the teacher's weights, joined from their parts and checked against the hash taken before the cut
 find "$PARTS" -name 'mpnet16.part*' | sort | xargs cat > .device/mpnet16/model.safetensors
 (cd .device/mpnet16 && echo "$(cat model.safetensors.sha256)  model.safetensors" | sha256sum -c -) || exit 1
 trap 'rm -f .device/mpnet16/model.safetensors' EXIT  # 193 MB that must not ride along on the next call
-nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv 2>/dev/null
-$PY -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__, 'cuda', torch.cuda.is_available() and torch.cuda.get_device_name(0))"
-lscpu | grep -E "Model name|^CPU\(s\)" || true
-
-step() {  # name, then the command: times it, keeps going when it fails (each later step says what it needs)
-  local name=$1; shift
-  echo "== $name: $*"
-  local start=$SECONDS
-  "$@" 2>&1 | grep -v "it/s\]$\|s/it\]$" | tail -12
-  echo "== $name: rc ${PIPESTATUS[0]} in $((SECONDS - start)) s"
-}
-sb() { $PY -m shrinkbert "$@"; }
+describe_machine
 
 if [ "${SWEEP:-0}" = 1 ]; then  # edge shapes for mpnet-movies (#38's 97% goal): layers hidden epochs
   step teacher-bf16 sb finetune --model .device/mpnet16 --task movie-snippets --epochs 1 --learning-rate 3e-5 \
@@ -69,13 +53,4 @@ done
 [ "${SWEEP:-0}" = 1 ] || step student-l6-bf16 sb distill --teacher $R/teacher-bf16 --layers 6 --epochs 1 --learning-rate 1e-4 --logits-weight 1 \
   --hidden-weight 1 --no-cache-hidden --mixed-precision bf16 --checkpoint-every 0 $ROWS --output-dir $R/student-l6-bf16
 
-$PY - "$R" "$OUT/manifests-mpnet.json" <<'PY'
-import json, sys
-from pathlib import Path
-runs = {p.parent.name: json.loads(p.read_text()) for p in sorted(Path(sys.argv[1]).glob("*/shrinkbert.json"))}
-keep = {name: {"metrics": m.get("metrics"), "config": m.get("config"), "environment": m.get("environment")} for name, m in runs.items()}
-Path(sys.argv[2]).write_text(json.dumps(keep, indent=1, default=str))
-for name, m in keep.items():
-    metrics = m["metrics"] or {}
-    print(name, {k: v for k, v in metrics.items() if not isinstance(v, (list, dict))})
-PY
+dump_manifests "$R" "$OUT/manifests-mpnet.json"

@@ -76,6 +76,24 @@ def make_tiny_qa(out: Path) -> Path:
     return out
 
 
+def make_decisive_tagger(out_dir: Path) -> Path:
+    """A tiny BERT tagger (TINY_TAGS) with non-zero biases and a sharp classifier, so int8 keeps its tags."""
+    import torch
+    from transformers import AutoModelForTokenClassification
+
+    path = make_tiny_bert(out_dir, num_labels=len(TINY_TAGS), label_names=TINY_TAGS, token=True)
+    model = AutoModelForTokenClassification.from_pretrained(path)
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith("bias"):
+                param.add_(0.05 * torch.randn_like(param))
+        model.classifier.weight.mul_(20.0)
+    model.save_pretrained(path, safe_serialization=True)
+    restamp(path)
+    return path
+
+
 def make_tiny_bert(out_dir: str | Path, num_labels: int = 2, hidden: int = 32, layers: int = 2,
                    heads: int = 4, intermediate: int = 64, seed: int = 0, with_manifest: bool = True,
                    label_names: list[str] | None = None, token: bool = False) -> Path:

@@ -33,23 +33,9 @@ def negate_classifier(model_dir: Path) -> None:
 
 @pytest.fixture(scope="module")
 def tok_model(tmp_path_factory) -> Path:
-    """A tiny BERT tagger (TINY_TAGS) with non-zero biases and a sharp classifier, so int8 keeps its tags."""
-    import torch
-    from transformers import AutoModelForTokenClassification
+    from fixtures import make_decisive_tagger
 
-    from fixtures import TINY_TAGS, make_tiny_bert
-
-    path = make_tiny_bert(tmp_path_factory.mktemp("tok") / "model", num_labels=5, label_names=TINY_TAGS, token=True)
-    model = AutoModelForTokenClassification.from_pretrained(path)
-    torch.manual_seed(1)
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            if name.endswith("bias"):
-                param.add_(0.05 * torch.randn_like(param))
-        model.classifier.weight.mul_(20.0)
-    model.save_pretrained(path, safe_serialization=True)
-    restamp(path)
-    return path
+    return make_decisive_tagger(tmp_path_factory.mktemp("tok") / "model")
 
 
 @pytest.fixture(scope="module")

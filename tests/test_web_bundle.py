@@ -152,23 +152,11 @@ def test_the_page_in_a_headless_browser_gives_the_python_bundles_outputs(web_bun
 @pytest.fixture(scope="module")
 def web_tagger(tmp_path_factory) -> Path:
     """A tiny tagger (decisive classifier, random biases) exported, int8, bundled for the web."""
-    import torch
-    from transformers import AutoModelForTokenClassification
-
     import shrinkbert
-    from fixtures import TINY_TAGS, make_tiny_bert, restamp
+    from fixtures import make_decisive_tagger
 
     root = tmp_path_factory.mktemp("web-tok")
-    model_dir = make_tiny_bert(root / "model", num_labels=len(TINY_TAGS), label_names=TINY_TAGS, token=True)
-    model = AutoModelForTokenClassification.from_pretrained(model_dir)
-    torch.manual_seed(1)
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            if name.endswith("bias"):
-                param.add_(0.05 * torch.randn_like(param))
-        model.classifier.weight.mul_(20.0)
-    model.save_pretrained(model_dir, safe_serialization=True)
-    restamp(model_dir)
+    model_dir = make_decisive_tagger(root / "model")
     onnx = shrinkbert.export(model=str(model_dir), output_dir=str(root / "onnx"))
     int8 = shrinkbert.quantize(model=str(onnx.path), output_dir=str(root / "int8"))
     return Path(shrinkbert.bundle(model=str(int8.path), output_dir=str(root / "site" / "tagger"), target="web",
