@@ -76,13 +76,16 @@ def make_tiny_qa(out: Path) -> Path:
     return out
 
 
-def make_decisive_tagger(out_dir: Path) -> Path:
-    """A tiny BERT tagger (TINY_TAGS) with non-zero biases and a sharp classifier, so int8 keeps its tags."""
+def make_decisive(out_dir: Path, token: bool = False) -> Path:
+    """A tiny BERT classifier (token=True: a TINY_TAGS tagger) whose biases are non-zero, as after
+    training (calibration histograms and importance scores see real spreads), with a sharp classifier:
+    logits far enough apart that labels are not ties, so int8 keeps them."""
     import torch
-    from transformers import AutoModelForTokenClassification
+    from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
 
-    path = make_tiny_bert(out_dir, num_labels=len(TINY_TAGS), label_names=TINY_TAGS, token=True)
-    model = AutoModelForTokenClassification.from_pretrained(path)
+    path = (make_tiny_bert(out_dir, num_labels=len(TINY_TAGS), label_names=TINY_TAGS, token=True) if token
+            else make_tiny_bert(out_dir))
+    model = (AutoModelForTokenClassification if token else AutoModelForSequenceClassification).from_pretrained(path)
     torch.manual_seed(1)
     with torch.no_grad():
         for name, param in model.named_parameters():
@@ -90,7 +93,7 @@ def make_decisive_tagger(out_dir: Path) -> Path:
                 param.add_(0.05 * torch.randn_like(param))
         model.classifier.weight.mul_(20.0)
     model.save_pretrained(path, safe_serialization=True)
-    restamp(path)
+    restamp(path)  # edited on purpose: a new artifact
     return path
 
 

@@ -24,22 +24,9 @@ def metrics(path) -> dict:
 def model_dir(tmp_path_factory) -> Path:
     """A tiny BERT whose weights and biases are all non-zero (as after training), so calibration
     histograms and importance scores see real spreads."""
-    import torch
-    from transformers import AutoModelForSequenceClassification
+    from fixtures import make_decisive
 
-    from fixtures import make_tiny_bert
-
-    path = make_tiny_bert(tmp_path_factory.mktemp("cmp") / "model")
-    model = AutoModelForSequenceClassification.from_pretrained(path)
-    torch.manual_seed(1)
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            if name.endswith("bias"):
-                param.add_(0.05 * torch.randn_like(param))
-        model.classifier.weight.mul_(20.0)  # logits far enough apart that labels are not ties
-    model.save_pretrained(path, safe_serialization=True)
-    restamp(path)  # edited on purpose: a new artifact
-    return path
+    return make_decisive(tmp_path_factory.mktemp("cmp") / "model")
 
 
 @pytest.fixture(scope="module")

@@ -33,9 +33,9 @@ def negate_classifier(model_dir: Path) -> None:
 
 @pytest.fixture(scope="module")
 def tok_model(tmp_path_factory) -> Path:
-    from fixtures import make_decisive_tagger
+    from fixtures import make_decisive
 
-    return make_decisive_tagger(tmp_path_factory.mktemp("tok") / "model")
+    return make_decisive(tmp_path_factory.mktemp("tok") / "model", token=True)
 
 
 @pytest.fixture(scope="module")

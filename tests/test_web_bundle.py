@@ -56,26 +56,24 @@ def _python_and_web(web_bundle: Path, texts: list[str], web_out: list) -> tuple[
                                                                  for row in web_out]
 
 
+def _bundled_for_the_web(model_dir: Path, root: Path, name: str, max_length: int, task: str | None = None) -> Path:
+    """export -> dynamic int8 -> bundle --target web, into root/site/name."""
+    import shrinkbert
+
+    data = {"task": task} if task else {}
+    onnx = shrinkbert.export(model=str(model_dir), output_dir=str(root / "onnx"), **data)
+    int8 = shrinkbert.quantize(model=str(onnx.path), output_dir=str(root / "int8"), **data)
+    return Path(shrinkbert.bundle(model=str(int8.path), output_dir=str(root / "site" / name), target="web",
+                                  max_length=max_length, spin="off", **data).path)
+
+
 @pytest.fixture(scope="module")
 def web_bundle(tmp_path_factory) -> Path:
-    import torch
-    from transformers import AutoModelForSequenceClassification
-
-    import shrinkbert
-    from fixtures import make_tiny_bert, restamp, write_tiny_csv
+    from fixtures import make_decisive, write_tiny_csv
 
     root = tmp_path_factory.mktemp("web")
-    model_dir = make_tiny_bert(root / "model")
-    model = AutoModelForSequenceClassification.from_pretrained(model_dir)
-    with torch.no_grad():  # a decisive classifier, so that labels are not ties
-        model.classifier.weight.mul_(20.0)
-    model.save_pretrained(model_dir, safe_serialization=True)
-    restamp(model_dir)
     task = write_tiny_csv(root / "tiny.csv", n=160)
-    onnx = shrinkbert.export(model=str(model_dir), output_dir=str(root / "onnx"), task=str(task))
-    int8 = shrinkbert.quantize(model=str(onnx.path), output_dir=str(root / "int8"), task=str(task))
-    return Path(shrinkbert.bundle(model=str(int8.path), output_dir=str(root / "site" / "bundle"), target="web",
-                                  task=str(task), max_length=32).path)
+    return _bundled_for_the_web(make_decisive(root / "model"), root, "bundle", 32, str(task))
 
 
 def test_the_layout_is_what_transformers_js_reads(web_bundle):
@@ -152,15 +150,10 @@ def test_the_page_in_a_headless_browser_gives_the_python_bundles_outputs(web_bun
 @pytest.fixture(scope="module")
 def web_tagger(tmp_path_factory) -> Path:
     """A tiny tagger (decisive classifier, random biases) exported, int8, bundled for the web."""
-    import shrinkbert
-    from fixtures import make_decisive_tagger
+    from fixtures import make_decisive
 
     root = tmp_path_factory.mktemp("web-tok")
-    model_dir = make_decisive_tagger(root / "model")
-    onnx = shrinkbert.export(model=str(model_dir), output_dir=str(root / "onnx"))
-    int8 = shrinkbert.quantize(model=str(onnx.path), output_dir=str(root / "int8"))
-    return Path(shrinkbert.bundle(model=str(int8.path), output_dir=str(root / "site" / "tagger"), target="web",
-                                  max_length=32, spin="off").path)
+    return _bundled_for_the_web(make_decisive(root / "model", token=True), root, "tagger", 32)
 
 
 def test_node_tags_every_token_as_the_python_bundle_does(web_tagger, tmp_path):
@@ -203,15 +196,10 @@ def _same_tags(bundle: Path, texts: list[str], runs: list[dict]) -> int:
 @pytest.fixture(scope="module")
 def web_reader(tmp_path_factory) -> Path:
     """A tiny extractive-QA model (MiniLM's vocabulary) exported, int8, bundled for the web."""
-    import shrinkbert
     from fixtures import make_tiny_qa
 
     root = tmp_path_factory.mktemp("web-qa")
-    model_dir = make_tiny_qa(root / "model")
-    onnx = shrinkbert.export(model=str(model_dir), output_dir=str(root / "onnx"))
-    int8 = shrinkbert.quantize(model=str(onnx.path), output_dir=str(root / "int8"))
-    return Path(shrinkbert.bundle(model=str(int8.path), output_dir=str(root / "site" / "reader"), target="web",
-                                  max_length=64, spin="off").path)
+    return _bundled_for_the_web(make_tiny_qa(root / "model"), root, "reader", 64)
 
 
 def _letters(text: str) -> str:
