@@ -11,6 +11,7 @@ rotates (the machine is shared and noisy: ratios come from one interleaved run):
            runs the same file with ONNX Runtime Mobile, not timed here)
   node     transformers.js in Node (onnxruntime-node), scripts/web_node.mjs
   browser  the bundle's page in headless chromium (ONNX Runtime Web, wasm), scripts/web_drive.mjs
+  browser-1t  the same page on one wasm thread (?threads=1)
 Each process's first 5 calls are warm-up and dropped. Prints p50/p90 ms per runtime, the browser's
 ratio to Node (issue 40's goal: within 3x), label agreement with the Python bundle, and the host's
 CPU and ISA; saves runs/bench/deploy.json.
@@ -105,6 +106,9 @@ def main(argv: list[str] | None = None) -> int:
             "mobile": lambda: _python_calls(mobile, texts, "mobile/model.ort"),
             "node": lambda: _js_calls([node, str(WEB / "web_node.mjs"), str(site), "web", str(site / "texts.json")]),
             "browser": lambda: _js_calls([node, str(WEB / "web_drive.mjs"), url, str(site / "texts.json"), chromium]),
+            # the same page on one wasm thread (?threads=1): a half-millisecond model may not pay for more
+            "browser-1t": lambda: _js_calls([node, str(WEB / "web_drive.mjs"), url + "?threads=1",
+                                             str(site / "texts.json"), chromium]),
         }
         times = {name: [] for name in runtimes}
         labels = {}

@@ -8,7 +8,9 @@ env.localModelPath = new URL('./', import.meta.url).pathname.replace(/[^/]*\/$/,
 env.backends.onnx.wasm.wasmPaths = new URL('./', import.meta.url).href;
 // ONNX Runtime Web's default is half the cores; served cross-origin isolated (COOP/COEP headers) the
 // page may use them all, as the Python bundle does. Without isolation wasm runs on one thread.
-if (globalThis.crossOriginIsolated) env.backends.onnx.wasm.numThreads = navigator.hardwareConcurrency || 1;
+// `?threads=N` in the page's address sets it (docs/deploy.md measures 1 against all).
+const asked = Number(new URLSearchParams(location.search).get('threads')) || 0;
+if (globalThis.crossOriginIsolated) env.backends.onnx.wasm.numThreads = asked || navigator.hardwareConcurrency || 1;
 const folder = new URL('./', import.meta.url).pathname.split('/').filter(Boolean).pop();
 
 const button = document.getElementById('run');
