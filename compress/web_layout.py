@@ -7,6 +7,8 @@
                               max_length, so transformers.js truncates where the Python bundle does
     onnx/model_quantized.onnx the int8 graph: transformers.js's file for dtype 'q8', so its default picks it
     index.html, app.js        a static page: type a text, see label, score and milliseconds
+    calls.mjs                 one pipeline call, shared by the page and Node: a text, a QA question and
+                              context, or a sentence pair (transformers.js's text-classification takes none)
 
 The Python bundle reads the same graph (labels.json or embedding.json "model_file"), so there is
 one copy of the weights. A sentence-embedding graph pools and normalises inside itself; its output
@@ -40,7 +42,7 @@ def write_web_layout(bundle: Path, src_dir: Path, pipeline: str, max_length: int
                         if (src_dir / "tokenizer_config.json").is_file() else {})
     tokenizer_config["model_max_length"] = max_length
     (bundle / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2, ensure_ascii=False))
-    for name in ("index.html", "app.js"):
+    for name in ("index.html", "app.js", "calls.mjs"):
         text = (PAGE / name).read_text().replace("{{PIPELINE}}", pipeline)
         (bundle / name).write_text(text)
     return {"model_file": QUANTIZED, "web": {"pipeline": pipeline, "dtype": "q8"}}

@@ -80,7 +80,7 @@ def test_the_layout_is_what_transformers_js_reads(web_bundle):
     names = {str(p.relative_to(web_bundle)) for p in web_bundle.rglob("*") if p.is_file()}
     assert {"config.json", "tokenizer.json", "tokenizer_config.json", "onnx/model_quantized.onnx", "index.html",
             "app.js", "predict.py", "labels.json"} <= names
-    assert "model.onnx" not in names  # one copy of the graph, shared with the Python bundle
+    assert "model.onnx" not in names and "calls.mjs" in names  # one copy of the graph, shared with the Python bundle
     assert json.loads((web_bundle / "config.json").read_text())["transformers.js_config"] == {"dtype": "q8"}
     assert "'text-classification'" in (web_bundle / "app.js").read_text()
 
@@ -145,6 +145,41 @@ def test_the_page_in_a_headless_browser_gives_the_python_bundles_outputs(web_bun
     assert python_labels == browser_labels
     assert np.abs(python - in_browser).max() < 1e-4
     assert all(r["ms"] > 0 for r in runs)
+
+
+@pytest.fixture(scope="module")
+def web_pair_classifier(tmp_path_factory) -> Path:
+    """A tiny decisive classifier on a sentence-pair task, exported, int8, bundled for the web."""
+    import csv
+
+    from fixtures import make_decisive, tiny_sentences
+
+    root = tmp_path_factory.mktemp("web-pair")
+    sentences = tiny_sentences(320, seed=19)
+    with open(root / "pairs.csv", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["text", "text_pair", "label"])
+        for i in range(0, 320, 2):
+            writer.writerow([sentences[i][0], sentences[i + 1][0], sentences[i][1]])
+    return _bundled_for_the_web(make_decisive(root / "model"), root, "pairs", 32, str(root / "pairs.csv"))
+
+
+def test_node_classifies_sentence_pairs_as_the_python_bundle_does(web_pair_classifier, tmp_path):
+    """transformers.js's text-classification tokenizes single texts only: the bundle's calls.mjs feeds the
+    pair with text_pair and scores it as the pipeline does; 100 pairs, labels and probabilities equal."""
+    from fixtures import tiny_sentences
+
+    from shrinkbert.compress.edge_predictor import Predictor, softmax
+
+    sentences = [text for text, _ in tiny_sentences(200, seed=20)]
+    pairs = [[sentences[i], sentences[i + 100]] for i in range(100)]
+    runs = _in_node(web_pair_classifier, pairs, tmp_path)
+    predictor = Predictor(web_pair_classifier)
+    python = np.concatenate([softmax(predictor.logits([a], [b])) for a, b in pairs])  # one call a pair, as in Node
+    web = np.array([[next(r["score"] for r in run["result"] if r["label"] == label) for label in predictor.labels]
+                    for run in runs])
+    assert (python.argmax(1) == web.argmax(1)).all() and np.abs(python - web).max() < 1e-4
+    assert python[:, 0].std() > 1e-4  # the pairs score differently: the comparison has something to compare
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,7 @@
 // The bundle's page: transformers.js and ONNX Runtime's wasm files are read from this folder
 // (copied from the pinned npm package by scripts/web_runtime.sh), the model from this folder too.
 import { pipeline, env } from './transformers.min.js';
+import { call } from './calls.mjs';
 
 env.allowRemoteModels = false;
 env.allowLocalModels = true;
@@ -16,10 +17,6 @@ const folder = new URL('./', import.meta.url).pathname.split('/').filter(Boolean
 const button = document.getElementById('run');
 const out = document.getElementById('out');
 const model = await pipeline('{{PIPELINE}}', folder, { dtype: 'q8' });
-// One call: a text, or [question, context] for question answering.
-const call = (input, options) => (Array.isArray(input) ? model(...input, options) : model(input, options));
-// A feature-extraction result is a Tensor: as nested arrays it crosses to a driver as JSON.
-const plain = (result) => (typeof result?.tolist === 'function' ? result.tolist() : result);
 // For a driver (tests/test_web_bundle.py's headless browser, a web team's own checks): the pipeline's
 // output for each input, one call each, with its milliseconds.
 window.shrinkbert = {
@@ -27,14 +24,14 @@ window.shrinkbert = {
     const out = [];
     for (const input of inputs) {
       const start = performance.now();
-      const result = await call(input, options);
-      out.push({ result: plain(result), ms: performance.now() - start });
+      const result = await call(model, input, options);
+      out.push({ result, ms: performance.now() - start });
     }
     return out;
   },
 };
 const describe = (result) => {
-  if (typeof result?.tolist === 'function') return `a ${result.dims.at(-1)}-dimensional vector`;
+  if ('{{PIPELINE}}' === 'feature-extraction') return `a ${result[0].length}-dimensional vector`;
   if (Array.isArray(result)) return result.map((r) => `${r.word ?? ''} ${r.label ?? r.entity} ${r.score.toFixed(3)}`).join('\n');
   return `${result.answer ?? result.label}  ${result.score.toFixed(3)}`;
 };
@@ -46,7 +43,7 @@ button.onclick = async () => {
   const cut = text.indexOf('?');
   const input = '{{PIPELINE}}' === 'question-answering' && cut > 0 ? [text.slice(0, cut + 1), text.slice(cut + 1)] : text;
   const start = performance.now();
-  const result = await call(input, {});
+  const result = await call(model, input, {});
   const ms = performance.now() - start;
   out.textContent = `${describe(result)}  (${ms.toFixed(1)} ms)`;
 };
