@@ -152,11 +152,11 @@ def run(config, rows, artifacts: list[str], baseline: str | None) -> tuple[dict,
                                                  100 if quick else config.query_sentences, config.split_seed or 0)
     retrieval = None
     if config.retrieval:  # SQuAD paragraphs searched with its questions (eval/retrieval.py)
-        from shrinkbert.eval.retrieval import read_squad_retrieval, retrieval_scores
+        from shrinkbert.eval.retrieval import gold_ranks, paired_difference, read_squad_retrieval, scores_of
 
         retrieval = read_squad_retrieval(config.retrieval, 200 if quick else config.retrieval_questions,
                                          config.split_seed or 0, max_articles=8 if quick else 0)
-        base_docs = None
+        base_docs = base_ranks = None
     tokenizer = baseline_tokenizer(base)
     text = [timed_text(pairs.first + pairs.second, max_length, tokenizer)]
     variants, timed = [], {}
@@ -179,12 +179,14 @@ def run(config, rows, artifacts: list[str], baseline: str | None) -> tuple[dict,
             if retrieval is not None:
                 docs, asked = encode(retrieval.paragraphs), encode(retrieval.questions)
                 if path == base:
-                    base_docs = docs
-                    metrics["retrieval"] = {"teacher": retrieval_scores(retrieval, asked, docs)}
+                    base_docs, base_ranks = docs, gold_ranks(asked, docs, retrieval.gold)
+                    metrics["retrieval"] = {"teacher": scores_of(base_ranks)}
                 else:
-                    metrics["retrieval"] = {"own": retrieval_scores(retrieval, asked, docs)}
+                    metrics["retrieval"] = {"own": scores_of(gold_ranks(asked, docs, retrieval.gold))}
                     if base_docs is not None and asked.shape[1] == base_docs.shape[1]:
-                        metrics["retrieval"]["drop_in"] = retrieval_scores(retrieval, asked, base_docs)
+                        drop_in = gold_ranks(asked, base_docs, retrieval.gold)
+                        metrics["retrieval"]["drop_in"] = scores_of(drop_in)
+                        metrics["retrieval_drop_in_vs_teacher"] = paired_difference(drop_in, base_ranks)
             metrics["sentences_per_s_b32"] = throughput(encode, query_texts, 32)
             for label, task_name in classify.items():
                 metrics[f"{label}_accuracy"] = task_classification(encode, task_name, train_rows, test_rows)
@@ -308,4 +310,12 @@ def retrieval_markdown(report: dict) -> list[str]:
             lines.append(f"| {entry['name']} | {setting.replace('_', '-')} | {cell(scores, 'recall_at_1')} | "
                          f"{cell(scores, 'recall_at_10')} | {cell(scores, 'mrr_at_10')} | "
                          f"{share(scores, 'recall_at_1')} | {share(scores, 'recall_at_10')} |")
+    paired = [(entry["name"], entry["metrics"]["retrieval_drop_in_vs_teacher"]) for entry in report["variants"]
+              if entry["metrics"].get("retrieval_drop_in_vs_teacher")]
+    if paired:
+        def points(value: dict) -> str:
+            return f"{value['value']:+.1f} [{value['low']:+.1f}, {value['high']:+.1f}]"
+        lines += ["", "Drop-in minus teacher on the same questions, in points, with a paired 95% bootstrap interval:", "",
+                  "| variant | recall@1 | recall@10 |", "|---|--:|--:|"]
+        lines += [f"| {name} | {points(diff['recall_at_1'])} | {points(diff['recall_at_10'])} |" for name, diff in paired]
     return lines

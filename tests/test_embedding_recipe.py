@@ -116,6 +116,10 @@ def test_the_report_has_a_row_per_artifact_and_the_bundles_equal_their_models(ra
     for scores in metrics["student"]["retrieval"].values():
         assert all(s["low"] <= s["value"] <= s["high"] for s in scores.values())
     assert report["retrieval"]["questions"] == 200 and "## Retrieval: 200 questions" in (out / "report" / "report.md").read_text()
+    # drop-in against the teacher on the same questions: a paired difference, for the drop-in variants only
+    paired = metrics["student-int8"]["retrieval_drop_in_vs_teacher"]
+    assert all(d["low"] <= d["value"] <= d["high"] for d in paired.values()) and set(paired) == {"recall_at_1", "recall_at_10"}
+    assert "retrieval_drop_in_vs_teacher" not in metrics["static"] and "Drop-in minus teacher" in (out / "report" / "report.md").read_text()
 
 
 def test_the_static_bundle_predicts_without_torch_from_its_own_folder(ran):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from shrinkbert.core.errors import ShrinkbertError
-from shrinkbert.eval.retrieval import gold_ranks, read_squad_retrieval, retrieval_scores, scores_of
+from shrinkbert.eval.retrieval import gold_ranks, paired_difference, read_squad_retrieval, retrieval_scores, scores_of
 
 
 def _unit(rows: np.ndarray) -> np.ndarray:
@@ -44,3 +44,13 @@ def test_a_squad_file_gives_every_paragraph_and_questions_pointing_at_their_own(
     assert shuffled["recall_at_1"]["value"] < 1.0
     with pytest.raises(ShrinkbertError, match="not a readable SQuAD JSON"):
         read_squad_retrieval(tmp_path / "missing.json", 5)
+
+
+def test_the_drop_in_difference_is_paired_over_the_same_questions():
+    base = np.array([1] * 200 + [5] * 50 + [20] * 50)
+    assert paired_difference(base, base)["recall_at_1"] == {"value": 0.0, "low": 0.0, "high": 0.0}
+    worse = base.copy()
+    worse[:50] = 2  # 50 of 300 questions fall from rank 1 to rank 2: recall@1 -16.7 points, recall@10 unchanged
+    diff = paired_difference(worse, base)
+    assert abs(diff["recall_at_1"]["value"] + 100 * 50 / 300) < 1e-9 and diff["recall_at_1"]["high"] < 0
+    assert diff["recall_at_10"] == {"value": 0.0, "low": 0.0, "high": 0.0}
