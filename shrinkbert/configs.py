@@ -41,8 +41,9 @@ class FrontierConfig(DataConfig):
     init_embeddings: str = field("auto", "the students' embedding init (distill --init-embeddings): auto (pca for a "
                                          "narrower student) | columns | pca | projected",
                                  choices=("auto", "columns", "pca", "projected"))
-    mixed_precision: str = field("no", "distill --mixed-precision: no | bf16 (a GPU, or a CPU with bf16 "
-                                       "instructions) | fp16 (GPU)", choices=("no", "bf16", "fp16"))
+    mixed_precision: str = field("auto", "distill --mixed-precision: auto (bf16 on a CPU with bf16 instructions for "
+                                         "students of hidden size 160 or more) | no | bf16 | fp16 (GPU)",
+                                 choices=("auto", "no", "bf16", "fp16"))
     augment: int = field(0, "perturbed copies per training row in the transfer set", min=0)
     transfer_corpus: str = field("", "corpora for a teacher-labelled transfer set (e.g. imdb)")
     max_transfer_rows: int = field(0, "at most N transfer-corpus lines (0: all)", min=0)

@@ -320,6 +320,31 @@ def test_mixed_precision_on_cpu_is_bf16_only_where_the_cores_have_it(monkeypatch
         train_module.resolve_mixed_precision("int8")
 
 
+def test_auto_precision_is_bf16_only_for_wide_models_on_bf16_cores(monkeypatch):
+    """`auto` (the default) turns CPU bf16 on where it was measured faster: a model 160 wide or wider on
+    cores with bf16 instructions; the tests' narrow models, a CPU without bf16 and a GPU stay fp32."""
+    from transformers import BertConfig, BertModel
+
+    import shrinkbert.core.train as train_module
+
+    def model(hidden):
+        return BertModel(BertConfig(hidden_size=hidden, num_hidden_layers=1, num_attention_heads=4,
+                                    intermediate_size=hidden, vocab_size=50))
+
+    wide, narrow = model(160), model(32)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(train_module, "cpu_has_bf16", lambda: True)
+    assert train_module.resolve_mixed_precision("auto", wide) == "bf16"
+    assert train_module.resolve_mixed_precision("auto", torch.nn.ModuleList([narrow, wide])) == "bf16"  # the widest
+    assert train_module.resolve_mixed_precision("auto", narrow) == "no"
+    assert train_module.resolve_mixed_precision("auto", torch.nn.Linear(512, 512)) == "no"  # no config: not measured
+    monkeypatch.setattr(train_module, "cpu_has_bf16", lambda: False)
+    assert train_module.resolve_mixed_precision("auto", wide) == "no"
+    monkeypatch.setattr(train_module, "cpu_has_bf16", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert train_module.resolve_mixed_precision("auto", wide) == "no"
+
+
 def test_cpu_has_bf16_reads_the_cpu_flags(monkeypatch):
     import shrinkbert.core.device as device
 
