@@ -36,6 +36,8 @@ class EvalConfig(DataConfig):
     cache: bool = field(True, "reuse finished measurements from --out (keyed by artifact hash + settings)")
     progress: bool = field(True, "show progress bars")
     plot: bool = field(True, "draw pareto.png")
+    floor: bool = field(True, "measure the host's int8 and fp32 matrix-product rates (a few seconds) and give each "
+                              "variant's floor per case: its multiply-adds at that rate, and p50 / floor")
     strict: bool = field(False, "exit 1 when any artifact failed (default: only when all failed, exit 2)")
     title: str = field("", "report title")
     index_corpus: str = field("brown", "embeddings: corpus whose sentences make the drop-in index for recall@10 "

@@ -88,7 +88,12 @@ def run(config: EvalConfig, rows=None) -> tuple[dict, dict]:
         match = [v.name for v in variants if v.path == baseline or v.name == baseline
                  or Path(v.path).resolve() == Path(baseline).resolve()]
         baseline = match[0] if match else None
-    report = build_report(variants, rows, settings, baseline=baseline, title=config.title or None)
+    rates = None
+    if config.floor:  # after the timing, so its products do not share the cores with a variant's worker
+        from shrinkbert.eval.floor import host_rates
+
+        rates = host_rates(settings.threads)
+    report = build_report(variants, rows, settings, baseline=baseline, title=config.title or None, rates=rates)
     report["cache"] = {"dir": str(out / "cache"), "hits": cache.hits, "enabled": cache.enabled}
     files = write_report(report, out, plot=config.plot)
     return report, files

@@ -24,6 +24,7 @@ from shrinkbert.core.artifacts import library_versions, write_files
 from shrinkbert.core.device import describe_machine
 from shrinkbert.core.kinds import kind_of
 from shrinkbert.core.metrics import f1_average
+from shrinkbert.eval.floor import variant_floor
 from shrinkbert.eval.latency import REAL
 from shrinkbert.eval.lineage import manifest_flags
 from shrinkbert.eval.measure import Settings, Variant
@@ -50,8 +51,9 @@ def _ratio(numerator, denominator):
 
 
 def build_report(variants: list[Variant], rows: TestRows, settings: Settings, baseline: str | None = None,
-                 title: str | None = None) -> dict[str, Any]:
-    """The whole report as one JSON-able dict; the tables and the plot are drawn from it."""
+                 title: str | None = None, rates: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The whole report as one JSON-able dict; the tables and the plot are drawn from it. With `rates`
+    (eval/floor.py host_rates), each variant also gets its floor per case."""
     headline = settings.headline.label
     primary, primary_name = rows.kind.report_metric(rows.task)
     measured = [v for v in variants if v.ok]
@@ -100,6 +102,9 @@ def build_report(variants: list[Variant], rows: TestRows, settings: Settings, ba
             "cached": list(v.cached),
             "flags": [],
         }
+        if v.ok and rates is not None:
+            row["floor"] = variant_floor(v.path, v.manifest, v.static.get("kind") or v.kind,
+                                         v.static.get("model_files") or [], settings.cases, v.latency, rates)
         if v.ok and base is not None:
             row["ratios"] = {
                 "speedup": _ratio(p50(base), p50(v)),
@@ -163,6 +168,7 @@ def build_report(variants: list[Variant], rows: TestRows, settings: Settings, ba
         "load_average": _load_average(variants),
         "other_load": _other_load(variants),
         "versions": library_versions(),
+        "floor_rates": rates,
         "variants": out_rows,
     }
 
@@ -379,8 +385,11 @@ def to_markdown(report: dict[str, Any]) -> str:
                   "⚠ " + "; ".join(row["flags"]) if row["flags"] else ""]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     lines += differences_markdown(report)
-    lines += ["", "## Latency per case (ms per batch; rows/s = throughput)", "",
-              "| variant | case | min | p50 | p90 | p99 | mean | rows/s | tokens/row |", "|---|---|--:|--:|--:|--:|--:|--:|--:|"]
+    floors = report.get("floor_rates") is not None
+    lines += ["", "## Latency per case (ms per batch; rows/s = throughput"
+              + ("; floor = the variant's matrix products at the host's rate" if floors else "") + ")", "",
+              "| variant | case | min | p50 | p90 | p99 | mean | rows/s | tokens/row |" + (" floor ms | p50 / floor |" if floors else ""),
+              "|---|---|--:|--:|--:|--:|--:|--:|--:|" + ("--:|--:|" if floors else "")]
     for row in report["variants"]:
         for case in s["cases"]:
             st = (row.get("latency_ms") or {}).get(case)
@@ -388,6 +397,9 @@ def to_markdown(report: dict[str, Any]) -> str:
                 continue
             cells = [_fmt(st.get(k), ".2f") for k in ("min", "p50", "p90", "p99", "mean")]
             cells += [_fmt(st.get("throughput_per_s"), ".1f"), _fmt(st.get("mean_tokens_per_row"), ".1f")]
+            if floors:
+                floor = ((row.get("floor") or {}).get("cases") or {}).get(case) or {}
+                cells += [_fmt(floor.get("floor_ms"), ".3f"), _fmt(floor.get("p50_over_floor"), ".1f", "x")]
             lines.append(f"| {row['name']} | {case} | " + " | ".join(cells) + " |")
     lines += runtime_markdown(report)
     accuracy_line = kind_of(report["task"]).metrics_note(report, columns, s["max_length"])
@@ -401,6 +413,7 @@ def to_markdown(report: dict[str, Any]) -> str:
               f"`sNNN` = every row padded to NNN tokens, `real` = batches of consecutive test rows (spread over the "
               f"whole test set) padded to the longest in the batch. Speed-up = baseline p50 / variant p50 at {head}.",
               f"- Threads: {s['threads_detail']}. PyTorch attention: {s['torch_attention']}.",
+              *([floor_line(report["floor_rates"])] if floors else []),
               f"- Memory: {s['memory']}.", f"- Size: {s['size']}; x smaller = baseline size / variant size.",
               "- Retention = variant / baseline on " + _primary_name(report)
               + (f"; agrees = share of {'test rows' if unit == 'rows' else unit} where the variant predicts the "
@@ -418,6 +431,17 @@ def to_markdown(report: dict[str, Any]) -> str:
         lines += [f"- **{r['name']}** ({r['path']}): error: {r['error']}" for r in errors]
         lines += [f"- {name}: {w}" for name, w in warnings]
     return "\n".join(lines) + "\n"
+
+
+def floor_line(rates: dict[str, Any]) -> str:
+    """How the floor column was made: the host's measured rates and what each variant is held to."""
+    return (f"- Floor: the host's rates at {rates['threads']} threads ({rates['method']}): int8 "
+            f"{rates['int8']:,.0f} GOP/s, ONNX Runtime fp32 {rates['onnx_fp32']:,.0f}, PyTorch fp32 "
+            f"{rates['torch_fp32']:,.0f} ({rates['machine']}). A variant's floor is its encoder's dense products "
+            "(projections, FFN, attention's two products; not its head, lookups, norms or activations) at the "
+            "rate of the arithmetic it runs (an int8 graph at the int8 rate, an fp32 graph at ONNX Runtime's, "
+            "PyTorch at PyTorch's), measured after the variants; p50 / floor = how many times that the variant "
+            "takes (eval/floor.py).")
 
 
 def _busy_note(report: dict[str, Any]) -> list[str]:
@@ -467,14 +491,15 @@ def summary_csv(report: dict[str, Any]) -> str:
 def latency_csv(report: dict[str, Any]) -> str:
     buffer = io.StringIO()
     fields = ["variant", "case", "batch_size", "seq_len", "p50", "p90", "p99", "mean", "min", "n",
-              "throughput_per_s", "tokens_per_s", "mean_tokens_per_row"]
+              "throughput_per_s", "tokens_per_s", "mean_tokens_per_row", "floor_ms", "p50_over_floor"]
     writer = csv.DictWriter(buffer, fieldnames=fields, extrasaction="ignore")
     writer.writeheader()
     for row in report["variants"]:
         for case, st in (row.get("latency_ms") or {}).items():
             batch, length = case.split("/")
+            floor = ((row.get("floor") or {}).get("cases") or {}).get(case) or {}
             writer.writerow({"variant": row["name"], "case": case, "batch_size": batch[1:],
-                             "seq_len": length.lstrip("s"), **st})
+                             "seq_len": length.lstrip("s"), **st, **floor})
     return buffer.getvalue()
 
 

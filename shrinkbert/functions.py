@@ -1162,6 +1162,7 @@ def report(
     cache: bool = True,
     progress: bool = True,
     plot: bool = True,
+    floor: bool = True,
     strict: bool = False,
     title: str = '',
     index_corpus: str = 'brown',
@@ -1242,6 +1243,9 @@ def report(
             show progress bars
         plot: bool = True
             draw pareto.png
+        floor: bool = True
+            measure the host's int8 and fp32 matrix-product rates (a few seconds) and give each variant's floor
+            per case: its multiply-adds at that rate, and p50 / floor
         strict: bool = False
             exit 1 when any artifact failed (default: only when all failed, exit 2)
         title: str = ''

@@ -198,6 +198,48 @@ def test_report_files_are_written(first_run, tiny_bert, onnx_dir, bundle_dir):
     assert files["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and files["png"].stat().st_size > 10_000
 
 
+def test_each_variant_is_set_against_its_floor(first_run, tiny_bert, onnx_dir, bundle_dir, broken):
+    """The report holds each variant to the host's rate for the arithmetic it runs, on its own shape's
+    multiply-adds (hand-counted here), and says p50 / floor per case."""
+    from transformers import AutoConfig
+
+    report, by = first_run["report"], first_run["by_name"]
+    rates = report["floor_rates"]
+    assert min(rates["int8"], rates["onnx_fp32"], rates["torch_fp32"]) > 0 and rates["threads"] == FAST["threads"]
+    torch_row, onnx_row, bundle_row = by[tiny_bert.name], by[onnx_dir.name], by[bundle_dir.name]
+    assert (torch_row["floor"]["rate"], onnx_row["floor"]["rate"]) == ("torch_fp32", "onnx_fp32")
+    assert bundle_row["floor"]["rate"] == "onnx_fp32"  # its shape from its parent's config, its graph fp32
+    config = AutoConfig.from_pretrained(tiny_bert)
+    h, f, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
+    s = 16
+    macs = layers * (s * (4 * h * h + 2 * h * f) + 2 * s * s * h)
+    floor = onnx_row["floor"]["cases"]["b1/s16"]
+    assert floor["macs"] == macs
+    assert floor["floor_ms"] == pytest.approx(2 * macs / (rates["onnx_fp32"] * 1e9) * 1000)
+    assert floor["p50_over_floor"] == pytest.approx(onnx_row["latency_ms"]["b1/s16"]["p50"] / floor["floor_ms"])
+    assert onnx_row["floor"]["cases"]["b2/s16"]["macs"] == 2 * macs
+    assert by[broken["corrupt"].name].get("floor") is None
+    markdown = first_run["files"]["md"].read_text()
+    assert "floor ms | p50 / floor |" in markdown and "- Floor: the host's rates" in markdown
+    assert "floor_ms,p50_over_floor" in first_run["files"]["latency_csv"].read_text().splitlines()[0]
+
+
+def test_multiply_adds_follow_the_shape_pruning_and_gated_ffn(tmp_path):
+    from transformers import BertConfig, ModernBertConfig
+
+    from shrinkbert.eval.floor import encoder_shape, graph_runs_int8, multiply_adds, product_graph
+
+    # the demo's edge student: 2 layers at H384, cut to 6 of 12 heads and FFN 384: 164M at b1/s128 (issue 42)
+    cut = BertConfig(hidden_size=384, num_hidden_layers=2, num_attention_heads=12, intermediate_size=384,
+                     pruned_heads={0: list(range(6)), 1: list(range(6, 12))})
+    assert encoder_shape(cut).attention == (192, 192)
+    assert multiply_adds(encoder_shape(cut), 1, 128) == 163_577_856
+    gated = ModernBertConfig(hidden_size=64, num_hidden_layers=1, num_attention_heads=4, intermediate_size=96)
+    assert multiply_adds(encoder_shape(gated), 1, 1) == 4 * 64 * 64 + 3 * 64 * 96 + 2 * 64
+    assert graph_runs_int8(product_graph("MatMulInteger", 4, 8, 8, tmp_path / "int8.onnx"))
+    assert not graph_runs_int8(product_graph("MatMul", 4, 8, 8, tmp_path / "fp32.onnx"))
+
+
 def test_rerun_reuses_cached_measurements(first_run, rows, monkeypatch):
     import shrinkbert.eval.measure as measure
     from shrinkbert.eval.harness import run

@@ -73,6 +73,10 @@ class Family:
     """Whether students/shape.py's closed-form parameter count holds (BERT's embeddings, token types,
     pooler or a two-layer head); else a model is built on the meta device and counted."""
 
+    ffn_matrices: ClassVar[int] = 2
+    """Weight matrices in a layer's FFN, each hidden x intermediate (3 for a gated FFN: its input
+    projection holds two halves); eval/floor.py counts a layer's multiply-adds with it."""
+
     @property
     def slices_width(self) -> bool:
         return self.layout is not None

@@ -9,3 +9,4 @@ class ModernBertFamily(Family):
     name = "ModernBERT"
     model_types = ("modernbert",)
     layers_path = "layers"
+    ffn_matrices = 3  # mlp.Wi: hidden -> 2 x intermediate (gate and value), mlp.Wo: intermediate -> hidden
