@@ -3,7 +3,9 @@
 The graph is Optimum's (`main_export`, TorchScript exporter, dynamic `batch_size` and
 `sequence_length` axes) in the layout ORTModelForSequenceClassification loads. Optional graph
 optimization goes through ORTOptimizer (O1/O2); when asked for, its fp32 latency against the plain
-graph is measured here and recorded, because on small models it often does not help.
+graph is measured here and recorded, because on small models it often does not help. Its
+SkipLayerNormalization fusion is then kept or undone, whichever is faster on this host
+(compress/skip_layer_norm.py), and the manifest says which.
 
 Parity: the exported graph (optimized, if asked) runs on real rows, in batches of several sizes
 and lengths, against the PyTorch model. A max |logit diff| over `tolerance` is a failure (label agreement
@@ -23,6 +25,7 @@ import numpy as np
 from shrinkbert.compress.common import (align_labels, accuracy, copy_graph_files, load_rows, onnx_file, ort_logits,
                                         ort_session, parity, judged_scores, torch_logits)
 from shrinkbert.compress.configs import ExportConfig as Config
+from shrinkbert.compress import skip_layer_norm
 from shrinkbert.core.artifacts import atomic_artifact, check, write_manifest
 from shrinkbert.core.config import stage_main, to_dict
 from shrinkbert.core.data.builtin import resolve_model
@@ -142,6 +145,9 @@ def run(cfg: Config) -> Path:
         if cfg.optimization != "none":
             plain_ms = latency_probe(onnx_file(tmp), tokenizer, cfg.max_length, cfg.threads)
             optimize_graph(tmp, cfg.optimization)
+            kept = skip_layer_norm.choose(onnx_file(tmp), tokenizer, cfg.max_length, cfg.threads)
+            if kept is not None:  # the residual Add + LayerNorm fusion, kept or undone by measurement here
+                metrics["skip_layer_norm"] = kept
             opt_ms = latency_probe(onnx_file(tmp), tokenizer, cfg.max_length, cfg.threads)
             metrics["latency_probe_ms_b1"] = {"plain": round(plain_ms, 3), cfg.optimization: round(opt_ms, 3),
                                               "speedup": round(plain_ms / opt_ms, 3), "threads": cfg.threads or "ort-default"}

@@ -83,16 +83,16 @@ def run(config: EvalConfig, rows=None) -> tuple[dict, dict]:
     settings.max_length = rows.kind.max_length(config.max_length)  # empty: the task kind's (QA: 384)
     out = Path(config.output_dir)
     cache = MeasurementCache(out / "cache", enabled=config.cache)
+    rates = None
+    if config.floor:  # before any variant's worker starts: nothing else shares the cores
+        from shrinkbert.eval.floor import host_rates
+
+        rates = host_rates(settings.threads)
     variants = measure(artifacts, rows, settings, cache, progress=config.progress)
     if baseline:
         match = [v.name for v in variants if v.path == baseline or v.name == baseline
                  or Path(v.path).resolve() == Path(baseline).resolve()]
         baseline = match[0] if match else None
-    rates = None
-    if config.floor:  # after the timing, so its products do not share the cores with a variant's worker
-        from shrinkbert.eval.floor import host_rates
-
-        rates = host_rates(settings.threads)
     report = build_report(variants, rows, settings, baseline=baseline, title=config.title or None, rates=rates)
     report["cache"] = {"dir": str(out / "cache"), "hits": cache.hits, "enabled": cache.enabled}
     files = write_report(report, out, plot=config.plot)

@@ -440,7 +440,7 @@ def floor_line(rates: dict[str, Any]) -> str:
             f"{rates['torch_fp32']:,.0f} ({rates['machine']}). A variant's floor is its encoder's dense products "
             "(projections, FFN, attention's two products; not its head, lookups, norms or activations) at the "
             "rate of the arithmetic it runs (an int8 graph at the int8 rate, an fp32 graph at ONNX Runtime's, "
-            "PyTorch at PyTorch's), measured after the variants; p50 / floor = how many times that the variant "
+            "PyTorch at PyTorch's); p50 / floor = how many times that the variant "
             "takes (eval/floor.py).")
 
 
