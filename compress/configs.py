@@ -66,6 +66,10 @@ class ExportConfig(DataConfig):
     # accuracy-aware quantization need the unfused graph: export with optimization none for those.
     optimization: str = field("O2", "ORTOptimizer level: none, O1 or O2 (fusions; static int8, --exclude and "
                                     "accuracy-aware quantize need none or O1)", choices=("none", "O1", "O2"))
+    skip_layer_norm: str = field("auto", "ORT's residual Add + LayerNorm fusion (SkipLayerNormalization) after O1/O2: "
+                                         "auto (time both graphs here and keep the faster), fused, or unfused "
+                                         "(for a graph that will run on another host than this one)",
+                                 choices=("auto", "fused", "unfused"))
     opset: int = field(0, "ONNX opset (0: Optimum's default for the model)", min=0)
     max_length: int | None = field(None, "tokens per row in the parity check and latency probe (empty: the task kind's default, 128; 384 for QA)", min=8, max=8192)
     threads: int = field(0, "ONNX Runtime threads for the checks (0: ORT default)", min=0)

@@ -69,9 +69,10 @@ def _interleaved_ms(sessions: dict, feed_for, rounds: int = 5, calls: int = 15) 
     return {name: statistics.median(values) for name, values in times.items()}
 
 
-def choose(graph: Path, tokenizer, max_length: int, threads: int) -> dict | None:
+def choose(graph: Path, tokenizer, max_length: int, threads: int, mode: str = "auto") -> dict | None:
     """Time `graph` (O2, fused) against its unfused twin at batch 1 and max_length tokens, interleaved,
-    and leave the faster at `graph`; the record for the manifest, or None when it has no such node."""
+    and leave the faster at `graph` (mode auto), or keep/undo the fusion as told (fused, unfused); the
+    record for the manifest, or None when the graph has no such node."""
     import onnx
 
     from shrinkbert.core.device import describe_machine
@@ -80,9 +81,14 @@ def choose(graph: Path, tokenizer, max_length: int, threads: int) -> dict | None
     model = onnx.load(str(graph))
     if not any(node.op_type == FUSED for node in model.graph.node):
         return None
+    if mode == "fused":
+        return {"kept": "fused", "chosen_by": "--skip-layer-norm fused"}
     replaced = unfuse(model)
     if not replaced:
         return None
+    if mode == "unfused":
+        onnx.save(model, str(graph))
+        return {"kept": "unfused", "nodes": replaced, "chosen_by": "--skip-layer-norm unfused"}
     twin = graph.with_name(graph.stem + ".unfused.onnx")
     onnx.save(model, str(twin))
     try:
@@ -106,4 +112,4 @@ def choose(graph: Path, tokenizer, max_length: int, threads: int) -> dict | None
     return {"kept": kept, "nodes": replaced, "fused_ms_b1": round(ms["fused"], 3),
             "unfused_ms_b1": round(ms["unfused"], 3), "max_length": max_length,
             "threads": threads or "ort-default", "machine": describe_machine(),
-            "rule": f"undone when at least {SWITCH_MARGIN:.0%} faster at b1/max_length, interleaved"}
+            "chosen_by": f"timing: undone when at least {SWITCH_MARGIN:.0%} faster at b1/max_length, interleaved"}

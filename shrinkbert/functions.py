@@ -859,6 +859,7 @@ def export(
     tolerance: float = 0.001,
     allow_parity_failure: bool = False,
     optimization: str = 'O2',
+    skip_layer_norm: str = 'auto',
     opset: int = 0,
     max_length: int | None = None,
     threads: int = 0,
@@ -911,6 +912,10 @@ def export(
         optimization: str = 'O2'
             ORTOptimizer level: none, O1 or O2 (fusions; static int8, --exclude and accuracy-aware quantize need
             none or O1) [one of none, O1, O2]
+        skip_layer_norm: str = 'auto'
+            ORT's residual Add + LayerNorm fusion (SkipLayerNormalization) after O1/O2: auto (time both graphs
+            here and keep the faster), fused, or unfused (for a graph that will run on another host than this
+            one) [one of auto, fused, unfused]
         opset: int = 0
             ONNX opset (0: Optimum's default for the model) [>= 0]
         max_length: int | None = None

@@ -344,6 +344,10 @@ def test_o2_export_then_fused_int8_keeps_labels(model_dir, data, tmp_path):
     assert chosen["fused_ms_b1"] > 0 and chosen["unfused_ms_b1"] > 0 and "family" in chosen["machine"]
     assert ("SkipLayerNormalization" in ops) == (chosen["kept"] == "fused"), (chosen, sorted(ops))
     assert not list((fused).glob("*.unfused.onnx"))  # the twin timed against it is gone
+    told = export.run(export.Config(model=str(model_dir), output_dir=str(tmp_path / "o2-fused"), task=data,
+                                    parity_rows=8, optimization="O2", skip_layer_norm="fused"))
+    assert metrics(told)["skip_layer_norm"] == {"kept": "fused", "chosen_by": "--skip-layer-norm fused"}
+    assert "SkipLayerNormalization" in {node.op_type for node in onnx.load(str(told / "model.onnx")).graph.node}
     int8 = quantize.run(quantize.Config(model=str(fused), output_dir=str(tmp_path / "o2-int8"), task=data,
                                         max_eval_rows=32))
     int8_ops = {node.op_type for node in onnx.load(str(int8 / "model.onnx")).graph.node}
