@@ -145,7 +145,8 @@ def run(cfg: Config) -> Path:
         if cfg.optimization != "none":
             plain_ms = latency_probe(onnx_file(tmp), tokenizer, cfg.max_length, cfg.threads)
             optimize_graph(tmp, cfg.optimization)
-            kept = skip_layer_norm.choose(onnx_file(tmp), tokenizer, cfg.max_length, cfg.threads, cfg.skip_layer_norm)
+            kept = skip_layer_norm.choose(onnx_file(tmp), cfg.max_length, cfg.threads, len(tokenizer),
+                                          cfg.skip_layer_norm)
             if kept is not None:  # the residual Add + LayerNorm fusion, kept or undone by measurement here
                 metrics["skip_layer_norm"] = kept
             opt_ms = latency_probe(onnx_file(tmp), tokenizer, cfg.max_length, cfg.threads)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shrinkbert.compress import accuracy_aware, int8
+from shrinkbert.compress import accuracy_aware, int8, skip_layer_norm
 from shrinkbert.compress.common import (accuracy, align_labels, check_onnx_file, copy_graph_files, copy_tokenizer_files, encode,
                                         load_rows, onnx_file, ort_logits, ort_session, parity,
                                         judged_scores)
@@ -128,6 +128,12 @@ def run(cfg: Config) -> Path:
     with atomic_artifact(cfg.output_dir) as tmp:
         tmp = Path(tmp)
         out = quantize(tmp / "model.onnx", exclude_nodes)
+        # the export kept ORT's SkipLayerNormalization fusion (its fp32 graph was no faster without it, or it
+        # was told to): the int8 graph is timed both ways here, unless the export was told
+        parent = read_manifest(src_dir) if (src_dir / "shrinkbert.json").is_file() else {}
+        told = ((parent.get("metrics") or {}).get("skip_layer_norm") or {}).get("chosen_by", "")
+        layer_norm = skip_layer_norm.choose(out, cfg.max_length, cfg.threads, len(tokenizer),
+                                            "fused" if told == "--skip-layer-norm fused" else "auto")
         ort_session(out)  # it must load
         copy_graph_files(src_dir, tmp, ["config.json", *kind.graph_files(src_dir)])  # an embedder's pooling files
         copy_tokenizer_files(src_dir, tmp)
@@ -137,7 +143,8 @@ def run(cfg: Config) -> Path:
                    "kept_fp32": excluded_groups, "fp32_mb": round(src.stat().st_size / 1e6, 3),
                    "int8_mb": round(out.stat().st_size / 1e6, 3),
                    "size_ratio": round(src.stat().st_size / out.stat().st_size, 3),
-                   "quantized_nodes": int8.quantized_node_count(out), "eval_rows": len(rows)}
+                   "quantized_nodes": int8.quantized_node_count(out), "eval_rows": len(rows),
+                   **({"skip_layer_norm": layer_norm} if layer_norm is not None else {})}
         int8_logits = evaluate(out) if rows else None
         if rows:
             metrics.update({"val_accuracy_fp32": accuracy(fp32_logits, labels),
@@ -156,7 +163,7 @@ def run(cfg: Config) -> Path:
                                          "kept_fp32_modules": search["kept_fp32"],
                                          "sensitivity": search["table"], "steps": search["steps"],
                                          "accuracy_all_int8": search["accuracy_all_int8"]}
-        parent_params = read_manifest(src_dir).get("num_parameters") if (src_dir / "shrinkbert.json").is_file() else None
+        parent_params = parent.get("num_parameters")
         checks = []
         if search is not None:
             checks.append(check("accuracy_aware_tolerance", search["met"],

@@ -5,7 +5,9 @@ EPYC (family 25 model 17, AVX-512) with onnxruntime 1.23 that node costs several
 LayerNormalization: the demo's edge int8 model ran 1.26x faster at b1/s128 (2 threads) and 1.66x on one
 thread with the fusion undone, its fp32 graph 1.17x, the int8 teacher 1.17x (docs/latency.md). Whether
 that holds elsewhere is the host's business, so the export stage times both graphs, interleaved, on
-the host it runs on and keeps the faster; the manifest records both figures and the choice.
+the host it runs on and keeps the faster, and the quantize stage does the same for an int8 graph that
+still has the node (the int8 graph gains most: a fp32 graph's choice is no guide to it); each
+manifest records both figures and the choice.
 
 Undoing is exact arithmetic rearranged: input + skip (+ bias), then LayerNormalization with the same
 gamma, beta and epsilon; the parity check after it holds the graph to the PyTorch model as before.
@@ -51,32 +53,58 @@ def unfuse(model) -> int:
     return replaced
 
 
-def _interleaved_ms(sessions: dict, feed_for, rounds: int = 5, calls: int = 15) -> dict[str, float]:
-    """Median over interleaved rounds of each session's median call time, in ms."""
-    feeds = {name: feed_for(session) for name, session in sessions.items()}
-    for name, session in sessions.items():
+def _interleaved_ms(files: list[str], length: int, vocab_size: int, threads: int, rounds: int = 7,
+                    calls: int = 20) -> list[float]:
+    """Median over interleaved rounds of each graph's median call time at b1/`length`, in ms, in this
+    process (which holds onnxruntime and numpy only: see `timed_apart`)."""
+    import onnxruntime as ort
+
+    sessions = []
+    for file in files:
+        options = ort.SessionOptions()
+        if threads:
+            options.intra_op_num_threads = threads
+        sessions.append(ort.InferenceSession(file, options, providers=["CPUExecutionProvider"]))
+    ids = np.random.default_rng(0).integers(min(100, vocab_size - 1), vocab_size, (1, length)).astype(np.int64)
+    given = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+    feeds = [{i.name: given[i.name] for i in session.get_inputs() if i.name in given} for session in sessions]
+    for session, feed in zip(sessions, feeds):
         for _ in range(3):
-            session.run(None, feeds[name])
-    times: dict[str, list[float]] = {name: [] for name in sessions}
+            session.run(None, feed)
+    times: list[list[float]] = [[] for _ in sessions]
     for _ in range(rounds):
-        for name, session in sessions.items():
+        for index, (session, feed) in enumerate(zip(sessions, feeds)):
             samples = []
             for _ in range(calls):
                 start = time.perf_counter()
-                session.run(None, feeds[name])
+                session.run(None, feed)
                 samples.append(time.perf_counter() - start)
-            times[name].append(1000 * statistics.median(samples))
-    return {name: statistics.median(values) for name, values in times.items()}
+            times[index].append(1000 * statistics.median(samples))
+    return [statistics.median(values) for values in times]
 
 
-def choose(graph: Path, tokenizer, max_length: int, threads: int, mode: str = "auto") -> dict | None:
-    """Time `graph` (O2, fused) against its unfused twin at batch 1 and max_length tokens, interleaved,
-    and leave the faster at `graph` (mode auto), or keep/undo the fusion as told (fused, unfused); the
-    record for the manifest, or None when the graph has no such node."""
+def timed_apart(files: list[Path], length: int, vocab_size: int, threads: int) -> list[float]:
+    """`_interleaved_ms` in a fresh process with no torch: a stage's own process holds PyTorch's thread
+    pool, which slowed a small ONNX graph beside it (docs/latency.md), and a bundle runs alone."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "shrinkbert.compress.skip_layer_norm", *map(str, files),
+                           "--length", str(length), "--vocab-size", str(vocab_size), "--threads", str(threads)],
+                          capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(f"timing the SkipLayerNormalization graphs failed: {done.stderr.strip()[-500:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def choose(graph: Path, max_length: int, threads: int, vocab_size: int, mode: str = "auto") -> dict | None:
+    """Time `graph` (fused) against its unfused twin at batch 1 and max_length tokens, interleaved, in a
+    process of their own, and leave the faster at `graph` (mode auto), or keep/undo the fusion as told
+    (fused, unfused); the record for the manifest, or None when the graph has no such node."""
     import onnx
 
     from shrinkbert.core.device import describe_machine
-    from shrinkbert.core.ortsession import ort_session
 
     model = onnx.load(str(graph))
     if not any(node.op_type == FUSED for node in model.graph.node):
@@ -92,24 +120,27 @@ def choose(graph: Path, tokenizer, max_length: int, threads: int, mode: str = "a
     twin = graph.with_name(graph.stem + ".unfused.onnx")
     onnx.save(model, str(twin))
     try:
-        # spinning on, as a bundle or the report's worker runs the graph in a process of its own
-        sessions = {"fused": ort_session(graph, threads or None, spin=True),
-                    "unfused": ort_session(twin, threads or None, spin=True)}
-        batch = tokenizer(["hello world " * max_length], truncation=True, max_length=max_length,
-                          padding="max_length", return_tensors="np")
-
-        def feed_for(session):
-            names = {i.name for i in session.get_inputs()}
-            return {k: v.astype(np.int64) for k, v in batch.items() if k in names}
-
-        ms = _interleaved_ms(sessions, feed_for)
-        del sessions
-        kept = "unfused" if ms["unfused"] < ms["fused"] * (1 - SWITCH_MARGIN) else "fused"
+        fused_ms, unfused_ms = timed_apart([graph, twin], max_length, vocab_size, threads)
+        kept = "unfused" if unfused_ms < fused_ms * (1 - SWITCH_MARGIN) else "fused"
         if kept == "unfused":
             twin.replace(graph)
     finally:
         twin.unlink(missing_ok=True)
-    return {"kept": kept, "nodes": replaced, "fused_ms_b1": round(ms["fused"], 3),
-            "unfused_ms_b1": round(ms["unfused"], 3), "max_length": max_length,
+    return {"kept": kept, "nodes": replaced, "fused_ms_b1": round(fused_ms, 3),
+            "unfused_ms_b1": round(unfused_ms, 3), "max_length": max_length,
             "threads": threads or "ort-default", "machine": describe_machine(),
-            "chosen_by": f"timing: undone when at least {SWITCH_MARGIN:.0%} faster at b1/max_length, interleaved"}
+            "chosen_by": f"timing: undone when at least {SWITCH_MARGIN:.0%} faster at b1/max_length, interleaved, "
+                         "in a process without torch, spinning on"}
+
+
+if __name__ == "__main__":  # the timing process of `timed_apart`: onnxruntime and numpy only
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(description="time ONNX graphs at b1, interleaved (skip_layer_norm.timed_apart)")
+    parser.add_argument("files", nargs="+")
+    parser.add_argument("--length", type=int, required=True)
+    parser.add_argument("--vocab-size", type=int, required=True)
+    parser.add_argument("--threads", type=int, default=0)
+    args = parser.parse_args()
+    print(json.dumps(_interleaved_ms(args.files, args.length, args.vocab_size, args.threads)))

@@ -348,12 +348,20 @@ def test_o2_export_then_fused_int8_keeps_labels(model_dir, data, tmp_path):
                                     parity_rows=8, optimization="O2", skip_layer_norm="fused"))
     assert metrics(told)["skip_layer_norm"] == {"kept": "fused", "chosen_by": "--skip-layer-norm fused"}
     assert "SkipLayerNormalization" in {node.op_type for node in onnx.load(str(told / "model.onnx")).graph.node}
+    # its int8 graph keeps what the export was told; the export's own timing would leave quantize to time its own
+    told_int8 = quantize.run(quantize.Config(model=str(told), output_dir=str(tmp_path / "o2-fused-int8")))
+    assert metrics(told_int8)["skip_layer_norm"]["kept"] == "fused"
     int8 = quantize.run(quantize.Config(model=str(fused), output_dir=str(tmp_path / "o2-int8"), task=data,
                                         max_eval_rows=32))
     int8_ops = {node.op_type for node in onnx.load(str(int8 / "model.onnx")).graph.node}
     assert "QAttention" in int8_ops, f"int8 did not quantize the fused attention: {sorted(int8_ops)}"
     assert (int8 / "model.onnx").stat().st_size < (fused / "model.onnx").stat().st_size
     q = metrics(int8)
+    if chosen["kept"] == "fused":  # the fp32 graph kept the fusion: the int8 graph was timed both ways itself
+        assert q["skip_layer_norm"]["kept"] in ("fused", "unfused") and q["skip_layer_norm"]["unfused_ms_b1"] > 0
+        assert ("SkipLayerNormalization" in int8_ops) == (q["skip_layer_norm"]["kept"] == "fused")
+    else:
+        assert "skip_layer_norm" not in q and "SkipLayerNormalization" not in int8_ops
     # as above: at most one flipped row, and accuracy moves only by the rows that flipped
     assert q["vs_fp32"]["label_agreement"] >= 1 - 1 / q["vs_fp32"]["rows"], q["vs_fp32"]
     assert abs(q["val_accuracy_int8"] - q["val_accuracy_fp32"]) <= 1 - q["vs_fp32"]["label_agreement"] + 1e-9, q
