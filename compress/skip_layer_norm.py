@@ -53,6 +53,16 @@ def unfuse(model) -> int:
     return replaced
 
 
+def typed(model):
+    """The model with every tensor's type and shape in value_info (ONNX Runtime's symbolic shape
+    inference, which knows its contrib ops): ORT's quantizer asks onnx's own inference for a MatMul's
+    output type, and on the undone ModernBERT graph (a contrib Gelu before its FFN's output MatMul) it
+    found none."""
+    from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
+
+    return SymbolicShapeInference.infer_shapes(model, auto_merge=True)
+
+
 def _interleaved_ms(files: list[str], length: int, vocab_size: int, threads: int, rounds: int = 7,
                     calls: int = 20) -> list[float]:
     """Median over interleaved rounds of each graph's median call time at b1/`length`, in ms, in this
@@ -114,6 +124,10 @@ def choose(graph: Path, max_length: int, threads: int, vocab_size: int, mode: st
     replaced = unfuse(model)
     if not replaced:
         return None
+    try:
+        model = typed(model)
+    except Exception as err:  # ORT's shape inference failed on the undone graph: keep ORT's own
+        return {"kept": "fused", "chosen_by": f"the undone graph's types could not be inferred ({type(err).__name__})"}
     if mode == "unfused":
         onnx.save(model, str(graph))
         return {"kept": "unfused", "nodes": replaced, "chosen_by": "--skip-layer-norm unfused"}

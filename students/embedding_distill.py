@@ -232,6 +232,7 @@ def train_student(student: Embedder, teacher: Embedder, sentences: list[str], ta
                         frozen_modules=[teacher.model] if hidden_loss else ())
         evals = [h for h in metrics["history"] if h["kind"] == "eval"]
         record = {"hidden_loss": hidden_loss, "steps": metrics["steps"], "train_time_s": metrics["train_time_s"],
+                  "mixed_precision": metrics.get("mixed_precision"),
                   "epochs": [{"epoch": epoch + 1, "loss": loss,
                               **({"validation_spearman": evals[epoch]["validation_spearman"]}
                                  if epoch < len(evals) else {})}
@@ -316,6 +317,7 @@ def distill_embedding(teacher_path: str | Path, sentences: list[str], out_dir: s
     if components is None:
         agreement = float(np.mean(np.sum(student.encode(sample) * teacher.encode(sample), axis=1)))
     metrics = {"train_sentences": len(sentences), "steps": training["steps"], "train_time_s": training["train_time_s"],
+               "mixed_precision": training.get("mixed_precision"),
                **({"agreement_train_sample": agreement} if agreement is not None else {})}
     if "validation_spearman" in training:
         metrics["validation_spearman"] = training["validation_spearman"]

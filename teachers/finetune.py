@@ -107,7 +107,8 @@ def run(cfg: Config) -> Path:
               f"validation_{judged_by}_per_epoch": per_epoch,
               "train_time_s": metrics["train_time_s"], "train_loss": metrics["train_loss"],
               "steps": metrics["steps"], "epochs": metrics["epochs"], "tokens_per_s": metrics["tokens_per_s"],
-              "num_processes": metrics["num_processes"], "train_examples": len(data["train"]),
+              "num_processes": metrics["num_processes"], "mixed_precision": metrics.get("mixed_precision"),
+              "train_examples": len(data["train"]),
               "validation_examples": len(data["validation"]), "test_examples": len(data["test"]),
               "loss_curve": [[h["step"], h["loss"]] for h in metrics["history"] if h["kind"] == "train"]}
     if is_main_process():

@@ -402,7 +402,7 @@ def _result(cfg: Config, metrics: dict, head_metrics: dict, before: dict, n_trai
               "steps": metrics["steps"], "tokens_per_s": metrics["tokens_per_s"],
               "train_examples": n_train, "heldout_examples": n_heldout,
               "train_words": train_words, "words_seen": words_seen, "words_per_s": words_seen / max(train_time, 1e-9),
-              "num_processes": metrics["num_processes"]}
+              "num_processes": metrics["num_processes"], "mixed_precision": metrics.get("mixed_precision")}
     if any("kd_loss" in h for h in metrics["history"]):
         result["kd_loss_curve"] = [[h["step"], h["kd_loss"]] for h in metrics["history"]
                                    if h["kind"] == "train" and "kd_loss" in h]
