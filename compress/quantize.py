@@ -133,7 +133,7 @@ def run(cfg: Config) -> Path:
         parent = read_manifest(src_dir) if (src_dir / "shrinkbert.json").is_file() else {}
         told = ((parent.get("metrics") or {}).get("skip_layer_norm") or {}).get("chosen_by", "")
         layer_norm = skip_layer_norm.choose(out, cfg.max_length, cfg.threads, len(tokenizer),
-                                            "fused" if told == "--skip-layer-norm fused" else "auto")
+                                            "fused" if told == "--skip-layer-norm fused" else "auto", needs_types=False)
         ort_session(out)  # it must load
         copy_graph_files(src_dir, tmp, ["config.json", *kind.graph_files(src_dir)])  # an embedder's pooling files
         copy_tokenizer_files(src_dir, tmp)

@@ -75,7 +75,7 @@ def _interleaved_ms(files: list[str], length: int, vocab_size: int, threads: int
         if threads:
             options.intra_op_num_threads = threads
         sessions.append(ort.InferenceSession(file, options, providers=["CPUExecutionProvider"]))
-    ids = np.random.default_rng(0).integers(min(100, vocab_size - 1), vocab_size, (1, length)).astype(np.int64)
+    ids = np.random.default_rng(0).integers(min(100, vocab_size // 2), vocab_size, (1, length)).astype(np.int64)
     given = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
     feeds = [{i.name: given[i.name] for i in session.get_inputs() if i.name in given} for session in sessions]
     for session, feed in zip(sessions, feeds):
@@ -108,10 +108,13 @@ def timed_apart(files: list[Path], length: int, vocab_size: int, threads: int) -
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def choose(graph: Path, max_length: int, threads: int, vocab_size: int, mode: str = "auto") -> dict | None:
+def choose(graph: Path, max_length: int, threads: int, vocab_size: int, mode: str = "auto",
+           needs_types: bool = True) -> dict | None:
     """Time `graph` (fused) against its unfused twin at batch 1 and max_length tokens, interleaved, in a
     process of their own, and leave the faster at `graph` (mode auto), or keep/undo the fusion as told
-    (fused, unfused); the record for the manifest, or None when the graph has no such node."""
+    (fused, unfused); the record for the manifest, or None when the graph has no such node.
+    `needs_types`: the graph will be quantized, so an undone graph must carry its types (`typed`); an
+    int8 graph need not (ORT's symbolic inference does not complete on its quantized ops)."""
     import onnx
 
     from shrinkbert.core.device import describe_machine
@@ -124,10 +127,11 @@ def choose(graph: Path, max_length: int, threads: int, vocab_size: int, mode: st
     replaced = unfuse(model)
     if not replaced:
         return None
-    try:
-        model = typed(model)
-    except Exception as err:  # ORT's shape inference failed on the undone graph: keep ORT's own
-        return {"kept": "fused", "chosen_by": f"the undone graph's types could not be inferred ({type(err).__name__})"}
+    if needs_types:
+        try:
+            model = typed(model)
+        except Exception as err:  # ORT's shape inference failed on the undone graph: keep ORT's own
+            return {"kept": "fused", "chosen_by": f"the undone graph's types could not be inferred ({type(err).__name__})"}
     if mode == "unfused":
         onnx.save(model, str(graph))
         return {"kept": "unfused", "nodes": replaced, "chosen_by": "--skip-layer-norm unfused"}

@@ -351,6 +351,15 @@ def test_o2_export_then_fused_int8_keeps_labels(model_dir, data, tmp_path):
     # its int8 graph keeps what the export was told; the export's own timing would leave quantize to time its own
     told_int8 = quantize.run(quantize.Config(model=str(told), output_dir=str(tmp_path / "o2-fused-int8")))
     assert metrics(told_int8)["skip_layer_norm"]["kept"] == "fused"
+    # an int8 graph with the node is timed both ways without typing it (ORT's inference stops at its int8 ops)
+    from shrinkbert.compress import skip_layer_norm
+
+    graph = tmp_path / "int8-timed" / "model.onnx"
+    graph.parent.mkdir()
+    shutil.copy2(told_int8 / "model.onnx", graph)
+    timed = skip_layer_norm.choose(graph, 32, 1, 50, needs_types=False)  # ids below the tiny vocabulary's 99
+    assert timed["kept"] in ("fused", "unfused") and timed["fused_ms_b1"] > 0 and timed["unfused_ms_b1"] > 0
+    assert ("SkipLayerNormalization" in {n.op_type for n in onnx.load(str(graph)).graph.node}) == (timed["kept"] == "fused")
     int8 = quantize.run(quantize.Config(model=str(fused), output_dir=str(tmp_path / "o2-int8"), task=data,
                                         max_eval_rows=32))
     int8_ops = {node.op_type for node in onnx.load(str(int8 / "model.onnx")).graph.node}
@@ -358,7 +367,7 @@ def test_o2_export_then_fused_int8_keeps_labels(model_dir, data, tmp_path):
     assert (int8 / "model.onnx").stat().st_size < (fused / "model.onnx").stat().st_size
     q = metrics(int8)
     if chosen["kept"] == "fused":  # the fp32 graph kept the fusion: the int8 graph was timed both ways itself
-        assert q["skip_layer_norm"]["kept"] in ("fused", "unfused") and q["skip_layer_norm"]["unfused_ms_b1"] > 0
+        assert q["skip_layer_norm"]["kept"] in ("fused", "unfused") and q["skip_layer_norm"]["unfused_ms_b1"] > 0, q
         assert ("SkipLayerNormalization" in int8_ops) == (q["skip_layer_norm"]["kept"] == "fused")
     else:
         assert "skip_layer_norm" not in q and "SkipLayerNormalization" not in int8_ops
