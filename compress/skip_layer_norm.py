@@ -57,10 +57,18 @@ def typed(model):
     """The model with every tensor's type and shape in value_info (ONNX Runtime's symbolic shape
     inference, which knows its contrib ops): ORT's quantizer asks onnx's own inference for a MatMul's
     output type, and on the undone ModernBERT graph (a contrib Gelu before its FFN's output MatMul) it
-    found none."""
+    found none. Run in a scratch folder: on an incomplete inference ORT saves its partial model (with
+    external data files) into the working directory before raising."""
+    import contextlib
+    import tempfile
+
     from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
 
-    return SymbolicShapeInference.infer_shapes(model, auto_merge=True)
+    with tempfile.TemporaryDirectory() as scratch, contextlib.chdir(scratch):
+        inferred = SymbolicShapeInference.infer_shapes(model, auto_merge=True)
+    if inferred is None:  # ORT declines models below opset 7
+        raise ValueError("symbolic shape inference declined the model")
+    return inferred
 
 
 def _interleaved_ms(files: list[str], length: int, vocab_size: int, threads: int, rounds: int = 7,

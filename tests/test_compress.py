@@ -357,6 +357,14 @@ def test_o2_export_then_fused_int8_keeps_labels(model_dir, data, tmp_path):
     graph = tmp_path / "int8-timed" / "model.onnx"
     graph.parent.mkdir()
     shutil.copy2(told_int8 / "model.onnx", graph)
+    untyped = onnx.load(str(graph))
+    assert skip_layer_norm.unfuse(untyped) > 0
+    import contextlib
+
+    (tmp_path / "cwd").mkdir()
+    with contextlib.chdir(tmp_path / "cwd"), pytest.raises(Exception):
+        skip_layer_norm.typed(untyped)  # ORT's inference stops at int8 ops, and leaves nothing in the working folder
+    assert not list((tmp_path / "cwd").iterdir())
     timed = skip_layer_norm.choose(graph, 32, 1, 50, needs_types=False)  # ids below the tiny vocabulary's 99
     assert timed["kept"] in ("fused", "unfused") and timed["fused_ms_b1"] > 0 and timed["unfused_ms_b1"] > 0
     assert ("SkipLayerNormalization" in {n.op_type for n in onnx.load(str(graph)).graph.node}) == (timed["kept"] == "fused")
