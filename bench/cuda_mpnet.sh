@@ -13,14 +13,17 @@
 #       PARTS=/tmp/mpnet bash bench/cuda_mpnet.sh
 #   QUICK=1 bash bench/cuda_mpnet.sh     # here: the same commands on 64 rows, to check them
 #   SWEEP=1 ...                          # instead: the teacher in bf16, then five edge student shapes
+#   GENERAL=1 CORPUS=broad.txt ...       # instead: general distillation first (#38): the recipe's 2L/H256
+#                                        # student distilled from the raw teacher on broad text, then the task,
+#                                        # against the plain slice, seeds 0-2 interleaved
 set -uo pipefail
 OUT=${OUT:-runs/cuda}
 mkdir -p "$OUT"
 exec > >(tee "$OUT/cuda-mpnet.log") 2>&1
 R=runs/cuda-mpnet
 PARTS=${PARTS:-.device}
-if [ "${QUICK:-0}" = 1 ]; then ROWS="--max-train-rows 64" TRANSFER=64 STUDENT_EPOCHS=1
-else ROWS="" TRANSFER=16000 STUDENT_EPOCHS=2; fi
+if [ "${QUICK:-0}" = 1 ]; then ROWS="--max-train-rows 64" TRANSFER=64 STUDENT_EPOCHS=1 GENERAL_ROWS="--max-train-rows 256"
+else ROWS="" TRANSFER=16000 STUDENT_EPOCHS=2 GENERAL_ROWS=""; fi
 source bench/cuda_env.sh
 # the teacher's weights, joined from their parts and checked against the hash taken before the cut
 find "$PARTS" -name 'mpnet16.part*' | sort | xargs cat > .device/mpnet16/model.safetensors
@@ -38,6 +41,22 @@ if [ "${SWEEP:-0}" = 1 ]; then  # edge shapes for mpnet-movies (#38's 97% goal):
       --max-transfer-rows $TRANSFER --mixed-precision bf16 --checkpoint-every 0 $ROWS --output-dir $R/sweep-$1L-H$2-e$3
   done
   PRECISIONS=""
+elif [ "${GENERAL:-0}" = 1 ]; then
+  step teacher-bf16 sb finetune --model .device/mpnet16 --task movie-snippets --epochs 1 --learning-rate 3e-5 \
+    --batch-size 32 --max-length 128 --mixed-precision bf16 --checkpoint-every 0 $ROWS --output-dir $R/teacher-bf16
+  # the raw sentence encoder has no MLM head: the hidden-state loss alone, TinyBERT's general stage
+  step general-2L-H256 sb distill --teacher .device/mpnet16 --mode general --corpus "$CORPUS" --layers 2 --hidden 256 \
+    --logits-weight 0 --hidden-weight 1 --init-embeddings pca --epochs 1 --batch-size 128 --learning-rate 3e-4 --max-length 128 \
+    --mixed-precision bf16 --checkpoint-every 0 $GENERAL_ROWS --output-dir $R/general-2L-H256
+  for seed in ${SEEDS:-0 1 2}; do
+    step gd-s$seed sb distill --teacher $R/teacher-bf16 --student $R/general-2L-H256 --epochs $STUDENT_EPOCHS \
+      --learning-rate 3e-4 --logits-weight 1 --hidden-weight 1 --no-cache-hidden --transfer-corpus .device/imdb-sentences.txt \
+      --max-transfer-rows $TRANSFER --mixed-precision bf16 --checkpoint-every 0 --seed $seed $ROWS --output-dir $R/gd-s$seed
+    step slice-s$seed sb distill --teacher $R/teacher-bf16 --layers 2 --hidden 256 --epochs $STUDENT_EPOCHS \
+      --learning-rate 3e-4 --logits-weight 1 --hidden-weight 1 --no-cache-hidden --transfer-corpus .device/imdb-sentences.txt \
+      --max-transfer-rows $TRANSFER --mixed-precision bf16 --checkpoint-every 0 --seed $seed $ROWS --output-dir $R/slice-s$seed
+  done
+  PRECISIONS=""
 else
   PRECISIONS="bf16 no"
 fi
@@ -47,10 +66,10 @@ for precision in $PRECISIONS; do
 done
 # the teacher runs live beside the student: the hidden-state cache copies each batch to the CPU, which
 # on a GPU costs more than the teacher (docs/benchmarks.md)
-[ "${SWEEP:-0}" = 1 ] || step student-edge-bf16 sb distill --teacher $R/teacher-bf16 --layers 2 --hidden 256 --epochs $STUDENT_EPOCHS \
+[ -n "$PRECISIONS" ] && step student-edge-bf16 sb distill --teacher $R/teacher-bf16 --layers 2 --hidden 256 --epochs $STUDENT_EPOCHS \
   --learning-rate 3e-4 --logits-weight 1 --hidden-weight 1 --no-cache-hidden --transfer-corpus .device/imdb-sentences.txt \
   --max-transfer-rows $TRANSFER --mixed-precision bf16 --checkpoint-every 0 $ROWS --output-dir $R/student-edge-bf16
-[ "${SWEEP:-0}" = 1 ] || step student-l6-bf16 sb distill --teacher $R/teacher-bf16 --layers 6 --epochs 1 --learning-rate 1e-4 --logits-weight 1 \
+[ -n "$PRECISIONS" ] && step student-l6-bf16 sb distill --teacher $R/teacher-bf16 --layers 6 --epochs 1 --learning-rate 1e-4 --logits-weight 1 \
   --hidden-weight 1 --no-cache-hidden --mixed-precision bf16 --checkpoint-every 0 $ROWS --output-dir $R/student-l6-bf16
 
 dump_manifests "$R" "$OUT/manifests-mpnet.json"

@@ -56,7 +56,10 @@ def make_loss_fn(distill_loss: DistillLoss, teacher=None, cache=None, tokenizer=
         else:
             with torch.no_grad():
                 t_out = teacher(**encoder_inputs(teacher, inputs), output_hidden_states=need_hidden, output_attentions=need_attn)
-            outputs = outputs_kind.outputs(t_out, batch) if not general else {"logits": t_out.logits}
+            if not general:
+                outputs = outputs_kind.outputs(t_out, batch)
+            else:  # a teacher with no MLM head (a sentence encoder) gives hidden states alone
+                outputs = {"logits": t_out.logits} if getattr(t_out, "logits", None) is not None else {}
             target = {**outputs, "hidden_states": t_out.hidden_states, "attentions": t_out.attentions}
         return distill_loss(out, target, batch, labels=labels, positions=positions, kind=kind)
 

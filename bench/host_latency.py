@@ -1,0 +1,129 @@
+"""Built graphs and models timed on this host, interleaved, beside its floor rates (issue 42).
+
+    taskset -c 0,1 python bench/host_latency.py --torch teacher=runs/demo/teacher \\
+        --onnx teacher-int8=runs/demo/teacher-int8/model.onnx --onnx edge-int8=runs/demo/edge-int8/model.onnx
+
+For a host where the kit's stages cannot run (a lent machine that only receives files): every
+variant is already built, so this needs only onnxruntime, numpy and (for --torch) PyTorch and
+transformers. Each (threads, case) times every variant in turn, rounds of --calls calls, the median
+of the rounds' medians, after the host's GEMM rates at that thread count (eval/floor.py's
+host_rates). Prints the CPU (vendor, family/model, ISA, the cores this process may use) and each
+variant's p50 and its speed-up over the first --torch variant. Writes --out (JSON).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+CASES = [(1, 128), (1, 32), (8, 128)]
+
+
+def named(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        name, _, path = pair.partition("=")
+        if not path:
+            raise SystemExit(f"error: expected NAME=PATH, got {pair!r}")
+        out[name] = path
+    return out
+
+
+def onnx_runner(path: str, threads: int, batch: int, length: int, vocab: int):
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    ids = np.random.default_rng(0).integers(100, vocab, (batch, length)).astype(np.int64)
+    given = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+    feed = {i.name: given[i.name] for i in session.get_inputs() if i.name in given}
+    return lambda: session.run(None, feed)
+
+
+def torch_runner(model, batch: int, length: int, vocab: int):
+    import torch
+
+    ids = torch.from_numpy(np.random.default_rng(0).integers(100, vocab, (batch, length)))
+    mask = torch.ones_like(ids)
+
+    def run():
+        with torch.inference_mode():
+            model(input_ids=ids, attention_mask=mask)
+    return run
+
+
+def interleaved(runners: dict, rounds: int, calls: int) -> dict[str, float]:
+    for run in runners.values():
+        for _ in range(3):
+            run()
+    times: dict[str, list[float]] = {name: [] for name in runners}
+    for _ in range(rounds):
+        for name, run in runners.items():
+            samples = []
+            for _ in range(calls):
+                start = time.perf_counter()
+                run()
+                samples.append(1000 * (time.perf_counter() - start))
+            times[name].append(statistics.median(samples))
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--onnx", action="append", default=[], metavar="NAME=FILE", help="an ONNX graph")
+    p.add_argument("--torch", action="append", default=[], metavar="NAME=DIR",
+                   help="a transformers classifier folder, run in fp32 (weights stored in fp16 are cast back)")
+    p.add_argument("--threads", default="1,2")
+    p.add_argument("--vocab", type=int, default=13000, help="token ids are drawn below this")
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--calls", type=int, default=20)
+    p.add_argument("--out", default=str(ROOT / "runs/bench/host-latency.json"))
+    args = p.parse_args(argv)
+
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
+    from shrinkbert.core.device import describe_machine
+    from shrinkbert.eval.floor import host_rates
+
+    cores = len(os.sched_getaffinity(0))
+    print(f"machine: {describe_machine()}; this process may use {cores} cores", flush=True)
+    models = {name: AutoModelForSequenceClassification.from_pretrained(path, torch_dtype=torch.float32).eval()
+              for name, path in named(args.torch).items()}
+    graphs = named(args.onnx)
+    results = {"machine": describe_machine(), "cores": cores, "torch": torch.__version__, "rates": {}, "p50_ms": {}}
+    import onnxruntime
+
+    results["onnxruntime"] = onnxruntime.__version__
+    print(f"torch {torch.__version__}, onnxruntime {onnxruntime.__version__}", flush=True)
+    for threads in [int(t) for t in args.threads.split(",")]:
+        torch.set_num_threads(threads)
+        rates = host_rates(threads)
+        results["rates"][threads] = {k: v for k, v in rates.items() if k not in ("machine", "method")}
+        print(f"\n{threads} thread(s): GOP/s int8 {rates['int8']}, ORT fp32 {rates['onnx_fp32']}, "
+              f"torch fp32 {rates['torch_fp32']}", flush=True)
+        for batch, length in CASES:
+            runners = {name: torch_runner(model, batch, length, args.vocab) for name, model in models.items()}
+            runners.update({name: onnx_runner(path, threads, batch, length, args.vocab) for name, path in graphs.items()})
+            p50 = interleaved(runners, args.rounds, args.calls)
+            results["p50_ms"][f"t{threads}/b{batch}/s{length}"] = p50
+            base = next(iter(models), None)
+            cells = [f"{name} {ms:.2f} ms" + (f" ({p50[base] / ms:.2f}x)" if base and name != base else "")
+                     for name, ms in p50.items()]
+            print(f"  b{batch}/s{length}: " + ", ".join(cells), flush=True)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
