@@ -46,13 +46,13 @@ elif [ "${GENERAL:-0}" = 1 ]; then
     --batch-size 32 --max-length 128 --mixed-precision bf16 --checkpoint-every 0 $ROWS --output-dir $R/teacher-bf16
   # the raw sentence encoder has no MLM head: the hidden-state loss alone, TinyBERT's general stage
   step general-2L-H256 sb distill --teacher .device/mpnet16 --mode general --corpus "$CORPUS" --layers 2 --hidden 256 \
-    --logits-weight 0 --hidden-weight 1 --init-embeddings pca --epochs 1 --batch-size 128 --learning-rate 3e-4 --max-length 128 \
+    --logits-weight 0 --hidden-weight 1 --epochs 1 --batch-size 128 --learning-rate 3e-4 --max-length 128 \
     --mixed-precision bf16 --checkpoint-every 0 $GENERAL_ROWS --output-dir $R/general-2L-H256
   for seed in ${SEEDS:-0 1 2}; do
     step gd-s$seed sb distill --teacher $R/teacher-bf16 --student $R/general-2L-H256 --epochs $STUDENT_EPOCHS \
       --learning-rate 3e-4 --logits-weight 1 --hidden-weight 1 --no-cache-hidden --transfer-corpus .device/imdb-sentences.txt \
       --max-transfer-rows $TRANSFER --mixed-precision bf16 --checkpoint-every 0 --seed $seed $ROWS --output-dir $R/gd-s$seed
-    step slice-s$seed sb distill --teacher $R/teacher-bf16 --layers 2 --hidden 256 --epochs $STUDENT_EPOCHS \
+    [ "${SLICE:-1}" = 0 ] || step slice-s$seed sb distill --teacher $R/teacher-bf16 --layers 2 --hidden 256 --epochs $STUDENT_EPOCHS \
       --learning-rate 3e-4 --logits-weight 1 --hidden-weight 1 --no-cache-hidden --transfer-corpus .device/imdb-sentences.txt \
       --max-transfer-rows $TRANSFER --mixed-precision bf16 --checkpoint-every 0 --seed $seed $ROWS --output-dir $R/slice-s$seed
   done
