@@ -389,6 +389,29 @@ def test_logits_only_distillation_with_warm_cache_never_runs_the_teacher(teacher
     assert read_manifest(out)["student"]["teacher_outputs"]["hit"] is True
 
 
+def test_general_distillation_from_a_sentence_encoder_with_no_mlm_head(teacher4, tmp_path, cache_env, capsys):
+    """all-mpnet-base-v2 as it ships is an encoder with no MLM head: mode general distils its hidden
+    states alone (asking it for logits crashed, issue 38), and asking for its MLM logits is one line."""
+    from transformers import AutoModelForMaskedLM, BertModel
+
+    from fixtures import restamp, tiny_sentences
+    from shrinkbert.students.distill import main
+
+    encoder = tmp_path / "encoder"
+    shutil.copytree(teacher4, encoder)
+    BertModel(_load(teacher4).config).save_pretrained(encoder)
+    restamp(encoder)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(text for text, _ in tiny_sentences(16)))
+    common = ["--teacher", str(encoder), "--mode", "general", "--corpus", str(corpus), "--layers", "1",
+              "--epochs", "1", "--batch-size", "8", "--checkpoint-every", "0"]
+    assert main([*common, "--output-dir", str(tmp_path / "mlm-logits")]) == 2
+    assert "has no MLM head" in capsys.readouterr().err
+    assert not (tmp_path / "mlm-logits").exists()
+    assert main([*common, "--logits-weight", "0", "--hidden-weight", "1", "--output-dir", str(tmp_path / "general")]) == 0
+    assert AutoModelForMaskedLM.from_pretrained(tmp_path / "general").config.num_hidden_layers == 1
+
+
 def test_target_and_general_distillation_through_the_cli(teacher4, tmp_path, cache_env):
     from transformers import AutoModelForMaskedLM, BertForMaskedLM
 
