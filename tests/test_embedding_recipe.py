@@ -135,6 +135,7 @@ def test_the_static_bundle_predicts_without_torch_from_its_own_folder(ran):
 # The stage-level checks below are not family-specific: they run on MiniLM's recipe only (the
 # recipe-level ones above, and accuracy-aware's module names, run on both families).
 MINILM_ONLY = pytest.mark.parametrize("recipe_file", ["embeddings.yaml"], indirect=True)
+MPNET_ONLY = pytest.mark.parametrize("recipe_file", ["mpnet-embeddings.yaml"], indirect=True)
 
 
 def test_artifact_load_gives_the_embedding_model_its_kind_loads(ran):
@@ -177,6 +178,7 @@ def test_the_stages_not_built_for_embeddings_refuse_in_one_line_and_write_nothin
     assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "x").exists()
 
 
+@MPNET_ONLY  # one quantize code path for both recipes: run once, on the second family
 def test_exclude_and_accuracy_aware_keep_modules_float_judged_on_spearman(ran, tmp_path):
     import onnx
 

@@ -359,7 +359,8 @@ def test_a_model_with_another_label_order_is_scored_by_name(tiny_bert, rows, tmp
     config["id2label"] = {"0": "positive", "1": "negative"}
     config["label2id"] = {"positive": 0, "negative": 1}
     (flipped / "config.json").write_text(json.dumps(config))
-    settings = Settings(batch_sizes=[1], seq_lens=["8"], runs=1, warmup=0, threads=1)
+    # scoring, not timing: in this process (a worker process per variant costs seconds each)
+    settings = Settings(batch_sizes=[1], seq_lens=["8"], runs=1, warmup=0, threads=1, memory="off", isolate=False)
     original, swapped = measure([tiny_bert, flipped], rows, settings, progress=False)
     assert swapped.accuracy["metrics"]["accuracy"] == pytest.approx(1 - original.accuracy["metrics"]["accuracy"])
     assert swapped.accuracy["label_order"].startswith("by name")
@@ -372,7 +373,7 @@ def test_pair_rows_agree_across_runtimes(tiny_bert, onnx_dir, bundle_dir):
     data = tiny_sentences(16, seed=5)
     task = Task("tiny-pairs", ("negative", "positive"), pair=True)
     pair_rows = from_lists(task, [t for t, _ in data], [y for _, y in data], pairs=[t for t, _ in reversed(data)])
-    settings = Settings(batch_sizes=[2], seq_lens=["real"], runs=2, warmup=0, threads=1)
+    settings = Settings(batch_sizes=[2], seq_lens=["real"], runs=2, warmup=0, threads=1, memory="off", isolate=False)
     variants = measure([tiny_bert, onnx_dir, bundle_dir], pair_rows, settings, progress=False)
     assert all(v.ok for v in variants), [v.error for v in variants]
     predictions = [v.accuracy["predictions"] for v in variants]
@@ -397,6 +398,7 @@ def test_recipe_style_config_file(tiny_bert, tiny_csv, tmp_path, monkeypatch):
     assert harness.main(["--config", str(config_file)]) == 0
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     assert report["settings"]["cases"] == ["b1/s16"] and report["settings"]["runs"] == 2
+    assert "fastest of 2 interleaved rounds of 2 calls" in report["floor_rates"]["method"]  # quick: a brief floor
 
 
 # -- timing mechanics ---------------------------------------------------------------------------------
