@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from shrinkbert.compress import bundle_files
-from shrinkbert.compress.bundle_runtime import choose_runtime
+from shrinkbert.compress.bundle_runtime import choose_runtime, parse_threads
 from shrinkbert.compress.common import (accuracy, align_labels, check_onnx_file, load_pt, load_rows,
                                         onnx_file, ort_logits, ort_session, parity, judged_scores, torch_logits)
 from shrinkbert.compress.configs import BundleConfig as Config
@@ -88,6 +88,7 @@ def run(cfg: Config) -> Path:
     from transformers import AutoTokenizer
 
     require(bool(cfg.model) and bool(cfg.output_dir), "bundle needs --model and --output-dir")
+    parse_threads(cfg.threads)  # a bad --threads is one line before any work
     own = own_stage(cfg.model, "bundle")
     if own is not None:  # an embedding model: a Predictor.embed bundle (a static one needs numpy only)
         return own(cfg)
@@ -189,7 +190,7 @@ def run(cfg: Config) -> Path:
                     + (f" and predicts as it does on {agreement['same']} of {agreement['of']} texts" if agreement else "")
                     + "; no bundle written")
             metrics["parity_failure_allowed"] = True
-        metrics["runtime"] = choose_runtime(tmp, cfg.max_length, cfg.spin)  # also labels.json "runtime": the Predictor's defaults
+        metrics["runtime"] = choose_runtime(tmp, cfg.max_length, cfg.spin, threads=cfg.threads)  # also labels.json "runtime": the Predictor's defaults
         parents = [cfg.model] + ([cfg.reference] if cfg.reference else [])
         parent_params = read_manifest(src_dir).get("num_parameters") if (src_dir / "shrinkbert.json").is_file() else None
         checks = [check("parity", vs_source["max_abs_logit_diff"] <= cfg.tolerance,

@@ -123,4 +123,7 @@ class BundleConfig(DataConfig):
     spin: str = field("auto", "the Predictor's default for ONNX Runtime's spinning threads: 'auto' times the bundle both "
                       "ways and keeps spinning unless off is clearly faster (two builds may differ); 'on'/'off' sets "
                       "it untimed", choices=SPIN_CHOICES)
+    threads: str = field("auto", "the Predictor's default ONNX Runtime thread count: 'auto' times one thread against "
+                         "ONNX Runtime's default (one per physical core) and keeps one only where clearly faster (two "
+                         "builds may differ); 'default' or a number sets it untimed")
     max_length: int | None = field(None, "tokens per text the bundle truncates to (empty: the task kind's default, 128; 384 for QA)", min=8, max=8192)

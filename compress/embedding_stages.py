@@ -29,4 +29,4 @@ def bundle(cfg) -> Path:
     source = Path(cfg.model)
     if not cfg.output_dir:
         raise ShrinkbertError("bundle needs --output-dir")
-    return static_bundle.run(source, cfg.output_dir, data=parent_record(source)[1], spin=cfg.spin, target=cfg.target)
+    return static_bundle.run(source, cfg.output_dir, data=parent_record(source)[1], spin=cfg.spin, target=cfg.target, threads=cfg.threads)

@@ -53,16 +53,16 @@ def requirements(onnx: bool = False) -> str:
 
 
 def run(model: str | Path, output_dir: str | Path, data: dict | None = None, spin: str = "auto",
-        target: str = "python") -> Path:
+        target: str = "python", threads: str | int = "auto") -> Path:
     """Write the bundle of the static student (or embedding graph) at `model` into output_dir
     (atomically); `data`: the data record its manifest carries (the parent's), so eval of the bundle
-    alone finds the task; `spin`: a graph's ONNX Runtime spinning default (compress/bundle_runtime.py);
+    alone finds the task; `spin`, `threads`: a graph's ONNX Runtime defaults (compress/bundle_runtime.py);
     `target`: python, web (a graph's transformers.js folder, compress/web_layout.py) or mobile (a
     graph's .ort file beside it, compress/mobile_layout.py)."""
     if not output_dir:
         raise ShrinkbertError("give --output-dir for the bundle")
     if (Path(model) / static_predictor.ONNX_FILE).is_file():
-        return run_onnx(model, output_dir, data, spin, target)
+        return run_onnx(model, output_dir, data, spin, target, threads)
     if target != "python":
         raise ShrinkbertError(f"--target {target}: a static student has no graph to convert (its bundle is a "
                               "vector table read with numpy); use --target python")
@@ -86,9 +86,9 @@ def run(model: str | Path, output_dir: str | Path, data: dict | None = None, spi
 
 
 def run_onnx(model: str | Path, output_dir: str | Path, data: dict | None = None, spin: str = "auto",
-             target: str = "python") -> Path:
+             target: str = "python", threads: str | int = "auto") -> Path:
     """Write the bundle of an exported embedding graph (compress/embedding_onnx.py) into output_dir;
-    its spinning default is chosen like a classifier bundle's: timed both ways ("auto"), or set.
+    its spinning and thread defaults are chosen like a classifier bundle's: timed ("auto"), or set.
     `target` web: the folder transformers.js's feature-extraction pipeline loads (compress/web_layout.py),
     whose one graph the Python Predictor runs too."""
     from shrinkbert.compress.bundle_runtime import choose_runtime
@@ -129,9 +129,9 @@ def run_onnx(model: str | Path, output_dir: str | Path, data: dict | None = None
             if mobile_gap > ONNX_TOLERANCE:
                 raise ShrinkbertError(f"the bundle's {meta['mobile']['model_file']} gives vectors {mobile_gap:.2e} "
                                       f"from the bundle's (> {ONNX_TOLERANCE}): not written")
-        runtime = choose_runtime(tmp, source.max_length, spin, meta_file=static_predictor.META_FILE)
+        runtime = choose_runtime(tmp, source.max_length, spin, meta_file=static_predictor.META_FILE, threads=threads)
         write_manifest(tmp, stage="bundle", parents=[model], data=data, metrics={"runtime": runtime},
-                       config={"model": str(model), "output_dir": str(output_dir), "spin": spin},
+                       config={"model": str(model), "output_dir": str(output_dir), "spin": spin, "threads": threads},
                        checks=[check("bundle_parity", True, f"{len(texts)} texts (two at and past max_length "
                                      f"{source.max_length}), max |diff| {gap:.1e}"
                                      + (f"; {meta['mobile']['model_file']} within {mobile_gap:.1e} of the bundle"
@@ -146,9 +146,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output-dir", required=True)
     parser.add_argument("--spin", choices=("auto", "on", "off"), default="auto",
                         help="a graph's ONNX Runtime spinning default: timed both ways (auto) or set")
+    parser.add_argument("--threads", default="auto", help="a graph's ONNX Runtime thread default: 'auto' (timed), "
+                        "'default' or a number")
     args = parser.parse_args(argv)
     try:
-        print(run(args.model, args.output_dir, spin=args.spin))
+        print(run(args.model, args.output_dir, spin=args.spin, threads=args.threads))
     except Exception as err:  # a user's error, a full disk or a refused folder: one line
         line = error_line(err)
         if line is None:

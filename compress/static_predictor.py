@@ -61,7 +61,7 @@ def embed_with_table(tokenizer: Tokenizer, table: np.ndarray, texts: list[str]) 
 class OnnxGraph:
     """A sentence-vector ONNX graph and its tokenizer: padded to the batch's longest text, truncated to max_length."""
 
-    def __init__(self, path: Path, threads: int = 0, spin: bool | None = None, model_file: str | None = None):
+    def __init__(self, path: Path, threads: int | None = None, spin: bool | None = None, model_file: str | None = None):
         import onnxruntime as ort  # deferred: a static bundle never needs it
 
         meta = json.loads((path / META_FILE).read_text())
@@ -69,12 +69,15 @@ class OnnxGraph:
         # or a web bundle's onnx/model_quantized.onnx, whose output transformers.js reads by its name
         model_file = model_file or meta.get("model_file", ONNX_FILE)
         self.output = meta.get("output", ONNX_OUTPUT)
-        # None: the bundle's own default (embedding.json "runtime"; a bundle written before it: off)
-        spin = bool(meta.get("runtime", {}).get("spin", False)) if spin is None else spin
+        # None: the bundle's own default (embedding.json "runtime"; a bundle written before it: off, and
+        # ONNX Runtime's thread count); 0 threads: ONNX Runtime's (one per physical core)
+        defaults = meta.get("runtime") or {}
+        spin = bool(defaults.get("spin", False)) if spin is None else spin
+        threads = int(defaults.get("threads") or 0) if threads is None else int(threads)
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
-        self.runtime = {"threads": threads, "spin": spin}
+        self.runtime = {"threads": threads or None, "spin": spin}
         self.session = ort.InferenceSession(str(path / model_file), options, providers=["CPUExecutionProvider"])
         self.tokenizer = Tokenizer.from_file(str(path / TOKENIZER_FILE))
         self.tokenizer.enable_truncation(int(meta["max_length"]))
@@ -94,7 +97,7 @@ class OnnxGraph:
 
 
 class Predictor:
-    def __init__(self, path: str | Path = ".", threads: int = 0, spin: bool | None = None,
+    def __init__(self, path: str | Path = ".", threads: int | None = None, spin: bool | None = None,
                  model_file: str | None = None):
         """model_file: a graph bundle's graph to run (default: embedding.json's; a mobile bundle's
         "mobile/model.ort" runs too). A bundle with embedding.json runs a graph, one without a table."""
@@ -171,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="embed texts with this embedding bundle")
     parser.add_argument("--embed", help="a text file, one text a line ('-': stdin)")
     parser.add_argument("--out", default="-", help="vectors.npy, vectors.json or '-' (JSON to stdout)")
-    parser.add_argument("--threads", type=int, default=0, help="ONNX Runtime threads (0: one per physical core)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="ONNX Runtime threads (0: one per physical core; default: embedding.json's runtime)")
     parser.add_argument("--no-spin", dest="spin", action="store_false", default=None,
                         help="ONNX Runtime threads block instead of spinning while they wait: for a CPU shared "
                              "with other busy threads (default: embedding.json's runtime)")

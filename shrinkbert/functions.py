@@ -1073,6 +1073,7 @@ def bundle(
     allow_parity_failure: bool = False,
     target: str = 'python',
     spin: str = 'auto',
+    threads: str = 'auto',
     max_length: int | None = None,
     output_dir: str = '',
 ) -> Artifact:
@@ -1131,6 +1132,10 @@ def bundle(
             the Predictor's default for ONNX Runtime's spinning threads: 'auto' times the bundle both ways and
             keeps spinning unless off is clearly faster (two builds may differ); 'on'/'off' sets it untimed [one
             of auto, on, off]
+        threads: str = 'auto'
+            the Predictor's default ONNX Runtime thread count: 'auto' times one thread against ONNX Runtime's
+            default (one per physical core) and keeps one only where clearly faster (two builds may differ);
+            'default' or a number sets it untimed
         max_length: int | None = None
             tokens per text the bundle truncates to (empty: the task kind's default, 128; 384 for QA) [>= 8 and
             <= 8192]

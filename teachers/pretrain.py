@@ -12,6 +12,8 @@ consecutive lines, half of them with a random second line, and the model is Bert
 
 Continuing from a model without an MLM head (the built-in MiniLM is a bare encoder): the head is
 new, so it is first warmed up alone (`head_warmup_steps`, encoder frozen), then everything trains.
+Any encoder family continues (its AutoModelForMaskedLM class; next-sentence prediction is BERT's
+only); from scratch and `--teacher` students are BERT.
 
 A student (`--teacher T` with distill's shape fields): a new BertForMaskedLM of that shape, sliced from
 the teacher or random, pretrained with MLM and/or MLM-KD against an MLM teacher
@@ -209,10 +211,16 @@ def load_start(cfg: Config):
         from transformers import AutoConfig
 
         model_config = AutoConfig.from_pretrained(path)
-        if model_config.model_type != "bert":
-            raise ShrinkbertError(f"{path} is a {model_config.model_type} model; pretraining continues BERT models only")
         architectures = model_config.architectures or []
-        head_is_new = not any(a in ("BertForMaskedLM", "BertForPreTraining") for a in architectures)
+        if model_config.model_type != "bert":  # every family has a masked-LM class; NSP is BERT's alone
+            from transformers import AutoModelForMaskedLM
+
+            if cfg.nsp:
+                raise ShrinkbertError(f"{path} is a {model_config.model_type} model: next-sentence prediction is "
+                                      "BERT's objective (continue it without --nsp)")
+            model_cls = AutoModelForMaskedLM
+        # ElectraForPreTraining is a discriminator, not an MLM: only BERT's pre-training class has one
+        head_is_new = not any(a.endswith("ForMaskedLM") or a == "BertForPreTraining" for a in architectures)
         model = load_model(model_cls, path)
         tokenizer = load_tokenizer(cfg.tokenizer or path, model.config)
         parents = [path] + ([cfg.tokenizer] if cfg.tokenizer else [])

@@ -114,8 +114,9 @@ print(json.dumps({{"vectors": vectors.tolist(), "search": p.search({texts[0]!r},
 
 @pytest.mark.parametrize("setting, spin", [("on", True), ("off", False)])
 def test_a_set_spin_is_written_untimed_and_the_predictor_runs_with_it(int8_graph, tmp_path, setting, spin):
-    bundle = run(int8_graph, tmp_path / "bundle", spin=setting)
-    assert json.loads((bundle / "embedding.json").read_text())["runtime"] == {"threads": None, "spin": spin}
+    bundle = run(int8_graph, tmp_path / "bundle", spin=setting, threads="default" if spin else 1)
+    assert json.loads((bundle / "embedding.json").read_text())["runtime"] == {"threads": None if spin else 1, "spin": spin}
+    assert Predictor(bundle).graph.runtime == {"threads": None if spin else 1, "spin": spin}  # its defaults, read back
     runtime = json.loads((bundle / "shrinkbert.json").read_text())["metrics"]["runtime"]
     assert runtime["spin"] is spin and "p50_ms" not in runtime  # set, not measured
     done = subprocess.run([sys.executable, "predict.py", "--benchmark", "3", "--seq-len", "16"], cwd=bundle,
@@ -124,10 +125,15 @@ def test_a_set_spin_is_written_untimed_and_the_predictor_runs_with_it(int8_graph
     assert timing["spin"] is spin and timing["case"] == "b1/s16" and timing["p50_ms"] > 0
 
 
-def test_auto_times_the_bundle_both_ways_and_records_it(int8_graph, tmp_path):
-    runtime = json.loads((run(int8_graph, tmp_path / "bundle") / "shrinkbert.json").read_text())["metrics"]["runtime"]
-    assert set(runtime["p50_ms"]) == {"spin", "no_spin"} and all(v > 0 for v in runtime["p50_ms"].values())
-    assert runtime["spin"] is (not runtime["p50_ms"]["no_spin"] < 0.9 * runtime["p50_ms"]["spin"])
+def test_auto_times_the_bundle_each_way_and_records_it(int8_graph, tmp_path):
+    bundle = run(int8_graph, tmp_path / "bundle")
+    runtime = json.loads((bundle / "shrinkbert.json").read_text())["metrics"]["runtime"]
+    p50 = runtime["p50_ms"]
+    assert set(p50) == {"threads default, spin on", "threads default, spin off", "threads 1, spin on"}
+    assert all(v > 0 for v in p50.values())
+    chosen = f"threads {runtime['threads'] or 'default'}, spin {'on' if runtime['spin'] else 'off'}"
+    assert chosen == "threads default, spin on" or p50[chosen] < 0.9 * p50["threads default, spin on"]
+    assert Predictor(bundle).graph.runtime == {"threads": runtime["threads"], "spin": runtime["spin"]}
 
 
 @pytest.mark.parametrize("which", ["static", "graph"])

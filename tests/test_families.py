@@ -173,3 +173,26 @@ def test_structured_pruning_slices_each_family_it_can_and_refuses_the_rest_in_on
     assert sum(module_at(layer, layout.query).out_features for layer in kind.layers(model)) == after["heads"] * 8
     onnx = shrinkbert.export(model=str(pruned.path), optimization="none", output_dir=str(tmp_path / "onnx"))
     assert onnx.metrics["parity"]["passed"]
+
+
+@pytest.mark.parametrize("family", ["roberta", "modernbert", "electra"])
+def test_continued_pretraining_takes_every_family(family, family_teachers, tmp_path):
+    """Domain MLM on a user's teacher of another family: its masked-LM class with a new head (warmed up
+    first), its own mask token; NSP, BERT's alone, is one line. ELECTRA's discriminator has no MLM head."""
+    from transformers import AutoModelForMaskedLM
+
+    from shrinkbert.core.artifacts import read_manifest
+    from shrinkbert.teachers import pretrain
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(text for text, _ in tiny_sentences(160, seed=11)) + "\n")
+    common = ["--model", str(family_teachers[family]), "--corpus", str(corpus), "--max-length", "32",
+              "--batch-size", "8", "--checkpoint-every", "0"]
+    out = tmp_path / "mlm"
+    assert pretrain.main([*common, "--max-steps", "3", "--head-warmup-steps", "2", "--output-dir", str(out)]) == 0
+    metrics = read_manifest(out)["metrics"]
+    assert metrics["head_warmup"]["steps"] == 2 and metrics["steps"] == 3 and np.isfinite(metrics["heldout_mlm_loss_after"])
+    model = AutoModelForMaskedLM.from_pretrained(out)
+    assert model.config.model_type == family and model.config.architectures[0].endswith("ForMaskedLM")
+    assert pretrain.main([*common, "--nsp", "--output-dir", str(tmp_path / "nsp")]) == 2
+    assert not (tmp_path / "nsp").exists()
