@@ -2,6 +2,7 @@
 
     python bench/deploy.py --model runs/demo/edge-int8            # the demo's edge model
     python bench/deploy.py --model runs/quick/edge-int8 --rows 100 --rounds 3
+    python bench/deploy.py --model runs/quick/edge-int8 --rows 40 --rounds 2 --words 60   # one length
 
 Writes a web bundle and a mobile bundle of `--model` (the bundle stage's own checks run), then
 times one call per text, tokenizing included, on the task's real test rows, in rounds whose order
@@ -76,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", required=True, help="an int8 ONNX artifact (a sequence classifier), e.g. runs/demo/edge-int8")
     parser.add_argument("--rows", type=int, default=200, help="test rows timed per runtime and round")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--words", type=int, default=0,
+                        help="instead of the test rows: one synthetic text of this many words, --rows times (how each "
+                             "runtime's time grows with length: 1 word is its per-call cost)")
     parser.add_argument("--output", default=str(ROOT / "runs" / "bench" / "deploy.json"))
     args = parser.parse_args(argv)
 
@@ -91,6 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     spec = resolve_spec(type("C", (), {"task": ""})(), [args.model])
     rows, _ = load_rows(spec, "test", args.rows, "")
     texts = [row["text"] for row in rows]
+    if args.words:
+        filler = "the film is long and the story is slow but the cast is good".split()
+        texts = [" ".join(filler[i % len(filler)] for i in range(args.words))] * len(texts)
     with tempfile.TemporaryDirectory() as scratch:
         site = Path(scratch)
         web = Path(shrinkbert.bundle(model=args.model, output_dir=str(site / "web"), target="web").path)
@@ -127,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
                       "labels_equal_python": float(np.mean([a == b for a, b in zip(labels[name], labels["python"])]))}
                for name, ms in times.items()}
     result = {"model": str(Path(args.model).resolve()), "rows": len(texts), "rounds": args.rounds, "host": host,
-              "case": "b1, real test rows, one call each, tokenizing included", "runtimes": summary,
+              "case": (f"b1, one {args.words}-word text" if args.words else "b1, real test rows") + ", one call each, tokenizing included", "runtimes": summary,
               "browser_over_node": summary["browser"]["p50_ms"] / summary["node"]["p50_ms"]}
     print(f"\nhost: {host['cpu']}, {host['isa']}, {host['cores']} cores; {len(texts)} test rows x {args.rounds} rounds")
     print(f"{'runtime':10s} {'p50 ms':>8s} {'p90 ms':>8s} {'labels = python':>16s}")
