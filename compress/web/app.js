@@ -7,11 +7,11 @@ env.allowRemoteModels = false;
 env.allowLocalModels = true;
 env.localModelPath = new URL('./', import.meta.url).pathname.replace(/[^/]*\/$/, '');
 env.backends.onnx.wasm.wasmPaths = new URL('./', import.meta.url).href;
-// ONNX Runtime Web's default is half the cores; served cross-origin isolated (COOP/COEP headers) the
-// page may use them all, as the Python bundle does. Without isolation wasm runs on one thread.
-// `?threads=N` in the page's address sets it (docs/deploy.md measures 1 against all).
-const asked = Number(new URLSearchParams(location.search).get('threads')) || 0;
-if (globalThis.crossOriginIsolated) env.backends.onnx.wasm.numThreads = asked || navigator.hardwareConcurrency || 1;
+// One wasm thread by default: for the kit's edge models it measured faster than two at every text
+// length (docs/deploy.md). `?threads=N` in the page's address asks for N; more than one needs the page
+// served cross-origin isolated (COOP/COEP headers), without which wasm runs on one thread anyway.
+const asked = Number(new URLSearchParams(location.search).get('threads')) || 1;
+env.backends.onnx.wasm.numThreads = globalThis.crossOriginIsolated ? asked : 1;
 const folder = new URL('./', import.meta.url).pathname.split('/').filter(Boolean).pop();
 
 const button = document.getElementById('run');
