@@ -43,8 +43,9 @@ def _first_teacher(cfg: Config) -> Config:
 
 
 def is_mlm(config) -> bool:
-    """Whether a model config names a masked-LM model (it has an MLM head)."""
-    return any(a.endswith(("ForMaskedLM", "ForPreTraining")) for a in (config.architectures or []))
+    """Whether a model config names a masked-LM model (it has an MLM head). BERT's pre-training class
+    has one; ELECTRA's (ElectraForPreTraining) is the replaced-token discriminator, which has none."""
+    return any(a.endswith("ForMaskedLM") or a == "BertForPreTraining" for a in (config.architectures or []))
 
 
 def teacher_layer_ids(text: str) -> list[int] | None:

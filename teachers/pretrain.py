@@ -41,6 +41,7 @@ from shrinkbert.core.kinds.losses import kd_logits_loss
 from shrinkbert.core.masking import Masker
 from shrinkbert.core.models import check_model_dir, count_parameters, load_model, load_tokenizer
 from shrinkbert.core.predict import model_inputs
+from shrinkbert.students.distill_models import is_mlm
 from shrinkbert.teachers import pretrain_student, reuse
 from shrinkbert.teachers.common import pad_collate, resolve_model_dir
 from shrinkbert.teachers.configs import PRESETS, PretrainConfig as Config
@@ -211,7 +212,6 @@ def load_start(cfg: Config):
         from transformers import AutoConfig
 
         model_config = AutoConfig.from_pretrained(path)
-        architectures = model_config.architectures or []
         if model_config.model_type != "bert":  # every family has a masked-LM class; NSP is BERT's alone
             from transformers import AutoModelForMaskedLM
 
@@ -219,8 +219,7 @@ def load_start(cfg: Config):
                 raise ShrinkbertError(f"{path} is a {model_config.model_type} model: next-sentence prediction is "
                                       "BERT's objective (continue it without --nsp)")
             model_cls = AutoModelForMaskedLM
-        # ElectraForPreTraining is a discriminator, not an MLM: only BERT's pre-training class has one
-        head_is_new = not any(a.endswith("ForMaskedLM") or a == "BertForPreTraining" for a in architectures)
+        head_is_new = not is_mlm(model_config)
         model = load_model(model_cls, path)
         tokenizer = load_tokenizer(cfg.tokenizer or path, model.config)
         parents = [path] + ([cfg.tokenizer] if cfg.tokenizer else [])

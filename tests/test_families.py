@@ -196,3 +196,16 @@ def test_continued_pretraining_takes_every_family(family, family_teachers, tmp_p
     assert model.config.model_type == family and model.config.architectures[0].endswith("ForMaskedLM")
     assert pretrain.main([*common, "--nsp", "--output-dir", str(tmp_path / "nsp")]) == 2
     assert not (tmp_path / "nsp").exists()
+
+
+def test_an_mlm_head_is_named_by_the_architecture_not_guessed():
+    """ELECTRA's pre-training class is the discriminator (no MLM head): general distillation must not ask it
+    for MLM logits, and continued pretraining must warm a new head up first."""
+    from types import SimpleNamespace
+
+    from shrinkbert.students.distill_models import is_mlm
+
+    assert not is_mlm(SimpleNamespace(architectures=["ElectraForPreTraining"]))
+    assert is_mlm(SimpleNamespace(architectures=["BertForPreTraining"]))
+    assert is_mlm(SimpleNamespace(architectures=["RobertaForMaskedLM"])) and is_mlm(SimpleNamespace(architectures=["ElectraForMaskedLM"]))
+    assert not is_mlm(SimpleNamespace(architectures=None))
