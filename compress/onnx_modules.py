@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from shrinkbert.compress.common import module_group
+from shrinkbert.compress.common import BASE_PREFIXES, module_group
 from shrinkbert.core.errors import ShrinkbertError
 
 # Op types whose presence means ORT fusions (O2+) rewrote the graph and renamed what they fused.
@@ -48,9 +48,9 @@ def is_fused(model) -> bool:
 
 def normalise(name: str) -> str:
     name = name.strip().replace("/", ".")
-    for prefix in ("bert.", "model."):
-        if name.startswith(prefix):
-            name = name[len(prefix):]
+    for prefix in BASE_PREFIXES:
+        if name.startswith(prefix + "."):
+            name = name[len(prefix) + 1:]
     return name
 
 

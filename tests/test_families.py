@@ -54,6 +54,14 @@ def test_five_stage_chain(family, family_teachers, tmp_path):
                           atol=1e-6)
 
     onnx = shrinkbert.export(model=str(student.path), output_dir=str(tmp_path / "onnx"))
+    # every family's layers answer to BERT's group names (quantize --exclude, accuracy-aware); MPNet, ELECTRA,
+    # DeBERTa, DistilBERT and ModernBERT graphs once had none
+    import onnx as onnx_lib
+
+    from shrinkbert.compress.onnx_modules import node_groups
+
+    groups = node_groups(onnx_lib.load(str(onnx.path / "model.onnx")))
+    assert {"embeddings", "encoder.layer.0.attention", "encoder.layer.0.intermediate", "encoder.layer.0.output"} <= set(groups)
     int8 = shrinkbert.quantize(model=str(onnx.path), output_dir=str(tmp_path / "int8"))
     bundle = shrinkbert.bundle(model=str(int8.path), output_dir=str(tmp_path / "bundle"))
     predictor = bundle.load()
