@@ -15,9 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -61,22 +59,6 @@ def torch_runner(model, batch: int, length: int, vocab: int):
     return run
 
 
-def interleaved(runners: dict, rounds: int, calls: int) -> dict[str, float]:
-    for run in runners.values():
-        for _ in range(3):
-            run()
-    times: dict[str, list[float]] = {name: [] for name in runners}
-    for _ in range(rounds):
-        for name, run in runners.items():
-            samples = []
-            for _ in range(calls):
-                start = time.perf_counter()
-                run()
-                samples.append(1000 * (time.perf_counter() - start))
-            times[name].append(statistics.median(samples))
-    return {name: statistics.median(values) for name, values in times.items()}
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--onnx", action="append", default=[], metavar="NAME=FILE", help="an ONNX graph")
@@ -93,6 +75,7 @@ def main(argv=None) -> int:
     from transformers import AutoModelForSequenceClassification
 
     from shrinkbert.core.device import describe_machine
+    from shrinkbert.core.timing import interleaved_ms
     from shrinkbert.eval.floor import host_rates
 
     cores = len(os.sched_getaffinity(0))
@@ -114,7 +97,7 @@ def main(argv=None) -> int:
         for batch, length in CASES:
             runners = {name: torch_runner(model, batch, length, args.vocab) for name, model in models.items()}
             runners.update({name: onnx_runner(path, threads, batch, length, args.vocab) for name, path in graphs.items()})
-            p50 = interleaved(runners, args.rounds, args.calls)
+            p50 = interleaved_ms(runners, args.rounds, args.calls, warmup=3)
             results["p50_ms"][f"t{threads}/b{batch}/s{length}"] = p50
             base = next(iter(models), None)
             cells = [f"{name} {ms:.2f} ms" + (f" ({p50[base] / ms:.2f}x)" if base and name != base else "")

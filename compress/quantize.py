@@ -131,9 +131,9 @@ def run(cfg: Config) -> Path:
         # the export kept ORT's SkipLayerNormalization fusion (its fp32 graph was no faster without it, or it
         # was told to): the int8 graph is timed both ways here, unless the export was told
         parent = read_manifest(src_dir) if (src_dir / "shrinkbert.json").is_file() else {}
-        told = ((parent.get("metrics") or {}).get("skip_layer_norm") or {}).get("chosen_by", "")
         layer_norm = skip_layer_norm.choose(out, cfg.max_length, cfg.threads, len(tokenizer),
-                                            "fused" if told == "--skip-layer-norm fused" else "auto", needs_types=False)
+                                            skip_layer_norm.mode_of((parent.get("metrics") or {}).get("skip_layer_norm")),
+                                            needs_types=False)
         ort_session(out)  # it must load
         copy_graph_files(src_dir, tmp, ["config.json", *kind.graph_files(src_dir)])  # an embedder's pooling files
         copy_tokenizer_files(src_dir, tmp)

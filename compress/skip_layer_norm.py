@@ -14,11 +14,12 @@ gamma, beta and epsilon; the parity check after it holds the graph to the PyTorc
 """
 from __future__ import annotations
 
-import statistics
-import time
+import functools
 from pathlib import Path
 
 import numpy as np
+
+from shrinkbert.core.timing import interleaved_ms
 
 FUSED = "SkipLayerNormalization"
 SWITCH_MARGIN = 0.03  # undo the fusion only when that is at least 3% faster: within the noise, keep O2's graph
@@ -86,19 +87,9 @@ def _interleaved_ms(files: list[str], length: int, vocab_size: int, threads: int
     ids = np.random.default_rng(0).integers(min(100, vocab_size // 2), vocab_size, (1, length)).astype(np.int64)
     given = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
     feeds = [{i.name: given[i.name] for i in session.get_inputs() if i.name in given} for session in sessions]
-    for session, feed in zip(sessions, feeds):
-        for _ in range(3):
-            session.run(None, feed)
-    times: list[list[float]] = [[] for _ in sessions]
-    for _ in range(rounds):
-        for index, (session, feed) in enumerate(zip(sessions, feeds)):
-            samples = []
-            for _ in range(calls):
-                start = time.perf_counter()
-                session.run(None, feed)
-                samples.append(time.perf_counter() - start)
-            times[index].append(1000 * statistics.median(samples))
-    return [statistics.median(values) for values in times]
+    runs = {str(index): functools.partial(session.run, None, feed)
+            for index, (session, feed) in enumerate(zip(sessions, feeds))}
+    return list(interleaved_ms(runs, rounds, calls, warmup=3).values())
 
 
 def timed_apart(files: list[Path], length: int, vocab_size: int, threads: int) -> list[float]:
@@ -116,6 +107,17 @@ def timed_apart(files: list[Path], length: int, vocab_size: int, threads: int) -
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def told(mode: str) -> str:
+    """The record's `chosen_by` for a mode the user set (not timed)."""
+    return f"--skip-layer-norm {mode}"
+
+
+def mode_of(record: dict | None) -> str:
+    """The mode a later stage keeps from an earlier one's record: "fused" where the user set it (an
+    int8 graph of such an export keeps the fusion too), else "auto"."""
+    return "fused" if (record or {}).get("chosen_by") == told("fused") else "auto"
+
+
 def choose(graph: Path, max_length: int, threads: int, vocab_size: int, mode: str = "auto",
            needs_types: bool = True) -> dict | None:
     """Time `graph` (fused) against its unfused twin at batch 1 and max_length tokens, interleaved, in a
@@ -131,7 +133,7 @@ def choose(graph: Path, max_length: int, threads: int, vocab_size: int, mode: st
     if not any(node.op_type == FUSED for node in model.graph.node):
         return None
     if mode == "fused":
-        return {"kept": "fused", "chosen_by": "--skip-layer-norm fused"}
+        return {"kept": "fused", "chosen_by": told("fused")}
     replaced = unfuse(model)
     if not replaced:
         return None
@@ -142,7 +144,7 @@ def choose(graph: Path, max_length: int, threads: int, vocab_size: int, mode: st
             return {"kept": "fused", "chosen_by": f"the undone graph's types could not be inferred ({type(err).__name__})"}
     if mode == "unfused":
         onnx.save(model, str(graph))
-        return {"kept": "unfused", "nodes": replaced, "chosen_by": "--skip-layer-norm unfused"}
+        return {"kept": "unfused", "nodes": replaced, "chosen_by": told("unfused")}
     twin = graph.with_name(graph.stem + ".unfused.onnx")
     onnx.save(model, str(twin))
     try:

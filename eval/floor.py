@@ -22,9 +22,7 @@ rate, PyTorch models to PyTorch's.
 from __future__ import annotations
 
 import json
-import statistics
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -130,32 +128,15 @@ def torch_product(shape: tuple[int, int, int], threads: int) -> Callable[[], Any
     return run
 
 
-def median_ms(run: Callable[[], Any], calls: int) -> float:
-    samples = []
-    for _ in range(calls):
-        start = time.perf_counter()
-        run()
-        samples.append(1000 * (time.perf_counter() - start))
-    return statistics.median(samples)
-
-
 def time_products(cases: dict[str, tuple[Callable[[], Any], tuple[int, int, int]]], rounds: int,
                   calls: int, best: bool = False) -> dict[str, dict[str, float]]:
-    """{case: {"ms", "gops"}}: each case warmed, then timed in interleaved rounds (drift on a shared
-    machine hits every case alike), the median of the rounds' medians; with `best`, the fastest
-    round's median (what the cores reach when nothing disturbs them: a floor's rate)."""
-    for run, _ in cases.values():
-        for _ in range(2):
-            run()
-    times: dict[str, list[float]] = {name: [] for name in cases}
-    for _ in range(rounds):
-        for name, (run, _) in cases.items():
-            times[name].append(median_ms(run, calls))
-    out = {}
-    for name, (_, (m, k, n)) in cases.items():
-        ms = min(times[name]) if best else statistics.median(times[name])
-        out[name] = {"ms": ms, "gops": 2 * m * k * n / (ms / 1000) / 1e9}
-    return out
+    """{case: {"ms", "gops"}}: the cases timed against each other (core/timing.py interleaved_ms: the
+    median of interleaved rounds' medians; with `best`, the fastest round's median, a floor's rate)."""
+    from shrinkbert.core.timing import interleaved_ms
+
+    ms = interleaved_ms({name: run for name, (run, _) in cases.items()}, rounds, calls, best=best)
+    return {name: {"ms": ms[name], "gops": 2 * m * k * n / (ms[name] / 1000) / 1e9}
+            for name, (_, (m, k, n)) in cases.items()}
 
 
 def host_rates(threads: int, rounds: int = 5, calls: int = 5) -> dict[str, Any]:
