@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from shrinkbert.compress import bundle_files, static_predictor
+from shrinkbert.compress.bundle_runtime import parse_threads
 from shrinkbert.compress.mobile_layout import write_mobile_layout
 from shrinkbert.compress.web_layout import WEB_VECTOR_OUTPUT, copy_renaming_output, write_web_layout
 from shrinkbert.core.parity_texts import PARITY_SENTENCES, parity_texts
@@ -61,6 +62,7 @@ def run(model: str | Path, output_dir: str | Path, data: dict | None = None, spi
     graph's .ort file beside it, compress/mobile_layout.py)."""
     if not output_dir:
         raise ShrinkbertError("give --output-dir for the bundle")
+    parse_threads(threads)  # one line before any work, as the classifier bundle (a table bundle has no threads)
     if (Path(model) / static_predictor.ONNX_FILE).is_file():
         return run_onnx(model, output_dir, data, spin, target, threads)
     if target != "python":

@@ -185,3 +185,15 @@ def test_search_loads_a_teacher_built_index_and_checks_it(student_dir, tmp_path)
     done = subprocess.run([sys.executable, str(bundle / "predict.py"), "--search", "good movie", "--index",
                            str(tmp_path / "wide.npy")], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and done.stderr.startswith("error: ") and "dimensions" in done.stderr
+
+
+def test_a_bad_thread_count_is_one_line_before_any_work(student_dir, tmp_path):
+    """A static student's bundle has no graph to give threads, and still refuses a bad --threads, as a
+    classifier bundle does."""
+    from shrinkbert.compress.static_bundle import main
+
+    with pytest.raises(Exception, match="threads must be"):
+        run(student_dir, tmp_path / "bundle", threads="many")
+    assert not (tmp_path / "bundle").exists()
+    assert main(["--model", str(student_dir), "--output-dir", str(tmp_path / "cli"), "--threads", "0"]) == 2
+    assert not (tmp_path / "cli").exists()
