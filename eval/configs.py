@@ -50,6 +50,9 @@ class EvalConfig(DataConfig):
                                "(recall@1/@10, MRR@10 in the baseline's index, drop-in, and in each variant's own; "
                                "'' for none)")
     retrieval_questions: int = field(1000, "embeddings: questions sampled for --retrieval (200 with --quick)", min=1)
+    retrieval_articles: str = field("all", "embeddings: the --retrieval articles searched: all | held-out (the half "
+                                           "whose questions a SQuAD --corpus never gives a student: measure a student "
+                                           "distilled on SQuAD questions here)", choices=("all", "held-out"))
 
 
 def eval_parser(description: str, prog: str | None = None) -> argparse.ArgumentParser:

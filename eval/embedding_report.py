@@ -155,7 +155,8 @@ def run(config, rows, artifacts: list[str], baseline: str | None) -> tuple[dict,
         from shrinkbert.eval.retrieval import gold_ranks, paired_difference, read_squad_retrieval, scores_of
 
         retrieval = read_squad_retrieval(config.retrieval, 200 if quick else config.retrieval_questions,
-                                         config.split_seed or 0, max_articles=8 if quick else 0)
+                                         config.split_seed or 0, max_articles=8 if quick else 0,
+                                         articles=config.retrieval_articles)
         base_docs = base_ranks = None
     tokenizer = baseline_tokenizer(base)
     text = [timed_text(pairs.first + pairs.second, max_length, tokenizer)]
@@ -226,7 +227,8 @@ def run(config, rows, artifacts: list[str], baseline: str | None) -> tuple[dict,
               "latency": {"batch": 1, "tokens": len(tokenizer.encode(text[0]).ids) if tokenizer else None,
                           "max_length": max_length, "runs": runs, "warmup": warmup, "process": "own",
                           "other_cpu_cores": next((stats.get("other_cpu_cores") for stats in latency.values()), None)},
-              "retrieval": ({"file": str(config.retrieval), "paragraphs": len(retrieval.paragraphs),
+              "retrieval": ({"file": str(config.retrieval), "articles": config.retrieval_articles,
+                             "paragraphs": len(retrieval.paragraphs),
                              "questions": len(retrieval.questions)} if retrieval is not None else None),
               "variants": variants, "cache": {"hits": 0, "dir": "", "enabled": False}}
     report["markdown"] = to_markdown(report)
@@ -298,7 +300,8 @@ def retrieval_markdown(report: dict) -> list[str]:
     def share(scores: dict, name: str) -> str:
         return f"{scores[name]['value'] / base[name]['value']:.1%}" if base and base[name]["value"] else "–"
 
-    lines = ["", f"## Retrieval: {info['questions']} questions searching {info['paragraphs']} paragraphs "
+    held_out = " of the held-out articles" if info.get("articles") == "held-out" else ""
+    lines = ["", f"## Retrieval: {info['questions']} questions searching {info['paragraphs']} paragraphs{held_out} "
                  f"({Path(info['file']).name})", "",
              "teacher: the baseline's questions in its own index; drop-in: the variant's questions in the "
              "baseline's index; own: the variant's questions in its own index. 95% bootstrap intervals over "

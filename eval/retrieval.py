@@ -8,7 +8,9 @@ Three settings, each with recall@1, recall@10 and MRR@10 and a bootstrap interva
                query side of a deployed search, the index left as the teacher built it)
     own        the variant's query vectors in its own index (the whole search re-built with it)
 
-The questions are a seeded sample across the articles; every paragraph of the file is indexed. A
+The questions are a seeded sample across the articles; every paragraph of the file is indexed (with
+--retrieval-articles held-out, every paragraph of the half of the articles whose questions a
+distillation corpus never takes: core/data/qa_data.article_half). A
 drop-in variant is also compared with the teacher question by question (`paired_difference`): its
 recall minus the teacher's, in points, with the report's paired bootstrap interval (eval/stats.py),
 tighter than the two settings' own intervals suggest.
@@ -22,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from shrinkbert.core.data.qa_data import HELD_OUT_HALF, article_half
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.eval.stats import paired_bootstrap
 
@@ -36,16 +39,25 @@ class Retrieval:
     gold: np.ndarray  # each question's paragraph row
 
 
-def read_squad_retrieval(path: str | Path, max_questions: int, seed: int = 0, max_articles: int = 0) -> Retrieval:
-    """Every paragraph of a SQuAD JSON file (of its first `max_articles`, 0: all), and up to
-    `max_questions` of their questions (seeded)."""
+ARTICLES = ("all", HELD_OUT_HALF)
+
+
+def read_squad_retrieval(path: str | Path, max_questions: int, seed: int = 0, max_articles: int = 0,
+                         articles: str = "all") -> Retrieval:
+    """Every paragraph of a SQuAD JSON file (of its first `max_articles`, 0: all; with articles
+    "held-out", only the articles whose questions a distillation corpus never takes,
+    qa_data.article_half), and up to `max_questions` of their questions (seeded)."""
+    if articles not in ARTICLES:
+        raise ShrinkbertError(f"--retrieval-articles {articles}: choose {' or '.join(ARTICLES)}")
     file = Path(path)
     try:
-        articles = json.loads(file.read_text(encoding="utf-8"))["data"]
+        found = json.loads(file.read_text(encoding="utf-8"))["data"]
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise ShrinkbertError(f"--retrieval {path}: not a readable SQuAD JSON file ({str(err).splitlines()[0][:200]})") from None
+    if articles == HELD_OUT_HALF:
+        found = [article for article in found if article_half(str(article.get("title") or "")) == HELD_OUT_HALF]
     paragraphs, questions = [], []
-    for article in articles[:max_articles or None]:
+    for article in found[:max_articles or None]:
         for paragraph in article.get("paragraphs", []):
             row = len(paragraphs)
             paragraphs.append(paragraph["context"])

@@ -359,6 +359,7 @@ def distill(
     cache_dir: str = '',
     mode: str = 'task',
     corpus: str = '',
+    corpus_mix: str = 'pooled',
     mlm_probability: float = 0.15,
     max_train_rows: int = 0,
     max_eval_rows: int = 0,
@@ -387,6 +388,7 @@ def distill(
     embedding_weight: float = 0.0,
     hard_weight: float = 0.0,
     temperature: float = 2.0,
+    query_pull: float = 0.0,
     attention_loss: str = 'kl',
     cache: bool = True,
     cache_hidden: bool = True,
@@ -463,7 +465,10 @@ def distill(
             embeddings]
         corpus: str = ''
             mode general/embeddings: comma-separated corpora (imdb, brown, sotu, wordnet, .txt files, .csv
-            files: their text columns)
+            files: their text columns, SQuAD .json files: the questions of the training half of their articles)
+        corpus_mix: str = 'pooled'
+            mode embeddings, with --max-train-rows: pooled (a sample of all --corpus lines together, so a large
+            corpus dominates) | equal (an equal share from each corpus) [one of pooled, equal]
         mlm_probability: float = 0.15
             mode general: share of tokens masked [> 0 and <= 1]
         max_train_rows: int = 0
@@ -542,6 +547,10 @@ def distill(
             weight of cross-entropy with the gold labels; 0 = off [>= 0]
         temperature: float = 2.0
             softmax temperature of the logit KD [> 0]
+        query_pull: float = 0.0
+            mode embeddings: for each question of a SQuAD --corpus file, the share of its target taken from the
+            teacher's vector of its gold paragraph (the student's query moves towards the document a
+            teacher-built index holds for it); 0 = off [>= 0 and <= 1]
         attention_loss: str = 'kl'
             kl | mse between attention probabilities [one of kl, mse]
 
@@ -1181,6 +1190,7 @@ def report(
     classify: str = 'movie-snippets,bbc-news',
     retrieval: str = '',
     retrieval_questions: int = 1000,
+    retrieval_articles: str = 'all',
     output_dir: str = 'runs/eval',
 ) -> dict[str, Any]:
     """Measure variants: accuracy, latency, size; the report.
@@ -1275,6 +1285,10 @@ def report(
             in the baseline's index, drop-in, and in each variant's own; '' for none)
         retrieval_questions: int = 1000
             embeddings: questions sampled for --retrieval (200 with --quick) [>= 1]
+        retrieval_articles: str = 'all'
+            embeddings: the --retrieval articles searched: all | held-out (the half whose questions a SQuAD
+            --corpus never gives a student: measure a student distilled on SQuAD questions here) [one of all,
+            held-out]
 
     Output:
         output_dir: str = 'runs/eval'

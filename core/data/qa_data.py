@@ -10,10 +10,14 @@ the file and the question id: an answer whose text is not at its answer_start, a
 or question, an unanswerable question in a file read as v1.1, a duplicate id.
 
 One file is split by article (`title`, else by paragraph) with the split seed, never by
-question: a test question's paragraph must not have been trained on.
+question: a test question's paragraph must not have been trained on. Questions used as distillation
+text (an embedding student's query-like corpus) come from one half of the articles and the
+retrieval measure can search the other (`article_half`): the half is a hash of the title, so the same
+article falls on the same side in every file that holds it (SQuAD v1.1, v2.0 and XQuAD share them).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any, Iterable
@@ -183,6 +187,28 @@ def check_rows(rows: list[dict[str, Any]], where: str, version_2: bool) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # Splitting
+
+TRAINING_HALF, HELD_OUT_HALF = "training", "held-out"
+
+
+def article_half(title: str) -> str:
+    """Which half of a SQuAD file's articles `title` belongs to: questions of the training half may
+    be distilled on, the held-out half is searched (eval --retrieval-articles held-out). A hash of the
+    title, not a seeded draw, so it is the same in every file and for every --seed."""
+    return TRAINING_HALF if hashlib.sha256(title.encode("utf-8")).digest()[0] % 2 == 0 else HELD_OUT_HALF
+
+
+def training_questions(path: str | Path) -> list[tuple[str, str]]:
+    """(question, its paragraph) for every distinct question of the training half of a SQuAD file's
+    articles (answerable or not: a SQuAD v2.0 file's unanswerable questions are queries too)."""
+    table = read_qa_file(path)
+    pairs = {}
+    for title, question, context in zip(table["title"], table["question"], table["context"]):
+        if article_half(title or f"context:{context}") == TRAINING_HALF:
+            pairs.setdefault(" ".join(question.split()), context)
+    if not pairs:
+        raise ShrinkbertError(f"{path}: no article of the training half (qa_data.article_half) holds a question")
+    return list(pairs.items())
 
 
 def article_groups(table: datasets.Dataset) -> list[str]:
