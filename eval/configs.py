@@ -50,6 +50,10 @@ class EvalConfig(DataConfig):
                                "(recall@1/@10, MRR@10 in the baseline's index, drop-in, and in each variant's own; "
                                "'' for none)")
     retrieval_questions: int = field(1000, "embeddings: questions sampled for --retrieval (200 with --quick)", min=1)
+    nli: str = field("", "embeddings: a premise,hypothesis,label CSV (SNLI's) whose entailed and contradicted pairs "
+                         "each variant ranks by cosine (ROC AUC x100: similarity on another style of text than "
+                         "STS-B's; '' for none)")
+    nli_pairs: int = field(1000, "embeddings: pairs of each label read from --nli (300 with --quick)", min=1)
     retrieval_articles: str = field("all", "embeddings: the --retrieval articles searched: all | held-out (the half "
                                            "whose questions a SQuAD --corpus never gives a student: measure a student "
                                            "distilled on SQuAD questions here)", choices=("all", "held-out"))

@@ -7,6 +7,9 @@
 - frozen-embedding classification (MTEB's protocol): a logistic regression (scikit-learn,
   max_iter 100) on the frozen vectors of a labelled task's train rows, accuracy on its test rows,
   averaged over a few seeded, label-balanced subsamples of the train rows;
+- NLI ranking: SNLI-style pairs (premise, hypothesis, label) scored by cosine; the area under the
+  ROC curve of entailment against contradiction (the chance that a random entailed pair is closer
+  than a random contradicted one): similarity on another style of text than STS-B's;
 - throughput: sentences/s embedding a list at batch 32 (indexing speed), one pass after a warm-up.
 
 Every function takes `encode(texts) -> float32 [n, dim]`, so PyTorch, ONNX, static and bundle
@@ -91,6 +94,43 @@ def task_classification(encode: Encode, task_name: str, max_train: int = 2000, m
         splits["test"].select(range(min(max_test, len(splits["test"]))))
     return classification_accuracy(encode(list(train["text"])), train["label"], encode(list(test["text"])),
                                    test["label"], **options)
+
+
+NLI_POSITIVE, NLI_NEGATIVE = "entailment", "contradiction"
+
+
+def read_nli_pairs(path, max_pairs: int) -> tuple[list[str], list[str], np.ndarray]:
+    """(premises, hypotheses, 1 for entailment / 0 for contradiction) of a premise,hypothesis,label CSV
+    (SNLI's layout), neutral pairs left out; the first `max_pairs` of each label (0: all)."""
+    import csv
+    from pathlib import Path
+
+    file = Path(path)
+    try:
+        with open(file, encoding="utf-8-sig", newline="") as handle:
+            rows = list(csv.DictReader(handle))
+    except OSError as err:
+        raise ShrinkbertError(f"--nli {path}: {err.strerror or err}") from None
+    if not rows or not {"premise", "hypothesis", "label"} <= set(rows[0]):
+        raise ShrinkbertError(f"--nli {path}: needs premise, hypothesis and label columns (SNLI's layout)")
+    kept = {NLI_POSITIVE: [], NLI_NEGATIVE: []}
+    for row in rows:
+        label = str(row["label"]).strip().lower()
+        if label in kept and (not max_pairs or len(kept[label]) < max_pairs):
+            kept[label].append(row)
+    if not kept[NLI_POSITIVE] or not kept[NLI_NEGATIVE]:
+        raise ShrinkbertError(f"--nli {path}: needs both {NLI_POSITIVE} and {NLI_NEGATIVE} pairs")
+    chosen = kept[NLI_POSITIVE] + kept[NLI_NEGATIVE]
+    return ([r["premise"] for r in chosen], [r["hypothesis"] for r in chosen],
+            np.asarray([1] * len(kept[NLI_POSITIVE]) + [0] * len(kept[NLI_NEGATIVE])))
+
+
+def nli_auc(encode: Encode, premises: list[str], hypotheses: list[str], entailed: np.ndarray) -> float:
+    """The ROC AUC x100 of the pairs' cosines for telling entailment (1) from contradiction (0)."""
+    from sklearn.metrics import roc_auc_score  # deferred: only this measure needs it
+
+    cosines = np.sum(_unit(encode(premises)) * _unit(encode(hypotheses)), axis=1)
+    return float(roc_auc_score(entailed, cosines)) * 100
 
 
 def throughput(encode: Callable[..., np.ndarray], texts: Sequence[str], batch_size: int = 32) -> float:

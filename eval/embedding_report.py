@@ -7,6 +7,8 @@ or int8 ONNX graph, a static student, a bundle — it measures:
     spearman       the task's test Spearman of cosine x100 (MTEB's STS score; core/sts.py)
     of baseline    that score over the baseline's (the teacher: the first artifact unless --baseline)
     agreement      mean cosine of the variant's and the baseline's vectors of the same query sentences
+    NLI AUC        --nli's entailed pairs ranked above its contradicted ones by cosine (ROC AUC x100,
+                   eval/embedding_eval.nli_auc): similarity on another style of text
     recall@10      the drop-in test: the baseline's ten nearest neighbours among --index-sentences
                    sentences of --index-corpus (embedded by the baseline), found by the variant's query
                    vectors in that same index (only for variants in the baseline's vector space)
@@ -132,7 +134,8 @@ def run(config, rows, artifacts: list[str], baseline: str | None) -> tuple[dict,
     """Measure every artifact; write report.md and report.json into config.output_dir."""
     from shrinkbert.core.data.scored_pairs import ScoredPairs
     from shrinkbert.core.device import describe_machine, set_threads
-    from shrinkbert.eval.embedding_eval import agreement, drop_in_recall, task_classification, throughput
+    from shrinkbert.eval.embedding_eval import (agreement, drop_in_recall, nli_auc, read_nli_pairs, task_classification,
+                                                throughput)
     from shrinkbert.core.sts import sts_spearman
 
     if not artifacts:
@@ -158,6 +161,7 @@ def run(config, rows, artifacts: list[str], baseline: str | None) -> tuple[dict,
                                          config.split_seed or 0, max_articles=8 if quick else 0,
                                          articles=config.retrieval_articles)
         base_docs = base_ranks = None
+    nli = read_nli_pairs(config.nli, 300 if quick else config.nli_pairs) if config.nli else None
     tokenizer = baseline_tokenizer(base)
     text = [timed_text(pairs.first + pairs.second, max_length, tokenizer)]
     variants, timed = [], {}
@@ -170,6 +174,8 @@ def run(config, rows, artifacts: list[str], baseline: str | None) -> tuple[dict,
             encode, entry["runtime"] = open_encoder(path, threads, max_length)
             metrics = entry["metrics"]
             metrics["spearman"] = sts_spearman(encode, pairs)
+            if nli is not None:
+                metrics["nli_auc"] = nli_auc(encode, *nli)
             queries = encode(query_texts)
             if path == base:
                 base_index, base_queries = encode(index_texts), queries
@@ -211,6 +217,8 @@ def run(config, rows, artifacts: list[str], baseline: str | None) -> tuple[dict,
         metrics = entry["metrics"]
         if base_metrics.get("spearman"):
             metrics["of_baseline"] = metrics["spearman"] / base_metrics["spearman"]
+        if base_metrics.get("nli_auc") and metrics.get("nli_auc") is not None:
+            metrics["nli_of_baseline"] = metrics["nli_auc"] / base_metrics["nli_auc"]
         if entry["name"] not in latency:
             entry["note"] = f"not timed: {untimed.get(entry['name'], 'its worker gave no figures')}"
             continue
@@ -227,6 +235,7 @@ def run(config, rows, artifacts: list[str], baseline: str | None) -> tuple[dict,
               "latency": {"batch": 1, "tokens": len(tokenizer.encode(text[0]).ids) if tokenizer else None,
                           "max_length": max_length, "runs": runs, "warmup": warmup, "process": "own",
                           "other_cpu_cores": next((stats.get("other_cpu_cores") for stats in latency.values()), None)},
+              "nli": ({"file": str(config.nli), "pairs": len(nli[2])} if nli is not None else None),
               "retrieval": ({"file": str(config.retrieval), "articles": config.retrieval_articles,
                              "paragraphs": len(retrieval.paragraphs),
                              "questions": len(retrieval.questions)} if retrieval is not None else None),
@@ -246,6 +255,7 @@ def _cell(value, fmt: str) -> str:
 
 def to_markdown(report: dict) -> str:
     tasks = report.get("classify", {}).get("tasks", [])
+    nli = report.get("nli")
     lines = [f"# {report['title']}", "",
              f"Machine: {report['machine']}; {report['threads']} threads. STS test: {report['test_pairs']} pairs. "
              f"Drop-in index: {report['index']['sentences']} {report['index']['corpus']} sentences embedded by "
@@ -255,16 +265,20 @@ def to_markdown(report: dict) -> str:
              f"{report['latency']['runs']} timed calls in interleaved bursts"
              + (f"; other processes kept {report['latency']['other_cpu_cores']} cores busy meanwhile"
                 if report['latency'].get('other_cpu_cores') is not None else "") + ".", "",
-             "| variant | runtime | STS Spearman | of baseline | recall@10 | agreement | "
+             "| variant | runtime | STS Spearman | of baseline | " + ("NLI AUC | of baseline | " if nli else "")
+             + "recall@10 | agreement | "
              + "".join(f"{task} acc | " for task in tasks) + "p50 ms | p90 ms | speed-up | sentences/s b32 | dim | size MB |",
-             "|---|---|--:|--:|--:|--:|" + "--:|" * len(tasks) + "--:|--:|--:|--:|--:|--:|"]
+             "|---|---|--:|--:|" + ("--:|--:|" if nli else "") + "--:|--:|" + "--:|" * len(tasks)
+             + "--:|--:|--:|--:|--:|--:|"]
     for entry in report["variants"]:
         m = entry["metrics"]
         if entry["error"]:
-            lines.append(f"| {entry['name']} | failed: {entry['error']} |" + " |" * (10 + len(tasks)))
+            lines.append(f"| {entry['name']} | failed: {entry['error']} |" + " |" * (10 + len(tasks) + (2 if nli else 0)))
             continue
         lines.append(f"| {entry['name']} | {entry['runtime']} | {_cell(m.get('spearman'), '.2f')} | "
-                     f"{_cell(m.get('of_baseline'), '.1%')} | {_cell(m.get('recall_at_10'), '.3f')} | "
+                     f"{_cell(m.get('of_baseline'), '.1%')} | "
+                     + (f"{_cell(m.get('nli_auc'), '.2f')} | {_cell(m.get('nli_of_baseline'), '.1%')} | " if nli else "")
+                     + f"{_cell(m.get('recall_at_10'), '.3f')} | "
                      f"{_cell(m.get('agreement'), '.3f')} | "
                      + "".join(f"{_cell(m.get(f'{task}_accuracy'), '.1f')} | " for task in tasks)
                      + f"{_cell(m.get('p50_ms'), '.2f')} | "
@@ -273,6 +287,9 @@ def to_markdown(report: dict) -> str:
                      f"{_cell(m.get('size_mb'), '.1f')} |")
     lines += ["", "recall@10 and agreement are measured only for variants in the baseline's vector space "
                   "(a student with its own --dim has neither)."]
+    if nli:
+        lines += [f"NLI AUC: {nli['pairs']} pairs of {Path(nli['file']).name} (entailed and contradicted, neutral left "
+                  "out) ranked by cosine, ROC AUC x100: the chance an entailed pair is the closer one."]
     lines += [f"- {entry['name']}: {entry['note']}" for entry in report["variants"] if entry.get("note")]
     lines += retrieval_markdown(report)
     if tasks:

@@ -120,6 +120,10 @@ def test_the_report_has_a_row_per_artifact_and_the_bundles_equal_their_models(ra
     paired = metrics["student-int8"]["retrieval_drop_in_vs_teacher"]
     assert all(d["low"] <= d["value"] <= d["high"] for d in paired.values()) and set(paired) == {"recall_at_1", "recall_at_10"}
     assert "retrieval_drop_in_vs_teacher" not in metrics["static"] and "Drop-in minus teacher" in (out / "report" / "report.md").read_text()
+    # similarity on another style of text: SNLI test pairs, entailed ranked above contradicted (300 of each, quick)
+    assert report["nli"]["pairs"] == 600 and all(0 <= m["nli_auc"] <= 100 for m in metrics.values())
+    assert metrics["static-bundle"]["nli_auc"] == pytest.approx(metrics["static"]["nli_auc"], abs=1e-9)
+    assert metrics["teacher"]["nli_of_baseline"] == pytest.approx(1.0) and "| NLI AUC |" in (out / "report" / "report.md").read_text()
 
 
 def test_the_static_bundle_predicts_without_torch_from_its_own_folder(ran):

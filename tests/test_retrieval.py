@@ -54,3 +54,23 @@ def test_the_drop_in_difference_is_paired_over_the_same_questions():
     diff = paired_difference(worse, base)
     assert abs(diff["recall_at_1"]["value"] + 100 * 50 / 300) < 1e-9 and diff["recall_at_1"]["high"] < 0
     assert diff["recall_at_10"] == {"value": 0.0, "low": 0.0, "high": 0.0}
+
+
+def test_nli_pairs_are_ranked_by_cosine_entailed_above_contradicted(tmp_path):
+    from shrinkbert.eval.embedding_eval import nli_auc, read_nli_pairs
+
+    rows = ["premise,hypothesis,label", "a,a1,entailment", "b,b1,contradiction", "c,c1,neutral", "d,d1,entailment",
+            "e,e1,contradiction"]
+    (tmp_path / "nli.csv").write_text("\n".join(rows) + "\n")
+    premises, hypotheses, entailed = read_nli_pairs(tmp_path / "nli.csv", 0)
+    assert premises == ["a", "d", "b", "e"] and entailed.tolist() == [1, 1, 0, 0]  # neutral left out
+    assert read_nli_pairs(tmp_path / "nli.csv", 1)[0] == ["a", "b"]
+    close = {"a": [1, 0], "a1": [1, 0.1], "d": [0, 1], "d1": [0.1, 1], "b": [1, 0], "b1": [0, 1], "e": [0, 1], "e1": [1, 0.2]}
+
+    def encode(texts):
+        return np.asarray([close[t] for t in texts], np.float32)
+    assert nli_auc(encode, premises, hypotheses, entailed) == pytest.approx(100.0)
+    assert nli_auc(lambda texts: np.ones((len(texts), 2), np.float32), premises, hypotheses, entailed) == 50.0  # all tied
+    (tmp_path / "bad.csv").write_text("sentence1,sentence2,score\nx,y,1\n")
+    with pytest.raises(ShrinkbertError, match="needs premise, hypothesis and label columns"):
+        read_nli_pairs(tmp_path / "bad.csv", 0)
