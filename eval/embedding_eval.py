@@ -1,6 +1,7 @@
 """How well a student embedder stands in for its teacher, beyond STS (core/sts.py):
 
-- agreement: mean cosine between the student's and the teacher's vectors of the same sentences;
+- agreement (core/kinds/embedding.py, which the student's epoch pick uses too): mean cosine between
+  the student's and the teacher's vectors of the same sentences;
 - drop-in recall@k: held-out corpus sentences embedded by the *teacher* (the index a user already
   has), queries embedded by the *student*; the share of the teacher's own k nearest neighbours
   (its queries against its index) the student's query finds among its k;
@@ -23,21 +24,12 @@ from typing import Callable, Sequence
 import numpy as np
 
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.kinds.embedding import normalize_rows
 
 Encode = Callable[[list[str]], np.ndarray]
 
 
-def _unit(vectors: np.ndarray) -> np.ndarray:
-    vectors = np.asarray(vectors, np.float32)
-    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-
-
-def agreement(student_vectors: np.ndarray, teacher_vectors: np.ndarray) -> float:
-    """Mean cosine of row i of the student's vectors with row i of the teacher's (same sentences)."""
-    if student_vectors.shape != teacher_vectors.shape:
-        raise ShrinkbertError(f"agreement needs vectors in the teacher's space: student {student_vectors.shape}, "
-                              f"teacher {teacher_vectors.shape}")
-    return float(np.mean(np.sum(_unit(student_vectors) * _unit(teacher_vectors), axis=1)))
+_unit = normalize_rows
 
 
 def top_k(queries: np.ndarray, index: np.ndarray, k: int) -> np.ndarray:

@@ -134,8 +134,8 @@ def run(config, rows, artifacts: list[str], baseline: str | None) -> tuple[dict,
     """Measure every artifact; write report.md and report.json into config.output_dir."""
     from shrinkbert.core.data.scored_pairs import ScoredPairs
     from shrinkbert.core.device import describe_machine, set_threads
-    from shrinkbert.eval.embedding_eval import (agreement, drop_in_recall, nli_auc, read_nli_pairs, task_classification,
-                                                throughput)
+    from shrinkbert.core.kinds.embedding import agreement
+    from shrinkbert.eval.embedding_eval import drop_in_recall, nli_auc, read_nli_pairs, task_classification, throughput
     from shrinkbert.core.sts import sts_spearman
 
     if not artifacts:

@@ -46,6 +46,7 @@ from shrinkbert.core.data.builtin import resolve_model
 from shrinkbert.core.data.cache import default_cache_dir
 from shrinkbert.core.embedder import Embedder, write_st_layout
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.kinds.embedding import agreement
 from shrinkbert.core.kinds.losses import mse_cosine_loss
 from shrinkbert.core.train import checkpoint_dir_for, is_main_process, remove_checkpoints, wait_for_everyone
 from shrinkbert.students.cache import teacher_identity, text_fingerprint
@@ -184,11 +185,13 @@ def loop_config(config: EmbeddingStudentConfig) -> TrainConfig:
 
 def train_student(student: Embedder, teacher: Embedder, sentences: list[str], targets: np.ndarray,
                   config: EmbeddingStudentConfig, validation=None, log=print, loop: TrainConfig | None = None,
-                  checkpoint_dir: str | Path | None = None) -> dict:
+                  checkpoint_dir: str | Path | None = None, unseen: tuple[list[str], np.ndarray] | None = None) -> dict:
     """Distil in place through the kit's one training loop (core/train.py: Accelerate, checkpoints
     every `loop.checkpoint_every` steps, exact resume); returns the training record (losses per
     epoch, the epoch kept, validation scores). With `validation`, the best epoch's weights are kept
-    in `checkpoint_dir/best`, beside the checkpoints, so a resumed run keeps them too."""
+    in `checkpoint_dir/best`, beside the checkpoints, so a resumed run keeps them too; the best by
+    `selection_score`: STS validation Spearman, plus the agreement with the teacher on `unseen`
+    (lines never trained on, and the teacher's vectors of them) where the student shares its space."""
     import tempfile
 
     from datasets import Dataset
@@ -235,24 +238,30 @@ def train_student(student: Embedder, teacher: Embedder, sentences: list[str], ta
         best_dir = checkpoints / "best"
         fresh = not loop.resume or not (checkpoints / "run" / LATEST).is_file()
 
-        def keep_if_best(score: float) -> None:
+        def keep_if_best(score: float, found: dict | None = None) -> None:
             saved = best_dir / "score.json"
             if (not saved.is_file() or score > json.loads(saved.read_text())["score"]) and is_main_process():
                 best_dir.mkdir(parents=True, exist_ok=True)
                 save_file({k: v.contiguous() for k, v in modules.state_dict().items()}, str(best_dir / "weights.safetensors"))
-                saved.write_text(json.dumps({"score": score}))
+                saved.write_text(json.dumps({"score": score, **(found or {})}))
+
+        def measures() -> dict:
+            found = {"validation_spearman": sts_spearman(student.encode, validation)}
+            if unseen is not None:
+                found["unseen_agreement"] = agreement(student.encode(unseen[0]), unseen[1])
+            return found
 
         def eval_fn(_trained) -> dict:
-            score = sts_spearman(student.encode, validation)
-            keep_if_best(score)
-            return {"validation_spearman": score}
+            found = measures()
+            keep_if_best(selection_score(found), found)
+            return found
 
         if validation is not None and fresh:  # the teacher-initialised student is a candidate too (epoch 0)
             shutil.rmtree(best_dir, ignore_errors=True)
             modules.eval()
-            untrained = sts_spearman(student.encode, validation)
-            keep_if_best(untrained)
-            log(f"  epoch 0: STS validation {untrained:.2f}")
+            untrained = measures()
+            keep_if_best(selection_score(untrained), untrained)
+            log(f"  epoch 0: {measures_text(untrained)}")
         metrics = train(modules, rows, collate, loss_fn, loop, checkpoints / "run",
                         eval_fn=eval_fn if validation is not None else None, desc="distill embeddings",
                         frozen_modules=[teacher.model] if hidden_loss else ())
@@ -260,20 +269,39 @@ def train_student(student: Embedder, teacher: Embedder, sentences: list[str], ta
         record = {"hidden_loss": hidden_loss, "steps": metrics["steps"], "train_time_s": metrics["train_time_s"],
                   "mixed_precision": metrics.get("mixed_precision"),
                   "epochs": [{"epoch": epoch + 1, "loss": loss,
-                              **({"validation_spearman": evals[epoch]["validation_spearman"]}
+                              **({name: evals[epoch][name] for name in MEASURES if name in evals[epoch]}
                                  if epoch < len(evals) else {})}
                              for epoch, loss in enumerate(epoch_losses(metrics))]}
         for entry in record["epochs"]:
             log(f"  epoch {entry['epoch']}: loss {entry['loss']:.4f}"
-                + (f", STS validation {entry['validation_spearman']:.2f}" if "validation_spearman" in entry else ""))
+                + (f", {measures_text(entry)}" if "validation_spearman" in entry else ""))
         if validation is not None:
             wait_for_everyone()  # the main process wrote the kept weights
             modules.load_state_dict(load_file(str(best_dir / "weights.safetensors")))
             kept = json.loads((best_dir / "score.json").read_text())["score"]
-            record["validation_spearman"] = kept
-            record["epoch_kept"] = next((e["epoch"] for e in record["epochs"] if e.get("validation_spearman") == kept), 0)
+            chosen = next((e for e in record["epochs"] if "validation_spearman" in e and selection_score(e) == kept), None)
+            record["epoch_kept"] = chosen["epoch"] if chosen else 0  # 0: the teacher-initialised student
+            record["kept_by"] = SELECTION if unseen is not None else "STS validation Spearman"
+            kept_measures = chosen or json.loads((best_dir / "score.json").read_text())
+            record.update({name: kept_measures[name] for name in MEASURES if name in kept_measures})
     modules.eval()
     return record
+
+
+MEASURES = ("validation_spearman", "unseen_agreement")
+SELECTION = "STS validation Spearman + 100 x mean cosine with the teacher on unseen corpus lines"
+
+
+def selection_score(found: dict) -> float:
+    """What an epoch is kept by: the STS validation Spearman (x100), plus 100 x the mean cosine with
+    the teacher's vectors of lines never trained on where measured, so an epoch that gains on STS-B
+    by drifting from the teacher on other text is not kept for it."""
+    return found["validation_spearman"] + 100 * found.get("unseen_agreement", 0.0)
+
+
+def measures_text(found: dict) -> str:
+    return f"STS validation {found['validation_spearman']:.2f}" + (
+        f", agreement on unseen lines {found['unseen_agreement']:.4f}" if "unseen_agreement" in found else "")
 
 
 def _pooled(student: Embedder, hidden, attention_mask):
@@ -310,7 +338,7 @@ def distill_embedding(teacher_path: str | Path, sentences: list[str], out_dir: s
                       config: EmbeddingStudentConfig | None = None, validation=None,
                       cache_dir: str | Path | None = None, log=print, data: dict | None = None,
                       student_path: str | Path | None = None, loop: TrainConfig | None = None,
-                      goals: list[str | None] | None = None, pull: float = 0.0) -> Path:
+                      goals: list[str | None] | None = None, pull: float = 0.0, unseen: list[str] | None = None) -> Path:
     """Distil a transformer embedding student from `teacher_path` on `sentences`; write it to out_dir
     (data: the data record its manifest carries for later stages, e.g. the scored-pairs task;
     student_path: distil into that existing model, e.g. a pruned one, instead of a new shape; loop:
@@ -344,7 +372,11 @@ def distill_embedding(teacher_path: str | Path, sentences: list[str], out_dir: s
     started = time.perf_counter()
     loop = loop or loop_config(config)
     checkpoints = checkpoint_dir_for(out_dir) if loop.checkpoint_every > 0 else None
-    training = train_student(student, teacher, sentences, targets, config, validation, log, loop, checkpoints)
+    held_out = None
+    if unseen and validation is not None and components is None:  # agreement needs the teacher's space
+        held_out = (list(unseen), teacher_vectors(teacher, resolved, list(unseen), cache_dir))
+    training = train_student(student, teacher, sentences, targets, config, validation, log, loop, checkpoints,
+                             unseen=held_out)
     training["seconds"] = time.perf_counter() - started
     sample = sentences[:64]
     agreement = None
@@ -353,8 +385,11 @@ def distill_embedding(teacher_path: str | Path, sentences: list[str], out_dir: s
     metrics = {"train_sentences": len(sentences), "steps": training["steps"], "train_time_s": training["train_time_s"],
                "mixed_precision": training.get("mixed_precision"),
                **({"agreement_train_sample": agreement} if agreement is not None else {})}
-    if "validation_spearman" in training:
-        metrics["validation_spearman"] = training["validation_spearman"]
+    for name in MEASURES:
+        if name in training:
+            metrics[name] = training[name]
+    if held_out is not None:
+        metrics["unseen_lines"] = len(held_out[0])
     if pulled:
         metrics["query_pull"] = {"weight": pull, "questions": pulled}
     norms = np.linalg.norm(student.encode(sample[:8]), axis=1)

@@ -50,23 +50,38 @@ STATIC_READS = (frozenset(f.name for f in (*dataclasses.fields(DataConfig), *dat
     "output_dir"}
 
 
+UNSEEN_LINES = 500  # corpus lines never trained on: the teacher's agreement on them helps pick the epoch
+
+
 def corpus_sentences(cfg) -> list[str]:
-    """The distinct non-empty lines of --corpus, shuffled with --seed; with --max-train-rows, that
-    many: the first of all lines pooled, or (--corpus-mix equal) an equal share drawn from each
-    corpus (all of a corpus smaller than its share), so a small query-like corpus is not crowded out."""
+    """The training lines of --corpus (`corpus_split`)."""
+    return corpus_split(cfg)[0]
+
+
+def corpus_split(cfg) -> tuple[list[str], list[str]]:
+    """(training lines, unseen lines) of --corpus: its distinct non-empty lines, shuffled with --seed;
+    with --max-train-rows, that many: the first of all lines pooled, or (--corpus-mix equal) an
+    equal share drawn from each corpus (all of a corpus smaller than its share), so a small
+    query-like corpus is not crowded out. Up to UNSEEN_LINES lines beyond them are never trained
+    on (without --max-train-rows, the last of a corpus of 10x as many lines)."""
     if not cfg.corpus:
         raise ShrinkbertError("an embedding student learns the teacher's vectors of sentences: give --corpus "
                               "(built-in imdb, brown, wordnet, sotu, rotten-tomatoes, or .txt files)")
     sources = [name.strip() for name in cfg.corpus.split(",") if name.strip()]
     if cfg.corpus_mix == "equal" and cfg.max_train_rows and len(sources) > 1:
-        share = -(-cfg.max_train_rows // len(sources))
-        drawn = [_distinct_shuffled(load_corpus(source), cfg.seed)[:share] for source in sources]
-        sentences = _distinct_shuffled([line for lines in drawn for line in lines], cfg.seed)
+        share, spare = -(-cfg.max_train_rows // len(sources)), -(-UNSEEN_LINES // len(sources))
+        drawn = [_distinct_shuffled(load_corpus(source), cfg.seed) for source in sources]
+        sentences = _distinct_shuffled([line for lines in drawn for line in lines[:share]], cfg.seed)
+        unseen = _distinct_shuffled([line for lines in drawn for line in lines[share:share + spare]], cfg.seed)
     else:
-        sentences = _distinct_shuffled(load_corpus(cfg.corpus), cfg.seed)
+        pool = _distinct_shuffled(load_corpus(cfg.corpus), cfg.seed)
+        keep = cfg.max_train_rows or (len(pool) - UNSEEN_LINES if len(pool) >= 10 * UNSEEN_LINES else len(pool))
+        sentences, unseen = pool[:keep], pool[keep:keep + UNSEEN_LINES]
     if not sentences:
         raise ShrinkbertError(f"corpus {cfg.corpus} holds no text")
-    return sentences[:cfg.max_train_rows] if cfg.max_train_rows else sentences
+    taken = set(sentences)
+    return (sentences[:cfg.max_train_rows] if cfg.max_train_rows else sentences,
+            [line for line in unseen if line not in taken][:UNSEEN_LINES])
 
 
 def _distinct_shuffled(lines, seed: int) -> list[str]:
@@ -116,7 +131,7 @@ def distill(cfg) -> Path:
     if into is not None and (cfg.layers or cfg.hidden or cfg.heads or cfg.intermediate or cfg.dim):
         raise ShrinkbertError(f"--student {cfg.student} is distilled into as it is: drop --layers/--hidden/--heads/"
                               "--intermediate/--dim")
-    sentences = corpus_sentences(cfg)
+    sentences, unseen = corpus_split(cfg)
     data, validation = validation_pairs(cfg, teacher)
     data_record = {"corpus": cfg.corpus, "corpus_mix": cfg.corpus_mix, "rows": {"train": len(sentences)}}
     if data is not None:
@@ -131,7 +146,7 @@ def distill(cfg) -> Path:
         hidden_weight=cfg.hidden_weight)
     out = distill_embedding(teacher, sentences, cfg.output_dir, config, validation=validation,
                             cache_dir=cfg.cache_dir or None, data=data_record, student_path=into, loop=cfg,
-                            goals=query_goals(cfg, sentences), pull=cfg.query_pull)
+                            goals=query_goals(cfg, sentences), pull=cfg.query_pull, unseen=unseen)
     return Path(out)
 
 

@@ -15,6 +15,7 @@ from shrinkbert.core.data.load import load_corpus
 from shrinkbert.core.embedder import Embedder, read_pooling
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds import get_kind, kind_of
+from shrinkbert.core.kinds.embedding import agreement
 from shrinkbert.eval import embedding_eval
 from shrinkbert.students import embedding_distill
 from shrinkbert.students.embedding_distill import EmbeddingStudentConfig, distill_embedding
@@ -155,8 +156,8 @@ def test_drop_in_measures_by_hand():
     assert truth[:, 0].tolist() == cosine.argmax(axis=1).tolist()
     # a student whose queries point elsewhere finds fewer of the teacher's neighbours
     assert embedding_eval.drop_in_recall(index, queries, -queries, k=10) < 0.5
-    assert embedding_eval.agreement(queries, queries * 2) == pytest.approx(1.0)
-    assert embedding_eval.agreement(queries, -queries) == pytest.approx(-1.0)
+    assert agreement(queries, queries * 2) == pytest.approx(1.0)
+    assert agreement(queries, -queries) == pytest.approx(-1.0)
     with pytest.raises(ShrinkbertError, match="teacher's space"):
         embedding_eval.drop_in_recall(index, queries, queries[:, :3])
 

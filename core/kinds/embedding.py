@@ -64,6 +64,14 @@ def normalize_rows(vectors: np.ndarray) -> np.ndarray:
     return vectors / np.maximum(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12)
 
 
+def agreement(student_vectors: np.ndarray, teacher_vectors: np.ndarray) -> float:
+    """Mean cosine of row i of the student's vectors with row i of the teacher's (same sentences)."""
+    if student_vectors.shape != teacher_vectors.shape:
+        raise ShrinkbertError(f"agreement needs vectors in the teacher's space: student {student_vectors.shape}, "
+                              f"teacher {teacher_vectors.shape}")
+    return float(np.mean(np.sum(normalize_rows(student_vectors) * normalize_rows(teacher_vectors), axis=1)))
+
+
 def mean_pool(hidden: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
     """[batch, seq, hidden] token vectors -> [batch, hidden], the mean over real tokens."""
     mask = np.asarray(attention_mask, dtype=np.float32)[..., None]

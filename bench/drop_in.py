@@ -1,0 +1,130 @@
+"""Training an embedding student for drop-in retrieval (issue 39's levers), each lever measured.
+
+    python bench/drop_in.py                                  # four arms, 3 seeds (about an hour on 2 cores)
+    python bench/drop_in.py --arms recipe,questions --seeds 1
+
+The drop-in setting: a deployment keeps the index all-MiniLM-L6-v2 built and swaps in a student for
+the queries. The measure: SQuAD v1.1 dev's held-out articles (core/data/qa_data.article_half: the
+half whose questions no arm trains on), every paragraph a document embedded by the teacher, 1,000
+sampled questions (seed 0) embedded by each student; recall@1 and @10 per question, the teacher's
+own as the reference; and STS-B test Spearman, so a lever that wins retrieval by losing similarity
+shows it. Each arm distils the recipe's student shape (recipes/embeddings.yaml: 3 layers, FFN 768,
+lr 4e-4, batch 32, 3 epochs, the epoch kept by STS-B validation) per seed:
+
+  recipe      the recipe's corpus: IMDB sentences and WordNet glosses, pooled
+  questions   lever 1, query-like text: IMDB, WordNet and the training half's questions of SQuAD v2.0
+              dev (answerable and not), an equal share each (--corpus-mix equal)
+  pull        lever 2, the asymmetric loss: as `questions`, each question's target pulled half-way
+              (--query-pull 0.5) towards the teacher's vector of its gold paragraph
+  queries     lever 3, a query-only student (the teacher kept for documents): only the training
+              half's questions of SQuAD v1.1 and v2.0 dev, every one
+
+Prints each arm's recall as a share of the teacher's (mean ± sd over seeds), its STS-B share, and
+its difference to `recipe` with a paired bootstrap 95% interval over the questions; the host's CPU
+and ISA; saves --out/drop_in.json. The students are PyTorch fp32 (the shape's int8 bundle speed-up is
+the recipe report's).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
+SQUAD_V1, SQUAD_V2 = DATA / "squad" / "squad-dev-v1.1.json", DATA / "squad" / "squad-dev-v2.0.json"
+STUDENT = dict(mode="embeddings", teacher="minilm", task=str(DATA / "stsb"), layers=3, intermediate=768, epochs=3,
+               learning_rate=4e-4, batch_size=32)
+ARMS = {
+    "recipe": dict(corpus="imdb,wordnet"),
+    "questions": dict(corpus=f"imdb,wordnet,{SQUAD_V2}", corpus_mix="equal"),
+    "pull": dict(corpus=f"imdb,wordnet,{SQUAD_V2}", corpus_mix="equal", query_pull=0.5),
+    "queries": dict(corpus=f"{SQUAD_V1},{SQUAD_V2}", max_train_rows=0),
+}
+
+
+def sts_test():
+    from shrinkbert.core.data.scored_pairs import ScoredPairs
+
+    with open(DATA / "stsb" / "test.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    return ScoredPairs([r["sentence1"] for r in rows], [r["sentence2"] for r in rows],
+                       np.asarray([float(r["score"]) for r in rows]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--arms", default=",".join(ARMS))
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--max-train-rows", type=int, default=15000, help="sentences per student (the recipe: 30,000)")
+    parser.add_argument("--questions", type=int, default=1000)
+    parser.add_argument("--out", default=str(ROOT / "runs" / "bench" / "drop-in"))
+    args = parser.parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+    import shrinkbert
+    from shrinkbert.core.artifacts import is_artifact, read_manifest
+    from shrinkbert.core.device import cpu_model, detect_isa
+    from shrinkbert.core.sts import sts_spearman
+    from shrinkbert.eval.encoders import open_encoder
+    from shrinkbert.eval.retrieval import gold_ranks, read_squad_retrieval
+    from shrinkbert.eval.stats import compare_runs, difference_text, mean_sd
+
+    out = Path(args.out)
+    search = read_squad_retrieval(SQUAD_V1, args.questions, seed=0, articles="held-out")
+    pairs = sts_test()
+    teacher, _ = open_encoder("minilm", threads=0, max_length=128)
+    documents = teacher(search.paragraphs)
+    teacher_ranks = gold_ranks(teacher(search.questions), documents, search.gold)
+    reference = {"recall_at_1": float(np.mean(teacher_ranks <= 1)), "recall_at_10": float(np.mean(teacher_ranks <= 10)),
+                 "sts": sts_spearman(teacher, pairs)}
+    print(f"teacher: {len(search.paragraphs)} held-out paragraphs, {len(search.questions)} questions: recall@1 "
+          f"{reference['recall_at_1']:.3f}, recall@10 {reference['recall_at_10']:.3f}; STS-B test {reference['sts']:.2f}",
+          flush=True)
+    hits: dict[str, dict[str, list[list[bool]]]] = {}
+    records: dict[str, list[dict]] = {}
+    for seed in range(args.seeds):  # seeds outermost: a cut-short run still compares every arm
+        for arm in args.arms.split(","):
+            where = out / arm / f"seed{seed}"
+            started = time.perf_counter()
+            if not is_artifact(where):
+                options = {**STUDENT, "max_train_rows": args.max_train_rows, **ARMS[arm]}
+                shrinkbert.distill(**options, seed=seed, output_dir=str(where))
+            student, _ = open_encoder(str(where), threads=0, max_length=128)
+            ranks = gold_ranks(student(search.questions), documents, search.gold)
+            for k in (1, 10):
+                hits.setdefault(arm, {}).setdefault(f"recall_at_{k}", []).append((ranks <= k).tolist())
+            manifest = read_manifest(where)
+            record = {"seed": seed, "recall_at_1": float(np.mean(ranks <= 1)), "recall_at_10": float(np.mean(ranks <= 10)),
+                      "sts": sts_spearman(student, pairs), "train_sentences": manifest["metrics"]["train_sentences"],
+                      "query_pull": manifest["metrics"].get("query_pull"),
+                      "minutes": round((time.perf_counter() - started) / 60, 1)}
+            records.setdefault(arm, []).append(record)
+            print(f"{arm} seed {seed}: recall@1 {record['recall_at_1']:.3f} recall@10 {record['recall_at_10']:.3f} "
+                  f"STS-B {record['sts']:.2f} ({record['minutes']} min)", flush=True)
+    host = f"{cpu_model()}, {detect_isa()}, {os.cpu_count()} cores"
+    print(f"\nhost: {host}; drop-in: each student's questions in the teacher's index; shares of the teacher's own")
+    print(f"{'arm':10s} {'recall@1 of teacher':>22s} {'recall@10 of teacher':>22s} {'STS-B of teacher':>18s}  "
+          "recall@1 vs recipe, recall@10 vs recipe (paired, points)")
+    table = {}
+    for arm, rows in records.items():
+        shares = {name: mean_sd([r[name] / reference[name] for r in rows]) for name in ("recall_at_1", "recall_at_10", "sts")}
+        versus = {name: compare_runs(hits[arm][name], hits["recipe"][name][:len(hits[arm][name])]).to_dict()
+                  for name in ("recall_at_1", "recall_at_10")} if arm != "recipe" and "recipe" in hits else None
+        table[arm] = {"shares": shares, "seeds": rows, "vs_recipe": versus}
+        print(f"{arm:10s} " + " ".join(f"{shares[n][0]:15.1%} ± {shares[n][1]:.1%}" for n in ("recall_at_1", "recall_at_10"))
+              + f" {shares['sts'][0]:11.1%} ± {shares['sts'][1]:.1%}  "
+              + (f"{difference_text(versus['recall_at_1'])}, {difference_text(versus['recall_at_10'])}" if versus else "–"))
+    (out / "drop_in.json").write_text(json.dumps({"host": host, "teacher": reference, "paragraphs": len(search.paragraphs),
+                                                  "questions": len(search.questions), "arms": table}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
