@@ -12,7 +12,7 @@ softmax and activations are not counted: the floor is a lower bound, and `p50 / 
 variant runs (1x would be pure arithmetic at the rate of a large, well-shaped product).
 
 The rates are measured on single-node graphs of one large square product (1024^3) at the report's
-thread count, before any variant runs, interleaved, the fastest round (a floor is what the cores reach
+thread count, with no variant running, interleaved, the fastest round (a floor is what the cores reach
 undisturbed; 1024^3 reached as much as 2048x1024^2 and 1024^2x4096 here, and twice a student's
 128x384x1536): ONNX Runtime MatMulInteger (uint8 x int8, what dynamic
 int8 graphs run), ONNX Runtime MatMul in fp32 and PyTorch's fp32 matmul. A variant is held to the
@@ -153,7 +153,7 @@ def host_rates(threads: int, rounds: int = 5, calls: int = 5) -> dict[str, Any]:
     return {**{name: round(t["gops"], 1) for name, t in timed.items()}, "threads": threads,
             "machine": describe_machine(),
             "method": f"{SQUARE[0]}^3 product, the fastest of {rounds} interleaved rounds of {calls} calls (median "
-                      "of each), measured before any variant; "
+                      "of each), measured with no variant running; "
                       "int8 = ONNX Runtime MatMulInteger (u8 x s8), onnx_fp32 = ONNX Runtime MatMul, "
                       "torch_fp32 = PyTorch matmul"}
 

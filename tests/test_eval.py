@@ -247,9 +247,17 @@ def test_rerun_reuses_cached_measurements(first_run, rows, monkeypatch):
     def must_not_load(*args, **kwargs):
         raise AssertionError("a cached variant was loaded again")
 
+    def must_not_time(*args, **kwargs):
+        raise AssertionError("the host's rates were timed again beside cached latencies")
+
+    import shrinkbert.eval.floor as floor
+
     monkeypatch.setattr(measure, "open_runner", must_not_load)
+    monkeypatch.setattr(floor, "host_rates", must_not_time)
     report, _ = run(_config(first_run["paths"], first_run["out"]), rows=rows)
-    assert report["cache"]["hits"] == 3 * (2 + 4)  # static + accuracy + 4 latency cases per variant
+    # static + accuracy + 4 latency cases per variant, and the host's rates of the same run
+    assert report["cache"]["hits"] == 3 * (2 + 4) + 1
+    assert report["floor_rates"] == first_run["report"]["floor_rates"]
     before = {r["name"]: r for r in first_run["report"]["variants"]}
     for row in report["variants"]:
         if not row["error"]:
