@@ -292,17 +292,43 @@ def _copy_layers(student, teacher, layer_ids: list[int], family) -> dict:
 
 @torch.no_grad()
 def carry_heads(student, teacher) -> list[str]:
-    """Copy the teacher's pooler and classifier into a student of the same width whose own are
-    new (e.g. a general-distilled MLM student now distilled on a task); returns what was copied."""
-    s, t = _base(student), _base(teacher)
+    """Copy the teacher's pooler and task head into a student of the same width whose own are new
+    (e.g. a general-distilled MLM student now distilled on a task); returns what was copied. A head
+    is whatever the family names it (BERT's classifier Linear, RoBERTa's and ELECTRA's dense +
+    out_proj, DistilBERT's pre_classifier, ModernBERT's head): each part of the student outside its
+    encoder whose every Linear and LayerNorm the teacher has under the same name and shape."""
     if student.config.hidden_size != teacher.config.hidden_size:
         return []
     copied = []
-    if getattr(s, "pooler", None) is not None and getattr(t, "pooler", None) is not None:
-        _linear(s.pooler.dense, t.pooler.dense)
-        copied.append("pooler")
-    s_cls, t_cls = getattr(student, "classifier", None), getattr(teacher, "classifier", None)
-    if s_cls is not None and t_cls is not None and s_cls.weight.shape == t_cls.weight.shape:
-        _linear(s_cls, t_cls)
-        copied.append("classifier")
+    for name, mine in _head_parts(student):
+        if not _has(teacher, name):
+            continue
+        theirs = teacher.get_submodule(name)
+        pairs = [(module, dict(theirs.named_modules()).get(key)) for key, module in mine.named_modules()
+                 if isinstance(module, (torch.nn.Linear, torch.nn.LayerNorm))]
+        if not pairs or not all(type(src) is type(dst) and src.weight.shape == dst.weight.shape for dst, src in pairs):
+            continue
+        for dst, src in pairs:
+            for key, param in dst.named_parameters(recurse=False):
+                _copy(param, getattr(src, key))
+        copied.append(name.rsplit(".", 1)[-1])
     return copied
+
+
+def _head_parts(model):
+    """(name, module) of the parts outside the encoder: the base model's pooler and every top-level
+    child but the base model."""
+    base = model.base_model_prefix
+    for name, module in model.named_children():
+        if name != base:
+            yield name, module
+        elif getattr(module, "pooler", None) is not None:
+            yield f"{name}.pooler", module.pooler
+
+
+def _has(model, name: str) -> bool:
+    try:
+        model.get_submodule(name)
+        return True
+    except AttributeError:
+        return False

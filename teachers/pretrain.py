@@ -13,10 +13,10 @@ consecutive lines, half of them with a random second line, and the model is Bert
 Continuing from a model without an MLM head (the built-in MiniLM is a bare encoder): the head is
 new, so it is first warmed up alone (`head_warmup_steps`, encoder frozen), then everything trains.
 Any encoder family continues (its AutoModelForMaskedLM class; next-sentence prediction is BERT's
-only); from scratch and `--teacher` students are BERT.
+only), and so does a `--teacher` student; from scratch is BERT (the BERT-base/-large presets).
 
-A student (`--teacher T` with distill's shape fields): a new BertForMaskedLM of that shape, sliced from
-the teacher or random, pretrained with MLM and/or MLM-KD against an MLM teacher
+A student (`--teacher T` with distill's shape fields): a new masked-LM model of T's family and that
+shape, sliced from the teacher or random, pretrained with MLM and/or MLM-KD against an MLM teacher
 (teachers/pretrain_student.py), for `shrinkbert distill --student` later.
 
 The words of the training text are counted (per source, printed and in the manifest), as are the

@@ -6,7 +6,8 @@ task distillation beats the same model started from teacher slices, most of all 
 shapes. Here the student's shape comes from the same fields as `shrinkbert distill` (--layers
 --hidden --heads --intermediate; 0 = the teacher's) and students/shape.py, its weights from the
 teacher's slices (students/init.py, --init teacher) or random (--init random), its tokenizer is the
-teacher's, and it is a BertForMaskedLM: `shrinkbert distill --student <this artifact>` then distils
+teacher's, and it is the teacher's family's masked-LM model (BertForPreTraining with --nsp, which
+only BERT has): `shrinkbert distill --student <this artifact>` then distils
 the task into it (a new classifier head, its pooler/classifier from the teacher when widths agree).
 
 MLM-KD: with --kd-weight > 0 an MLM teacher (--kd-teacher, default --teacher) sees the same masked
@@ -56,15 +57,17 @@ def build_student(cfg: Config, model_cls):
 
     teacher_dir = check_model_dir(resolve_model_dir(cfg.teacher))
     teacher_config = AutoConfig.from_pretrained(teacher_dir)
-    if teacher_config.model_type != "bert":
-        raise ShrinkbertError(f"{cfg.teacher} is a {teacher_config.model_type} model; students are BERTs")
+    if cfg.nsp and teacher_config.model_type != "bert":
+        raise ShrinkbertError(f"{cfg.teacher} is a {teacher_config.model_type} model: next-sentence prediction is "
+                              "BERT's objective (pretrain its student without --nsp)")
     shape, record = choose_shape(teacher_config, layers=cfg.layers or None, hidden=cfg.hidden or None,
                                  heads=cfg.heads or None, intermediate=cfg.intermediate or None,
                                  seq_len=cfg.max_length, head="mlm")
     config = shape_config(teacher_config, shape)
     config.architectures = None
     torch.manual_seed(cfg.seed)
-    student = model_cls._from_config(config)
+    # the teacher's family (shape_config keeps it): its masked-LM class, or BERT's with NSP's head too
+    student = model_cls._from_config(config) if cfg.nsp else AutoModelForMaskedLM.from_config(config)
     if cfg.init == "teacher":
         teacher = load_model(AutoModelForMaskedLM if is_mlm(teacher_config) else AutoModel, teacher_dir).eval()
         record["init"] = init_from_teacher(student, teacher, layer_ids=teacher_layer_ids(cfg.init_layers),

@@ -206,6 +206,32 @@ def test_continued_pretraining_takes_every_family(family, family_teachers, tmp_p
     assert not (tmp_path / "nsp").exists()
 
 
+@pytest.mark.parametrize("family", ["roberta", "modernbert"])
+def test_a_pretrained_student_is_of_its_teachers_family_and_distils_on(family, family_teachers, tmp_path):
+    """`pretrain --teacher`: a smaller masked-LM model of the teacher's family, cut from its layers (Turc
+    et al.'s pretrained compact student), which `distill --student` then turns into a classifier."""
+    import shrinkbert
+    from transformers import AutoConfig
+
+    from shrinkbert.core.artifacts import read_manifest
+    from shrinkbert.teachers import pretrain
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(text for text, _ in tiny_sentences(160, seed=12)) + "\n")
+    common = ["--teacher", str(family_teachers[family]), "--layers", "1", "--corpus", str(corpus), "--max-length", "32",
+              "--batch-size", "8", "--checkpoint-every", "0", "--max-steps", "2"]
+    assert pretrain.main([*common, "--output-dir", str(tmp_path / "student")]) == 0
+    config = AutoConfig.from_pretrained(tmp_path / "student")
+    assert config.model_type == family and config.architectures[0].endswith("ForMaskedLM")
+    assert (config.num_hidden_layers, AutoConfig.from_pretrained(family_teachers[family]).num_hidden_layers) == (1, 2)
+    task = shrinkbert.distill(teacher=str(family_teachers[family]), student=str(tmp_path / "student"), epochs=1,
+                              max_length=32, checkpoint_every=0, output_dir=str(tmp_path / "distilled"))
+    assert AutoConfig.from_pretrained(task.path).architectures[0].endswith("ForSequenceClassification")
+    assert "classifier" in read_manifest(task.path)["student"]["heads_from_teacher"]  # the family's own head, carried
+    assert pretrain.main([*common, "--nsp", "--output-dir", str(tmp_path / "nsp")]) == 2  # BERT's objective alone
+    assert not (tmp_path / "nsp").exists()
+
+
 def test_an_mlm_head_is_named_by_the_architecture_not_guessed():
     """ELECTRA's pre-training class is the discriminator (no MLM head): general distillation must not ask it
     for MLM logits, and continued pretraining must warm a new head up first."""
