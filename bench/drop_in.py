@@ -7,8 +7,9 @@ The drop-in setting: a deployment keeps the index all-MiniLM-L6-v2 built and swa
 the queries. The measure: SQuAD v1.1 dev's held-out articles (core/data/qa_data.article_half: the
 half whose questions no arm trains on), every paragraph a document embedded by the teacher, 1,000
 sampled questions (seed 0) embedded by each student; recall@1 and @10 per question, the teacher's
-own as the reference; and STS-B test Spearman, so a lever that wins retrieval by losing similarity
-shows it. Each arm distils the recipe's student shape (recipes/embeddings.yaml: 3 layers, FFN 768,
+own as the reference; STS-B test Spearman, so a lever that wins retrieval by losing similarity
+shows it; and SNLI test pairs ranked by cosine (eval/embedding_eval.nli_auc, 1,000 entailed and 1,000
+contradicted), similarity on another style of text. Each arm distils the recipe's student shape (recipes/embeddings.yaml: 3 layers, FFN 768,
 lr 4e-4, batch 32, 3 epochs, the epoch kept by STS-B validation) per seed:
 
   recipe      the recipe's corpus: IMDB sentences and WordNet glosses, pooled
@@ -18,6 +19,8 @@ lr 4e-4, batch 32, 3 epochs, the epoch kept by STS-B validation) per seed:
               (--query-pull 0.5) towards the teacher's vector of its gold paragraph
   queries     lever 3, a query-only student (the teacher kept for documents): only the training
               half's questions of SQuAD v1.1 and v2.0 dev, every one
+  broad       text of several styles instead: IMDB, WordNet, State of the Union paragraphs and SNLI's
+              validation sentences (its test file is the NLI measure), an equal share each
 
 Prints each arm's recall as a share of the teacher's (mean ± sd over seeds), its STS-B share, and
 its difference to `recipe` with a paired bootstrap 95% interval over the questions; the host's CPU
@@ -46,6 +49,7 @@ ARMS = {
     "questions": dict(corpus=f"imdb,wordnet,{SQUAD_V2}", corpus_mix="equal"),
     "pull": dict(corpus=f"imdb,wordnet,{SQUAD_V2}", corpus_mix="equal", query_pull=0.5),
     "queries": dict(corpus=f"{SQUAD_V1},{SQUAD_V2}", max_train_rows=0),
+    "broad": dict(corpus=f"imdb,wordnet,sotu,{DATA / 'snli' / 'validation.csv'}", corpus_mix="equal"),
 }
 
 
@@ -61,6 +65,7 @@ def sts_test():
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--arms", default=",".join(ARMS))
+    parser.add_argument("--nli-pairs", type=int, default=1000, help="SNLI test pairs of each label")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--max-train-rows", type=int, default=15000, help="sentences per student (the recipe: 30,000)")
     parser.add_argument("--questions", type=int, default=1000)
@@ -73,19 +78,22 @@ def main(argv: list[str] | None = None) -> int:
     from shrinkbert.core.device import cpu_model, detect_isa
     from shrinkbert.core.sts import sts_spearman
     from shrinkbert.eval.encoders import open_encoder
+    from shrinkbert.eval.embedding_eval import nli_auc, read_nli_pairs
     from shrinkbert.eval.retrieval import gold_ranks, read_squad_retrieval
     from shrinkbert.eval.stats import compare_runs, difference_text, mean_sd
 
     out = Path(args.out)
     search = read_squad_retrieval(SQUAD_V1, args.questions, seed=0, articles="held-out")
     pairs = sts_test()
+    nli = read_nli_pairs(DATA / "snli" / "test.csv", args.nli_pairs)
     teacher, _ = open_encoder("minilm", threads=0, max_length=128)
     documents = teacher(search.paragraphs)
     teacher_ranks = gold_ranks(teacher(search.questions), documents, search.gold)
     reference = {"recall_at_1": float(np.mean(teacher_ranks <= 1)), "recall_at_10": float(np.mean(teacher_ranks <= 10)),
-                 "sts": sts_spearman(teacher, pairs)}
+                 "sts": sts_spearman(teacher, pairs), "nli": nli_auc(teacher, *nli)}
     print(f"teacher: {len(search.paragraphs)} held-out paragraphs, {len(search.questions)} questions: recall@1 "
-          f"{reference['recall_at_1']:.3f}, recall@10 {reference['recall_at_10']:.3f}; STS-B test {reference['sts']:.2f}",
+          f"{reference['recall_at_1']:.3f}, recall@10 {reference['recall_at_10']:.3f}; STS-B test {reference['sts']:.2f}; "
+          f"NLI AUC {reference['nli']:.2f}",
           flush=True)
     hits: dict[str, dict[str, list[list[bool]]]] = {}
     records: dict[str, list[dict]] = {}
@@ -102,24 +110,26 @@ def main(argv: list[str] | None = None) -> int:
                 hits.setdefault(arm, {}).setdefault(f"recall_at_{k}", []).append((ranks <= k).tolist())
             manifest = read_manifest(where)
             record = {"seed": seed, "recall_at_1": float(np.mean(ranks <= 1)), "recall_at_10": float(np.mean(ranks <= 10)),
-                      "sts": sts_spearman(student, pairs), "train_sentences": manifest["metrics"]["train_sentences"],
+                      "sts": sts_spearman(student, pairs), "nli": nli_auc(student, *nli), "train_sentences": manifest["metrics"]["train_sentences"],
                       "query_pull": manifest["metrics"].get("query_pull"),
                       "minutes": round((time.perf_counter() - started) / 60, 1)}
             records.setdefault(arm, []).append(record)
             print(f"{arm} seed {seed}: recall@1 {record['recall_at_1']:.3f} recall@10 {record['recall_at_10']:.3f} "
-                  f"STS-B {record['sts']:.2f} ({record['minutes']} min)", flush=True)
+                  f"STS-B {record['sts']:.2f} NLI AUC {record['nli']:.2f} ({record['minutes']} min)", flush=True)
     host = f"{cpu_model()}, {detect_isa()}, {os.cpu_count()} cores"
     print(f"\nhost: {host}; drop-in: each student's questions in the teacher's index; shares of the teacher's own")
-    print(f"{'arm':10s} {'recall@1 of teacher':>22s} {'recall@10 of teacher':>22s} {'STS-B of teacher':>18s}  "
+    print(f"{'arm':10s} {'recall@1 of teacher':>22s} {'recall@10 of teacher':>22s} {'STS-B of teacher':>18s} "
+          f"{'NLI of teacher':>16s}  "
           "recall@1 vs recipe, recall@10 vs recipe (paired, points)")
     table = {}
     for arm, rows in records.items():
-        shares = {name: mean_sd([r[name] / reference[name] for r in rows]) for name in ("recall_at_1", "recall_at_10", "sts")}
+        shares = {name: mean_sd([r[name] / reference[name] for r in rows])
+                  for name in ("recall_at_1", "recall_at_10", "sts", "nli")}
         versus = {name: compare_runs(hits[arm][name], hits["recipe"][name][:len(hits[arm][name])]).to_dict()
                   for name in ("recall_at_1", "recall_at_10")} if arm != "recipe" and "recipe" in hits else None
         table[arm] = {"shares": shares, "seeds": rows, "vs_recipe": versus}
         print(f"{arm:10s} " + " ".join(f"{shares[n][0]:15.1%} ± {shares[n][1]:.1%}" for n in ("recall_at_1", "recall_at_10"))
-              + f" {shares['sts'][0]:11.1%} ± {shares['sts'][1]:.1%}  "
+              + f" {shares['sts'][0]:11.1%} ± {shares['sts'][1]:.1%} {shares['nli'][0]:9.1%} ± {shares['nli'][1]:.1%}  "
               + (f"{difference_text(versus['recall_at_1'])}, {difference_text(versus['recall_at_10'])}" if versus else "–"))
     (out / "drop_in.json").write_text(json.dumps({"host": host, "teacher": reference, "paragraphs": len(search.paragraphs),
                                                   "questions": len(search.questions), "arms": table}, indent=2))

@@ -19,6 +19,7 @@ import numpy as np
 from shrinkbert.core.data.builtin import resolve_model
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.models import load_model, load_tokenizer
+from shrinkbert.core.quiet import unused_pooler_quiet
 
 MODULES_FILE = "modules.json"
 POOLING_DIR, NORMALIZE_DIR, DENSE_DIR = "1_Pooling", "2_Normalize", "2_Dense"
@@ -162,7 +163,12 @@ class Embedder:
         from transformers import AutoModel  # deferred: heavy, and only the torch path needs it
 
         path = resolve_model(str(path))
-        model = load_model(AutoModel, path, **({"attn_implementation": "eager"} if eager else {}))
+        with unused_pooler_quiet():  # a pooler the file does not hold is never used: dropped below
+            model, info = load_model(AutoModel, path, output_loading_info=True,
+                                     **({"attn_implementation": "eager"} if eager else {}))
+        missing = info.get("missing_keys") or []
+        if missing and all(key.startswith("pooler.") for key in missing):
+            model.pooler = None  # random weights, and sentence vectors pool the last hidden states instead
         spec = read_pooling(path)
         return cls(model, load_tokenizer(path, model.config), spec, max_length, load_dense(path, spec))
 

@@ -13,6 +13,10 @@ library says still reaches the user. What is silenced, and why nobody can act on
   kit picks it on purpose: the newer dynamo exporter's graphs are not fused by ONNX Runtime.
 - ONNX Runtime's quantizer asks, on the root logger, for its shape-inference pre-processing; the
   kit quantizes Optimum's export or its O2-optimized graph, for which the pre-pass is not wanted.
+- transformers reports a sentence encoder's pooler as "newly initialized ... You should probably
+  TRAIN this model" when an embedding model (saved without BERT's pooler, which sentence vectors
+  never use) is loaded as AutoModel: `unused_pooler_quiet` drops that report when the pooler's are
+  the only new weights, and the loader then removes the pooler (core/embedder.py).
 """
 from __future__ import annotations
 
@@ -60,3 +64,27 @@ def quiet_library_warnings(tracing: bool = False):
     finally:
         for logger, dropper in installed:
             logger.removeFilter(dropper)
+
+
+class _PoolerOnlyReport(logging.Filter):
+    """Drops transformers' "newly initialized: [...]" report when every weight it names is the pooler's."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        import re
+
+        found = re.search(r"newly initialized: \[([^\]]*)\]", record.getMessage())
+        if not found:
+            return True
+        names = [name.strip(" '\"") for name in found.group(1).split(",") if name.strip()]
+        return not (names and all(name.startswith("pooler.") for name in names))
+
+
+@contextlib.contextmanager
+def unused_pooler_quiet():
+    """Inside: transformers' report of a pooler-only set of new weights is dropped (see above)."""
+    logger, dropper = logging.getLogger("transformers.modeling_utils"), _PoolerOnlyReport()
+    logger.addFilter(dropper)
+    try:
+        yield
+    finally:
+        logger.removeFilter(dropper)

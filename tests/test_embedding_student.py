@@ -46,6 +46,22 @@ def test_kind_of_tells_an_embedding_artifact_from_the_bare_teacher(narrow_studen
     assert kind_of({"architectures": ["BertModel"]}).name == "sequence"
 
 
+def test_a_student_loads_without_a_pooler_or_a_train_this_model_report(narrow_student, capfd):
+    """Saved without BERT's pooler (sentence vectors never use it): loading must not report it as new
+    weights ("You should probably TRAIN this model") nor keep random ones; other new weights still show."""
+    import logging
+
+    from shrinkbert.core.quiet import _PoolerOnlyReport
+
+    student = Embedder.load(narrow_student)
+    assert student.model.pooler is None and "newly initialized" not in capfd.readouterr().err
+
+    def kept(message: str) -> bool:
+        return _PoolerOnlyReport().filter(logging.LogRecord("t", logging.WARNING, "", 0, message, None, None))
+    assert not kept("... are newly initialized: ['pooler.dense.bias', 'pooler.dense.weight']\nYou should ...")
+    assert kept("... are newly initialized: ['pooler.dense.bias', 'encoder.layer.0.output.dense.weight']")
+
+
 def test_the_student_keeps_the_teachers_space_through_a_projection(narrow_student, teacher):
     spec = read_pooling(narrow_student)
     assert spec.dense and spec.normalize and spec.mode == "mean"
