@@ -1190,6 +1190,8 @@ def report(
     classify: str = 'movie-snippets,bbc-news',
     retrieval: str = '',
     retrieval_questions: int = 1000,
+    nli: str = '',
+    nli_pairs: int = 1000,
     retrieval_articles: str = 'all',
     output_dir: str = 'runs/eval',
 ) -> dict[str, Any]:
@@ -1285,6 +1287,12 @@ def report(
             in the baseline's index, drop-in, and in each variant's own; '' for none)
         retrieval_questions: int = 1000
             embeddings: questions sampled for --retrieval (200 with --quick) [>= 1]
+        nli: str = ''
+            embeddings: a premise,hypothesis,label CSV (SNLI's) whose entailed and contradicted pairs each
+            variant ranks by cosine (ROC AUC x100: similarity on another style of text than STS-B's; '' for
+            none)
+        nli_pairs: int = 1000
+            embeddings: pairs of each label read from --nli (300 with --quick) [>= 1]
         retrieval_articles: str = 'all'
             embeddings: the --retrieval articles searched: all | held-out (the half whose questions a SQuAD
             --corpus never gives a student: measure a student distilled on SQuAD questions here) [one of all,
