@@ -29,14 +29,13 @@ from shrinkbert.core.kinds.embedding import normalize_rows
 Encode = Callable[[list[str]], np.ndarray]
 
 
-_unit = normalize_rows
 
 
 def top_k(queries: np.ndarray, index: np.ndarray, k: int) -> np.ndarray:
     """[n_queries, k] rows of `index` with the highest cosine to each query, best first."""
     if k > len(index):
         raise ShrinkbertError(f"recall@{k} needs at least {k} index rows, got {len(index)}")
-    scores = _unit(queries) @ _unit(index).T
+    scores = normalize_rows(queries) @ normalize_rows(index).T
     best = np.argpartition(-scores, k - 1, axis=1)[:, :k]
     order = np.take_along_axis(scores, best, axis=1).argsort(axis=1)[:, ::-1]
     return np.take_along_axis(best, order, axis=1)
@@ -121,7 +120,7 @@ def nli_auc(encode: Encode, premises: list[str], hypotheses: list[str], entailed
     """The ROC AUC x100 of the pairs' cosines for telling entailment (1) from contradiction (0)."""
     from sklearn.metrics import roc_auc_score  # deferred: only this measure needs it
 
-    cosines = np.sum(_unit(encode(premises)) * _unit(encode(hypotheses)), axis=1)
+    cosines = np.sum(normalize_rows(encode(premises)) * normalize_rows(encode(hypotheses)), axis=1)
     return float(roc_auc_score(entailed, cosines)) * 100
 
 

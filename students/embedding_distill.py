@@ -46,7 +46,7 @@ from shrinkbert.core.data.builtin import resolve_model
 from shrinkbert.core.data.cache import default_cache_dir
 from shrinkbert.core.embedder import Embedder, write_st_layout
 from shrinkbert.core.errors import ShrinkbertError
-from shrinkbert.core.kinds.embedding import agreement
+from shrinkbert.core.kinds.embedding import agreement, normalize_rows
 from shrinkbert.core.kinds.losses import mse_cosine_loss
 from shrinkbert.core.train import checkpoint_dir_for, is_main_process, remove_checkpoints, wait_for_everyone
 from shrinkbert.students.cache import teacher_identity, text_fingerprint
@@ -105,15 +105,13 @@ def pull_towards(vectors: np.ndarray, goals: np.ndarray, weight: float) -> np.nd
     """Each row's direction moved `weight` of the way to its goal's (both as unit vectors), at the
     row's own length: a question's target between the teacher's vector of the question (weight 0)
     and that of its gold paragraph (weight 1)."""
-    def unit(rows: np.ndarray) -> np.ndarray:
-        return rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
-
     lengths = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return (unit((1 - weight) * unit(vectors) + weight * unit(goals)) * lengths).astype(vectors.dtype)
+    blended = (1 - weight) * normalize_rows(vectors) + weight * normalize_rows(goals)
+    return (normalize_rows(blended) * lengths).astype(vectors.dtype)
 
 
-def pulled_targets(teacher: Embedder, teacher_path, sentences: list[str], vectors: np.ndarray,
-                   goals: list[str | None], weight: float, cache_dir=None) -> tuple[np.ndarray, int]:
+def pulled_targets(teacher: Embedder, teacher_path, vectors: np.ndarray, goals: list[str | None], weight: float,
+                   cache_dir=None) -> tuple[np.ndarray, int]:
     """The targets with every sentence that has a goal text pulled towards the teacher's vector of it
     (`pull_towards`); (targets, how many were pulled)."""
     rows = [i for i, goal in enumerate(goals) if goal]
@@ -361,7 +359,7 @@ def distill_embedding(teacher_path: str | Path, sentences: list[str], out_dir: s
     if goals is not None:
         if len(goals) != len(sentences):
             raise ShrinkbertError(f"{len(goals)} goal texts for {len(sentences)} sentences")
-        vectors, pulled = pulled_targets(teacher, resolved, sentences, vectors, goals, pull, cache_dir)
+        vectors, pulled = pulled_targets(teacher, resolved, vectors, goals, pull, cache_dir)
         log(f"{pulled:,} questions' targets pulled {pull:g} of the way to their paragraphs' teacher vectors")
     if student_path is not None:
         student, components = existing_student(student_path, teacher, config.max_length), None

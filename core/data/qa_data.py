@@ -203,8 +203,8 @@ def training_questions(path: str | Path) -> list[tuple[str, str]]:
     articles (answerable or not: a SQuAD v2.0 file's unanswerable questions are queries too)."""
     table = read_qa_file(path)
     pairs = {}
-    for title, question, context in zip(table["title"], table["question"], table["context"]):
-        if article_half(title or f"context:{context}") == TRAINING_HALF:
+    for article, question, context in zip(article_groups(table), table["question"], table["context"]):
+        if article_half(article) == TRAINING_HALF:
             pairs.setdefault(" ".join(question.split()), context)
     if not pairs:
         raise ShrinkbertError(f"{path}: no article of the training half (qa_data.article_half) holds a question")
