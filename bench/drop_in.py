@@ -21,6 +21,11 @@ lr 4e-4, batch 32, 3 epochs, the epoch kept by STS-B validation) per seed:
               half's questions of SQuAD v1.1 and v2.0 dev, every one
   broad       text of several styles instead: IMDB, WordNet, State of the Union paragraphs and SNLI's
               validation sentences (its test file is the NLI measure), an equal share each
+  static      the recipe's static student (model2vec's table, dim 256, tuned 6 epochs on 30,000 lines,
+              the epoch kept by STS-B validation) on the static recipe's text: IMDB and WordNet, pooled
+  static-broad  the same static student tuned on the broad text instead
+  (The static students have their own 256 dimensions: their recall is searched in an index they built
+  themselves, not the teacher's.)
 
 Prints each arm's recall as a share of the teacher's (mean ± sd over seeds), its STS-B share, and
 its difference to `recipe` with a paired bootstrap 95% interval over the questions; the host's CPU
@@ -51,6 +56,11 @@ ARMS = {
     "queries": dict(corpus=f"{SQUAD_V1},{SQUAD_V2}", max_train_rows=0),
     "broad": dict(corpus=f"imdb,wordnet,sotu,{DATA / 'snli' / 'validation.csv'}", corpus_mix="equal"),
 }
+# the static student (recipes/embeddings.yaml's `static`) reads none of the transformer's shape or optimizer options
+STATIC = dict(mode="embeddings", teacher="minilm", task=str(DATA / "stsb"), student="static", dim=256, epochs=6,
+              max_train_rows=30000)
+ARMS.update({"static": dict(STATIC, corpus="imdb,wordnet"),
+             "static-broad": dict(STATIC, corpus=ARMS["broad"]["corpus"], corpus_mix="equal")})
 
 
 def sts_test():
@@ -64,7 +74,8 @@ def sts_test():
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--arms", default=",".join(ARMS))
+    parser.add_argument("--arms", default="recipe,questions,pull,queries,broad",
+                        help=f"comma-separated, of {', '.join(ARMS)}")
     parser.add_argument("--nli-pairs", type=int, default=1000, help="SNLI test pairs of each label")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--max-train-rows", type=int, default=15000, help="sentences per student (the recipe: 30,000)")
@@ -102,14 +113,17 @@ def main(argv: list[str] | None = None) -> int:
             where = out / arm / f"seed{seed}"
             started = time.perf_counter()
             if not is_artifact(where):
-                options = {**STUDENT, "max_train_rows": args.max_train_rows, **ARMS[arm]}
+                options = ({**ARMS[arm]} if arm.startswith("static") else
+                           {**STUDENT, "max_train_rows": args.max_train_rows, **ARMS[arm]})
                 shrinkbert.distill(**options, seed=seed, output_dir=str(where))
             student, _ = open_encoder(str(where), threads=0, max_length=128)
-            ranks = gold_ranks(student(search.questions), documents, search.gold)
+            queries = student(search.questions)
+            own_index = queries.shape[1] != documents.shape[1]  # a static student (dim 256) searches its own index
+            ranks = gold_ranks(queries, student(search.paragraphs) if own_index else documents, search.gold)
             for k in (1, 10):
                 hits.setdefault(arm, {}).setdefault(f"recall_at_{k}", []).append((ranks <= k).tolist())
             manifest = read_manifest(where)
-            record = {"seed": seed, "recall_at_1": float(np.mean(ranks <= 1)), "recall_at_10": float(np.mean(ranks <= 10)),
+            record = {"seed": seed, "index": "its own" if own_index else "the teacher's", "recall_at_1": float(np.mean(ranks <= 1)), "recall_at_10": float(np.mean(ranks <= 10)),
                       "sts": sts_spearman(student, pairs), "nli": nli_auc(student, *nli), "train_sentences": manifest["metrics"]["train_sentences"],
                       "query_pull": manifest["metrics"].get("query_pull"),
                       "minutes": round((time.perf_counter() - started) / 60, 1)}
@@ -120,13 +134,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nhost: {host}; drop-in: each student's questions in the teacher's index; shares of the teacher's own")
     print(f"{'arm':10s} {'recall@1 of teacher':>22s} {'recall@10 of teacher':>22s} {'STS-B of teacher':>18s} "
           f"{'NLI of teacher':>16s}  "
-          "recall@1 vs recipe, recall@10 vs recipe (paired, points)")
+          "recall@1, recall@10 vs recipe (static-broad: vs static; paired, points)")
     table = {}
     for arm, rows in records.items():
         shares = {name: mean_sd([r[name] / reference[name] for r in rows])
                   for name in ("recall_at_1", "recall_at_10", "sts", "nli")}
-        versus = {name: compare_runs(hits[arm][name], hits["recipe"][name][:len(hits[arm][name])]).to_dict()
-                  for name in ("recall_at_1", "recall_at_10")} if arm != "recipe" and "recipe" in hits else None
+        base = "static" if arm.startswith("static") else "recipe"  # each student against its own recipe's text
+        versus = {name: compare_runs(hits[arm][name], hits[base][name][:len(hits[arm][name])]).to_dict()
+                  for name in ("recall_at_1", "recall_at_10")} if arm != base and base in hits else None
         table[arm] = {"shares": shares, "seeds": rows, "vs_recipe": versus}
         print(f"{arm:10s} " + " ".join(f"{shares[n][0]:15.1%} ± {shares[n][1]:.1%}" for n in ("recall_at_1", "recall_at_10"))
               + f" {shares['sts'][0]:11.1%} ± {shares['sts'][1]:.1%} {shares['nli'][0]:9.1%} ± {shares['nli'][1]:.1%}  "

@@ -51,17 +51,22 @@ class SentenceEncoder(torch.nn.Module):
                         dense=self.dense)
 
     def forward(self, input_ids, attention_mask, token_type_ids=None, pair_input_ids=None, pair_attention_mask=None,
-                pair_token_type_ids=None) -> SentenceOutput:
-        """The sentences' vectors; with a pair's second sentences (pair_*, a scored-pairs batch: the
-        embedding kind's `tokenize`), the first sentences' vectors then the second sentences', [2B, dim]."""
-        batch = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
-        if pair_input_ids is not None:  # one forward for both sides, padded to one length
-            width = max(input_ids.shape[1], pair_input_ids.shape[1])
-            pad_id = self.config.pad_token_id or 0
-            sides = [(input_ids, attention_mask, token_type_ids),
-                     (pair_input_ids, pair_attention_mask, pair_token_type_ids)]
-            batch = {name: torch.cat([torch.nn.functional.pad(side[i], (0, width - side[i].shape[1]), value=fill)
+                pair_token_type_ids=None, negative_input_ids=None, negative_attention_mask=None,
+                negative_token_type_ids=None) -> SentenceOutput:
+        """The sentences' vectors; with a pair's second sentences (pair_*: the embedding kind's `tokenize`
+        of scored or entailment pairs) and their contradicting ones (negative_*: NLI triplets), the first
+        sentences' vectors, then the second's, then the third's: [2B or 3B, dim], one forward for all."""
+        sides = [(input_ids, attention_mask, token_type_ids),
+                 (pair_input_ids, pair_attention_mask, pair_token_type_ids),
+                 (negative_input_ids, negative_attention_mask, negative_token_type_ids)]
+        sides = [side for side in sides if side[0] is not None]
+        names = ("input_ids", "attention_mask", "token_type_ids")
+        if len(sides) == 1:  # one text each (the exported graph's trace): the inputs as they are
+            batch = {name: value for name, value in zip(names, sides[0]) if value is not None}
+        else:
+            width = max(side[0].shape[1] for side in sides)  # padded to one length
+            fills = (self.config.pad_token_id or 0, 0, 0)
+            batch = {name: torch.cat([torch.nn.functional.pad(side[i], (0, width - side[i].shape[1]), value=fills[i])
                                       for side in sides])
-                     for i, (name, fill) in enumerate((("input_ids", pad_id), ("attention_mask", 0), ("token_type_ids", 0)))
-                     if all(side[i] is not None for side in sides)}
-        return SentenceOutput(sentence_embedding=self.embedder.forward({k: v for k, v in batch.items() if v is not None}))
+                     for i, name in enumerate(names) if all(side[i] is not None for side in sides)}
+        return SentenceOutput(sentence_embedding=self.embedder.forward(batch))

@@ -39,7 +39,7 @@ from shrinkbert.core.artifacts import save_model_artifact
 from shrinkbert.core.config import options, refuse_unread, stage_main, to_dict
 from shrinkbert.core.data.dataspec import resolve_spec, stage_max_length
 from shrinkbert.core.errors import ShrinkbertError
-from shrinkbert.core.kinds import kind_of, primary_metric, score_split
+from shrinkbert.core.kinds import kind_for_mode, kind_of, primary_metric, score_split
 from shrinkbert.core.models import check_model_dir, count_parameters, load_tokenizer
 from shrinkbert.core.train import checkpoint_dir_for, remove_checkpoints, train
 from shrinkbert.students.cache import compute_teacher_outputs, load_or_compute
@@ -56,7 +56,6 @@ PROJECTIONS_NOTE = ("hidden/embedding losses used learned projections from the s
                     "teacher's; they are training-only and were not saved (the student never uses them)")
 
 
-MODE_KINDS = {"embeddings": "embedding"}  # a mode that makes another kind of student than its teacher's
 
 
 # ---------------------------------------------------------------------------------------------
@@ -85,10 +84,8 @@ def _teacher_test_logits(cfg, teacher_loader, test_set, collate, log) -> np.ndar
 def _kind_of_teacher(cfg: Config):
     """The kind the student is distilled as: mode embeddings reads any teacher as an embedding model
     (all-MiniLM-L6-v2 as it ships); otherwise the teacher's own kind."""
-    if cfg.mode in MODE_KINDS:
-        return kind_of(MODE_KINDS[cfg.mode])
     teacher = Path(primary_teacher(cfg.teacher))
-    return kind_of(teacher) if teacher.is_dir() else kind_of(None)
+    return kind_for_mode(cfg.mode, teacher if teacher.is_dir() else None)
 
 
 def validate(cfg: Config) -> None:

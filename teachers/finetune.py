@@ -24,7 +24,7 @@ from shrinkbert.core.artifacts import save_model_artifact
 from shrinkbert.core.config import stage_main, to_dict
 from shrinkbert.core.data.dataspec import load_splits, resolve_spec, stage_max_length
 from shrinkbert.core.errors import ShrinkbertError
-from shrinkbert.core.kinds import kind_of, primary_metric, score_split
+from shrinkbert.core.kinds import kind_for_mode, kind_of, primary_metric, score_split
 from shrinkbert.core.models import check_model_dir, count_parameters, load_tokenizer
 from shrinkbert.core.predict import model_inputs
 from shrinkbert.teachers.common import pad_collate, resolve_model_dir
@@ -53,17 +53,8 @@ def run(cfg: Config) -> Path:
     task, splits = load_splits(spec, cfg.cache_dir)
     splits = limit_rows(splits, cfg.max_train_rows, cfg.max_eval_rows)
     cfg.max_length = stage_max_length(cfg, kind_of(task), [model_dir])
-    if cfg.mode == "embeddings" and not kind_of(task).sentence_vectors:  # NLI pairs: an embedding model trained
-        # on the entailment pairs of a pair classification task (scored pairs are the embedding kind's own)
-        if not (task.pair and "entailment" in (name.lower() for name in task.label_names)):
-            raise ShrinkbertError(f"--mode embeddings needs scored pairs (sentence1,sentence2,score) or an NLI task "
-                                  f"(premise,hypothesis pairs: --text-column premise --text-pair-column hypothesis, "
-                                  f"with an entailment label); task '{task.name}' has "
-                                  f"{'pairs' if task.pair else 'one text per row'}, "
-                                  f"labels {', '.join(task.label_names)}")
-        from shrinkbert.teachers.embedding_pairs import finetune_nli_stage
-
-        return finetune_nli_stage(cfg, task, splits, model_dir, spec)
+    # --mode classifier trains the task's own kind (a head for its labels; scored pairs: their vectors)
+    task, splits = kind_for_mode(cfg.mode, task).adopt(task, splits)  # e.g. an NLI task's pairs, for an embedder
     model, tokenizer, model_dir = load_classifier(cfg, task, model_dir)
     positions = getattr(model.config, "max_position_embeddings", cfg.max_length)
     if cfg.max_length > positions:
@@ -118,7 +109,8 @@ def run(cfg: Config) -> Path:
         save_model_artifact(out, model, tokenizer, stage="finetune", parents=[model_dir], config=to_dict(cfg),
                             metrics=result, seed=cfg.seed, num_parameters=count_parameters(model),
                             data=spec.record(task, max_length=cfg.max_length,
-                                             rows={k: len(v) for k, v in splits.items()}),
+                                             rows={k: len(v) for k, v in splits.items()})
+                            if kind.passes_on(task) else None,
                             extra={"task": task.to_dict(), "kind": kind.name})
         print(f"finetune: {task.name} validation {judged_name} {result[f'validation_{judged_by}']:.4f}, "
               f"test {judged_name} {result[f'test_{judged_by}']:.4f} in {result['train_time_s']:.0f} s -> {out}")

@@ -1,5 +1,6 @@
-"""`shrinkbert finetune --mode embeddings` on an NLI task: sentence-transformers' MultipleNegativesRankingLoss
-on the entailment pairs, judged by triplet accuracy on the validation split; bad input in one line."""
+"""`shrinkbert finetune --mode embeddings` on an NLI task, through the stage every kind uses: in-batch
+negatives (MultipleNegativesRankingLoss's form) on the entailment pairs, judged by triplet accuracy on the
+validation split; bad input in one line."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,7 +10,7 @@ import pytest
 
 from fixtures import make_tiny_bert, run_cli, tiny_sentences, write_tiny_csv
 from shrinkbert.core.artifacts import read_manifest
-from shrinkbert.teachers.embedding_pairs import nli_triplets, triplet_accuracy
+from shrinkbert.core.kinds.embedding import nli_triplets, triplet_accuracy
 
 LABELS = ("entailment", "neutral", "contradiction")
 
@@ -37,9 +38,22 @@ def test_triplet_accuracy_on_hand_made_vectors():
     assert triplets == [("p", "e1", "c1"), ("q", "e2", "c2")]  # r has no contradiction: no triplet
     vectors = {"p": [1, 0], "e1": [0.8, 0.6], "c1": [0, 1],        # p: entailed closer (0.8 > 0)
                "q": [0, 1], "e2": [1, 0], "c2": [0.6, 0.8]}        # q: contradiction closer (0 < 0.8)
-    encode = lambda texts: np.array([vectors[t] for t in texts], dtype=np.float32)  # noqa: E731
-    assert triplet_accuracy(encode, triplets) == 0.5
-    assert triplet_accuracy(encode, []) is None
+    anchors, positives, negatives = (np.array([vectors[t[i]] for t in triplets], dtype=np.float32) for i in range(3))
+    assert triplet_accuracy(anchors, positives, negatives) == 0.5
+
+
+def test_in_batch_negatives_loss_matches_sentence_transformers():
+    """The loss the NLI path trains with is MultipleNegativesRankingLoss's: cross-entropy over 20 x cosine."""
+    import torch
+
+    from shrinkbert.core.kinds.losses import in_batch_negatives_loss
+
+    torch.manual_seed(0)
+    anchors, positives = torch.randn(4, 8), torch.randn(4, 8)
+    cosines = torch.nn.functional.cosine_similarity(anchors[:, None], positives[None], dim=-1)
+    expected = torch.nn.functional.cross_entropy(20 * cosines, torch.arange(4))
+    assert torch.allclose(in_batch_negatives_loss(anchors, positives), expected, atol=1e-5)
+    assert in_batch_negatives_loss(anchors, anchors * 3) < in_batch_negatives_loss(anchors, positives)
 
 
 def test_finetune_mode_embeddings_trains_on_the_entailment_pairs(model, tmp_path):
@@ -51,11 +65,13 @@ def test_finetune_mode_embeddings_trains_on_the_entailment_pairs(model, tmp_path
                     "--output-dir", str(tmp_path / "out")], tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     manifest = read_manifest(tmp_path / "out")
-    assert manifest["kind"] == "embedding" and manifest["config"]["loss"] == "MultipleNegativesRankingLoss"
-    assert manifest["config"]["pairs_used"] == 4  # the train split's entailment rows only
-    assert manifest["config"]["pairs"] == str(nli.resolve())  # recorded where a later reader finds it
-    assert manifest["metrics"]["validation_triplets"] == 4
+    assert manifest["kind"] == "embedding" and manifest["stage"] == "finetune"
+    assert manifest["metrics"]["train_examples"] == 4  # the train split's entailment rows only
+    assert manifest["config"]["task"] == str(nli)  # recorded where a later reader finds it
+    assert manifest["metrics"]["validation_examples"] == 4  # the validation split's triplets
     assert 0 <= manifest["metrics"]["validation_triplet_accuracy"] <= 1
+    assert 0 <= manifest["metrics"]["test_triplet_accuracy"] <= 1
+    assert manifest["task"]["metrics"] == ["triplet_accuracy"]
     assert not manifest.get("data")  # NLI rows are not the scored pairs later embedding stages inherit
     vectors = SentenceTransformer(str(tmp_path / "out"), device="cpu").encode(["a good film"])
     assert vectors.shape == (1, 32)

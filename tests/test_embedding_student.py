@@ -121,9 +121,8 @@ def test_an_empty_corpus_is_one_line_and_writes_nothing(teacher, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_finetune_on_scored_and_nli_pairs(teacher, tmp_path):
+def test_finetune_on_scored_pairs(teacher, tmp_path):
     import shrinkbert
-    from shrinkbert.teachers.embedding_pairs import finetune_nli
 
     rows = list(zip(SENTENCES[::2], SENTENCES[1::2]))[:12]
     (tmp_path / "pairs.csv").write_text("sentence1,sentence2,score\n" + "".join(
@@ -133,11 +132,6 @@ def test_finetune_on_scored_and_nli_pairs(teacher, tmp_path):
                               checkpoint_every=0, output_dir=str(tmp_path / "sts")).path
     assert kind_of(out).name == "embedding" and (out / "modules.json").is_file()
     assert Embedder.load(out).encode(["a"]).shape == (1, 32)
-    (tmp_path / "nli.csv").write_text("premise,hypothesis,label\n" + "".join(
-        f"{a},{b},{'entailment' if i % 3 else 'contradiction'}\n" for i, (a, b) in enumerate(rows)))
-    out = finetune_nli(teacher, tmp_path / "nli.csv", tmp_path / "nli", epochs=1, batch_size=4, log=lambda *_: None)
-    manifest = json.loads((out / "shrinkbert.json").read_text())
-    assert manifest["config"]["pairs_used"] == 8 and manifest["config"]["loss"] == "MultipleNegativesRankingLoss"
 
 
 @pytest.mark.parametrize("body,message", [
@@ -152,15 +146,6 @@ def test_bad_pairs_files_write_nothing(teacher, tmp_path, body, message):
     with pytest.raises(ShrinkbertError, match=message) as raised:
         shrinkbert.finetune(model=str(teacher), task=str(tmp_path / "pairs.csv"), output_dir=str(tmp_path / "out"))
     assert "\n" not in str(raised.value) and not (tmp_path / "out").exists()
-
-
-def test_an_nli_file_without_entailment_pairs_writes_nothing(teacher, tmp_path):
-    from shrinkbert.teachers.embedding_pairs import finetune_nli
-
-    (tmp_path / "nli.csv").write_text("premise,hypothesis,label\na b,c d,neutral\n")
-    with pytest.raises(ShrinkbertError, match="no entailment pairs"):
-        finetune_nli(teacher, tmp_path / "nli.csv", tmp_path / "out")
-    assert not (tmp_path / "out").exists()
 
 
 def test_drop_in_measures_by_hand():

@@ -194,6 +194,17 @@ def by_read_priority() -> list[TaskKind]:
     return sorted(all_kinds().values(), key=lambda k: k.read_priority)
 
 
+# A stage mode that trains another kind of model than its data's or its teacher's kind
+# (`finetune --mode embeddings` on an NLI task, `distill --mode embeddings` from a classifier's encoder).
+MODE_KINDS = {"embeddings": "embedding"}
+
+
+def kind_for_mode(mode: str, otherwise: Any = None) -> TaskKind:
+    """The kind of model a stage's `--mode` trains: MODE_KINDS', else the kind of `otherwise` (the
+    task, or the teacher)."""
+    return get_kind(MODE_KINDS[mode]) if mode in MODE_KINDS else kind_of(otherwise)
+
+
 def score_split(model, dataset, collate, task, batch_size: int = 64) -> dict[str, float]:
     """The task's scores (and "loss") of a PyTorch model on a tokenized split: its kind's `score_split`."""
     return kind_of(task).score_split(model, dataset, collate, task, batch_size)
@@ -205,6 +216,6 @@ def primary_metric(task) -> tuple[str, str]:
 
 
 __all__ = ["TaskKind", "register", "get_kind", "kind_of", "kind_of_architectures", "all_kinds", "kind_names",
-           "kind_for_stage", "require_stage",
+           "kind_for_stage", "require_stage", "kind_for_mode", "MODE_KINDS",
            "DEFAULT_KIND",
            "kind_of_rows", "by_read_priority", "score_split", "primary_metric"]

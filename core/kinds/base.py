@@ -219,6 +219,20 @@ class TaskKind(ABC):
         None: the report's default line for one label per row."""
         return None
 
+    def adopt(self, task, splits: dict) -> tuple[Any, dict]:
+        """(task, splits) read as this kind's, for a stage told to train this kind's model on them
+        (`finetune --mode`); by default only this kind's own tasks, as they are. A kind that can learn
+        from another kind's rows (sentence embeddings from an NLI task's pairs) converts them here."""
+        if task.kind != self.name:
+            raise ShrinkbertError(f"task '{task.name}' is a {task.kind} task: a {self.name} model is not trained on it")
+        return task, splits
+
+    def passes_on(self, task) -> bool:
+        """Whether the models trained on `task` carry it as their data record, the task later stages
+        score them on (an NLI task a sentence-embedding model learned from does not: later stages of
+        an embedding model score it on scored pairs)."""
+        return True
+
     # -- reading and checking rows ----------------------------------------------------------------
     read_priority: ClassVar[int] = 50
     """Order in which kinds are offered a user's data source (`read_user_splits`): lower first;

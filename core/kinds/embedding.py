@@ -22,9 +22,13 @@ output is either the sentence vector itself (the exported graph's "sentence_embe
 vectors [batch, seq, hidden] (a transformers BertModel's last_hidden_state), mean-pooled here over
 the real tokens, as sentence-transformers' default Pooling does.
 
-Training is not through the tokenized-split path of the classifiers: an embedding student is
-distilled on unlabelled text (students/embedding_distill.py) and a model is fine-tuned on scored
-or NLI pairs (teachers/embedding_pairs.py); `kd_loss` and `hard_loss` are those modules' losses.
+Fine-tuning runs through the finetune stage every kind uses: scored pairs train with
+sentence-transformers' CosineSimilarityLoss and are judged by Spearman; an NLI task (premise,
+hypothesis, label with an entailment label), adopted for `finetune --mode embeddings` (`adopt`),
+trains with in-batch negatives on its entailment pairs (MultipleNegativesRankingLoss's form,
+core/kinds/losses.py) and is judged by triplet accuracy: the share of premises closer to their
+entailed hypothesis than to a contradicting one (sentence-transformers' TripletEvaluator's measure).
+An embedding student is distilled on unlabelled text (students/embedding_distill.py).
 """
 from __future__ import annotations
 
@@ -43,6 +47,8 @@ OUTPUT = "sentence_embedding"  # compress/embedding_onnx.py's graph output
 DEFAULT_RANGE = ("0", "5")     # STS-B's score range, as the task's label names
 NEIGHBOUR_SCALE = 20.0         # sentence-transformers' MultipleNegativesRankingLoss scale (temperature 0.05)
 MIN_INT8_AGREEMENT = 0.98      # mean cosine of int8 and fp32 vectors below which int8 has broken the model
+TRIPLETS = "triplet_accuracy"  # the metric of an NLI task adopted as entailment pairs
+ENTAILMENT, CONTRADICTION = "entailment", "contradiction"  # NLI label names (SNLI's, MultiNLI's)
 
 
 def neighbour_loss(vectors):
@@ -51,12 +57,28 @@ def neighbour_loss(vectors):
     form). Its value is the model's own, but its gradient says which weights keep sentences apart,
     so pruning by it (compress/prune.py) keeps what a nearest-neighbour index relies on. A
     squared-error loss to the model's own vectors would be zero with a zero gradient here."""
-    import torch
-    import torch.nn.functional as F
+    from shrinkbert.core.kinds.losses import in_batch_negatives_loss  # deferred: torch
 
-    unit = F.normalize(vectors.float(), p=2, dim=-1)
-    logits = NEIGHBOUR_SCALE * unit @ unit.detach().T
-    return F.cross_entropy(logits, torch.arange(len(unit), device=unit.device))
+    return in_batch_negatives_loss(vectors, vectors.detach(), NEIGHBOUR_SCALE)
+
+
+def nli_triplets(premises, hypotheses, labels) -> list[tuple[str, str, str]]:
+    """(premise, entailed hypothesis, contradicting hypothesis) for every premise that has both."""
+    entailed: dict[str, str] = {}
+    contradicted: dict[str, str] = {}
+    for premise, hypothesis, label in zip(premises, hypotheses, labels):
+        label = str(label).strip().lower()
+        if label == ENTAILMENT:
+            entailed.setdefault(premise, hypothesis)
+        elif label == CONTRADICTION:
+            contradicted.setdefault(premise, hypothesis)
+    return [(p, entailed[p], contradicted[p]) for p in entailed if p in contradicted]
+
+
+def triplet_accuracy(anchors: np.ndarray, positives: np.ndarray, negatives: np.ndarray) -> float:
+    """Share of rows whose anchor is closer (cosine) to its positive than to its negative."""
+    anchors, positives, negatives = (normalize_rows(v) for v in (anchors, positives, negatives))
+    return float(np.mean(np.sum(anchors * positives, axis=1) > np.sum(anchors * negatives, axis=1)))
 
 
 def normalize_rows(vectors: np.ndarray) -> np.ndarray:
@@ -130,7 +152,7 @@ class EmbeddingKind(TaskKind):
     output_names = (OUTPUT,)
     target_columns = ()
     supports_pairs = True
-    known_metrics = ("spearman",)
+    known_metrics = ("spearman", TRIPLETS)
     description = "sentence embedding"
     # An encoder with pooling, trained on sentences or pairs and exported with its pooling inside the
     # graph: these stages run in the embedding modules (the classifiers' code serves the rest).
@@ -168,7 +190,48 @@ class EmbeddingKind(TaskKind):
         return ("spearman",)
 
     def primary_metric(self, task) -> tuple[str, str]:
+        if task.metrics and task.metrics[0] == TRIPLETS:
+            return TRIPLETS, "triplet accuracy"
         return "spearman", "Spearman x100"
+
+    def adopt(self, task, splits: dict):
+        """Scored pairs as they are; an NLI task (pairs, an entailment label) as entailment pairs: the
+        train split's (premise, entailed hypothesis) rows, learned with in-batch negatives, and the
+        other splits' (premise, entailed, contradicting) triplets, which judge the epochs. Its task is
+        judged by triplet accuracy; its two label names stand for contradicted (0) and entailed (1)."""
+        if task.kind == self.name:
+            return task, splits
+        names = [name.lower() for name in task.label_names]
+        if not (task.pair and ENTAILMENT in names):
+            raise ShrinkbertError(f"an embedding model trains on scored pairs (sentence1,sentence2,score) or an NLI "
+                                  f"task (premise,hypothesis pairs: --text-column premise --text-pair-column "
+                                  f"hypothesis, with an entailment label); task '{task.name}' has "
+                                  f"{'pairs' if task.pair else 'one text per row'}, labels {', '.join(task.label_names)}")
+        from shrinkbert.core.data.tasks import Task  # deferred: the data package
+
+        def labelled(split):
+            return split["text"], split["text_pair"], [names[i] for i in split["label"]]
+
+        premises, hypotheses, labels = labelled(splits["train"])
+        pairs = [(p, h) for p, h, label in zip(premises, hypotheses, labels) if label == ENTAILMENT]
+        if len(pairs) < 2:
+            raise ShrinkbertError(f"task '{task.name}' (train split): in-batch negatives need at least 2 entailment "
+                                  f"pairs, got {len(pairs)}")
+        adopted = {"train": datasets.Dataset.from_dict({"sentence1": [p for p, _ in pairs],
+                                                        "sentence2": [h for _, h in pairs]})}
+        for name, split in splits.items():
+            if name == "train":
+                continue
+            triplets = nli_triplets(*labelled(split))
+            if not triplets:
+                raise ShrinkbertError(f"task '{task.name}' ({name} split): no premise has both an entailed and a "
+                                      "contradicting hypothesis, so triplet accuracy has nothing to judge")
+            adopted[name] = datasets.Dataset.from_dict({column: [t[i] for t in triplets] for i, column in
+                                                        enumerate(("sentence1", "sentence2", "negative"))})
+        return Task(task.name, ("0", "1"), pair=True, metrics=(TRIPLETS,), kind=self.name), adopted
+
+    def passes_on(self, task) -> bool:
+        return TRIPLETS not in task.metrics  # NLI triplets: an embedding model's later stages score pairs
 
     def metrics_note(self, report, columns, max_length: int) -> str | None:
         return ("- Metrics: Spearman correlation x100 between the cosine of the two sentences' vectors and the "
@@ -227,23 +290,30 @@ class EmbeddingKind(TaskKind):
         return [r["sentence1"] for r in rows] + second
 
     def tokenize(self, dataset, tokenizer, task, max_length: int = 128, label_all_subtokens: bool = False):
-        """Each pair's two sentences tokenized apart (the second as pair_input_ids, ...; SentenceEncoder
-        embeds both in one forward) and its score scaled from the task's range to 0..1 as "labels"
-        (sentence-transformers' CosineSimilarityLoss target)."""
+        """Each row's sentences tokenized apart (the second as pair_input_ids, ..., a triplet's third as
+        negative_input_ids, ...; SentenceEncoder embeds them all in one forward). A scored pair's score
+        becomes "labels", scaled from the task's range to 0..1 (sentence-transformers'
+        CosineSimilarityLoss target); entailment pairs and triplets have none."""
         from shrinkbert.core.data.userdata import quiet_datasets  # deferred: the data package
 
+        if not isinstance(dataset, datasets.Dataset):  # a DatasetDict: pairs and triplets differ by split
+            return datasets.DatasetDict({name: self.tokenize(split, tokenizer, task, max_length)
+                                         for name, split in dataset.items()})
         low, high = score_range(task)
+        sides = [(column, prefix) for column, prefix in (("sentence1", ""), ("sentence2", "pair_"), ("negative", "negative_"))
+                 if column in dataset.column_names]
 
         def encode(batch):
-            first, second = (tokenizer(batch[column], truncation=True, max_length=max_length, return_token_type_ids=True)
-                             for column in ("sentence1", "sentence2"))
-            return {**first, **{f"pair_{key}": value for key, value in second.items()},
-                    "labels": [(float(score) - low) / (high - low) for score in batch["score"]]}
+            out = {}
+            for column, prefix in sides:
+                encoded = tokenizer(batch[column], truncation=True, max_length=max_length, return_token_type_ids=True)
+                out.update({f"{prefix}{key}": value for key, value in encoded.items()})
+            if "score" in batch:
+                out["labels"] = [(float(score) - low) / (high - low) for score in batch["score"]]
+            return out
 
-        columns = (dataset.column_names if isinstance(dataset, datasets.Dataset)
-                   else next(iter(dataset.values())).column_names)
         with quiet_datasets():
-            return dataset.map(encode, batched=True, remove_columns=columns)
+            return dataset.map(encode, batched=True, remove_columns=dataset.column_names)
 
     def encode(self, tokenizer, rows, max_length: int = 128, padding: Any = True, return_tensors: str | None = "np"):
         return tokenizer(self.sentences(rows), truncation=True, max_length=max_length, padding=padding,
@@ -286,8 +356,16 @@ class EmbeddingKind(TaskKind):
         return self.load_torch(path)[0]
 
     def train_step_loss(self, model_output, batch: dict):
-        """CosineSimilarityLoss on a scored-pairs batch (`hard_loss`); nothing else is logged beside it."""
-        return self.hard_loss(self.outputs(model_output, batch), batch), {}
+        """CosineSimilarityLoss on a scored-pairs batch (`hard_loss`); on entailment pairs (no scores),
+        each premise's hypothesis against the batch's other hypotheses (`in_batch_negatives_loss`,
+        MultipleNegativesRankingLoss's form and scale). Nothing else is logged beside it."""
+        if "labels" in batch:
+            return self.hard_loss(self.outputs(model_output, batch), batch), {}
+        from shrinkbert.core.kinds.losses import in_batch_negatives_loss  # deferred: torch
+
+        vectors = self.outputs(model_output, batch)[OUTPUT]
+        rows = batch["input_ids"].shape[0]
+        return in_batch_negatives_loss(vectors[:rows], vectors[rows:], NEIGHBOUR_SCALE), {}
 
     def pack_outputs(self, outputs):
         return outputs[OUTPUT]
@@ -376,8 +454,9 @@ class EmbeddingKind(TaskKind):
         return {"spearman": spearman_x100(cosine_rows(scored[0::2], scored[1::2]), [float(s) for s in labels])}
 
     def score_split(self, model, dataset, collate, task, batch_size: int = 64) -> dict[str, float]:
-        """Spearman x100 of each pair's cosine with its score, and the CosineSimilarityLoss ("loss"), of a
-        PyTorch model on a tokenized scored-pairs split (`tokenize`)."""
+        """Of a PyTorch model on a tokenized split (`tokenize`): scored pairs, Spearman x100 of each
+        pair's cosine with its score and the CosineSimilarityLoss ("loss"); NLI triplets, the triplet
+        accuracy."""
         import torch
 
         from shrinkbert.core.predict import model_inputs
@@ -386,16 +465,20 @@ class EmbeddingKind(TaskKind):
         device = next(model.parameters()).device
         was_training = model.training
         model.eval()
-        cosines, gold = [], []
+        sides = 3 if "negative_input_ids" in dataset.column_names else 2
+        parts, gold = [], []
         with torch.no_grad():
             for start in range(0, len(dataset), batch_size):
                 batch = collate([dataset[i] for i in range(start, min(start + batch_size, len(dataset)))])
                 vectors = model(**{k: v.to(device) for k, v in model_inputs(model, batch).items()})
-                vectors = getattr(vectors, OUTPUT).float().cpu().numpy()
-                cosines.append(cosine_rows(vectors[:len(vectors) // 2], vectors[len(vectors) // 2:]))
-                gold.append(batch["labels"].float().numpy())
+                parts.append(np.split(getattr(vectors, OUTPUT).float().cpu().numpy(), sides))
+                if "labels" in batch:
+                    gold.append(batch["labels"].float().numpy())
         model.train(was_training)
-        cosine, gold = np.concatenate(cosines), np.concatenate(gold)
+        first, second, *third = (np.concatenate(side) for side in zip(*parts))
+        if third:
+            return {TRIPLETS: triplet_accuracy(first, second, third[0])}
+        cosine, gold = cosine_rows(first, second), np.concatenate(gold)
         return {"spearman": spearman_x100(cosine, gold), "loss": float(np.mean((cosine - gold) ** 2))}
 
     def score_runner(self, runner, rows, columns, batch_size: int, max_length: int) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """The losses at a model's outputs, one home each: softened-logit KD, MSE + cosine to a teacher's
-vectors, and gold labels.
+vectors, in-batch negatives over sentence vectors, and gold labels.
 
 The kinds call them from `kd_loss`/`hard_loss`; students/losses.py (hidden and attention losses)
 and teachers/pretrain.py reuse `kd_logits_loss` at masked positions; students/embedding_distill.py
@@ -32,6 +32,16 @@ def mse_cosine_loss(student_vectors, teacher_vectors, mse_weight: float = 1.0,
     plus (1 - cosine), since only directions matter once vectors are normalised."""
     s, t = student_vectors.float(), teacher_vectors.float()
     return mse_weight * F.mse_loss(s, t) + cosine_weight * (1 - F.cosine_similarity(s, t, dim=-1)).mean()
+
+
+def in_batch_negatives_loss(anchors, candidates, scale: float = 20.0) -> torch.Tensor:
+    """Each anchor's own candidate (row i) against every other candidate of the batch: cross-entropy
+    over `scale` x cosine (sentence-transformers' MultipleNegativesRankingLoss; scale 20 is its
+    temperature 0.05). `candidates` may hold more rows than `anchors` (hard negatives after the
+    positives): they are further wrong answers for every anchor."""
+    a = F.normalize(anchors.float(), p=2, dim=-1)
+    c = F.normalize(candidates.float(), p=2, dim=-1)
+    return F.cross_entropy(scale * a @ c.T, torch.arange(len(a), device=a.device))
 
 
 def hard_loss(logits, labels) -> torch.Tensor:
