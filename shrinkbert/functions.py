@@ -299,8 +299,8 @@ def finetune(
             token tasks: train on every sub-token of a word, not only its first
         mode: str = 'classifier'
             what to train: 'classifier' (a head for the task's labels) or 'embeddings' (a sentence-embedding
-            model: CosineSimilarityLoss on scored pairs, MultipleNegativesRankingLoss on an NLI task's
-            entailment pairs, sentence-transformers' losses) [one of classifier, embeddings]
+            model: CosineSimilarityLoss on scored pairs, in-batch negatives (MultipleNegativesRankingLoss's
+            form) on an NLI task's entailment pairs, judged by triplet accuracy) [one of classifier, embeddings]
 
     Training loop:
         weight_decay: float = 0.01

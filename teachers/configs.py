@@ -99,5 +99,5 @@ class FinetuneConfig(TrainConfig, DataConfig):
     epochs: float = field(3, "passes over the training data", min=0)
     mode: str = field("classifier", "what to train: 'classifier' (a head for the task's labels) or 'embeddings' (a "
                                     "sentence-embedding model: CosineSimilarityLoss on scored pairs, "
-                                    "MultipleNegativesRankingLoss on an NLI task's entailment pairs, "
-                                    "sentence-transformers' losses)", choices=("classifier", "embeddings"))
+                                    "in-batch negatives (MultipleNegativesRankingLoss's form) on an NLI task's "
+                                    "entailment pairs, judged by triplet accuracy)", choices=("classifier", "embeddings"))
