@@ -49,9 +49,9 @@ import onnxruntime as ort
 from tokenizers import Tokenizer
 
 try:  # in a bundle: the copy beside predict.py; in the kit: its own module
-    from bundle_files import BundleDamaged, check_files
+    from bundle_files import BundleDamaged, check_files, open_session
 except ImportError:
-    from shrinkbert.compress.bundle_files import BundleDamaged, check_files
+    from shrinkbert.compress.bundle_files import BundleDamaged, check_files, open_session
 
 HERE = Path(__file__).resolve().parent
 
@@ -77,12 +77,14 @@ def load_kind_module(root: Path, meta: dict):
 
 class Predictor:
     def __init__(self, bundle_dir: str | os.PathLike | None = None, threads: int | None = None,
-                 spin: bool | None = None, model_file: str | None = None):
+                 spin: bool | None = None, model_file: str | None = None, flush_denormals: bool | None = None):
         """model_file: the graph to run, relative to the bundle (None: labels.json's; a mobile bundle's
         "mobile/model.ort" runs too). threads / spin: ONNX Runtime's intra-op threads and whether they spin while waiting for
         work. None: the bundle's defaults (labels.json "runtime", the fastest setting measured for a
         process of its own). A bundle that shares its CPU with other busy threads (a PyTorch model in
-        the same process, another server) runs better with spin=False and fewer threads."""
+        the same process, another server) runs better with spin=False and fewer threads.
+        flush_denormals: ONNX Runtime's threads flush denormal floats to zero (bundle_files.open_session;
+        None: labels.json "runtime", on where it does not say)."""
         root = Path(bundle_dir) if bundle_dir else HERE
         check_files(root)
         meta = json.loads((root / "labels.json").read_text(encoding="utf-8"))
@@ -98,14 +100,15 @@ class Predictor:
         defaults = meta.get("runtime") or {}
         threads = defaults.get("threads") if threads is None else threads
         spin = defaults.get("spin", True) if spin is None else spin  # ORT's own default: spinning on
+        flush = defaults.get("flush_denormals", True) if flush_denormals is None else flush_denormals
         options = ort.SessionOptions()
         if threads:
             options.intra_op_num_threads = int(threads)
         options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
-        self.session = ort.InferenceSession(str(root / (model_file or meta.get("model_file", "model.onnx"))), options,
-                                            providers=["CPUExecutionProvider"])
+        self.session = open_session(root / (model_file or meta.get("model_file", "model.onnx")), options, bool(flush))
         self.input_names = [i.name for i in self.session.get_inputs()]
-        self.runtime = {"threads": int(threads) if threads else None, "spin": bool(spin)}  # None: ORT's default
+        self.runtime = {"threads": int(threads) if threads else None, "spin": bool(spin),  # None: ORT's default
+                        "flush_denormals": bool(flush)}
 
     def feed(self, encodings) -> dict[str, np.ndarray]:
         """The graph's inputs for encoded texts (MPNet's and DistilBERT's graphs take no token types)."""

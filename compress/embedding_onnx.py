@@ -22,11 +22,12 @@ ONNX_FILE, OUTPUT = "model.onnx", "sentence_embedding"
 class OnnxEmbedder:
     """An exported embedder run by ONNX Runtime: `encode(texts)` -> float32 [n, dim]."""
 
-    def __init__(self, path: str | Path, threads: int = 0, max_length: int = 128, spin: bool = False):
+    def __init__(self, path: str | Path, threads: int = 0, max_length: int = 128, spin: bool = False,
+                 flush_denormals: bool = False):
         path = Path(path)
         # The kit's one thread policy (core/ortsession.py): spinning off unless `spin`, as a timing
         # worker alone in its process asks for it.
-        self.session = ort_session(path / ONNX_FILE, threads, spin=spin)
+        self.session = ort_session(path / ONNX_FILE, threads, spin=spin, flush_denormals=flush_denormals)
         self.tokenizer, self.max_length = load_tokenizer(path), max_length
         self.spec = read_pooling(path)
         self.inputs = [i.name for i in self.session.get_inputs()]  # MPNet's and DistilBERT's take no token types

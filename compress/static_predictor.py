@@ -31,9 +31,9 @@ import numpy as np
 from tokenizers import Tokenizer
 
 try:  # in a bundle: the copy beside predict.py; in the kit: its own module
-    from bundle_files import BundleDamaged, check_files
+    from bundle_files import BundleDamaged, check_files, open_session
 except ImportError:
-    from shrinkbert.compress.bundle_files import BundleDamaged, check_files
+    from shrinkbert.compress.bundle_files import BundleDamaged, check_files, open_session
 
 VECTORS_FILE, TOKENIZER_FILE = "vectors.npy", "tokenizer.json"
 ONNX_FILE, META_FILE, ONNX_OUTPUT = "model.onnx", "embedding.json", "sentence_embedding"
@@ -61,7 +61,8 @@ def embed_with_table(tokenizer: Tokenizer, table: np.ndarray, texts: list[str]) 
 class OnnxGraph:
     """A sentence-vector ONNX graph and its tokenizer: padded to the batch's longest text, truncated to max_length."""
 
-    def __init__(self, path: Path, threads: int | None = None, spin: bool | None = None, model_file: str | None = None):
+    def __init__(self, path: Path, threads: int | None = None, spin: bool | None = None, model_file: str | None = None,
+                 flush_denormals: bool | None = None):
         import onnxruntime as ort  # deferred: a static bundle never needs it
 
         meta = json.loads((path / META_FILE).read_text())
@@ -74,11 +75,13 @@ class OnnxGraph:
         defaults = meta.get("runtime") or {}
         spin = bool(defaults.get("spin", False)) if spin is None else spin
         threads = int(defaults.get("threads") or 0) if threads is None else int(threads)
+        # flush-to-zero on ONNX Runtime's threads (bundle_files.open_session): on unless the bundle says not
+        flush = bool(defaults.get("flush_denormals", True)) if flush_denormals is None else flush_denormals
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
-        self.runtime = {"threads": threads or None, "spin": spin}
-        self.session = ort.InferenceSession(str(path / model_file), options, providers=["CPUExecutionProvider"])
+        self.runtime = {"threads": threads or None, "spin": spin, "flush_denormals": flush}
+        self.session = open_session(path / model_file, options, flush)
         self.tokenizer = Tokenizer.from_file(str(path / TOKENIZER_FILE))
         self.tokenizer.enable_truncation(int(meta["max_length"]))
         self.tokenizer.enable_padding(pad_id=int(meta.get("pad_id", 0)), pad_token=meta.get("pad_token", "[PAD]"))
@@ -98,12 +101,15 @@ class OnnxGraph:
 
 class Predictor:
     def __init__(self, path: str | Path = ".", threads: int | None = None, spin: bool | None = None,
-                 model_file: str | None = None):
+                 model_file: str | None = None, flush_denormals: bool | None = None):
         """model_file: a graph bundle's graph to run (default: embedding.json's; a mobile bundle's
-        "mobile/model.ort" runs too). A bundle with embedding.json runs a graph, one without a table."""
+        "mobile/model.ort" runs too). A bundle with embedding.json runs a graph, one without a table.
+        flush_denormals: the graph's ONNX Runtime threads flush denormal floats to zero (None: the
+        bundle's "runtime", on where it does not say)."""
         path = Path(path)
         check_files(path)
-        self.graph = OnnxGraph(path, threads, spin, model_file) if (path / META_FILE).is_file() else None
+        self.graph = (OnnxGraph(path, threads, spin, model_file, flush_denormals) if (path / META_FILE).is_file()
+                      else None)
         if self.graph is None:
             self.table = np.load(path / VECTORS_FILE, allow_pickle=False)  # plain array: no pickle ever
             self.tokenizer = Tokenizer.from_file(str(path / TOKENIZER_FILE))

@@ -7,12 +7,15 @@ from pathlib import Path
 from shrinkbert.core.errors import ShrinkbertError
 
 
-def ort_session(model_file: str | Path, threads: int | None = None, spin: bool = False):
+def ort_session(model_file: str | Path, threads: int | None = None, spin: bool = False, flush_denormals: bool = False):
     """A CPU InferenceSession: `threads` intra-op threads (0/None: ONNX Runtime's default, one per
     physical core), one inter-op thread, sequential execution, and spinning off unless `spin`
     (spinning worker threads slow the next PyTorch call in the same process: STACK.md; a session in a
     process of its own, as the report's timing workers hold it, is faster with ORT's default, on).
-    A corrupt or truncated file is one clear ShrinkbertError."""
+    A corrupt or truncated file is one clear ShrinkbertError. `flush_denormals`: ONNX Runtime flushes
+    denormal floats to zero, as a bundle does (compress/bundle_files.open_session), on its threads and
+    on the calling thread too: for a process of its own (the report's timing workers), never for one
+    whose PyTorch must keep its floating-point settings."""
     import onnxruntime as ort
 
     from shrinkbert.core.verify import verify_artifact
@@ -25,6 +28,8 @@ def ort_session(model_file: str | Path, threads: int | None = None, spin: bool =
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
     options.add_session_config_entry("session.inter_op.allow_spinning", "1" if spin else "0")
+    if flush_denormals:
+        options.add_session_config_entry("session.set_denormal_as_zero", "1")
     try:
         return ort.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"])
     except Exception as err:  # ORT raises its own Fail/InvalidProtobuf/InvalidGraph types

@@ -14,10 +14,12 @@ import numpy as np
 from shrinkbert.core.artifacts import is_artifact, read_manifest
 
 
-def open_encoder(path: str, threads: int, max_length: int,
-                 spin: bool = False) -> tuple[Callable[[list[str]], np.ndarray], str]:
+def open_encoder(path: str, threads: int, max_length: int, spin: bool = False,
+                 flush_denormals: bool = False) -> tuple[Callable[[list[str]], np.ndarray], str]:
     """(texts -> unit vectors, the runtime's name) of an embedding artifact or model name. `spin`:
-    ONNX Runtime's spinning for an ONNX graph (on only where nothing else runs in the process)."""
+    ONNX Runtime's spinning for an ONNX graph (on only where nothing else runs in the process);
+    `flush_denormals`: its denormal floats flushed to zero as a bundle's are (core/ortsession.py: only
+    in a process of its own)."""
     # static_predictor's name for the graph file: importing embedding_onnx (torch, onnxruntime) here would
     # load both runtimes into every timing worker
     from shrinkbert.compress.static_predictor import ONNX_FILE
@@ -33,7 +35,7 @@ def open_encoder(path: str, threads: int, max_length: int,
     if (folder / ONNX_FILE).is_file():
         from shrinkbert.compress.embedding_onnx import OnnxEmbedder
 
-        graph = OnnxEmbedder(folder, threads=threads, max_length=max_length, spin=spin)
+        graph = OnnxEmbedder(folder, threads=threads, max_length=max_length, spin=spin, flush_denormals=flush_denormals)
         return graph.encode, "ONNX Runtime " + ("int8" if manifest.get("stage") == "quantize" else "fp32")
     if (folder / STATIC_DIR).is_dir():
         from shrinkbert.students.static import StaticEmbedder

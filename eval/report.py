@@ -213,8 +213,9 @@ def _threads_detail(settings: Settings) -> str:
         return (f"one process for all: torch.set_num_threads({settings.threads}); ORT intra_op_num_threads="
                 f"{settings.threads}, inter_op 1, allow_spinning=0")
     return (f"each variant's own process: torch.set_num_threads({settings.threads}); ORT intra_op_num_threads="
-            f"{settings.threads}, inter_op 1, spinning on (ORT's default); a bundle: its Predictor(threads="
-            f"{settings.threads}) with its own spinning default; read back per variant under 'Runtime settings'")
+            f"{settings.threads}, inter_op 1, spinning on (ORT's default), denormals flushed to zero as a bundle "
+            f"runs; a bundle: its Predictor(threads={settings.threads}) with its own spinning and denormal defaults; "
+            "read back per variant under 'Runtime settings'")
 
 
 def _other_load(variants: list[Variant]) -> dict[str, Any] | None:
@@ -468,13 +469,17 @@ def runtime_markdown(report: dict[str, Any]) -> list[str]:
     if not rows:
         return []
     lines = ["", "## Runtime settings (read back from each variant's timing process)", "",
-             "| variant | process | runtime | threads | ORT spinning | libraries loaded |", "|---|---|---|--:|---|---|"]
+             "| variant | process | runtime | threads | ORT spinning | denormals flushed | libraries loaded |",
+             "|---|---|---|--:|---|---|---|"]
+
+    def on_off(value) -> str:
+        return "–" if value is None else ("on" if value else "off")
+
     for name, timed in rows:
-        spin = timed.get("spin")
         threads = timed.get("threads")
         lines.append(f"| {name} | {timed.get('process', '–')} | {timed.get('runtime') or timed.get('describe', '–')} | "
-                     f"{'ORT default' if threads == 0 else _fmt(threads, 'd')} | "
-                     f"{'–' if spin is None else ('on' if spin else 'off')} | {', '.join(timed.get('libraries') or []) or '–'} |")
+                     f"{'ORT default' if threads == 0 else _fmt(threads, 'd')} | {on_off(timed.get('spin'))} | "
+                     f"{on_off(timed.get('flush_denormals'))} | {', '.join(timed.get('libraries') or []) or '–'} |")
     return lines
 
 

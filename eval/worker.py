@@ -54,8 +54,9 @@ def _open_onnx(path: Path, threads: int, attention: str, manifest: dict, options
     from shrinkbert.core.ortsession import ort_session
 
     model_file = pick_onnx_file(path, manifest)
-    # ORT's own default (spinning on): nothing else runs in this process for the spinning to slow.
-    session = ort_session(model_file, threads, spin=True)
+    # ORT's own default (spinning on): nothing else runs in this process for the spinning to slow;
+    # denormals flushed to zero, as a bundle runs its graph (compress/bundle_files.open_session)
+    session = ort_session(model_file, threads, spin=True, flush_denormals=True)
     return _session_run(session), dict, {**session_settings(session), "describe": f"onnxruntime {model_file.name}"}
 
 
@@ -80,8 +81,10 @@ def _open_embedding(path: Path, threads: int, attention: str, manifest: dict, op
         graph_runtime = getattr(getattr(predictor, "graph", None), "runtime", None) or {}  # a graph's spinning
         return predictor.embed, texts_of, {"runtime": f"bundle ({manifest.get('runtime', 'onnxruntime')})",
                                            "threads": threads, "describe": "edge bundle Predictor.embed",
-                                           **({"spin": graph_runtime["spin"]} if "spin" in graph_runtime else {})}
-    encode, runtime = open_encoder(str(path), threads, int(options.get("max_length", 128)), spin=True)
+                                           **{key: graph_runtime[key] for key in ("spin", "flush_denormals")
+                                              if key in graph_runtime}}
+    encode, runtime = open_encoder(str(path), threads, int(options.get("max_length", 128)), spin=True,
+                                   flush_denormals=True)
     return encode, texts_of, {"runtime": runtime, "threads": threads, "describe": "text -> vector"}
 
 
@@ -97,11 +100,15 @@ def session_settings(session) -> dict:
     import onnxruntime as ort  # already imported by the session's owner
 
     options = session.get_session_options()
-    try:
-        spin = options.get_session_config_entry("session.intra_op.allow_spinning") != "0"
-    except Exception:  # the entry was never set: ORT's default, spinning on
-        spin = True
-    return {"runtime": f"onnxruntime {ort.__version__}", "threads": options.intra_op_num_threads, "spin": spin}
+    def entry(name: str, default: str) -> str:
+        try:
+            return options.get_session_config_entry(name)
+        except Exception:  # the entry was never set: ORT's default
+            return default
+
+    return {"runtime": f"onnxruntime {ort.__version__}", "threads": options.intra_op_num_threads,
+            "spin": entry("session.intra_op.allow_spinning", "1") != "0",
+            "flush_denormals": entry("session.set_denormal_as_zero", "0") == "1"}
 
 
 class Worker:

@@ -115,8 +115,9 @@ print(json.dumps({{"vectors": vectors.tolist(), "search": p.search({texts[0]!r},
 @pytest.mark.parametrize("setting, spin", [("on", True), ("off", False)])
 def test_a_set_spin_is_written_untimed_and_the_predictor_runs_with_it(int8_graph, tmp_path, setting, spin):
     bundle = run(int8_graph, tmp_path / "bundle", spin=setting, threads="default" if spin else 1)
-    assert json.loads((bundle / "embedding.json").read_text())["runtime"] == {"threads": None if spin else 1, "spin": spin}
-    assert Predictor(bundle).graph.runtime == {"threads": None if spin else 1, "spin": spin}  # its defaults, read back
+    assert json.loads((bundle / "embedding.json").read_text())["runtime"] == {"threads": None if spin else 1, "spin": spin, "flush_denormals": True}
+    assert Predictor(bundle).graph.runtime == {"threads": None if spin else 1, "spin": spin,  # its defaults, read back
+                                               "flush_denormals": True}
     runtime = json.loads((bundle / "shrinkbert.json").read_text())["metrics"]["runtime"]
     assert runtime["spin"] is spin and "p50_ms" not in runtime  # set, not measured
     done = subprocess.run([sys.executable, "predict.py", "--benchmark", "3", "--seq-len", "16"], cwd=bundle,
@@ -133,7 +134,8 @@ def test_auto_times_the_bundle_each_way_and_records_it(int8_graph, tmp_path):
     assert all(v > 0 for v in p50.values())
     chosen = f"threads {runtime['threads'] or 'default'}, spin {'on' if runtime['spin'] else 'off'}"
     assert chosen == "threads default, spin on" or p50[chosen] < 0.9 * p50["threads default, spin on"]
-    assert Predictor(bundle).graph.runtime == {"threads": runtime["threads"], "spin": runtime["spin"]}
+    assert Predictor(bundle).graph.runtime == {"threads": runtime["threads"], "spin": runtime["spin"],
+                                               "flush_denormals": runtime["flush_denormals"]}
 
 
 @pytest.mark.parametrize("which", ["static", "graph"])

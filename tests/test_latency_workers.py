@@ -123,7 +123,7 @@ def test_the_bundle_honours_its_thread_and_spin_options(bundle_dir):
 
     module = load_bundle_module(bundle_dir)
     labels = json.loads((bundle_dir / "labels.json").read_text())
-    assert set(labels["runtime"]) == {"threads", "spin"} and labels["runtime"]["threads"] in (None, 1)
+    assert set(labels["runtime"]) == {"threads", "spin", "flush_denormals"} and labels["runtime"]["threads"] in (None, 1)
     default = module.Predictor(str(bundle_dir)).session.get_session_options()
     assert default.get_session_config_entry(SPIN) == ("1" if labels["runtime"]["spin"] else "0")
     assert default.intra_op_num_threads == (labels["runtime"]["threads"] or 0)  # 0: ORT's own default
@@ -137,6 +137,28 @@ def test_the_bundle_honours_its_thread_and_spin_options(bundle_dir):
     measured = json.loads(done.stdout)
     assert (measured["threads"], measured["spin"], measured["case"], measured["runs"]) == (1, False, "b1/s16", 3)
     assert measured["p50_ms"] > 0
+
+
+def test_the_bundle_flushes_denormals_on_its_own_threads_only(bundle_dir):
+    """The bundle's ONNX Runtime threads flush denormal floats to zero (its default, labels.json "runtime"),
+    its outputs stay those of a plain session, and the thread that made it keeps its own settings (ONNX
+    Runtime would set flush-to-zero on it too: the session is made on a thread of its own)."""
+    import numpy as np
+    import torch
+
+    from shrinkbert.eval.runners import load_bundle_module
+
+    module = load_bundle_module(bundle_dir)
+    assert json.loads((bundle_dir / "labels.json").read_text())["runtime"]["flush_denormals"] is True
+    tiny = torch.tensor([1e-39])
+    flushing = module.Predictor(str(bundle_dir))
+    assert flushing.session.get_session_options().get_session_config_entry("session.set_denormal_as_zero") == "1"
+    assert flushing.runtime["flush_denormals"] is True
+    assert (tiny * 1.0).item() > 0 and np.float32(1e-39) * np.float32(1.0) > 0  # this thread still has denormals
+    plain = module.Predictor(str(bundle_dir), flush_denormals=False)
+    assert plain.runtime["flush_denormals"] is False
+    texts = ["a gripping film", "dull", "one of the best films this year, and I have seen many " * 3]
+    assert np.allclose(flushing.logits(texts), plain.logits(texts), atol=1e-6)
 
 
 def test_the_bundle_manifest_records_its_runtime_choice(bundle_dir):
@@ -230,13 +252,13 @@ def test_a_set_spin_is_written_untimed(onnx_dir, tmp_path):
 
     out = Path(bundle.run(bundle.Config(model=str(onnx_dir), output_dir=str(tmp_path / "off"), parity_rows=8,
                                         max_length=32, spin="off", threads="default")))
-    assert json.loads((out / "labels.json").read_text())["runtime"] == {"threads": None, "spin": False}
+    assert json.loads((out / "labels.json").read_text())["runtime"] == {"threads": None, "spin": False, "flush_denormals": True}
     runtime = read_manifest(out)["metrics"]["runtime"]
     assert runtime["spin"] is False and "p50_ms" not in runtime and "not measured" in runtime["chosen_by"]
     # a thread count set is written untimed too, and the Predictor runs with it
     out = Path(bundle.run(bundle.Config(model=str(onnx_dir), output_dir=str(tmp_path / "two"), parity_rows=8,
                                         max_length=32, spin="on", threads="2")))
-    assert json.loads((out / "labels.json").read_text())["runtime"] == {"threads": 2, "spin": True}
+    assert json.loads((out / "labels.json").read_text())["runtime"] == {"threads": 2, "spin": True, "flush_denormals": True}
     assert "p50_ms" not in read_manifest(out)["metrics"]["runtime"]
     from shrinkbert.eval.runners import load_bundle_module
 
