@@ -209,8 +209,8 @@ class EmbeddingKind(TaskKind):
                                   f"{'pairs' if task.pair else 'one text per row'}, labels {', '.join(task.label_names)}")
         from shrinkbert.core.data.tasks import Task  # deferred: the data package
 
-        def labelled(split):
-            return split["text"], split["text_pair"], [names[i] for i in split["label"]]
+        def labelled(split):  # a row without a gold label (a hub dataset's -1) is neither entailed nor contradicted
+            return split["text"], split["text_pair"], [names[i] if 0 <= i < len(names) else "" for i in split["label"]]
 
         premises, hypotheses, labels = labelled(splits["train"])
         pairs = [(p, h) for p, h, label in zip(premises, hypotheses, labels) if label == ENTAILMENT]
