@@ -56,8 +56,6 @@ PROJECTIONS_NOTE = ("hidden/embedding losses used learned projections from the s
                     "teacher's; they are training-only and were not saved (the student never uses them)")
 
 
-
-
 # ---------------------------------------------------------------------------------------------
 # The stage (its data: distill_data.py; its models: distill_models.py; its loss mix: distill_loss.py)
 
