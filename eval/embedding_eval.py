@@ -24,7 +24,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from shrinkbert.core.errors import ShrinkbertError
-from shrinkbert.core.kinds.embedding import normalize_rows
+from shrinkbert.core.kinds.embedding import CONTRADICTION, ENTAILMENT, normalize_rows
 
 Encode = Callable[[list[str]], np.ndarray]
 
@@ -87,7 +87,7 @@ def task_classification(encode: Encode, task_name: str, max_train: int = 2000, m
                                    test["label"], **options)
 
 
-NLI_POSITIVE, NLI_NEGATIVE = "entailment", "contradiction"
+NLI_POSITIVE, NLI_NEGATIVE = ENTAILMENT, CONTRADICTION  # the NLI label names, core/kinds/embedding.py's
 
 
 def read_nli_pairs(path, max_pairs: int) -> tuple[list[str], list[str], np.ndarray]:

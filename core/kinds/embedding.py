@@ -77,8 +77,9 @@ def nli_triplets(premises, hypotheses, labels) -> list[tuple[str, str, str]]:
 
 def triplet_accuracy(anchors: np.ndarray, positives: np.ndarray, negatives: np.ndarray) -> float:
     """Share of rows whose anchor is closer (cosine) to its positive than to its negative."""
-    anchors, positives, negatives = (normalize_rows(v) for v in (anchors, positives, negatives))
-    return float(np.mean(np.sum(anchors * positives, axis=1) > np.sum(anchors * negatives, axis=1)))
+    from shrinkbert.core.sts import cosine_rows  # deferred: scipy
+
+    return float(np.mean(cosine_rows(anchors, positives) > cosine_rows(anchors, negatives)))
 
 
 def normalize_rows(vectors: np.ndarray) -> np.ndarray:
