@@ -1,217 +1,77 @@
-"""Edge bundle: one directory that runs with onnxruntime, tokenizers and numpy only.
+"""`shrinkbert bundle`: one directory that runs a model with numpy, tokenizers and (for a graph)
+onnxruntime only, no torch, for every task kind.
 
-Contents: model.onnx (normally int8), tokenizer.json, labels.json, predict.py (a copy of
-compress/edge_predictor.py), the task kind's torch-free postprocessing beside it (a copy of
-core/kinds/edge/<kind>_edge.py), requirements.txt and shrinkbert.json. labels.json "runtime" holds
-the Predictor's thread and spinning defaults, chosen by timing the bundle (compress/bundle_runtime.py).
-Before the bundle is written, its own Predictor runs on real rows and must reproduce the source ONNX model run through
-transformers' tokenizer (same graph, so any difference is tokenization or packaging); when a
-reference artifact is given (the fp32 ONNX or PyTorch model) the bundle's labels must agree with it
-on at least `reference_agreement` of those rows (int8 may flip a few borderline rows, so the
-logits are recorded, not held to the source tolerance). Rows where the reference's top two logits
-lie within TIE_MARGIN are ties and are not counted: int8's rounding breaks a tie either way, and a
-barely trained model (a --quick run's student) may have nothing else.
+Every bundle holds predict.py (its Predictor and command line), bundle_files.py (the check of its own
+files, kept with their sizes and sha256 in its shrinkbert.json), requirements.txt and what its model
+needs. What that is, and how the written bundle is checked against its source before anything is
+kept, depends on what the model gives (its kind's `sentence_vectors`):
 
-Parity is checked on the rows the task kind scores: a token classifier's are words (each word's
-first sub-token's logits; agreement is the share of words whose tag matches), and a task judged
-by another metric than accuracy (entity F1) records it beside accuracy.
+- logits (sequence and pair classifiers, taggers, QA): the ONNX graph, tokenizer.json, labels.json
+  and the kind's postprocessing file; parity with the source graph on the task's rows, and label
+  agreement with a --reference (compress/bundle_logits.py);
+- sentence vectors: an exported embedding graph or a static student's vector table, with
+  embedding.json; its vectors equal to the source's on texts at and past max_length
+  (compress/bundle_vectors.py).
+
+A bundle that runs a graph gets the Predictor's thread and spinning defaults, chosen by timing it
+(compress/bundle_runtime.py), in its meta file's "runtime". The directory is written atomically:
+a failed check leaves nothing behind.
 """
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 from importlib import metadata
 from pathlib import Path
 
-import numpy as np
-
 from shrinkbert.compress import bundle_files
 from shrinkbert.compress.bundle_runtime import choose_runtime, parse_threads
-from shrinkbert.compress.common import (accuracy, align_labels, check_onnx_file, load_pt, load_rows,
-                                        onnx_file, ort_logits, ort_session, parity, judged_scores, torch_logits)
 from shrinkbert.compress.configs import BundleConfig as Config
-from shrinkbert.compress.mobile_layout import write_mobile_layout
-from shrinkbert.compress.web_layout import write_web_layout
-from shrinkbert.core.artifacts import atomic_artifact, check, read_manifest, write_manifest
+from shrinkbert.core.artifacts import atomic_artifact, write_manifest
 from shrinkbert.core.config import stage_main, to_dict
-from shrinkbert.core.data.dataspec import resolve_spec, stage_max_length
-from shrinkbert.core.errors import ShrinkbertError, require
-from shrinkbert.core.kinds import kind_of, own_stage
-
-TEMPLATE = Path(__file__).with_name("edge_predictor.py")
-TIE_MARGIN = 0.01  # logits: a reference label this close to its runner-up is a tie
+from shrinkbert.core.errors import require
+from shrinkbert.core.kinds import kind_for_stage
 
 
-def decisive_agreement(reference: np.ndarray, candidate: np.ndarray) -> dict:
-    """Label agreement on the rows the reference decides: its top two logits TIE_MARGIN or more apart."""
-    top_two = np.sort(reference, axis=-1)[..., -2:]
-    decisive = (top_two[..., 1] - top_two[..., 0]) >= TIE_MARGIN
-    same = reference.argmax(-1) == candidate.argmax(-1)
-    return {"decisive_rows": int(decisive.sum()), "tie_margin": TIE_MARGIN,
-            "label_agreement_decisive": float(same[decisive].mean()) if decisive.any() else 1.0}
-
-
-def requirements() -> str:
+def requirements(onnx: bool = True) -> str:
+    """requirements.txt: the installed minor version of each library the Predictor imports, as a floor."""
     def floor(name: str, default: str) -> str:
         try:
             major, minor = metadata.version(name).split(".")[:2]
             return f"{name}>={major}.{minor}"
         except metadata.PackageNotFoundError:
             return f"{name}>={default}"
-    return "\n".join([floor("onnxruntime", "1.17"), floor("tokenizers", "0.15"), "numpy>=1.24"]) + "\n"
+    needed = ([("onnxruntime", "1.17")] if onnx else []) + [("tokenizers", "0.15"), ("numpy", "1.24")]
+    return "\n".join(floor(name, default) for name, default in needed) + "\n"
 
 
-def labels_json(src: Path, tokenizer, max_length: int) -> dict:
-    from transformers import AutoConfig
+def bundle_parts(src_dir: Path, cfg):
+    """What the bundle of the model at `src_dir` holds and how it is checked: by what the model gives."""
+    if kind_for_stage(src_dir, "bundle").sentence_vectors:
+        from shrinkbert.compress.bundle_vectors import vector_bundle
 
-    config = AutoConfig.from_pretrained(str(src))
-    kind = kind_of(config)
-    return {"id2label": {str(k): v for k, v in sorted(config.id2label.items())},
-            "label2id": {v: int(k) for k, v in config.id2label.items()},
-            "max_length": max_length, "pad_token_id": tokenizer.pad_token_id, "pad_token": tokenizer.pad_token,
-            "model_file": "model.onnx", "kind": kind.name, "kind_module": kind.bundle_module,
-            **kind.bundle_meta(config)}, config
+        return vector_bundle(src_dir, cfg)
+    from shrinkbert.compress.bundle_logits import LogitBundle
 
-
-def reference_logits(path: str, rows, max_length: int) -> np.ndarray:
-    ref = Path(path)
-    if any(ref.glob("*.onnx")):
-        from transformers import AutoTokenizer
-
-        return ort_logits(ort_session(ref), AutoTokenizer.from_pretrained(str(ref), use_fast=True), rows, max_length)
-    model, tokenizer = load_pt(ref)
-    return torch_logits(model, tokenizer, rows, max_length)
+    return LogitBundle(src_dir, cfg)
 
 
 def run(cfg: Config) -> Path:
-    from transformers import AutoTokenizer
-
     require(bool(cfg.model) and bool(cfg.output_dir), "bundle needs --model and --output-dir")
     parse_threads(cfg.threads)  # a bad --threads is one line before any work
-    own = own_stage(cfg.model, "bundle")
-    if own is not None:  # an embedding model: a Predictor.embed bundle (a static one needs numpy only)
-        return own(cfg)
-    src_dir = Path(cfg.model)
-    src = onnx_file(src_dir)  # first: a missing model is named as such before anything reads it
-    check_onnx_file(src)
-    cfg.max_length = stage_max_length(cfg, kind_of(src_dir), [src_dir])
-    require((src_dir / "tokenizer.json").is_file(), f"{src_dir} has no tokenizer.json (a fast tokenizer is needed)")
-    tokenizer = AutoTokenizer.from_pretrained(str(src_dir), use_fast=True)
-    meta, config = labels_json(src_dir, tokenizer, cfg.max_length)
-    spec = resolve_spec(cfg, [cfg.model, cfg.reference], required=False)  # no task anywhere: built-in sentences
-    kind = kind_of(meta["kind"])
-    unit = kind.scored_unit
-    rows, task = load_rows(spec, "validation", cfg.parity_rows, cfg.cache_dir, kind=kind)
-    labels = align_labels(rows, task, config.id2label, tokenizer, cfg.max_length)
-    # Same batches on both sides: dynamic int8 scales depend on the whole batch (padding included).
-    session = ort_session(src)
-    source = ort_logits(session, tokenizer, rows, cfg.max_length, batch_size=16)
-    meta.update(kind.bundle_validation_meta(task, source, labels))  # settings chosen on these validation rows
+    parts = bundle_parts(Path(cfg.model), cfg)
     with atomic_artifact(cfg.output_dir) as tmp:
         tmp = Path(tmp)
-        if cfg.target == "web":  # one copy of the graph, where transformers.js looks for dtype 'q8'
-            meta.update(write_web_layout(tmp, src_dir, kind.export_task, cfg.max_length))
-        model_file = tmp / meta.get("model_file", "model.onnx")
-        model_file.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, model_file)
-        shutil.copy2(src_dir / "tokenizer.json", tmp / "tokenizer.json")
-        if cfg.target == "mobile":  # ONNX Runtime Mobile's .ort file beside the graph, checked below
-            meta.update(write_mobile_layout(tmp, model_file))
-        (tmp / "labels.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False))
-        shutil.copy2(TEMPLATE, tmp / "predict.py")
+        parts.write(tmp)
+        shutil.copy2(parts.predictor, tmp / "predict.py")
         shutil.copy2(bundle_files.__file__, tmp / "bundle_files.py")  # predict.py's check of its own files
-        shutil.copy2(kind.bundle_module_path(), tmp / kind.bundle_module)  # the kind's torch-free postprocessing
-        (tmp / "requirements.txt").write_text(requirements())
-        from shrinkbert.compress.edge_predictor import Predictor
-
-        predictor = Predictor(tmp)
-        bundle = predictor.rows_logits(rows, 16)  # the same rows and batches as the source's ort_logits
-        require(bundle.shape == source.shape,
-                f"the bundle's predictor gives {bundle.shape[0]} outputs where {src} gives {source.shape[0]} "
-                f"on the same {len(rows)} rows; no bundle written")
-        vs_source = parity(source, bundle)
-        long_rows = kind.long_parity_rows(cfg.max_length, task)  # at and past max_length: where truncation shows
-
-        def long_logits(model) -> list[np.ndarray]:  # one row a batch, as a user's single call runs
-            return [model.rows_logits([row], 1) for row in long_rows]
-        if long_rows:
-            vs_long = parity(ort_logits(session, tokenizer, long_rows, cfg.max_length, batch_size=1),
-                             np.concatenate(long_logits(predictor)))
-            vs_source["long_texts"] = vs_long
-            vs_source["max_abs_logit_diff"] = max(vs_source["max_abs_logit_diff"], vs_long["max_abs_logit_diff"])
-        if cfg.target == "mobile":  # the .ort file on the same rows and batches as the bundle, long ones too
-            mobile = Predictor(tmp, model_file=meta["mobile"]["model_file"])
-            vs_source["mobile_ort"] = parity(np.concatenate([bundle, *long_logits(predictor)]),
-                                             np.concatenate([mobile.rows_logits(rows, 16), *long_logits(mobile)]))
-            vs_source["max_abs_logit_diff"] = max(vs_source["max_abs_logit_diff"],
-                                                  vs_source["mobile_ort"]["max_abs_logit_diff"])
-        passed = vs_source["max_abs_logit_diff"] <= cfg.tolerance
-        agreement = kind.bundle_agreement(predictor, rows, task, tokenizer, cfg.max_length,
-                                          lambda part: ort_logits(session, tokenizer, part, cfg.max_length), meta)
-        if agreement is not None:
-            vs_source["predictions_identical"] = agreement
-            passed = passed and agreement["same"] == agreement["of"]
-        metrics = {"vs_source": {**vs_source, "tolerance": cfg.tolerance, "passed": passed,
-                                 "rows_source": spec.task if spec else "builtin-sentences"},
-                   "bundle_mb": round(sum(f.stat().st_size for f in tmp.rglob("*") if f.is_file()) / 1e6, 3),
-                   "model_mb": round(src.stat().st_size / 1e6, 3),
-                   "val_accuracy_bundle": accuracy(bundle, labels), "parity_failure_allowed": False}
-        labelled = metrics["val_accuracy_bundle"] is not None  # the task's own metric too, where rows have labels
-        if unit != "rows":  # vs_source/vs_reference "rows" count the kind's units (words) here
-            metrics.update(kind=kind.name, parity_texts=len(rows))
-        if labelled:
-            metrics.update(judged_scores(task, labels, bundle=bundle))
-        if cfg.reference:
-            ref = reference_logits(cfg.reference, rows, cfg.max_length)
-            require(ref.shape == bundle.shape,
-                    f"reference {cfg.reference} gives {ref.shape[0]} outputs of {ref.shape[-1]} labels for "
-                    f"{bundle.shape[0]} {unit} of {bundle.shape[-1]} (not the same kind of classifier?); "
-                    "no bundle written")
-            vs_reference = {**parity(ref, bundle), **decisive_agreement(ref, bundle)}
-            agreed = vs_reference["label_agreement_decisive"] >= cfg.reference_agreement
-            metrics["vs_reference"] = {**vs_reference, "reference": str(Path(cfg.reference).resolve()),
-                                       "val_accuracy_reference": accuracy(ref, labels),
-                                       "min_label_agreement": cfg.reference_agreement, "passed": agreed}
-            if labelled:
-                metrics["vs_reference"].update(judged_scores(task, labels, reference=ref))
-            if not agreed and not cfg.allow_parity_failure:
-                raise ShrinkbertError(
-                    f"bundle parity failed: its labels agree with {cfg.reference} on "
-                    f"{vs_reference['label_agreement_decisive']:.1%} of the {vs_reference['decisive_rows']} {unit} "
-                    f"it decides (of {vs_reference['rows']}; ties, its top two logits within {TIE_MARGIN}, are not "
-                    f"counted), need {cfg.reference_agreement:.0%}; no bundle written")
-            passed = passed and agreed
-        if not passed:
-            if not cfg.allow_parity_failure:
-                raise ShrinkbertError(
-                    f"bundle parity failed: its predictor differs from {src} by up to "
-                    f"{vs_source['max_abs_logit_diff']:.2e} in logits (tolerance {cfg.tolerance:.0e})"
-                    + (f" and predicts as it does on {agreement['same']} of {agreement['of']} texts" if agreement else "")
-                    + "; no bundle written")
-            metrics["parity_failure_allowed"] = True
-        metrics["runtime"] = choose_runtime(tmp, cfg.max_length, cfg.spin, threads=cfg.threads)  # also labels.json "runtime": the Predictor's defaults
-        parents = [cfg.model] + ([cfg.reference] if cfg.reference else [])
-        parent_params = read_manifest(src_dir).get("num_parameters") if (src_dir / "shrinkbert.json").is_file() else None
-        checks = [check("parity", vs_source["max_abs_logit_diff"] <= cfg.tolerance,
-                        f"max |logit diff| vs {src_dir.name} {vs_source['max_abs_logit_diff']:.2e} "
-                        f"(tolerance {cfg.tolerance:.0e}) on {vs_source['rows']} {unit}"
-                        + (f" and {len(long_rows)} texts at and past {cfg.max_length} tokens" if long_rows else "")
-                        + (f"; {meta['mobile']['model_file']} within "
-                           f"{vs_source['mobile_ort']['max_abs_logit_diff']:.2e} of the bundle" if "mobile" in meta else ""))]
-        if agreement is not None:
-            checks.append(check("predictions_identical", agreement["same"] == agreement["of"],
-                                f"the bundle's own predictions equal {src_dir.name}'s on {agreement['same']} of "
-                                f"{agreement['of']} parity texts"))
-        if cfg.reference:
-            checks.append(check("reference_agreement", metrics["vs_reference"]["passed"],
-                                f"labels agree with {cfg.reference} on "
-                                f"{metrics['vs_reference']['label_agreement_decisive']:.1%} of the "
-                                f"{metrics['vs_reference']['decisive_rows']} {unit} it decides, of "
-                                f"{metrics['vs_reference']['rows']} (need {cfg.reference_agreement:.0%}; "
-                                f"{metrics['vs_reference']['label_agreement']:.1%} of all)"))
-        write_manifest(tmp, stage="bundle", parents=parents, config=to_dict(cfg), metrics=metrics,
-                       num_parameters=parent_params, data=spec.record(task) if spec else None, checks=checks)
+        (tmp / "requirements.txt").write_text(requirements(onnx=parts.runs_graph))
+        metrics, checks = parts.check(tmp)  # raises where the bundle is not its source: nothing is kept
+        if parts.runs_graph:  # also the meta file's "runtime": the Predictor's defaults
+            metrics["runtime"] = choose_runtime(tmp, parts.max_length, cfg.spin, meta_file=parts.meta_file,
+                                                threads=cfg.threads)
+        write_manifest(tmp, stage="bundle", parents=parts.parents, config=to_dict(cfg), metrics=metrics,
+                       num_parameters=parts.num_parameters, data=parts.data, checks=checks, extra=parts.manifest_extra)
     return Path(cfg.output_dir)
 
 

@@ -11,7 +11,7 @@ import pytest
 from fixtures import NOT_IN_A_BUNDLE, import_blocker
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
-from shrinkbert.compress.static_bundle import run
+from shrinkbert.compress import bundle as bundle_stage
 from shrinkbert.compress.static_predictor import Predictor
 from shrinkbert.core.artifacts import read_manifest
 from shrinkbert.core.errors import ShrinkbertError
@@ -19,6 +19,11 @@ from shrinkbert.students.static import StaticEmbedder
 
 VOCAB = {"[UNK]": 0, "good": 1, "movie": 2, "bad": 3, "plot": 4, "great": 5, "film": 6}
 TEXTS = ["good movie", "great film", "bad plot", "", "movie movie plot"]
+
+
+def run(model, output_dir, **options):
+    """The bundle stage, as `shrinkbert bundle --model MODEL --output-dir OUT` runs it."""
+    return bundle_stage.run(bundle_stage.Config(model=str(model), output_dir=str(output_dir), **options))
 
 
 @pytest.fixture(scope="module")
@@ -71,10 +76,24 @@ def test_predict_py_embeds_a_text_file(student_dir, tmp_path):
     assert not (tmp_path / "e.npy").exists()
 
 
-def test_a_folder_that_is_no_static_student_writes_nothing(tmp_path):
+def test_a_folder_that_is_no_model_writes_nothing(student_dir, tmp_path):
     (tmp_path / "not-a-model").mkdir()
-    with pytest.raises(ShrinkbertError, match="not a static embedding model"):
+    with pytest.raises(ShrinkbertError):
         run(tmp_path / "not-a-model", tmp_path / "bundle")
+    assert not (tmp_path / "bundle").exists()
+    (tmp_path / "no-table").mkdir()  # a sentence-transformers folder with neither a graph nor a table
+    (tmp_path / "no-table" / "modules.json").write_text("[]")
+    with pytest.raises(ShrinkbertError, match="not a static embedding model"):
+        run(tmp_path / "no-table", tmp_path / "bundle")
+    assert not (tmp_path / "bundle").exists()
+
+
+@pytest.mark.parametrize("option", [{"reference": "runs/teacher"}, {"tolerance": 0.1}, {"parity_rows": 8}])
+def test_a_logit_bundles_option_is_one_line_for_an_embedding_bundle(student_dir, tmp_path, option):
+    """A vector bundle is checked on the kit's texts against its own source: a --reference or a logit
+    tolerance would be accepted and never used, so it is refused before any work."""
+    with pytest.raises(ShrinkbertError, match="not read for a sentence-embedding bundle"):
+        run(student_dir, tmp_path / "bundle", **option)
     assert not (tmp_path / "bundle").exists()
 
 
@@ -192,7 +211,7 @@ def test_search_loads_a_teacher_built_index_and_checks_it(student_dir, tmp_path)
 def test_a_bad_thread_count_is_one_line_before_any_work(student_dir, tmp_path):
     """A static student's bundle has no graph to give threads, and still refuses a bad --threads, as a
     classifier bundle does."""
-    from shrinkbert.compress.static_bundle import main
+    main = bundle_stage.main
 
     with pytest.raises(Exception, match="threads must be"):
         run(student_dir, tmp_path / "bundle", threads="many")

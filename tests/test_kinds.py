@@ -44,6 +44,21 @@ def test_no_module_outside_the_kinds_branches_on_a_kind():
     assert not found, f"branches on a task kind outside core/kinds (ask the kind instead): {found}"
 
 
+# Stages that run one code path for every kind (issue 37): none may hand a kind's models to code of
+# their own. distill and eval still do for sentence embeddings; this list only grows.
+ONE_PATH_STAGES = {"finetune": "teachers/finetune.py", "export": "compress/export.py", "prune": "compress/prune.py",
+                   "quantize": "compress/quantize.py", "sparsify": "compress/sparsify.py",
+                   "trim-vocab": "compress/trim_vocab.py", "bundle": "compress/bundle.py"}
+
+
+@pytest.mark.parametrize("stage", sorted(ONE_PATH_STAGES))
+def test_one_path_stages_have_no_escape_hatch(stage):
+    source = (ROOT / ONE_PATH_STAGES[stage]).read_text(encoding="utf-8")
+    assert "own_stage" not in source, f"{ONE_PATH_STAGES[stage]} hands some kind's models to code of its own"
+    owners = [name for name, kind in all_kinds().items() if stage in kind.own_stages]
+    assert not owners, f"kinds that still run {stage} in code of their own: {owners}"
+
+
 def test_the_branch_finder_finds_branches():
     """The guard above would catch the branches this refactor removed."""
     assert _kind_branches('    if task.kind == "token" and self.pair:')

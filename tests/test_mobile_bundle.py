@@ -73,7 +73,7 @@ def test_a_mobile_file_that_differs_from_the_bundle_writes_nothing(int8_model, t
         onnx.save(other, str(changed))
         return original(bundle, changed)
 
-    monkeypatch.setattr("shrinkbert.compress.bundle.write_mobile_layout", from_another_graph)
+    monkeypatch.setattr("shrinkbert.compress.bundle_logits.write_mobile_layout", from_another_graph)
     with pytest.raises(ShrinkbertError, match="bundle parity failed"):
         shrinkbert.bundle(model=str(int8), output_dir=str(tmp_path / "bundle"), task=str(task), target="mobile",
                           max_length=32, spin="on")

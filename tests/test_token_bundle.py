@@ -237,7 +237,7 @@ def test_flipped_token_reference_fails_agreement_and_writes_nothing(tok_int8, to
 
 def test_token_bundle_records_word_accuracy_and_entity_f1(tok_int8, tok_model, tmp_path, monkeypatch):
     """With a seqeval task's rows (here tiny tagged sentences) the bundle records word accuracy and entity F1."""
-    from shrinkbert.compress import bundle
+    from shrinkbert.compress import bundle, bundle_logits
     from shrinkbert.core.data.tasks import Task
     from fixtures import TINY_TAGS, tiny_tagged
 
@@ -249,7 +249,7 @@ def test_token_bundle_records_word_accuracy_and_entity_f1(tok_int8, tok_model, t
         seen["kind"] = kind
         return rows[:max_rows], task
 
-    monkeypatch.setattr(bundle, "load_rows", fake_rows)
+    monkeypatch.setattr(bundle_logits, "load_rows", fake_rows)
     out = bundle.run(bundle.Config(model=str(tok_int8), output_dir=str(tmp_path / "edge"), reference=str(tok_model),
                                    parity_rows=20))
     m = metrics(out)
@@ -271,7 +271,7 @@ def test_artifact_load_gives_the_token_bundles_predictor(tok_bundle):
 
 
 def test_reference_agreement_counts_the_rows_the_reference_decides_not_its_ties():
-    from shrinkbert.compress.bundle import decisive_agreement
+    from shrinkbert.compress.bundle_logits import decisive_agreement
 
     reference = np.array([[0.0, 0.005], [0.0, 1.0], [1.0, 0.0], [2.0, 0.0]])
     bundle = np.array([[0.005, 0.0], [0.0, 1.0], [0.0, 1.0], [2.0, 0.0]])  # a tie flipped, one decided row flipped

@@ -158,7 +158,6 @@ class EmbeddingKind(TaskKind):
     # An encoder with pooling, trained on sentences or pairs and exported with its pooling inside the
     # graph: these stages run in the embedding modules (the classifiers' code serves the rest).
     own_stages = {"distill": "shrinkbert.students.embedding_stage:distill",
-                  "bundle": "shrinkbert.compress.embedding_stages:bundle",
                   "eval": "shrinkbert.eval.embedding_report:run"}
     # The pooling, projection and normalisation run after the encoder: the graph is the traced
     # SentenceEncoder (core/sentence_module.py), whose output is the sentence vector.
@@ -176,10 +175,11 @@ class EmbeddingKind(TaskKind):
     def claims_unmarked(self, path, stage: str) -> bool:
         # A sentence-transformers folder as it ships (all-MiniLM-L6-v2: modules.json, no shrinkbert.json)
         # has no classifier head to export: its sentence vectors are what it gives, and pruning it keeps
-        # them. Only export and prune: as a teacher of general distillation or a base to fine-tune, the
-        # same folder is a plain encoder.
+        # them; a static student as it ships (model2vec's, a StaticEmbedding module) is bundled as one.
+        # Only export, prune and bundle: as a teacher of general distillation or a base to fine-tune,
+        # the same folder is a plain encoder.
         folder = Path(path)
-        return stage in ("export", "prune") and (folder / "modules.json").is_file() and not (folder / "shrinkbert.json").is_file()
+        return stage in ("export", "prune", "bundle") and (folder / "modules.json").is_file() and not (folder / "shrinkbert.json").is_file()
 
     # -- the task declaration ---------------------------------------------------------------------
     def check_task(self, task) -> None:
