@@ -17,6 +17,12 @@ library says still reaches the user. What is silenced, and why nobody can act on
   TRAIN this model" when an embedding model (saved without BERT's pooler, which sentence vectors
   never use) is loaded as AutoModel: `unused_pooler_quiet` drops that report when the pooler's are
   the only new weights, and the loader then removes the pooler (core/embedder.py).
+- transformers reports a head the stage is about to train (finetune's classifier, pretrain's new
+  MLM head) as "newly initialized ... You should probably TRAIN this model": the advice is what
+  the stage does next. `new_head_reported` replaces it with one line naming the new modules.
+- Accelerate warns "Removed shared tensor" when a checkpoint of a masked-LM model is saved: its
+  decoder shares the word-embedding table (and the prediction bias), tied again on every load.
+  `tied_decoder_quiet` drops the warning when the MLM decoder's are the only tensors it names.
 """
 from __future__ import annotations
 
@@ -83,6 +89,65 @@ class _PoolerOnlyReport(logging.Filter):
 def unused_pooler_quiet():
     """Inside: transformers' report of a pooler-only set of new weights is dropped (see above)."""
     logger, dropper = logging.getLogger("transformers.modeling_utils"), _PoolerOnlyReport()
+    logger.addFilter(dropper)
+    try:
+        yield
+    finally:
+        logger.removeFilter(dropper)
+
+
+class _NewWeightsReport(logging.Filter):
+    """Drops transformers' "newly initialized: [...]" report, keeping the module names it gives."""
+
+    def __init__(self):
+        super().__init__()
+        self.modules: list[str] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        import re
+
+        found = re.search(r"newly initialized: \[([^\]]*)\]", record.getMessage())
+        if not found:
+            return True
+        names = [name.strip(" '\"") for name in found.group(1).split(",") if name.strip()]
+        self.modules += [module for module in dict.fromkeys(name.rsplit(".", 1)[0] for name in names)
+                         if module not in self.modules]
+        return False
+
+
+@contextlib.contextmanager
+def new_head_reported(stage: str):
+    """Inside: transformers' report of new weights is dropped; after, one line names their modules
+    ("finetune: new weights, trained here: classifier, bert.pooler.dense")."""
+    logger, report = logging.getLogger("transformers.modeling_utils"), _NewWeightsReport()
+    logger.addFilter(report)
+    try:
+        yield
+    finally:
+        logger.removeFilter(report)
+    # the outermost modules only: cls.predictions, not also cls.predictions.transform.dense
+    outer = [m for m in report.modules if not any(m.startswith(other + ".") for other in report.modules)]
+    if outer:
+        print(f"{stage}: new weights, trained here: {', '.join(outer)}", flush=True)
+
+
+class _TiedDecoderReport(logging.Filter):
+    """Drops Accelerate's "Removed shared tensor {...}" when every name is an MLM decoder's."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        import re
+
+        found = re.search(r"Removed shared tensor \{([^}]*)\}", record.getMessage())
+        if not found:
+            return True
+        names = [name.strip(" '\"") for name in found.group(1).split(",") if name.strip()]
+        return not (names and all(name.endswith(("decoder.weight", "decoder.bias")) for name in names))
+
+
+@contextlib.contextmanager
+def tied_decoder_quiet():
+    """Inside: Accelerate's warning about an MLM decoder's tied tensors at save time is dropped (see above)."""
+    logger, dropper = logging.getLogger("accelerate.utils.other"), _TiedDecoderReport()
     logger.addFilter(dropper)
     try:
         yield

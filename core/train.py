@@ -36,6 +36,7 @@ from shrinkbert.core.configs import TrainConfig
 from shrinkbert.core.device import cpu_has_bf16
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.progress import progress_bar
+from shrinkbert.core.quiet import tied_decoder_quiet
 
 LATEST = "latest"  # pointer file naming the newest complete checkpoint
 DONE = "done.json"
@@ -195,7 +196,8 @@ class Checkpoints:
         if accelerator.is_main_process:
             shutil.rmtree(tmp, ignore_errors=True)
         accelerator.wait_for_everyone()
-        accelerator.save_state(str(tmp))
+        with tied_decoder_quiet():  # an MLM decoder shares the embedding table: tied again on load
+            accelerator.save_state(str(tmp))
         accelerator.wait_for_everyone()
         if accelerator.is_main_process:
             (tmp / TRAIN_STATE).write_text(json.dumps(

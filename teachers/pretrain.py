@@ -41,6 +41,7 @@ from shrinkbert.core.kinds.losses import kd_logits_loss
 from shrinkbert.core.masking import Masker
 from shrinkbert.core.models import check_model_dir, count_parameters, load_model, load_tokenizer
 from shrinkbert.core.predict import model_inputs
+from shrinkbert.core.quiet import new_head_reported
 from shrinkbert.students.distill_models import is_mlm
 from shrinkbert.teachers import pretrain_student, reuse
 from shrinkbert.teachers.common import pad_collate, resolve_model_dir
@@ -220,7 +221,8 @@ def load_start(cfg: Config):
                                       "BERT's objective (continue it without --nsp)")
             model_cls = AutoModelForMaskedLM
         head_is_new = not is_mlm(model_config)
-        model = load_model(model_cls, path)
+        with new_head_reported("pretrain"):  # a new MLM head is warmed up and trained here: named in one line
+            model = load_model(model_cls, path)
         tokenizer = load_tokenizer(cfg.tokenizer or path, model.config)
         parents = [path] + ([cfg.tokenizer] if cfg.tokenizer else [])
         return model, tokenizer, parents, head_is_new

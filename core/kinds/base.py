@@ -171,9 +171,11 @@ class TaskKind(ABC):
         """The model `finetune` trains on a task of this kind, from the artifact at `path`: by default the
         kind's Auto class with a head sized for the task's labels (a new head from the current seed)."""
         from shrinkbert.core.models import load_model
+        from shrinkbert.core.quiet import new_head_reported
 
-        return load_model(self.model_class(), path, num_labels=task.num_labels, id2label=task.id2label,
-                          label2id=task.label2id, ignore_mismatched_sizes=True)
+        with new_head_reported("finetune"):  # the head is what finetune trains: named in one line
+            return load_model(self.model_class(), path, num_labels=task.num_labels, id2label=task.id2label,
+                              label2id=task.label2id, ignore_mismatched_sizes=True)
 
     def graph_files(self, source) -> list[str]:
         """Files and folders of the PyTorch artifact `source` that its ONNX folder carries besides the
