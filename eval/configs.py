@@ -59,6 +59,28 @@ class EvalConfig(DataConfig):
                                            "distilled on SQuAD questions here)", choices=("all", "held-out"))
 
 
+# What one report reads and the other does not: a sentence-vector report (a scored-pairs task) times
+# text -> vector at batch 1 in worker processes and writes no plot, floor or measurement cache; a
+# logit report has no drop-in index, retrieval, NLI or frozen-vector classification. An option of
+# the other report, set, is refused in one line (`unread_options`) instead of being ignored.
+VECTOR_REPORT_UNREAD = ("batch_sizes", "seq_lens", "eval_batch_size", "torch_attention", "memory", "cache", "plot",
+                        "floor")
+LOGIT_REPORT_UNREAD = ("index_corpus", "index_sentences", "query_sentences", "classify", "retrieval",
+                       "retrieval_questions", "nli", "nli_pairs", "retrieval_articles")
+
+
+def unread_options(config: EvalConfig, sentence_vectors: bool) -> list[str]:
+    """The options set away from their defaults (--quick's where it is on) that the report of the
+    rows' kind does not read."""
+    from shrinkbert.core.config import options
+
+    defaults = {o.name: o.default for o in options(EvalConfig)}
+    if config.quick:
+        defaults.update(QUICK)
+    names = VECTOR_REPORT_UNREAD if sentence_vectors else LOGIT_REPORT_UNREAD
+    return [name for name in names if getattr(config, name) != defaults[name]]
+
+
 def eval_parser(description: str, prog: str | None = None) -> argparse.ArgumentParser:
     """The eval command line: the Config's flags, the artifacts also positional, --out for --output-dir."""
     parser = make_parser(EvalConfig, description, prog=prog)

@@ -471,3 +471,22 @@ def test_peak_rss_sees_native_allocations():
         time.sleep(0.3)  # held for hundreds of sampling intervals: a loaded machine still sees it
         del block
     assert peak.delta_bytes > 40_000_000
+
+
+def test_an_option_the_tasks_report_does_not_read_is_one_line(tiny_bert, tiny_csv, tmp_path, monkeypatch, capsys):
+    """A classifier's report has no drop-in index, retrieval or NLI ranking: --index-corpus or --nli on
+    it is refused before anything is measured, not ignored (and a sentence-vector report's unread
+    options the same way, --quick's own settings aside)."""
+    from shrinkbert.eval.configs import EvalConfig, unread_options
+    from shrinkbert.eval.harness import main
+
+    monkeypatch.setenv("SHRINKBERT_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "out"
+    args = ["--task", str(tiny_csv), "--out", str(out), "--quick", "--threads", "1", "--no-progress"]
+    assert main([str(tiny_bert), "--index-corpus", "imdb", "--nli", "snli.csv"] + args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith("error: --index-corpus, --nli are not read for task")
+    assert "whose models give logits" in err and not out.exists()
+    assert unread_options(EvalConfig(quick=True, batch_sizes=[1], memory="off"), sentence_vectors=True) == []
+    assert unread_options(EvalConfig(batch_sizes=[1, 4], plot=False), sentence_vectors=True) == ["batch_sizes", "plot"]
+    assert unread_options(EvalConfig(nli="x.csv", batch_sizes=[4]), sentence_vectors=False) == ["nli"]
