@@ -72,84 +72,67 @@ def quiet_library_warnings(tracing: bool = False):
             logger.removeFilter(dropper)
 
 
-class _PoolerOnlyReport(logging.Filter):
-    """Drops transformers' "newly initialized: [...]" report when every weight it names is the pooler's."""
+NEW_WEIGHTS = r"newly initialized: \[([^\]]*)\]"  # transformers' report of weights a load created
+SHARED_TENSORS = r"Removed shared tensor \{([^}]*)\}"  # Accelerate's at save time
+
+
+class _NamesReport(logging.Filter):
+    """Drops a message that lists weight names (the `pattern`'s group) when `drop(names)` says so;
+    every other message passes. `seen` keeps the names of the messages dropped."""
+
+    def __init__(self, pattern: str, drop):
+        super().__init__()
+        self.pattern, self.drop, self.seen = pattern, drop, []
 
     def filter(self, record: logging.LogRecord) -> bool:
         import re
 
-        found = re.search(r"newly initialized: \[([^\]]*)\]", record.getMessage())
+        found = re.search(self.pattern, record.getMessage())
         if not found:
             return True
         names = [name.strip(" '\"") for name in found.group(1).split(",") if name.strip()]
-        return not (names and all(name.startswith("pooler.") for name in names))
+        if names and self.drop(names):
+            self.seen += names
+            return False
+        return True
+
+
+def _pooler_only(names: list[str]) -> bool:
+    return all(name.startswith("pooler.") for name in names)
+
+
+def _tied_decoder(names: list[str]) -> bool:
+    return all(name.endswith(("decoder.weight", "decoder.bias")) for name in names)
 
 
 @contextlib.contextmanager
+def _filtered(logger_name: str, report: logging.Filter):
+    logger = logging.getLogger(logger_name)
+    logger.addFilter(report)
+    try:
+        yield report
+    finally:
+        logger.removeFilter(report)
+
+
 def unused_pooler_quiet():
     """Inside: transformers' report of a pooler-only set of new weights is dropped (see above)."""
-    logger, dropper = logging.getLogger("transformers.modeling_utils"), _PoolerOnlyReport()
-    logger.addFilter(dropper)
-    try:
-        yield
-    finally:
-        logger.removeFilter(dropper)
-
-
-class _NewWeightsReport(logging.Filter):
-    """Drops transformers' "newly initialized: [...]" report, keeping the module names it gives."""
-
-    def __init__(self):
-        super().__init__()
-        self.modules: list[str] = []
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        import re
-
-        found = re.search(r"newly initialized: \[([^\]]*)\]", record.getMessage())
-        if not found:
-            return True
-        names = [name.strip(" '\"") for name in found.group(1).split(",") if name.strip()]
-        self.modules += [module for module in dict.fromkeys(name.rsplit(".", 1)[0] for name in names)
-                         if module not in self.modules]
-        return False
+    return _filtered("transformers.modeling_utils", _NamesReport(NEW_WEIGHTS, _pooler_only))
 
 
 @contextlib.contextmanager
 def new_head_reported(stage: str):
     """Inside: transformers' report of new weights is dropped; after, one line names their modules
-    ("finetune: new weights, trained here: classifier, bert.pooler.dense")."""
-    logger, report = logging.getLogger("transformers.modeling_utils"), _NewWeightsReport()
-    logger.addFilter(report)
-    try:
+    ("finetune: new weights, trained here: bert.pooler.dense, classifier")."""
+    with _filtered("transformers.modeling_utils", _NamesReport(NEW_WEIGHTS, lambda names: True)) as report:
         yield
-    finally:
-        logger.removeFilter(report)
+    modules = list(dict.fromkeys(name.rsplit(".", 1)[0] for name in report.seen))
     # the outermost modules only: cls.predictions, not also cls.predictions.transform.dense
-    outer = [m for m in report.modules if not any(m.startswith(other + ".") for other in report.modules)]
+    outer = [m for m in modules if not any(m.startswith(other + ".") for other in modules)]
     if outer:
         print(f"{stage}: new weights, trained here: {', '.join(outer)}", flush=True)
 
 
-class _TiedDecoderReport(logging.Filter):
-    """Drops Accelerate's "Removed shared tensor {...}" when every name is an MLM decoder's."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        import re
-
-        found = re.search(r"Removed shared tensor \{([^}]*)\}", record.getMessage())
-        if not found:
-            return True
-        names = [name.strip(" '\"") for name in found.group(1).split(",") if name.strip()]
-        return not (names and all(name.endswith(("decoder.weight", "decoder.bias")) for name in names))
-
-
-@contextlib.contextmanager
 def tied_decoder_quiet():
     """Inside: Accelerate's warning about an MLM decoder's tied tensors at save time is dropped (see above)."""
-    logger, dropper = logging.getLogger("accelerate.utils.other"), _TiedDecoderReport()
-    logger.addFilter(dropper)
-    try:
-        yield
-    finally:
-        logger.removeFilter(dropper)
+    return _filtered("accelerate.utils.other", _NamesReport(SHARED_TENSORS, _tied_decoder))

@@ -51,13 +51,13 @@ def test_a_student_loads_without_a_pooler_or_a_train_this_model_report(narrow_st
     weights ("You should probably TRAIN this model") nor keep random ones; other new weights still show."""
     import logging
 
-    from shrinkbert.core.quiet import _PoolerOnlyReport
+    from shrinkbert.core.quiet import NEW_WEIGHTS, _NamesReport, _pooler_only
 
     student = Embedder.load(narrow_student)
     assert student.model.pooler is None and "newly initialized" not in capfd.readouterr().err
 
     def kept(message: str) -> bool:
-        return _PoolerOnlyReport().filter(logging.LogRecord("t", logging.WARNING, "", 0, message, None, None))
+        return _NamesReport(NEW_WEIGHTS, _pooler_only).filter(logging.LogRecord("t", logging.WARNING, "", 0, message, None, None))
     assert not kept("... are newly initialized: ['pooler.dense.bias', 'pooler.dense.weight']\nYou should ...")
     assert kept("... are newly initialized: ['pooler.dense.bias', 'encoder.layer.0.output.dense.weight']")
 

@@ -5,7 +5,7 @@ import logging
 
 from fixtures import make_tiny_bert
 
-from shrinkbert.core.quiet import _TiedDecoderReport, new_head_reported, tied_decoder_quiet
+from shrinkbert.core.quiet import SHARED_TENSORS, _NamesReport, _tied_decoder, new_head_reported, tied_decoder_quiet
 
 
 def test_a_new_head_is_named_in_one_line_instead_of_train_this_model(tmp_path, capfd):
@@ -43,5 +43,5 @@ def test_only_an_mlm_decoders_tied_tensors_are_dropped_at_save_time(caplog):
     assert tied not in messages and other in messages  # a weight shared by mistake still reaches the user
 
     def kept(message: str) -> bool:
-        return _TiedDecoderReport().filter(logging.LogRecord("t", logging.WARNING, "", 0, message, None, None))
+        return _NamesReport(SHARED_TENSORS, _tied_decoder).filter(logging.LogRecord("t", logging.WARNING, "", 0, message, None, None))
     assert not kept(tied) and kept(other) and kept("an unrelated warning")
