@@ -108,9 +108,11 @@ class QuantizeConfig(DataConfig):
 
 @dataclass
 class BundleConfig(DataConfig):
-    model: str = field("", "ONNX artifact to bundle (normally the int8 one from compress.quantize)", group="model")
+    model: str = field("", "the model to bundle: an ONNX artifact (normally the int8 one from quantize) or a static "
+                           "embedding student (its vector table)", group="model")
     output_dir: str = field("", "where the bundle directory is written", group="output")
-    reference: str = field("", "optional fp32 ONNX or PyTorch artifact the bundle's labels are checked against")
+    reference: str = field("", "optional fp32 ONNX or PyTorch artifact the bundle's labels are checked against "
+                               "(a classifier's, tagger's or QA bundle)")
     reference_agreement: float = field(0.9, "least share of the parity rows --reference decides (top two logits 0.01 or more apart) whose label the bundle must match", min=0, max=1)
     parity_rows: int = field(64, "rows for the parity check", min=1)
     tolerance: float = field(1e-4, "largest allowed |logit diff| between the bundle and its source model", min=0)

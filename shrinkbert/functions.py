@@ -1094,7 +1094,8 @@ def bundle(
 
     Model:
         model: str = ''
-            ONNX artifact to bundle (normally the int8 one from compress.quantize)
+            the model to bundle: an ONNX artifact (normally the int8 one from quantize) or a static embedding
+            student (its vector table)
 
     Data:
         task: str = ''
@@ -1121,7 +1122,8 @@ def bundle(
 
     Options:
         reference: str = ''
-            optional fp32 ONNX or PyTorch artifact the bundle's labels are checked against
+            optional fp32 ONNX or PyTorch artifact the bundle's labels are checked against (a classifier's,
+            tagger's or QA bundle)
         reference_agreement: float = 0.9
             least share of the parity rows --reference decides (top two logits 0.01 or more apart) whose label
             the bundle must match [>= 0 and <= 1]
