@@ -8,28 +8,46 @@ from fixtures import make_tiny_bert
 from shrinkbert.core.quiet import SHARED_TENSORS, _NamesReport, _tied_decoder, new_head_reported, tied_decoder_quiet
 
 
-def test_a_new_head_is_named_in_one_line_instead_of_train_this_model(tmp_path, capfd):
+class _Collect(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def test_a_new_head_is_named_in_one_line_instead_of_train_this_model(tmp_path, capsys):
     """finetune's classifier on an encoder saved without one: the kit names the new modules, and
     transformers' "You should probably TRAIN this model" (what the stage is about to do) is gone."""
     from transformers import AutoModel, AutoModelForMaskedLM, AutoModelForSequenceClassification
 
     tiny = make_tiny_bert(tmp_path / "tiny", with_manifest=False)
     AutoModel.from_pretrained(tiny).save_pretrained(tmp_path / "encoder")  # the encoder alone: no classifier
-    capfd.readouterr()
-    with new_head_reported("finetune"):
+    # a handler on transformers' own logger sees what passes its filters, whatever other tests set
+    logger, seen = logging.getLogger("transformers.modeling_utils"), _Collect()
+    level = logger.level
+    logger.addHandler(seen)
+    logger.setLevel(logging.WARNING)
+
+    def reports() -> list[str]:
+        return [message for message in seen.messages if "newly initialized" in message]
+    try:
+        capsys.readouterr()
+        with new_head_reported("finetune"):
+            AutoModelForSequenceClassification.from_pretrained(tmp_path / "encoder", num_labels=3)
+        line = [text for text in capsys.readouterr().out.splitlines() if text.startswith("finetune: new weights")]
+        assert len(line) == 1 and "classifier" in line[0] and not reports(), line
+        with new_head_reported("pretrain"):  # a new MLM head: its outermost module, once
+            AutoModelForMaskedLM.from_pretrained(tmp_path / "encoder")
+        assert "pretrain: new weights, trained here: cls.predictions\n" in capsys.readouterr().out
+        assert not reports()
+        # outside the block transformers speaks as before
         AutoModelForSequenceClassification.from_pretrained(tmp_path / "encoder", num_labels=3)
-    out, err = capfd.readouterr()
-    assert "TRAIN this model" not in err and "newly initialized" not in err
-    line = [text for text in out.splitlines() if text.startswith("finetune: new weights")]
-    assert len(line) == 1 and "classifier" in line[0], out
-    capfd.readouterr()
-    with new_head_reported("pretrain"):  # a new MLM head: its outermost module, once
-        AutoModelForMaskedLM.from_pretrained(tmp_path / "encoder")
-    out, err = capfd.readouterr()
-    assert "TRAIN this model" not in err and "pretrain: new weights, trained here: cls.predictions\n" in out, out
-    # outside the block transformers speaks as before
-    AutoModelForSequenceClassification.from_pretrained(tmp_path / "encoder", num_labels=3)
-    assert "newly initialized" in capfd.readouterr().err
+        assert len(reports()) == 1
+    finally:
+        logger.removeHandler(seen)
+        logger.setLevel(level)
 
 
 def test_only_an_mlm_decoders_tied_tensors_are_dropped_at_save_time(caplog):
