@@ -14,6 +14,7 @@ compress/static_predictor.py: `Predictor.embed/similarity/search`, `python predi
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -25,6 +26,7 @@ from shrinkbert.compress.mobile_layout import write_mobile_layout
 from shrinkbert.compress.web_layout import WEB_VECTOR_OUTPUT, copy_renaming_output, write_web_layout
 from shrinkbert.core.artifacts import check, is_artifact, read_manifest
 from shrinkbert.core.config import options, refuse_unread
+from shrinkbert.core.configs import DataConfig
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.parity_texts import PARITY_SENTENCES, parity_texts
 
@@ -35,9 +37,9 @@ ONNX_TOLERANCE = 1e-5  # the same graph on the same token ids: only thread sched
 STATIC_PARITY_LENGTH = 128
 # A vector bundle is checked on the kit's own parity texts against its own source: the options that
 # choose rows, a reference and a logit tolerance are a logit bundle's, refused here in one line.
+# The data options (which task, its columns, its split) choose those rows; the cache directory is harmless.
 LOGIT_OPTIONS = frozenset({"reference", "reference_agreement", "parity_rows", "tolerance", "allow_parity_failure",
-                           "max_length", "task", "text_column", "text_pair_column", "label_column", "split_seed",
-                           "tsv_quoting"})
+                           "max_length"} | {f.name for f in dataclasses.fields(DataConfig)} - {"cache_dir"})
 
 
 def parent_data(path: Path) -> dict | None:

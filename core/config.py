@@ -233,15 +233,27 @@ def options(config_cls) -> list[Option]:
     return out
 
 
+def unread_options(config, reads, defaults: dict | None = None) -> list[str]:
+    """The options of `config` set away from their defaults that a code path does not read (`reads`:
+    the field names it does). `defaults`: values that count as unset besides the fields' own (a
+    --quick's settings)."""
+    unset = {o.name: o.default for o in options(type(config))} | (defaults or {})
+    return [name for name, default in unset.items() if name not in reads and getattr(config, name) != default]
+
+
+def refuse_options(names: list[str], context: str) -> None:
+    """Refuse the options `names` (unread on the code path `context`) in one line; none: nothing."""
+    if names:
+        listed = ", ".join(option_name(name) for name in names)
+        raise ShrinkbertError(f"{listed} {'is' if len(names) == 1 else 'are'} not read {context}: drop "
+                              f"{'it' if len(names) == 1 else 'them'}")
+
+
 def refuse_unread(config, reads, context: str) -> None:
     """Refuse, in one line, every option set away from its default that the code path `context`
     does not read (`reads`: the field names it does): an option accepted and silently ignored is a
     setting the user believes in and never gets."""
-    unread = [o.name for o in options(type(config)) if o.name not in reads and getattr(config, o.name) != o.default]
-    if unread:
-        names = ", ".join(option_name(name) for name in unread)
-        raise ShrinkbertError(f"{names} {'is' if len(unread) == 1 else 'are'} not read {context}: drop "
-                              f"{'it' if len(unread) == 1 else 'them'}")
+    refuse_options(unread_options(config, reads), context)
 
 
 def grouped(config_cls) -> dict[str, list[Option]]:

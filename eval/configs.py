@@ -72,13 +72,11 @@ LOGIT_REPORT_UNREAD = ("index_corpus", "index_sentences", "query_sentences", "cl
 def unread_options(config: EvalConfig, sentence_vectors: bool) -> list[str]:
     """The options set away from their defaults (--quick's where it is on) that the report of the
     rows' kind does not read."""
-    from shrinkbert.core.config import options
+    from shrinkbert.core.config import options, unread_options as unread
 
-    defaults = {o.name: o.default for o in options(EvalConfig)}
-    if config.quick:
-        defaults.update(QUICK)
-    names = VECTOR_REPORT_UNREAD if sentence_vectors else LOGIT_REPORT_UNREAD
-    return [name for name in names if getattr(config, name) != defaults[name]]
+    unread_here = VECTOR_REPORT_UNREAD if sentence_vectors else LOGIT_REPORT_UNREAD
+    reads = {o.name for o in options(EvalConfig)} - set(unread_here)
+    return unread(config, reads, QUICK if config.quick else None)
 
 
 def eval_parser(description: str, prog: str | None = None) -> argparse.ArgumentParser:

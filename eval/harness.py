@@ -21,7 +21,7 @@ import os
 import sys
 from pathlib import Path
 
-from shrinkbert.core.config import build_config, read_yaml, speaking_as
+from shrinkbert.core.config import build_config, read_yaml, refuse_options, speaking_as
 from shrinkbert.core.data.dataspec import resolve_spec
 from shrinkbert.core.errors import ShrinkbertError, error_line
 from shrinkbert.eval.cache import MeasurementCache
@@ -96,14 +96,8 @@ def run(config: EvalConfig, rows=None) -> tuple[dict, dict]:
         # The task the variants were made on (the lineage records it), unless --task names another.
         spec = resolve_spec(config, [baseline or "", *artifacts])
         rows = load_test_rows(spec, split=config.split, max_rows=config.max_eval_rows or None, cache_dir=config.cache_dir)
-    unread = unread_options(config, rows.kind.sentence_vectors)
-    if unread:
-        from shrinkbert.core.config import option_name
-
-        gives = "sentence vectors" if rows.kind.sentence_vectors else "logits"
-        raise ShrinkbertError(f"{', '.join(option_name(name) for name in unread)} "
-                              f"{'is' if len(unread) == 1 else 'are'} not read for task '{rows.task.name}', whose "
-                              f"models give {gives}: drop {'it' if len(unread) == 1 else 'them'}")
+    refuse_options(unread_options(config, rows.kind.sentence_vectors), f"for task '{rows.task.name}', whose models "
+                   f"give {'sentence vectors' if rows.kind.sentence_vectors else 'logits'}")
     own = rows.kind.own_stage("eval")
     if own is not None:  # sentence embeddings: vectors are scored by Spearman and against the teacher's index
         return own(config, rows, artifacts, baseline)
