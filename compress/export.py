@@ -101,6 +101,8 @@ def trace_graph(model, tokenizer, out: Path, kind, opset: int = 0) -> None:
     from shrinkbert.core.predict import encoder_inputs
 
     sample = encoder_inputs(model, tokenizer(["a b", "c"], padding=True, return_tensors="pt", return_token_type_ids=True))
+    if "token_type_ids" not in tokenizer.model_input_names:  # a BERT student given MPNet's tokenizer: the
+        sample.pop("token_type_ids", None)                 # graph takes what the tokenizer writes (types all 0)
     names, outputs = list(sample), list(kind.output_names)
 
     class Positional(torch.nn.Module):  # torch.onnx passes inputs by position and reads a tuple back

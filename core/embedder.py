@@ -172,6 +172,13 @@ class Embedder:
         spec = read_pooling(path)
         return cls(model, load_tokenizer(path, model.config), spec, max_length, load_dense(path, spec))
 
+    def to(self, device) -> "Embedder":
+        """The encoder (and projection) on `device`; `encode` then runs there."""
+        self.model.to(device)
+        if self.dense is not None:
+            self.dense.to(device)
+        return self
+
     @property
     def dim(self) -> int:
         return self.dense.out_features if self.dense is not None else self.model.config.hidden_size
@@ -184,7 +191,8 @@ class Embedder:
 
         from shrinkbert.core.predict import encoder_inputs
 
-        inputs = encoder_inputs(self.model, batch)
+        device = next(self.model.parameters()).device  # a teacher on the GPU takes its batches there
+        inputs = {name: value.to(device) for name, value in encoder_inputs(self.model, batch).items()}
         hidden = self.model(**inputs).last_hidden_state
         vectors = pool(hidden, inputs["attention_mask"], self.spec.mode)
         if self.dense is not None:
@@ -203,7 +211,7 @@ class Embedder:
             for start in range(0, len(texts), batch_size):
                 batch = self.tokenizer([texts[row] for row in order[start:start + batch_size]], padding=True,
                                        truncation=True, max_length=self.max_length, return_tensors="pt")
-                chunks.append(self.forward(batch, normalize).float().numpy())
+                chunks.append(self.forward(batch, normalize).float().cpu().numpy())
         if not chunks:
             return np.zeros((0, self.dim), np.float32)
         vectors = np.empty((len(texts), self.dim), np.float32)

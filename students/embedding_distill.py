@@ -51,6 +51,7 @@ from shrinkbert.core.kinds.losses import mse_cosine_loss
 from shrinkbert.core.train import checkpoint_dir_for, is_main_process, remove_checkpoints, wait_for_everyone
 from shrinkbert.students.cache import teacher_identity, text_fingerprint
 from shrinkbert.students.init import init_from_teacher, stream_basis
+from shrinkbert.students.processes import process_state
 from shrinkbert.students.losses import masked_mse
 from shrinkbert.students.shape import Shape, shape_config
 
@@ -131,7 +132,8 @@ def build_student(teacher: Embedder, config: EmbeddingStudentConfig, sentence_ve
     from transformers import AutoModel
 
     shape = student_shape(teacher.model.config, config)
-    student_model = AutoModel.from_config(shape_config(teacher.model.config, shape))
+    device = next(teacher.model.parameters()).device  # built beside the teacher it is sliced from
+    student_model = AutoModel.from_config(shape_config(teacher.model.config, shape)).to(device)
     if getattr(student_model, "pooler", None) is not None:  # sentence vectors are pooled here, not by BERT's pooler
         student_model.pooler = None
     narrower = shape.hidden < teacher.model.config.hidden_size
@@ -156,8 +158,8 @@ def build_student(teacher: Embedder, config: EmbeddingStudentConfig, sentence_ve
         if teacher.dense is not None:
             weight = teacher.dense.weight.detach() @ weight
         if components is not None:
-            weight = torch.from_numpy(components) @ weight
-        dense = torch.nn.Linear(shape.hidden, out_dim, bias=True)
+            weight = torch.from_numpy(components).to(device) @ weight
+        dense = torch.nn.Linear(shape.hidden, out_dim, bias=True).to(device)
         with torch.no_grad():
             dense.weight.copy_(weight)
             dense.bias.zero_()
@@ -322,14 +324,59 @@ def save_student(student: Embedder, out_dir: str | Path, *, stage: str, parents,
     return Path(out_dir)
 
 
-def existing_student(path: str | Path, teacher: Embedder, max_length: int) -> Embedder:
-    """An embedding model to distil into (a pruned one, for recovery): it must already give vectors in
-    the teacher's space, since its targets are the teacher's vectors as they are."""
-    student = Embedder.load(path, max_length=max_length)
+def existing_student(path: str | Path, teacher: Embedder, max_length: int, sentences: list[str],
+                     vectors: np.ndarray) -> tuple[Embedder, dict]:
+    """An embedding model to distil into, as it is: a pruned one (recovery), or a pretrained one that
+    splits text into the teacher's pieces (all-MiniLM-L6-v2 for all-mpnet-base-v2). Its word embeddings
+    are re-ordered to the teacher's ids where the two number their tokens differently (students/vocab_map.py),
+    and where its vectors are narrower than the teacher's it gets a projection into the teacher's space,
+    initialised by (ridge) least squares from its vectors of the training sentences to the teacher's (`vectors`);
+    (the student, the record of what was done to it)."""
+    from shrinkbert.students.vocab_map import adopt_vocabulary, same_vocabulary
+
+    student = Embedder.load(path, max_length=max_length).to(next(teacher.model.parameters()).device)
+    record: dict = {"from": str(path), "shape": "its own"}
+    if not same_vocabulary(student.tokenizer, teacher.tokenizer):
+        record["tokens"] = adopt_vocabulary(student.model, student.tokenizer, teacher.tokenizer,
+                                            teacher.model.config.vocab_size, sentences[:VOCABULARY_SAMPLE],
+                                            name=f"--student {path}")
+        student.model.to(next(teacher.model.parameters()).device)
+        student.tokenizer = teacher.tokenizer
     if student.dim != teacher.dim:
-        raise ShrinkbertError(f"--student {path} gives {student.dim}-dimensional vectors and the teacher "
-                              f"{teacher.dim}: distilling into a model needs the teacher's dimension")
-    return student
+        if student.dense is not None or student.dim > teacher.dim:
+            raise ShrinkbertError(f"--student {path} gives {student.dim}-dimensional vectors and the teacher "
+                                  f"{teacher.dim}: distilling into a model needs the teacher's dimension, or a "
+                                  "narrower one without a projection of its own (it is given one)")
+        student.dense, record["projection"] = least_squares_projection(student, sentences, vectors, teacher.dim)
+    return student, record
+
+
+VOCABULARY_SAMPLE = 200      # training sentences both tokenizers must split alike
+PROJECTION_SENTENCES = 20_000  # training sentences the projection's least squares is fitted on
+RIDGE = 1e-3
+
+
+def least_squares_projection(student: Embedder, sentences: list[str], vectors: np.ndarray,
+                             out_dim: int) -> tuple[torch.nn.Linear, dict]:
+    """A Linear from the student's pooled vectors to the teacher's (`vectors` of `sentences`, before
+    normalisation), fitted by least squares on up to PROJECTION_SENTENCES of them: the student starts
+    as near the teacher's space as a linear map takes it, then trains end to end."""
+    rows = min(len(sentences), PROJECTION_SENTENCES)
+    pooled = student.encode(sentences[:rows], normalize=False).astype(np.float64)
+    design = np.hstack([pooled, np.ones((rows, 1))])
+    # ridge, RIDGE of the mean diagonal: few sentences (a quick run) must not give a map that interpolates them
+    gram = design.T @ design
+    gram[np.diag_indices_from(gram)] += RIDGE * np.trace(gram) / len(gram)
+    solution = np.linalg.solve(gram, design.T @ vectors[:rows].astype(np.float64))
+    fitted = design @ solution
+    cosine = float(np.mean(np.sum(normalize_rows(fitted) * normalize_rows(vectors[:rows]), axis=1)))
+    dense = torch.nn.Linear(pooled.shape[1], out_dim, bias=True)
+    with torch.no_grad():
+        dense.weight.copy_(torch.from_numpy(solution[:-1].T.astype(np.float32)))
+        dense.bias.copy_(torch.from_numpy(solution[-1].astype(np.float32)))
+    device = next(student.model.parameters()).device
+    return dense.to(device), {"in": pooled.shape[1], "out": out_dim, "init": f"ridge least squares on {rows:,} training "
+                              f"sentences (mean cosine with the teacher {cosine:.4f})"}
 
 
 def distill_embedding(teacher_path: str | Path, sentences: list[str], out_dir: str | Path,
@@ -350,7 +397,8 @@ def distill_embedding(teacher_path: str | Path, sentences: list[str], out_dir: s
     if config.epochs < 1 or config.batch_size < 1:
         raise ShrinkbertError("epochs and batch size must be at least 1")
     resolved = resolve_model(str(teacher_path))
-    teacher = Embedder.load(resolved, max_length=config.max_length)
+    # on the GPU where there is one: the teacher's vectors of a large corpus are most of the stage's work
+    teacher = Embedder.load(resolved, max_length=config.max_length).to(process_state().device)
     started = time.perf_counter()
     log(f"teacher vectors of {len(sentences)} sentences (cached by content; a first pass takes a while)")
     vectors = teacher_vectors(teacher, resolved, sentences, cache_dir)
@@ -362,8 +410,8 @@ def distill_embedding(teacher_path: str | Path, sentences: list[str], out_dir: s
         vectors, pulled = pulled_targets(teacher, resolved, vectors, goals, pull, cache_dir)
         log(f"{pulled:,} questions' targets pulled {pull:g} of the way to their paragraphs' teacher vectors")
     if student_path is not None:
-        student, components = existing_student(student_path, teacher, config.max_length), None
-        record = {"from": str(student_path), "shape": "its own"}
+        (student, record), components = existing_student(student_path, teacher, config.max_length, sentences,
+                                                         vectors), None
     else:
         student, components, record = build_student(teacher, config, vectors)
     targets = vectors if components is None else vectors @ components.T
