@@ -434,7 +434,9 @@ def distill(
             averaged (students/ensemble.py)
         student: str = ''
             distil INTO this existing model artifact (e.g. a pruned one) instead of a new shape; mode
-            embeddings: 'static' for model2vec's static student
+            embeddings: 'static' for model2vec's static student, or a pretrained embedding model that splits
+            text into the teacher's pieces (minilm for mpnet: re-indexed to its ids, a least-squares projection
+            to its width)
 
     Data:
         task: str = ''

@@ -20,6 +20,11 @@ match its teacher's, so an index built with the teacher still answers the studen
   With `dim` the student has a dimension of its own: the target is the teacher's vectors on their
   top `dim` principal components (fitted on the training sentences), and the projection starts as
   those components composed with the stream basis.
+- Or the student is a model given as it is (`student_path`): a pruned one (recovery), or a pretrained
+  embedding model whose tokenizer splits text into the teacher's pieces (all-MiniLM-L6-v2 for
+  all-mpnet-base-v2), re-indexed to the teacher's ids (students/vocab_map.py) and, where narrower,
+  given a projection into the teacher's space fitted by ridge least squares on the training sentences.
+- The teacher runs on the GPU where there is one (its vectors of a large corpus are most of the work).
 - With `validation` (scored pairs), the epoch whose STS Spearman is best there is the one kept.
 - Training runs in the kit's one loop (core/train.py): Accelerate (one CPU, GPUs, several processes),
   AdamW with warmup then linear decay, length-grouped batches, checkpoints and exact resume after a

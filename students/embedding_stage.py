@@ -10,7 +10,9 @@ manifest already says kind embedding (a fine-tuned or distilled embedding model)
 any mode. The student learns the teacher's sentence vectors of the `--corpus` lines
 (students/embedding_distill.py: MSE + cosine, teacher vectors cached by content), or with `--student
 static` is model2vec's static table (students/static.py) tuned on the same lines; `--student PATH`
-distils into that embedding model as it is (a pruned one: compress/prune.py). A `--task` of
+distils into that embedding model as it is (a pruned one: compress/prune.py), or into a pretrained one
+that splits text into the teacher's pieces (`--teacher mpnet --student minilm`: re-indexed to the
+teacher's ids, with a least-squares projection to its width; students/vocab_map.py). A `--task` of
 scored pairs (STS-B's shape) picks the epoch by validation Spearman and is recorded for later stages.
 """
 from __future__ import annotations
