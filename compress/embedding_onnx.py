@@ -32,7 +32,10 @@ class OnnxEmbedder:
         self.spec = read_pooling(path)
         self.inputs = [i.name for i in self.session.get_inputs()]  # MPNet's and DistilBERT's take no token types
 
-    def encode(self, texts: list[str], batch_size: int = 64, padding: str | bool = True) -> np.ndarray:
+    def encode(self, texts: list[str], batch_size: int = 32, padding: str | bool = True) -> np.ndarray:
+        # batches of 32, as a bundle's Predictor.embed takes them: dynamic int8 scales each MatMul's
+        # activations by the largest in the batch, so a text's vector moves (~1e-2) with its batch mates,
+        # and a graph and its bundle agree to the digit only on the same batches
         chunks = []
         for start in range(0, len(texts), batch_size):
             batch = self.tokenizer(list(texts[start:start + batch_size]), padding=padding, truncation=True,

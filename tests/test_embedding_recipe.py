@@ -56,6 +56,10 @@ def ran(recipe_file, tmp_path_factory):
                                  "${static-bundle}"],
             "report.baseline": str(teacher), "report.index_corpus": str(corpus), "report.max_eval_rows": 40,
             "report.classify": str(labelled)}
+    if recipe_file.name.startswith("mpnet"):  # all-MiniLM-L6-v2's stand-in: a narrower BERT of the same pieces
+        for name in ("layers", "hidden", "intermediate"):
+            del sets[f"student.{name}"]
+        sets["student.student"] = str(make_tiny_bert(work / "pretrained", hidden=16, heads=2, layers=1, intermediate=32))
     cmd = ["run", str(recipe_file), "--quick", "--output-dir", str(out)]
     for key, value in sets.items():
         cmd += ["--set", f"{key}={json.dumps(value)}"]
@@ -204,7 +208,11 @@ def test_exclude_and_accuracy_aware_keep_modules_float_judged_on_spearman(ran, t
     import onnx
 
     out, _ = ran
-    done = run_cli(["quantize", "--model", str(out / "student-onnx"), "--exclude", "encoder.layer.0.attention",
+    unfused = tmp_path / "onnx"  # the recipe exports O2-fused; module names need the unfused graph
+    done = run_cli(["export", "--model", str(out / "student"), "--optimization", "none", "--output-dir", str(unfused)],
+                   tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    done = run_cli(["quantize", "--model", str(unfused), "--exclude", "encoder.layer.0.attention",
                     "--max-eval-rows", "40", "--tolerance", "100", "--output-dir", str(tmp_path / "x")], tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert read_manifest(tmp_path / "x")["metrics"]["kept_fp32"] == ["encoder.layer.0.attention"]
@@ -213,7 +221,7 @@ def test_exclude_and_accuracy_aware_keep_modules_float_judged_on_spearman(ran, t
     assert kept and not any("layer.0/attention" in n.name for n in graph.node if n.op_type == "MatMulInteger")
     assert any(n.op_type == "MatMulInteger" for n in graph.node)  # the rest is int8
     # accuracy-aware: every module's sensitivity on the validation Spearman, then the fewest kept float
-    done = run_cli(["quantize", "--model", str(out / "student-onnx"), "--accuracy-aware", "--tolerance", "100",
+    done = run_cli(["quantize", "--model", str(unfused), "--accuracy-aware", "--tolerance", "100",
                     "--output-dir", str(tmp_path / "aa")], tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     record = read_manifest(tmp_path / "aa")["metrics"]["accuracy_aware"]
