@@ -200,15 +200,21 @@ class Embedder:
         normalize = self.spec.normalize if normalize is None else normalize
         return F.normalize(vectors, p=2, dim=-1) if normalize else vectors
 
-    def encode(self, texts: list[str], batch_size: int = 64, normalize: bool | None = None) -> np.ndarray:
+    def encode(self, texts: list[str], batch_size: int = 64, normalize: bool | None = None,
+               desc: str | None = None) -> np.ndarray:
+        """Sentence vectors [n, dim] in float32; `desc`: a progress bar of that name over the batches
+        (a teacher's vectors of a corpus take minutes on a CPU)."""
         import torch  # deferred with torch (see pool)
+
+        from shrinkbert.core.progress import progress_bar
 
         texts = list(texts)
         # batches of similar lengths pad little (padding is masked out of the pooling either way)
         order = sorted(range(len(texts)), key=lambda row: len(texts[row]))
         chunks = []
+        starts = range(0, len(texts), batch_size)
         with torch.inference_mode():
-            for start in range(0, len(texts), batch_size):
+            for start in (progress_bar(starts, desc=desc, unit="batch") if desc else starts):
                 batch = self.tokenizer([texts[row] for row in order[start:start + batch_size]], padding=True,
                                        truncation=True, max_length=self.max_length, return_tensors="pt")
                 chunks.append(self.forward(batch, normalize).float().cpu().numpy())

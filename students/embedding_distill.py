@@ -99,7 +99,7 @@ def teacher_vectors(teacher: Embedder, teacher_path: str | Path, sentences: list
     path = Path(cache_dir or default_cache_dir()) / "embedding-teacher" / f"{key}.npy"
     if path.is_file():
         return np.load(path, allow_pickle=False)
-    vectors = teacher.encode(sentences, normalize=False)
+    vectors = teacher.encode(sentences, normalize=False, desc="teacher vectors")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp.npy")
     np.save(tmp, vectors)
