@@ -180,6 +180,11 @@ class Embedder:
         return self
 
     @property
+    def device(self):
+        """Where the encoder's weights are (a teacher on the GPU takes its batches there)."""
+        return next(self.model.parameters()).device
+
+    @property
     def dim(self) -> int:
         return self.dense.out_features if self.dense is not None else self.model.config.hidden_size
 
@@ -191,8 +196,7 @@ class Embedder:
 
         from shrinkbert.core.predict import encoder_inputs
 
-        device = next(self.model.parameters()).device  # a teacher on the GPU takes its batches there
-        inputs = {name: value.to(device) for name, value in encoder_inputs(self.model, batch).items()}
+        inputs = {name: value.to(self.device) for name, value in encoder_inputs(self.model, batch).items()}
         hidden = self.model(**inputs).last_hidden_state
         vectors = pool(hidden, inputs["attention_mask"], self.spec.mode)
         if self.dense is not None:

@@ -137,7 +137,7 @@ def build_student(teacher: Embedder, config: EmbeddingStudentConfig, sentence_ve
     from transformers import AutoModel
 
     shape = student_shape(teacher.model.config, config)
-    device = next(teacher.model.parameters()).device  # built beside the teacher it is sliced from
+    device = teacher.device  # built beside the teacher it is sliced from
     student_model = AutoModel.from_config(shape_config(teacher.model.config, shape)).to(device)
     if getattr(student_model, "pooler", None) is not None:  # sentence vectors are pooled here, not by BERT's pooler
         student_model.pooler = None
@@ -339,13 +339,13 @@ def existing_student(path: str | Path, teacher: Embedder, max_length: int, sente
     (the student, the record of what was done to it)."""
     from shrinkbert.students.vocab_map import adopt_vocabulary, same_vocabulary
 
-    student = Embedder.load(path, max_length=max_length).to(next(teacher.model.parameters()).device)
+    student = Embedder.load(path, max_length=max_length).to(teacher.device)
     record: dict = {"from": str(path), "shape": "its own"}
     if not same_vocabulary(student.tokenizer, teacher.tokenizer):
         record["tokens"] = adopt_vocabulary(student.model, student.tokenizer, teacher.tokenizer,
                                             teacher.model.config.vocab_size, sentences[:VOCABULARY_SAMPLE],
                                             name=f"--student {path}")
-        student.model.to(next(teacher.model.parameters()).device)
+        student.model.to(teacher.device)  # the re-indexed table is new, made on the CPU
         student.tokenizer = teacher.tokenizer
     if student.dim != teacher.dim:
         if student.dense is not None or student.dim > teacher.dim:
@@ -379,8 +379,7 @@ def least_squares_projection(student: Embedder, sentences: list[str], vectors: n
     with torch.no_grad():
         dense.weight.copy_(torch.from_numpy(solution[:-1].T.astype(np.float32)))
         dense.bias.copy_(torch.from_numpy(solution[-1].astype(np.float32)))
-    device = next(student.model.parameters()).device
-    return dense.to(device), {"in": pooled.shape[1], "out": out_dim, "init": f"ridge least squares on {rows:,} training "
+    return dense.to(student.device), {"in": pooled.shape[1], "out": out_dim, "init": f"ridge least squares on {rows:,} training "
                               f"sentences (mean cosine with the teacher {cosine:.4f})"}
 
 
