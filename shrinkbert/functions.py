@@ -389,6 +389,7 @@ def distill(
     hard_weight: float = 0.0,
     temperature: float = 2.0,
     query_pull: float = 0.0,
+    similarity_weight: float = 0.0,
     attention_loss: str = 'kl',
     cache: bool = True,
     cache_hidden: bool = True,
@@ -553,6 +554,9 @@ def distill(
             mode embeddings: for each question of a SQuAD --corpus file, the share of its target taken from the
             teacher's vector of its gold paragraph (the student's query moves towards the document a
             teacher-built index holds for it); 0 = off [>= 0 and <= 1]
+        similarity_weight: float = 0.0
+            mode embeddings: weight of the MSE between the batch's cosine-similarity matrices, the student's
+            against the teacher's (relational KD); 0 = off [>= 0]
         attention_loss: str = 'kl'
             kl | mse between attention probabilities [one of kl, mse]
 

@@ -82,6 +82,9 @@ class DistillConfig(TrainConfig, DataConfig):
                                    "taken from the teacher's vector of its gold paragraph (the student's query moves "
                                    "towards the document a teacher-built index holds for it); 0 = off", min=0, max=1,
                               group="losses")
+    similarity_weight: float = field(0.0, "mode embeddings: weight of the MSE between the batch's cosine-similarity "
+                                          "matrices, the student's against the teacher's (relational KD); 0 = off",
+                                     min=0, group="losses")
     attention_loss: str = field("kl", "kl | mse between attention probabilities", choices=("kl", "mse"), group="losses")
     # Teacher outputs
     cache: bool = field(True, "cache the teacher's outputs on disk and reuse them across runs", group="teacher outputs")

@@ -9,8 +9,10 @@ match its teacher's, so an index built with the teacher still answers the studen
   the teacher's word-embedding table) and pooled as the teacher pools.
 - Loss, per batch of sentences: MSE between the student's and the teacher's sentence vectors before
   normalisation (sentence-transformers' distillation loss) plus a cosine term (only directions matter
-  to a normalised index); with `hidden_weight` and the teacher's width, also the hidden-state MSE of
-  students/losses.py on the uniform layer map (that runs the teacher live, every batch).
+  to a normalised index); with `similarity_weight`, also the MSE between the batch's cosine matrices
+  (relational KD: the order of pairs a similarity task ranks); with `hidden_weight` and the teacher's
+  width, also the hidden-state MSE of students/losses.py on the uniform layer map (that runs the
+  teacher live, every batch).
 - The teacher's vectors are computed once per (teacher, max_length, sentences) and cached as .npy
   under the cache directory, keyed by content like students/cache.py keys the teacher's logits.
 - A narrower student keeps the teacher's vector space: a linear projection (sentence-transformers'
@@ -52,7 +54,7 @@ from shrinkbert.core.data.cache import default_cache_dir
 from shrinkbert.core.embedder import Embedder, write_st_layout
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds.embedding import agreement, normalize_rows
-from shrinkbert.core.kinds.losses import mse_cosine_loss
+from shrinkbert.core.kinds.losses import mse_cosine_loss, similarity_matrix_loss
 from shrinkbert.core.train import checkpoint_dir_for, is_main_process, remove_checkpoints, wait_for_everyone
 from shrinkbert.students.cache import teacher_identity, text_fingerprint
 from shrinkbert.students.init import init_from_teacher, stream_basis
@@ -77,6 +79,7 @@ class EmbeddingStudentConfig:
     mse_weight: float = 1.0
     cosine_weight: float = 1.0
     hidden_weight: float = 0.0
+    similarity_weight: float = 0.0   # the in-batch similarity-matrix MSE (core/kinds/losses.py)
     warmup: float = 0.1
     seed: int = 0
 
@@ -210,8 +213,10 @@ def train_student(student: Embedder, teacher: Embedder, sentences: list[str], ta
     loop = loop or loop_config(config)
     encoded = teacher.tokenizer(sentences, truncation=True, max_length=config.max_length)
     inputs = [name for name in ("input_ids", "attention_mask", "token_type_ids") if name in encoded]
-    rows = Dataset.from_dict({**{name: encoded[name] for name in inputs},
-                              "target": np.asarray(targets, np.float32)})
+    # the targets stay one array, gathered by row number: a 768-float list per row through the
+    # Dataset cost more per batch than the student's step on a GPU
+    goals = np.ascontiguousarray(targets, np.float32)
+    rows = Dataset.from_dict({**{name: encoded[name] for name in inputs}, "row": np.arange(len(goals))})
     hidden_loss = config.hidden_weight > 0 and student.model.config.hidden_size == teacher.model.config.hidden_size
     t_layers, s_layers = teacher.model.config.num_hidden_layers, student.model.config.num_hidden_layers
     layer_map = {s + 1: int((s + 1) * t_layers / s_layers + 0.5) for s in range(s_layers)}
@@ -220,7 +225,7 @@ def train_student(student: Embedder, teacher: Embedder, sentences: list[str], ta
     pad = DataCollatorWithPadding(teacher.tokenizer, return_tensors="pt")
 
     def collate(batch: list[dict]) -> dict:
-        goal = torch.tensor(np.asarray([row.pop("target") for row in batch], np.float32))
+        goal = torch.from_numpy(goals[[row.pop("row") for row in batch]])
         return {**pad(batch), "target": goal}
 
     def loss_fn(trained, batch):
@@ -230,13 +235,18 @@ def train_student(student: Embedder, teacher: Embedder, sentences: list[str], ta
         if len(trained) > 1:
             vectors = trained[1](vectors)
         loss = mse_cosine_loss(vectors, batch["target"], config.mse_weight, config.cosine_weight)
+        logged = {}
+        if config.similarity_weight > 0:
+            loss_similarity = similarity_matrix_loss(vectors, batch["target"])
+            loss = loss + config.similarity_weight * loss_similarity
+            logged["similarity_loss"] = float(loss_similarity.detach())
         if not hidden_loss:
-            return loss, {}
+            return loss, logged
         with torch.no_grad():
             t_hidden = teacher.model(**model_inputs, output_hidden_states=True).hidden_states
         mask = batch["attention_mask"].bool()
         loss_hidden = sum(masked_mse(out.hidden_states[s], t_hidden[t], mask) for s, t in layer_map.items()) / len(layer_map)
-        return loss + config.hidden_weight * loss_hidden, {"hidden_loss": float(loss_hidden.detach())}
+        return loss + config.hidden_weight * loss_hidden, {**logged, "hidden_loss": float(loss_hidden.detach())}
 
     with tempfile.TemporaryDirectory() as scratch:
         checkpoints = Path(checkpoint_dir) if checkpoint_dir is not None else Path(scratch)

@@ -13,7 +13,9 @@ static` is model2vec's static table (students/static.py) tuned on the same lines
 distils into that embedding model as it is (a pruned one: compress/prune.py), or into a pretrained one
 that splits text into the teacher's pieces (`--teacher mpnet --student minilm`: re-indexed to the
 teacher's ids, with a least-squares projection to its width; students/vocab_map.py). A `--task` of
-scored pairs (STS-B's shape) picks the epoch by validation Spearman and is recorded for later stages.
+scored pairs (STS-B's shape) picks the epoch by validation Spearman and is recorded for later stages;
+no sentence of its validation or test pairs, nor a near-duplicate, is trained on (core/data/leakguard.py:
+a corpus such as STS-B's own training sentences shares some with them).
 """
 from __future__ import annotations
 
@@ -34,12 +36,13 @@ from shrinkbert.core.data.scored_pairs import split_pairs
 from shrinkbert.core.embedder import Embedder
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.students.embedding_distill import EmbeddingStudentConfig, distill_embedding, teacher_vectors
+from shrinkbert.students.processes import log_main
 
 # What `distill` reads for an embedding student (the data fields, then these); any other option set
 # is refused in one line (core.config.refuse_unread), so `--temperature 4` is never silently ignored.
 READS = frozenset(f.name for f in (*dataclasses.fields(DataConfig), *dataclasses.fields(TrainConfig))) | {
     "teacher", "mode", "corpus", "corpus_mix", "student", "target", "layers", "hidden", "heads", "intermediate",
-    "dim", "hidden_weight", "query_pull", "max_length", "max_train_rows", "max_eval_rows", "output_dir"}
+    "dim", "hidden_weight", "similarity_weight", "query_pull", "max_length", "max_train_rows", "max_eval_rows", "output_dir"}
 DEFAULT_LAYERS = 3  # the measured shape: 3 of 6 layers, 5.4x as int8 (docs/embeddings.md)
 STATIC = "static"
 # model2vec's static student tunes its table in the same loop, with an optimizer of its own (Adam at
@@ -117,6 +120,25 @@ def validation_pairs(cfg, teacher: str):
     return (spec, task), pairs
 
 
+def guard_task_pairs(spec, cfg, sentences: list[str]) -> tuple[list[str], int]:
+    """The training lines less those that repeat (or nearly repeat) a sentence of the scored-pairs task's
+    validation or test pairs, and how many went: the student must not have learnt the teacher's
+    vector of a sentence it is scored on."""
+    from shrinkbert.core.data.dataspec import load_splits
+    from shrinkbert.core.data.leakguard import PROTECTED_SPLITS, LeakGuard, describe
+
+    task, splits = load_splits(spec, cfg.cache_dir or None)
+    guard = LeakGuard((text for name in PROTECTED_SPLITS if name in splits
+                       for column in ("sentence1", "sentence2") for text in splits[name][column]), name=task.name)
+    kept, removed = guard.filter(sentences)
+    if removed:
+        log_main(describe(removed, len(sentences), guard, "corpus lines"))
+    if not kept:
+        raise ShrinkbertError(f"every line of --corpus {cfg.corpus} repeats a sentence of {task.name}'s validation "
+                              "or test pairs: distil on other text")
+    return kept, removed
+
+
 def distill(cfg) -> Path:
     """Distil an embedding student as the distill stage's Config asks; return its artifact path."""
     if cfg.student == STATIC:
@@ -135,7 +157,11 @@ def distill(cfg) -> Path:
                               "--intermediate/--dim")
     sentences, unseen = corpus_split(cfg)
     data, validation = validation_pairs(cfg, teacher)
-    data_record = {"corpus": cfg.corpus, "corpus_mix": cfg.corpus_mix, "rows": {"train": len(sentences)}}
+    leaks = 0
+    if data is not None:
+        sentences, leaks = guard_task_pairs(data[0], cfg, sentences)
+    data_record = {"corpus": cfg.corpus, "corpus_mix": cfg.corpus_mix, "rows": {"train": len(sentences)},
+                   **({"leak_guard_removed": leaks} if data is not None else {})}
     if data is not None:
         spec, task = data
         data_record = spec.record(task, max_length=cfg.max_length, **data_record)
@@ -145,7 +171,7 @@ def distill(cfg) -> Path:
         layers=cfg.layers or DEFAULT_LAYERS, hidden=cfg.hidden or None, heads=cfg.heads or None,
         intermediate=cfg.intermediate or None, dim=cfg.dim or None, epochs=max(1, int(round(cfg.epochs))),
         lr=cfg.learning_rate, batch_size=cfg.batch_size, max_length=cfg.max_length, seed=cfg.seed,
-        hidden_weight=cfg.hidden_weight)
+        hidden_weight=cfg.hidden_weight, similarity_weight=cfg.similarity_weight)
     out = distill_embedding(teacher, sentences, cfg.output_dir, config, validation=validation,
                             cache_dir=cfg.cache_dir or None, data=data_record, student_path=into, loop=cfg,
                             goals=query_goals(cfg, sentences), pull=cfg.query_pull, unseen=unseen)

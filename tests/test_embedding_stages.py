@@ -90,3 +90,21 @@ def test_finetune_on_pairs_without_scores_or_on_an_empty_corpus_is_one_error_lin
     done = run_cli(["distill", "--mode", "embeddings", "--teacher", str(teacher), "--corpus", str(empty),
                     "--output-dir", str(tmp_path / "s")], tmp_path, SHRINKBERT_CACHE=str(cache))
     _one_error_line_and_nothing_written(done, tmp_path / "s")
+
+
+def test_no_sentence_of_the_tasks_validation_or_test_pairs_is_trained_on(work):
+    where, _, corpus, _ = work
+    lines = list(dict.fromkeys(line.strip() for line in corpus.read_text().splitlines() if line.strip()))
+    task = where / "pairs-task"
+    task.mkdir()
+    other = [f"a sentence of its own number {i}" for i in range(12)]
+    splits = {"train": [(other[i], other[i + 1]) for i in range(0, 8, 2)],  # train pairs may be trained on
+              "validation": [(lines[0], other[8]), (lines[1], other[9])],
+              "test": [(other[10], lines[2].upper() + " !"), (lines[3], other[11])]}  # a near-duplicate too
+    for name, pairs in splits.items():
+        rows = ["sentence1,sentence2,score"] + [f'"{a}","{b}",{i % 5}' for i, (a, b) in enumerate(pairs)]
+        (task / f"{name}.csv").write_text("\n".join(rows) + "\n")
+    done, out = _distill(work, "guarded", "--layers", "1", "--intermediate", "16", "--task", str(task))
+    data = read_manifest(out)["data"]
+    assert data["leak_guard_removed"] == 4 and data["rows"]["train"] == len(lines) - 4
+    assert "leak guard: removed 4 of" in done.stdout + done.stderr

@@ -211,5 +211,21 @@ def test_an_option_mode_embeddings_does_not_read_is_one_line_and_writes_nothing(
     assert err.startswith("error: --attention-weight, --temperature are not read for an embedding student")
     assert err.count("\n") == 1 and not (tmp_path / "out").exists()
     # a value equal to the default is no setting at all: not refused (recipes pass shared keys such as seed)
-    assert main(base + ["--temperature", "2", "--epochs", "1", "--batch-size", "16"]) == 0
-    assert (tmp_path / "out" / "shrinkbert.json").is_file()
+    assert main(base + ["--temperature", "2", "--epochs", "1", "--batch-size", "16", "--similarity-weight", "2"]) == 0
+    manifest = json.loads((tmp_path / "out" / "shrinkbert.json").read_text())
+    assert manifest["config"]["similarity_weight"] == 2  # read, not merely accepted
+
+
+def test_the_similarity_matrix_loss_sees_the_order_of_pairs_not_the_scale():
+    import torch
+
+    from shrinkbert.core.kinds.losses import similarity_matrix_loss
+
+    teacher = torch.randn(6, 16, generator=torch.Generator().manual_seed(0))
+    rotation = torch.linalg.qr(torch.randn(16, 16, generator=torch.Generator().manual_seed(1)))[0]
+    # a rotated, rescaled copy keeps every pair's cosine: nothing to learn; each vector moved apart does not
+    assert similarity_matrix_loss(3 * teacher @ rotation, teacher) < 1e-10
+    assert similarity_matrix_loss(teacher + torch.randn(6, 16), teacher) > 1e-3
+    student = teacher.clone().requires_grad_()
+    similarity_matrix_loss(student[:1], teacher[:1]).backward()  # one row: no pairs, still a step
+    assert student.grad is not None and not student.grad.any()

@@ -1,9 +1,10 @@
 """The losses at a model's outputs, one home each: softened-logit KD, MSE + cosine to a teacher's
-vectors, in-batch negatives over sentence vectors, and gold labels.
+vectors, the in-batch similarity structure of a teacher's vectors, in-batch negatives over sentence
+vectors, and gold labels.
 
 The kinds call them from `kd_loss`/`hard_loss`; students/losses.py (hidden and attention losses)
 and teachers/pretrain.py reuse `kd_logits_loss` at masked positions; students/embedding_distill.py
-reuses `mse_cosine_loss`.
+reuses `mse_cosine_loss` and `similarity_matrix_loss`.
 """
 from __future__ import annotations
 
@@ -32,6 +33,20 @@ def mse_cosine_loss(student_vectors, teacher_vectors, mse_weight: float = 1.0,
     plus (1 - cosine), since only directions matter once vectors are normalised."""
     s, t = student_vectors.float(), teacher_vectors.float()
     return mse_weight * F.mse_loss(s, t) + cosine_weight * (1 - F.cosine_similarity(s, t, dim=-1)).mean()
+
+
+def similarity_matrix_loss(student_vectors, teacher_vectors) -> torch.Tensor:
+    """MSE between the batch's cosine-similarity matrices, student against teacher, off the diagonal:
+    relational KD (Park et al., 2019) on what a similarity task ranks. Matching each vector (MSE +
+    cosine) leaves errors that scramble the order of near pairs; this term weighs those pairs directly.
+    A batch of one row gives 0 with a gradient path."""
+    s = F.normalize(student_vectors.float(), p=2, dim=-1)
+    t = F.normalize(teacher_vectors.float(), p=2, dim=-1)
+    rows = len(s)
+    if rows < 2:
+        return s.sum() * 0.0
+    off_diagonal = ~torch.eye(rows, dtype=torch.bool, device=s.device)
+    return F.mse_loss((s @ s.T)[off_diagonal], (t @ t.T)[off_diagonal])
 
 
 def in_batch_negatives_loss(anchors, candidates, scale: float = 20.0) -> torch.Tensor:
