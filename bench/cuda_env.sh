@@ -1,4 +1,4 @@
-# Sourced by bench/cuda.sh and bench/cuda_mpnet.sh: the pinned wheels installed from .device/whl (the
+# Sourced by bench/cuda.sh, bench/cuda_mpnet.sh and the bench/cuda_mpnet_embeddings*.sh scripts: the pinned wheels installed from .device/whl (the
 # device image has transformers 5), the offline environment, what the machine is, and `step`/`sb`.
 PY=${PY:-python3}
 if [ -d .device/whl ] && [ "${INSTALL:-1}" = 1 ]; then
@@ -21,6 +21,13 @@ step() {  # name, then the command: times it, keeps going when it fails (each la
   echo "== $name: rc ${PIPESTATUS[0]} in $((SECONDS - start)) s"
 }
 sb() { $PY -m shrinkbert "$@"; }
+
+unpack_embedding_models() {  # parts folder: bench/cuda_mpnet_embeddings_prepare.sh's two models joined into
+  # .device/emb and checked against the hashes taken before the cut; the built-in corpora unzipped
+  find "$1" -name 'emb.part*' | sort | xargs cat | tar -C .device -xf - || return 1
+  (cd .device/emb && sha256sum -c weights.sha256) || return 1
+  for gz in .device/cache/corpora/*.gz; do [ -f "${gz%.gz}" ] || gunzip -k "$gz"; done
+}
 
 dump_manifests() {  # runs folder, output JSON: each run's metrics, config and environment, and a line each
   $PY - "$1" "$2" <<'PY'

@@ -27,11 +27,8 @@ if [ "${QUICK:-0}" = 1 ]; then ROWS=600 EPOCHS=1 EVAL="--max-eval-rows 100" BATC
 else ROWS=${ROWS:-200000} EPOCHS=${EPOCHS:-5} EVAL="" BATCH=128; fi
 source bench/cuda_env.sh
 export SHRINKBERT_CACHE=$PWD/.device/cache
-# the two models, joined from their parts and checked against the hashes taken before the cut
-find "$PARTS" -name 'emb.part*' | sort | xargs cat | tar -C .device -xf - || exit 1
-(cd .device/emb && sha256sum -c weights.sha256) || exit 1
+unpack_embedding_models "$PARTS" || exit 1
 trap 'rm -rf .device/emb' EXIT  # 264 MB that must not ride along on the next call
-for gz in .device/cache/corpora/*.gz; do [ -f "${gz%.gz}" ] || gunzip -k "$gz"; done
 describe_machine
 CORPUS="imdb,wordnet,sotu,.device/data/snli-validation.csv"
 COMMON="--mode embeddings --teacher .device/emb/mpnet16 --corpus $CORPUS --corpus-mix equal --max-train-rows $ROWS
