@@ -1,5 +1,6 @@
-# Sourced by bench/cuda.sh, bench/cuda_mpnet.sh and the bench/cuda_mpnet_embeddings*.sh scripts: the pinned wheels installed from .device/whl (the
-# device image has transformers 5), the offline environment, what the machine is, and `step`/`sb`.
+# Sourced by bench/cuda.sh, bench/cuda_mpnet.sh and bench/cuda_mpnet_embeddings*.sh: the pinned wheels
+# installed from .device/whl (the device image has transformers 5), the offline environment, what the
+# machine is, `step`/`sb`, and the embedding models' unpacking.
 PY=${PY:-python3}
 if [ -d .device/whl ] && [ "${INSTALL:-1}" = 1 ]; then
   $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .device/whl/*.whl \

@@ -2,6 +2,7 @@
 
     python bench/drop_in.py                                  # four arms, 3 seeds (about an hour on 2 cores)
     python bench/drop_in.py --arms recipe,questions --seeds 1
+    python bench/drop_in.py --arms broad,broad-4l,broad-sim --base broad   # depth and the similarity term
 
 The drop-in setting: a deployment keeps the index all-MiniLM-L6-v2 built and swaps in a student for
 the queries. The measure: SQuAD v1.1 dev's held-out articles (core/data/qa_data.article_half: the
@@ -20,7 +21,12 @@ lr 4e-4, batch 32, 3 epochs, the epoch kept by STS-B validation) per seed:
   queries     lever 3, a query-only student (the teacher kept for documents): only the training
               half's questions of SQuAD v1.1 and v2.0 dev, every one
   broad       text of several styles instead: IMDB, WordNet, State of the Union paragraphs and SNLI's
-              validation sentences (its test file is the NLI measure), an equal share each
+              validation sentences (its test file is the NLI measure), an equal share each (the recipe's
+              text since the seventh session)
+  broad-4l    the broad text, a 4-layer student (its layers the uniform map picks from the teacher's 6): depth
+              for drop-in use (issue 39 asks >= 5x, the 3-layer int8 bundle is 6.2-6.6x)
+  broad-sim   the broad text, plus 300 x the in-batch similarity-matrix MSE (--similarity-weight: the lever
+              that lifted MiniLM in MPNet's space, docs/embeddings.md)
   static      the recipe's static student (model2vec's table, dim 256, tuned 6 epochs on 30,000 lines,
               the epoch kept by STS-B validation) on the static recipe's text: IMDB and WordNet, pooled
   static-broad  the same static student tuned on the broad text instead
@@ -56,6 +62,7 @@ ARMS = {
     "queries": dict(corpus=f"{SQUAD_V1},{SQUAD_V2}", max_train_rows=0),
     "broad": dict(corpus=f"imdb,wordnet,sotu,{DATA / 'snli' / 'validation.csv'}", corpus_mix="equal"),
 }
+ARMS.update({"broad-4l": dict(ARMS["broad"], layers=4), "broad-sim": dict(ARMS["broad"], similarity_weight=300.0)})
 # the static student (recipes/embeddings.yaml's `static`) reads none of the transformer's shape or optimizer options
 STATIC = dict(mode="embeddings", teacher="minilm", task=str(DATA / "stsb"), student="static", dim=256, epochs=6,
               max_train_rows=30000)
@@ -78,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"comma-separated, of {', '.join(ARMS)}")
     parser.add_argument("--nli-pairs", type=int, default=1000, help="SNLI test pairs of each label")
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--base", default="recipe", help="the arm every transformer arm is compared with, paired")
     parser.add_argument("--max-train-rows", type=int, default=15000, help="sentences per student (the recipe: 30,000)")
     parser.add_argument("--questions", type=int, default=1000)
     parser.add_argument("--out", default=str(ROOT / "runs" / "bench" / "drop-in"))
@@ -134,12 +142,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nhost: {host}; drop-in: each student's questions in the teacher's index; shares of the teacher's own")
     print(f"{'arm':10s} {'recall@1 of teacher':>22s} {'recall@10 of teacher':>22s} {'STS-B of teacher':>18s} "
           f"{'NLI of teacher':>16s}  "
-          "recall@1, recall@10 vs recipe (static-broad: vs static; paired, points)")
+          f"recall@1, recall@10 vs {args.base} (static-broad: vs static; paired, points)")
     table = {}
     for arm, rows in records.items():
         shares = {name: mean_sd([r[name] / reference[name] for r in rows])
                   for name in ("recall_at_1", "recall_at_10", "sts", "nli")}
-        base = "static" if arm.startswith("static") else "recipe"  # each student against its own recipe's text
+        base = "static" if arm.startswith("static") else args.base  # each student against its own recipe's text
         versus = {name: compare_runs(hits[arm][name], hits[base][name][:len(hits[arm][name])]).to_dict()
                   for name in ("recall_at_1", "recall_at_10")} if arm != base and base in hits else None
         table[arm] = {"shares": shares, "seeds": rows, "vs_recipe": versus}

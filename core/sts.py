@@ -61,15 +61,32 @@ def cosine_spearman_drop(cos_fp32: Sequence[float], cos_int8: Sequence[float], g
     """(Spearman points lost from the pairs' `cos_fp32` to their `cos_int8`, its standard error): the
     spread of the paired difference over bootstrap resamples of the pairs (Spearman is not a mean
     over rows, so it has no per-row standard error)."""
-    cos_fp32, cos_int8, scores = np.asarray(cos_fp32), np.asarray(cos_int8), np.asarray(gold, dtype=np.float64)
+    difference, drops = _resampled_differences(cos_fp32, cos_int8, gold, resamples, seed)
+    return difference, float(np.std(drops, ddof=1)) if len(drops) > 1 else 0.0
+
+
+def spearman_difference(cos_a: Sequence[float], cos_b: Sequence[float], gold: Sequence[float],
+                        resamples: int = 2000, seed: int = 0, confidence: float = 0.95) -> tuple[float, float, float]:
+    """(Spearman x100 of model a's pair cosines minus model b's, on the same pairs; the percentile
+    bootstrap interval of that difference, resampling pairs): whether a is above b beyond the test
+    set's sampling noise."""
+    difference, resampled = _resampled_differences(cos_a, cos_b, gold, resamples, seed)
+    if len(resampled) < 2:
+        return difference, difference, difference
+    tail = (1 - confidence) / 2 * 100
+    low, high = np.percentile(resampled, [tail, 100 - tail])
+    return difference, float(low), float(high)
+
+
+def _resampled_differences(cos_a, cos_b, gold, resamples: int, seed: int) -> tuple[float, list[float]]:
+    cos_a, cos_b, scores = np.asarray(cos_a), np.asarray(cos_b), np.asarray(gold, dtype=np.float64)
     rng = np.random.default_rng(seed)
     n = len(scores)
-    drops = []
+    differences = []
     with warnings.catch_warnings():  # a resample of tied scores has no Spearman: dropped below
         warnings.simplefilter("ignore", ConstantInputWarning)
         for _ in range(resamples if n > 2 else 0):
             rows = rng.integers(0, n, n)
-            drops.append(spearman_x100(cos_fp32[rows], scores[rows]) - spearman_x100(cos_int8[rows], scores[rows]))
-    drops = [d for d in drops if np.isfinite(d)]
-    return (spearman_x100(cos_fp32, scores) - spearman_x100(cos_int8, scores),
-            float(np.std(drops, ddof=1)) if len(drops) > 1 else 0.0)
+            differences.append(spearman_x100(cos_a[rows], scores[rows]) - spearman_x100(cos_b[rows], scores[rows]))
+    return (spearman_x100(cos_a, scores) - spearman_x100(cos_b, scores),
+            [d for d in differences if np.isfinite(d)])

@@ -390,6 +390,7 @@ def distill(
     temperature: float = 2.0,
     query_pull: float = 0.0,
     similarity_weight: float = 0.0,
+    keep_by: str = 'validation+agreement',
     attention_loss: str = 'kl',
     cache: bool = True,
     cache_hidden: bool = True,
@@ -557,6 +558,11 @@ def distill(
         similarity_weight: float = 0.0
             mode embeddings: weight of the MSE between the batch's cosine-similarity matrices, the student's
             against the teacher's (relational KD); 0 = off [>= 0]
+        keep_by: str = 'validation+agreement'
+            mode embeddings with a scored-pairs --task: what picks the epoch kept: validation+agreement (STS
+            validation Spearman + 100 x mean cosine with the teacher on unseen lines: for a drop-in encoder of a
+            teacher-built index) | validation (the Spearman alone: for a student scored on similarity, e.g. with
+            --similarity-weight) [one of validation+agreement, validation]
         attention_loss: str = 'kl'
             kl | mse between attention probabilities [one of kl, mse]
 

@@ -85,6 +85,12 @@ class DistillConfig(TrainConfig, DataConfig):
     similarity_weight: float = field(0.0, "mode embeddings: weight of the MSE between the batch's cosine-similarity "
                                           "matrices, the student's against the teacher's (relational KD); 0 = off",
                                      min=0, group="losses")
+    keep_by: str = field("validation+agreement", "mode embeddings with a scored-pairs --task: what picks the epoch kept: "
+                                                 "validation+agreement (STS validation Spearman + 100 x mean cosine with "
+                                                 "the teacher on unseen lines: for a drop-in encoder of a teacher-built "
+                                                 "index) | validation (the Spearman alone: for a student scored on "
+                                                 "similarity, e.g. with --similarity-weight)",
+                         choices=("validation+agreement", "validation"), group="losses")
     attention_loss: str = field("kl", "kl | mse between attention probabilities", choices=("kl", "mse"), group="losses")
     # Teacher outputs
     cache: bool = field(True, "cache the teacher's outputs on disk and reuse them across runs", group="teacher outputs")

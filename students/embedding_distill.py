@@ -80,6 +80,7 @@ class EmbeddingStudentConfig:
     cosine_weight: float = 1.0
     hidden_weight: float = 0.0
     similarity_weight: float = 0.0   # the in-batch similarity-matrix MSE (core/kinds/losses.py)
+    keep_by: str = "validation+agreement"  # what picks the epoch kept (`selection_score`); or "validation"
     warmup: float = 0.1
     seed: int = 0
 
@@ -268,14 +269,14 @@ def train_student(student: Embedder, teacher: Embedder, sentences: list[str], ta
 
         def eval_fn(_trained) -> dict:
             found = measures()
-            keep_if_best(selection_score(found), found)
+            keep_if_best(selection_score(found, config.keep_by), found)
             return found
 
         if validation is not None and fresh:  # the teacher-initialised student is a candidate too (epoch 0)
             shutil.rmtree(best_dir, ignore_errors=True)
             modules.eval()
             untrained = measures()
-            keep_if_best(selection_score(untrained), untrained)
+            keep_if_best(selection_score(untrained, config.keep_by), untrained)
             log(f"  epoch 0: {measures_text(untrained)}")
         metrics = train(modules, rows, collate, loss_fn, loop, checkpoints / "run",
                         eval_fn=eval_fn if validation is not None else None, desc="distill embeddings",
@@ -294,9 +295,11 @@ def train_student(student: Embedder, teacher: Embedder, sentences: list[str], ta
             wait_for_everyone()  # the main process wrote the kept weights
             modules.load_state_dict(load_file(str(best_dir / "weights.safetensors")))
             kept = json.loads((best_dir / "score.json").read_text())["score"]
-            chosen = next((e for e in record["epochs"] if "validation_spearman" in e and selection_score(e) == kept), None)
+            chosen = next((e for e in record["epochs"]
+                           if "validation_spearman" in e and selection_score(e, config.keep_by) == kept), None)
             record["epoch_kept"] = chosen["epoch"] if chosen else 0  # 0: the teacher-initialised student
-            record["kept_by"] = SELECTION if unseen is not None else "STS validation Spearman"
+            record["kept_by"] = (SELECTION if unseen is not None and config.keep_by == KEEP_BY[0]
+                                 else "STS validation Spearman")
             kept_measures = chosen or json.loads((best_dir / "score.json").read_text())
             record.update({name: kept_measures[name] for name in MEASURES if name in kept_measures})
     modules.eval()
@@ -307,11 +310,20 @@ MEASURES = ("validation_spearman", "unseen_agreement")
 SELECTION = "STS validation Spearman + 100 x mean cosine with the teacher on unseen corpus lines"
 
 
-def selection_score(found: dict) -> float:
-    """What an epoch is kept by: the STS validation Spearman (x100), plus 100 x the mean cosine with
-    the teacher's vectors of lines never trained on where measured, so an epoch that gains on STS-B
-    by drifting from the teacher on other text is not kept for it."""
-    return found["validation_spearman"] + 100 * found.get("unseen_agreement", 0.0)
+KEEP_BY = ("validation+agreement", "validation")
+
+
+def selection_score(found: dict, keep_by: str = KEEP_BY[0]) -> float:
+    """What an epoch is kept by: the STS validation Spearman (x100), plus (keep_by
+    "validation+agreement", the default) 100 x the mean cosine with the teacher's vectors of lines
+    never trained on where measured, so an epoch that gains on STS-B by drifting from the teacher on
+    other text is not kept for it. keep_by "validation": the Spearman alone, for a student meant to
+    rank pairs as the teacher does rather than to share its coordinates (a similarity-weighted loss
+    gives up agreement on purpose; with it the sum kept the untrained start, docs/embeddings.md)."""
+    if keep_by not in KEEP_BY:
+        raise ShrinkbertError(f"keep_by {keep_by!r}: one of {', '.join(KEEP_BY)}")
+    agreement = found.get("unseen_agreement", 0.0) if keep_by == KEEP_BY[0] else 0.0
+    return found["validation_spearman"] + 100 * agreement
 
 
 def measures_text(found: dict) -> str:

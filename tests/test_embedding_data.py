@@ -92,3 +92,17 @@ def test_the_spearman_drop_and_its_bootstrap_se_on_hand_made_vectors():
     drop, se = spearman_drop(fp32, swapped, pairs)
     assert drop == pytest.approx(20.0) and se > 0
     assert spearman_drop(fp32, fp32, pairs) == (0.0, 0.0)
+
+
+def test_the_paired_spearman_interval_tells_a_real_gap_from_noise():
+    from shrinkbert.core.sts import spearman_difference
+
+    rng = np.random.default_rng(0)
+    gold = rng.uniform(0, 5, 400)
+    sharp, blurred = gold + rng.normal(0, 0.5, 400), gold + rng.normal(0, 3.0, 400)
+    difference, low, high = spearman_difference(sharp, blurred, gold, resamples=500)
+    assert low > 0 and low < difference < high  # a clearly better model: the whole interval above zero
+    other_sharp = gold + rng.normal(0, 0.5, 400)  # as good, other noise: the interval straddles zero
+    _, low, high = spearman_difference(sharp, other_sharp, gold, resamples=500)
+    assert low < 0 < high
+    assert spearman_difference(sharp, sharp, gold, resamples=50) == (0.0, 0.0, 0.0)

@@ -211,9 +211,21 @@ def test_an_option_mode_embeddings_does_not_read_is_one_line_and_writes_nothing(
     assert err.startswith("error: --attention-weight, --temperature are not read for an embedding student")
     assert err.count("\n") == 1 and not (tmp_path / "out").exists()
     # a value equal to the default is no setting at all: not refused (recipes pass shared keys such as seed)
-    assert main(base + ["--temperature", "2", "--epochs", "1", "--batch-size", "16", "--similarity-weight", "2"]) == 0
+    assert main(base + ["--temperature", "2", "--epochs", "1", "--batch-size", "16", "--similarity-weight", "2",
+                        "--keep-by", "validation"]) == 0
     manifest = json.loads((tmp_path / "out" / "shrinkbert.json").read_text())
-    assert manifest["config"]["similarity_weight"] == 2  # read, not merely accepted
+    assert manifest["config"]["similarity_weight"] == 2 and manifest["config"]["keep_by"] == "validation"
+
+
+def test_the_epoch_rule_weighs_agreement_only_when_asked():
+    from shrinkbert.students.embedding_distill import selection_score
+
+    start = {"validation_spearman": 86.00, "unseen_agreement": 0.725}  # the untrained start agrees more
+    trained = {"validation_spearman": 86.15, "unseen_agreement": 0.700}  # ranks pairs better
+    assert selection_score(start) > selection_score(trained)  # the default: validation + 100 x agreement
+    assert selection_score(trained, "validation") > selection_score(start, "validation")
+    with pytest.raises(ShrinkbertError, match="keep_by 'agreement'"):
+        selection_score(start, "agreement")
 
 
 def test_the_similarity_matrix_loss_sees_the_order_of_pairs_not_the_scale():
