@@ -125,11 +125,10 @@ def guard_task_pairs(spec, cfg, sentences: list[str]) -> tuple[list[str], int]:
     validation or test pairs, and how many went: the student must not have learnt the teacher's
     vector of a sentence it is scored on."""
     from shrinkbert.core.data.dataspec import load_splits
-    from shrinkbert.core.data.leakguard import PROTECTED_SPLITS, LeakGuard, describe
+    from shrinkbert.core.data.leakguard import LeakGuard, describe
 
     task, splits = load_splits(spec, cfg.cache_dir or None)
-    guard = LeakGuard((text for name in PROTECTED_SPLITS if name in splits
-                       for column in ("sentence1", "sentence2") for text in splits[name][column]), name=task.name)
+    guard = LeakGuard.for_splits(splits, name=task.name, columns=("sentence1", "sentence2"))
     kept, removed = guard.filter(sentences)
     if removed:
         log_main(describe(removed, len(sentences), guard, "corpus lines"))
@@ -157,14 +156,13 @@ def distill(cfg) -> Path:
                               "--intermediate/--dim")
     sentences, unseen = corpus_split(cfg)
     data, validation = validation_pairs(cfg, teacher)
-    leaks = 0
-    if data is not None:
-        sentences, leaks = guard_task_pairs(data[0], cfg, sentences)
-    data_record = {"corpus": cfg.corpus, "corpus_mix": cfg.corpus_mix, "rows": {"train": len(sentences)},
-                   **({"leak_guard_removed": leaks} if data is not None else {})}
-    if data is not None:
+    if data is None:
+        data_record = {"corpus": cfg.corpus, "corpus_mix": cfg.corpus_mix, "rows": {"train": len(sentences)}}
+    else:
         spec, task = data
-        data_record = spec.record(task, max_length=cfg.max_length, **data_record)
+        sentences, leaks = guard_task_pairs(spec, cfg, sentences)
+        data_record = spec.record(task, max_length=cfg.max_length, corpus=cfg.corpus, corpus_mix=cfg.corpus_mix,
+                                  rows={"train": len(sentences)}, leak_guard_removed=leaks)
     if cfg.student == STATIC:
         return _static(cfg, teacher, sentences, validation, data_record)
     config = EmbeddingStudentConfig(

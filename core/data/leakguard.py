@@ -25,6 +25,7 @@ from typing import Iterable, Sequence
 
 MIN_PIECE_CHARS = 20   # a sentence shorter than this (normalised) is matched only as a whole text
 PROTECTED_SPLITS = ("validation", "test")
+TEXT_COLUMNS = ("text", "text_pair")
 _DROP = re.compile(r"[\W_]+")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
@@ -75,17 +76,19 @@ class LeakGuard:
         return kept, len(texts) - len(kept)
 
     @classmethod
-    def for_splits(cls, splits, which: Sequence[str] = PROTECTED_SPLITS, name: str = "") -> "LeakGuard":
-        """Protect the given splits (default validation + test) of a DatasetDict: text and text_pair."""
-        return cls(protected_texts(splits, which), name=name)
+    def for_splits(cls, splits, which: Sequence[str] = PROTECTED_SPLITS, name: str = "",
+                   columns: Sequence[str] = TEXT_COLUMNS) -> "LeakGuard":
+        """Protect the given splits (default validation + test) of a DatasetDict: its text columns
+        (text and text_pair; a scored-pairs task's sentence1 and sentence2)."""
+        return cls(protected_texts(splits, which, columns), name=name)
 
-def protected_texts(splits, which: Sequence[str] = PROTECTED_SPLITS) -> list[str]:
+def protected_texts(splits, which: Sequence[str] = PROTECTED_SPLITS, columns: Sequence[str] = TEXT_COLUMNS) -> list[str]:
     texts: list[str] = []
     for name in which:
         if name not in splits:
             continue
         split = splits[name]
-        for column in ("text", "text_pair"):
+        for column in columns:
             if column in split.column_names:
                 texts.extend(t for t in split[column] if t)
     return texts
