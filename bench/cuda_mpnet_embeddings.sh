@@ -26,7 +26,6 @@ PARTS=${PARTS:-.device}
 if [ "${QUICK:-0}" = 1 ]; then ROWS=600 EPOCHS=1 EVAL="--max-eval-rows 100" BATCH=32
 else ROWS=${ROWS:-200000} EPOCHS=${EPOCHS:-5} EVAL="" BATCH=128; fi
 source bench/cuda_env.sh
-export SHRINKBERT_CACHE=$PWD/.device/cache
 unpack_embedding_models "$PARTS" || exit 1
 trap 'rm -rf .device/emb' EXIT  # 264 MB that must not ride along on the next call
 describe_machine

@@ -35,7 +35,6 @@ ROUND=${ROUND:-1} PICK=${PICK:-combined}
 if [ "${QUICK:-0}" = 1 ]; then ROWS=600 EPOCHS=1 EVAL="--max-eval-rows 100" BATCH=32 WORKERS=0 LIMIT=900
 else ROWS=${ROWS:-240000} EPOCHS=${EPOCHS:-3} EVAL="" BATCH=128 WORKERS=4 LIMIT=${LIMIT:-380}; fi
 source bench/cuda_env.sh
-export SHRINKBERT_CACHE=$PWD/.device/cache
 unpack_embedding_models "$PARTS" || exit 1
 trap 'rm -rf .device/emb' EXIT  # 264 MB that must not ride along on the next call
 describe_machine
