@@ -2,8 +2,8 @@
 onnxruntime only, no torch, for every task kind.
 
 Every bundle holds predict.py (its Predictor and command line), bundle_files.py (the check of its own
-files, kept with their sizes and sha256 in its shrinkbert.json), requirements.txt and what its model
-needs. What that is, and how the written bundle is checked against its source before anything is
+files, kept with their sizes and sha256 in its shrinkbert.json), the modules its predictor imports
+from beside itself (an embedding bundle's token_ids.py), requirements.txt and what its model needs. What that is, and how the written bundle is checked against its source before anything is
 kept, depends on what the model gives (its kind's `sentence_vectors`):
 
 - logits (sequence and pair classifiers, taggers, QA): the ONNX graph, tokenizer.json, labels.json
@@ -65,6 +65,8 @@ def run(cfg: Config) -> Path:
         parts.write(tmp)
         shutil.copy2(parts.predictor, tmp / "predict.py")
         shutil.copy2(bundle_files.__file__, tmp / "bundle_files.py")  # predict.py's check of its own files
+        for helper in parts.helpers:  # modules the predictor imports from beside itself
+            shutil.copy2(helper, tmp / Path(helper).name)
         (tmp / "requirements.txt").write_text(requirements(onnx=parts.runs_graph))
         metrics, checks = parts.check(tmp)  # raises where the bundle is not its source: nothing is kept
         if parts.runs_graph:  # also the meta file's "runtime": the Predictor's defaults

@@ -74,7 +74,7 @@ def reference_logits(path: str, rows, max_length: int) -> np.ndarray:
 class LogitBundle:
     """A logit model's bundle: read the source graph and the parity rows (here), write its files
     (`write`), check the written bundle (`check`)."""
-    predictor = PREDICTOR
+    predictor, helpers = PREDICTOR, ()
     meta_file = META_FILE
     runs_graph = True  # its Predictor runs ONNX Runtime: the stage times its threads and spinning
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shrinkbert.compress import static_predictor
+from shrinkbert.compress import static_predictor, token_ids
 from shrinkbert.compress.mobile_layout import write_mobile_layout
 from shrinkbert.compress.web_layout import WEB_VECTOR_OUTPUT, copy_renaming_output, write_web_layout
 from shrinkbert.core.artifacts import check, is_artifact, read_manifest
@@ -31,6 +31,7 @@ from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.parity_texts import PARITY_SENTENCES, parity_texts
 
 PREDICTOR = Path(static_predictor.__file__)
+HELPERS = (Path(token_ids.__file__),)  # what static_predictor imports from beside itself
 ONNX_TOLERANCE = 1e-5  # the same graph on the same token ids: only thread scheduling may differ
 # The static student's tokenizer does not truncate (a mean has no length limit): its long texts are
 # checked at the transformers' usual length.
@@ -58,7 +59,7 @@ def vector_bundle(src_dir: Path, cfg):
 
 class GraphVectorBundle:
     """An exported embedding graph: its Predictor runs ONNX Runtime (the stage times threads and spinning)."""
-    predictor = PREDICTOR
+    predictor, helpers = PREDICTOR, HELPERS
     meta_file = static_predictor.META_FILE
     runs_graph = True
 
@@ -117,7 +118,7 @@ class GraphVectorBundle:
 
 class TableVectorBundle:
     """A static student's token-vector table: numpy alone, nothing to time."""
-    predictor = PREDICTOR
+    predictor, helpers = PREDICTOR, HELPERS
     meta_file = None
     runs_graph = False
 

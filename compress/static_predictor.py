@@ -30,10 +30,12 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer
 
-try:  # in a bundle: the copy beside predict.py; in the kit: its own module
+try:  # in a bundle: the copies beside predict.py; in the kit: its own modules
     from bundle_files import BundleDamaged, check_files, open_session
+    from token_ids import WordIds
 except ImportError:
     from shrinkbert.compress.bundle_files import BundleDamaged, check_files, open_session
+    from shrinkbert.compress.token_ids import WordIds
 
 VECTORS_FILE, TOKENIZER_FILE = "vectors.npy", "tokenizer.json"
 ONNX_FILE, META_FILE, ONNX_OUTPUT = "model.onnx", "embedding.json", "sentence_embedding"
@@ -46,15 +48,16 @@ def normalize_rows(vectors: np.ndarray) -> np.ndarray:
     return (vectors / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
 
 
-def embed_with_table(tokenizer: Tokenizer, table: np.ndarray, texts: list[str]) -> np.ndarray:
+def embed_with_table(word_ids: WordIds, table: np.ndarray, texts: list[str]) -> np.ndarray:
     """Mean of each text's token vectors (no [CLS]/[SEP]), L2-normalised; an empty text gives zeros.
-    The sum stands in for the mean (normalising removes the length). A plain loop over the texts:
-    at batch 1, the latency that matters, tokenizing is most of the time and vectorising across
-    texts only adds overhead."""
+    The sum stands in for the mean (normalising removes the length). The ids come by whole-word
+    lookups where that equals the tokenizer's encode (token_ids.WordIds): at batch 1, the latency
+    that matters, encode was most of the time. A plain loop over the texts: vectorising the sums
+    across texts only adds overhead."""
     sums = np.zeros((len(texts), table.shape[1]), dtype=np.float32)
-    for row, encoding in enumerate(tokenizer.encode_batch(list(texts), add_special_tokens=False)):
-        if encoding.ids:
-            sums[row] = table[encoding.ids].sum(axis=0)
+    for row, ids in enumerate(word_ids.batch(list(texts))):
+        if ids:
+            sums[row] = table[ids].sum(axis=0)
     return normalize_rows(sums)
 
 
@@ -115,6 +118,7 @@ class Predictor:
             self.tokenizer = Tokenizer.from_file(str(path / TOKENIZER_FILE))
             self.tokenizer.no_padding()
             self.tokenizer.no_truncation()  # a mean has no length limit
+            self.word_ids = WordIds(self.tokenizer)
 
     @property
     def dim(self) -> int:
@@ -125,7 +129,7 @@ class Predictor:
         texts = [texts] if isinstance(texts, str) else list(texts)
         if self.graph is not None:
             return self.graph.embed(texts, batch_size)
-        return embed_with_table(self.tokenizer, self.table, texts)
+        return embed_with_table(self.word_ids, self.table, texts)
 
     def benchmark(self, batch_size: int = 1, seq_len: int = 128, runs: int = 50, warmup: int = 5) -> dict:
         """Median and spread of embed() on texts of seq_len tokens ([CLS] and [SEP] included), timed in

@@ -26,6 +26,7 @@ from sklearn.decomposition import PCA
 from tokenizers import Tokenizer
 
 from shrinkbert.compress.static_predictor import embed_with_table
+from shrinkbert.compress.token_ids import WordIds
 from shrinkbert.core.embedder import MODULES_FILE, ST_MODULE, Embedder, pool
 from shrinkbert.core.errors import ShrinkbertError
 
@@ -96,6 +97,7 @@ class StaticEmbedder:
         self.tokenizer = tokenizer
         self.tokenizer.no_padding()
         self.tokenizer.no_truncation()  # a mean has no length limit
+        self.word_ids = WordIds(self.tokenizer)
 
     @property
     def dim(self) -> int:
@@ -196,4 +198,4 @@ class StaticEmbedder:
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """float32 [n, dim] unit vectors: the bundle's own inference (compress/static_predictor.py)."""
-        return embed_with_table(self.tokenizer, self.vectors, texts)
+        return embed_with_table(self.word_ids, self.vectors, texts)
