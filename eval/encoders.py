@@ -1,7 +1,7 @@
 """An embedding artifact of any form, opened as texts -> unit vectors: a bundle (its Predictor), an
 exported or int8 ONNX graph, a static student, or a PyTorch model (an artifact or a model name).
 
-Its own module so that the report (eval/embedding_report.py) and the timing worker (eval/worker.py)
+Its own module so that the report (eval/vector_report.py) and the timing worker (eval/worker.py)
 both open variants the same way without importing each other.
 """
 from __future__ import annotations

@@ -3,7 +3,10 @@
     shrinkbert eval ART [ART ...] --task TASK [--out DIR] [--baseline ART] [--quick]
     python -m shrinkbert.eval.harness runs/teacher runs/student runs/student-int8 --task movie-snippets
 
-Artifacts are PyTorch dirs, ONNX dirs (Optimum layout) or edge bundles, in any mix. Each is
+Artifacts are PyTorch dirs, ONNX dirs (Optimum layout) or edge bundles, in any mix. What is
+measured follows what the task kind's models give: logits here and in eval/measure.py and
+eval/report.py, sentence vectors in eval/vector_report.py (Spearman of cosines, agreement with the
+baseline's vectors, retrieval in its index). A logit model is
 measured on the same stored test rows for accuracy (the task's metrics, through `evaluate` with
 the local modules in core/metrics), latency (each variant in a worker process of its own, holding
 only its runtime; warm-up, then timed calls in short bursts round-robin across the workers;
@@ -98,9 +101,11 @@ def run(config: EvalConfig, rows=None) -> tuple[dict, dict]:
         rows = load_test_rows(spec, split=config.split, max_rows=config.max_eval_rows or None, cache_dir=config.cache_dir)
     refuse_options(unread_options(config, rows.kind.sentence_vectors), f"for task '{rows.task.name}', whose models "
                    f"give {'sentence vectors' if rows.kind.sentence_vectors else 'logits'}")
-    own = rows.kind.own_stage("eval")
-    if own is not None:  # sentence embeddings: vectors are scored by Spearman and against the teacher's index
-        return own(config, rows, artifacts, baseline)
+    if rows.kind.sentence_vectors:  # scored by their vectors' cosines, and against the baseline's index
+        from shrinkbert.eval.vector_report import measure_vectors, write_vector_report
+
+        report = measure_vectors(config, rows, artifacts, baseline)
+        return report, write_vector_report(report, config.output_dir)
     settings.max_length = rows.kind.max_length(config.max_length)  # empty: the task kind's (QA: 384)
     out = Path(config.output_dir)
     cache = MeasurementCache(out / "cache", enabled=config.cache)

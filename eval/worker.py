@@ -6,7 +6,7 @@ The process holds only the runtime its variant ships in: a PyTorch dir imports t
 transformers here; an ONNX dir onnxruntime and numpy, never torch; an edge bundle its own
 predict.py's Predictor (onnxruntime, tokenizers, numpy). Inputs arrive tokenized by the parent
 (the report times the model call only), so an ONNX worker needs no tokenizer library either.
-The one exception is kind "embedding" (eval/embedding_report.py): a sentence embedder is timed
+The one exception is kind "embedding" (eval/vector_report.py): a sentence embedder is timed
 text -> normalised vector, tokenizing included, since for a static student tokenizing is most of
 the work; its inputs arrive as {"texts": [...]}, and a bundle runs its own predict.py's `embed`.
 

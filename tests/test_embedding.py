@@ -100,7 +100,7 @@ def test_sentence_transformers_and_the_kit_agree_on_the_teacher():
 
 
 def test_the_timed_text_is_whole_at_max_length_for_the_baselines_tokenizer():
-    from shrinkbert.eval.embedding_report import baseline_tokenizer, timed_text
+    from shrinkbert.eval.vector_report import baseline_tokenizer, timed_text
 
     tokenizer = baseline_tokenizer("minilm")
     sentences = ["An unbelievably overwrought melodrama, saved by its cinematography.", "Short one."]

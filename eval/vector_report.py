@@ -1,7 +1,8 @@
-"""`shrinkbert eval` of sentence-embedding models: one table, every variant on the same rows.
+"""`shrinkbert eval` of models that give sentence vectors: one table, every variant on the same rows.
 
-The eval stage hands a scored-pairs task (STS-B's shape) here (core/kinds/embedding.py `own_stages`).
-For each artifact — a PyTorch embedding model (minilm as it ships, a distilled student), an exported
+The eval stage (eval/harness.py) measures here the variants of a task whose kind's models give
+sentence vectors (`TaskKind.sentence_vectors`: scored pairs, STS-B's shape), and the logit-giving
+kinds' variants in eval/measure.py and eval/report.py. For each artifact — a PyTorch embedding model (minilm as it ships, a distilled student), an exported
 or int8 ONNX graph, a static student, a bundle — it measures:
 
     spearman       the task's test Spearman of cosine x100 (MTEB's STS score; core/sts.py)
@@ -130,16 +131,14 @@ def size_mb(path: str) -> float | None:
     return sum(f.stat().st_size for f in folder.rglob("*") if f.suffix in WEIGHT_SUFFIXES) / 1e6
 
 
-def run(config, rows, artifacts: list[str], baseline: str | None) -> tuple[dict, dict]:
-    """Measure every artifact; write report.md and report.json into config.output_dir."""
+def measure_vectors(config, rows, artifacts: list[str], baseline: str | None) -> dict:
+    """Measure every artifact (the baseline first among them: the harness puts it in the list); the report."""
     from shrinkbert.core.data.scored_pairs import ScoredPairs
     from shrinkbert.core.device import describe_machine, set_threads
     from shrinkbert.core.kinds.embedding import agreement
     from shrinkbert.eval.embedding_eval import drop_in_recall, nli_auc, read_nli_pairs, task_classification, throughput
     from shrinkbert.core.sts import sts_spearman
 
-    if not artifacts:
-        raise ShrinkbertError("eval needs at least one artifact")
     threads = set_threads(config.threads or None)
     max_length = config.max_length or 128
     quick = config.quick
@@ -241,12 +240,17 @@ def run(config, rows, artifacts: list[str], baseline: str | None) -> tuple[dict,
                              "questions": len(retrieval.questions)} if retrieval is not None else None),
               "variants": variants, "cache": {"hits": 0, "dir": "", "enabled": False}}
     report["markdown"] = to_markdown(report)
-    out = Path(config.output_dir)
+    return report
+
+
+def write_vector_report(report: dict, out_dir) -> dict:
+    """report.md and report.json into out_dir; {kind: path}."""
+    out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     files = {"markdown": out / "report.md", "json": out / "report.json"}
     write_files({files["markdown"]: report["markdown"],
                  files["json"]: json.dumps({k: v for k, v in report.items() if k != "markdown"}, indent=2)})
-    return report, files
+    return files
 
 
 def _cell(value, fmt: str) -> str:
