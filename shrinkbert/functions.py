@@ -465,7 +465,7 @@ def distill(
         mode: str = 'task'
             task: distil on labelled data | general: MLM distillation on raw text | embeddings: a
             sentence-embedding student learns the teacher's sentence vectors of --corpus (the teacher read as a
-            sentence-transformers model, e.g. minilm; students/embedding_stage.py) [one of task, general,
+            sentence-transformers model, e.g. minilm; students/distill_vectors.py) [one of task, general,
             embeddings]
         corpus: str = ''
             mode general/embeddings: comma-separated corpora (imdb, brown, sotu, wordnet, .txt files, .csv

@@ -18,7 +18,7 @@ class DistillConfig(TrainConfig, DataConfig):
                              "ensemble whose soft labels are averaged (students/ensemble.py)", group="model")
     mode: str = field("task", "task: distil on labelled data | general: MLM distillation on raw text | embeddings: "
                               "a sentence-embedding student learns the teacher's sentence vectors of --corpus (the "
-                              "teacher read as a sentence-transformers model, e.g. minilm; students/embedding_stage.py)",
+                              "teacher read as a sentence-transformers model, e.g. minilm; students/distill_vectors.py)",
                       choices=("task", "general", "embeddings"), group="data")
     corpus: str = field("", "mode general/embeddings: comma-separated corpora (imdb, brown, sotu, wordnet, .txt files, "
                             ".csv files: their text columns, SQuAD .json files: the questions of the training half of "

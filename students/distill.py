@@ -89,7 +89,7 @@ def _kind_of_teacher(cfg: Config):
 def validate(cfg: Config) -> None:
     if not cfg.teacher:
         raise ShrinkbertError("no teacher given: --teacher DIR")
-    # what only an embedding student reads (students/embedding_stage.py) is refused here in one line
+    # what only an embedding student reads (students/distill_vectors.py) is refused here in one line
     refuse_unread(cfg, {o.name for o in options(type(cfg))} - {"corpus_mix", "query_pull", "similarity_weight", "keep_by"},
                   f"in mode {cfg.mode} (mode embeddings only)")
     if cfg.init_embeddings not in ("auto", "columns") and (cfg.init != "teacher" or cfg.student or cfg.mode != "task"):
@@ -123,13 +123,23 @@ def small_data_line(record: dict) -> str:
 
 
 def run(cfg: Config) -> Path:
-    """Distil; write the student artifact to cfg.output_dir and return its path."""
+    """Distil; write the student artifact to cfg.output_dir and return its path. What the student
+    learns follows what the kind's models give: the teacher's logits (and hidden states, attentions)
+    on the task's rows, here; or the teacher's sentence vectors of unlabelled text
+    (students/distill_vectors.py)."""
+    kind = _kind_of_teacher(cfg)
+    if kind.sentence_vectors:
+        from shrinkbert.students.distill_vectors import distill_vectors
+
+        cfg.max_length = stage_max_length(cfg, kind, [primary_teacher(cfg.teacher)])
+        return distill_vectors(cfg)
+    return distill_logits(cfg)
+
+
+def distill_logits(cfg: Config) -> Path:
+    """A student of a logit-giving kind (see `run`)."""
     from transformers import AutoConfig
 
-    own = _kind_of_teacher(cfg).own_stage("distill")
-    if own is not None:  # sentence embeddings: their student learns vectors, not logits
-        cfg.max_length = stage_max_length(cfg, _kind_of_teacher(cfg), [primary_teacher(cfg.teacher)])
-        return own(cfg)
     validate(cfg)
     started = time.perf_counter()
     weights = loss_weights(cfg)

@@ -14,7 +14,7 @@ from shrinkbert.core.data.qa_data import HELD_OUT_HALF, TRAINING_HALF, article_h
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.eval.retrieval import read_squad_retrieval
 from shrinkbert.students.embedding_distill import pull_towards
-from shrinkbert.students.embedding_stage import corpus_sentences, query_goals
+from shrinkbert.students.distill_vectors import corpus_sentences, query_goals
 
 TITLES = [f"Article_{i}" for i in range(16)]
 

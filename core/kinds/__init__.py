@@ -144,19 +144,6 @@ def kind_of(thing: Any) -> TaskKind:
     return kind_of_architectures(getattr(thing, "architectures", None))  # a config
 
 
-def own_stage(artifact: Any, stage: str):
-    """The function the kind of the artifact directory `artifact` runs `stage` with (TaskKind.own_stage),
-    or None where it is no directory or the stage's own code serves its kind."""
-    path = Path(str(artifact or "")).expanduser()
-    if not (str(artifact or "") and path.is_dir()):
-        return None
-    own = kind_of(path).own_stage(stage)
-    if own is None:  # a folder no manifest marks (a model as it ships) that a kind claims for this stage
-        claimed = next((kind for kind in all_kinds().values() if kind.claims_unmarked(path, stage)), None)
-        own = claimed.own_stage(stage) if claimed else None
-    return own
-
-
 def kind_for_stage(artifact: Any, stage: str) -> TaskKind:
     """The kind `stage` treats the artifact directory `artifact` as: `kind_of` it, unless no manifest
     marks it and a kind claims such a folder for this stage (`TaskKind.claims_unmarked`: a

@@ -103,26 +103,10 @@ class TaskKind(ABC):
     supports_transfer_set: ClassVar[bool] = False
     """Whether unlabelled sentence-level transfer rows (distill --augment, --transfer-corpus) fit."""
 
-    own_stages: ClassVar[dict[str, str]] = {}
-    """Stages this kind runs its own way, as {stage: "module:function"} taking the stage's Config
-    (sentence embeddings: an encoder with pooling, distilled on text and exported with its pooling
-    inside the graph). A string, not an import, so the kinds never import the stages."""
-
     # -- identity helpers (shared) ----------------------------------------------------------------
-    def own_stage(self, stage: str):
-        """The function that runs `stage` for this kind's models (`own_stages`), or None: the stage's
-        own code serves this kind."""
-        import importlib
-
-        target = self.own_stages.get(stage)
-        if not target:
-            return None
-        module, _, function = target.partition(":")
-        return getattr(importlib.import_module(module), function)
-
     def claims_unmarked(self, path, stage: str) -> bool:
-        """Whether this kind runs `stage` (its own way) on the folder `path` that no manifest marks, a
-        model as it ships; `kind_of` still reads such a folder by its architectures everywhere else."""
+        """Whether `stage` treats the folder `path` that no manifest marks, a model as it ships, as
+        this kind's (`kind_for_stage`); `kind_of` still reads such a folder by its architectures everywhere else."""
         return False
 
     def max_length(self, requested: int | None) -> int:

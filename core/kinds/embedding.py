@@ -155,9 +155,6 @@ class EmbeddingKind(TaskKind):
     supports_pairs = True
     known_metrics = ("spearman", TRIPLETS)
     description = "sentence embedding"
-    # An encoder with pooling, trained on sentences or pairs and exported with its pooling inside the
-    # graph: distillation runs in the embedding modules (the classifiers' code serves the other stages).
-    own_stages = {"distill": "shrinkbert.students.embedding_stage:distill"}
     # The pooling, projection and normalisation run after the encoder: the graph is the traced
     # SentenceEncoder (core/sentence_module.py), whose output is the sentence vector.
     graph_export = "traced"

@@ -1,4 +1,5 @@
-"""`shrinkbert distill` for sentence embeddings: the stage's Config in, an embedding student out.
+"""`shrinkbert distill` of a kind whose models give sentence vectors: the stage's Config in, an
+embedding student out (students/distill.py hands it here by the kind's `sentence_vectors`).
 
     shrinkbert distill --mode embeddings --teacher minilm --corpus imdb,brown,wordnet --layers 3
     shrinkbert distill --mode embeddings --teacher minilm --corpus imdb --student static --dim 256
@@ -138,7 +139,7 @@ def guard_task_pairs(spec, cfg, sentences: list[str]) -> tuple[list[str], int]:
     return kept, removed
 
 
-def distill(cfg) -> Path:
+def distill_vectors(cfg) -> Path:
     """Distil an embedding student as the distill stage's Config asks; return its artifact path."""
     if cfg.student == STATIC:
         refuse_unread(cfg, STATIC_READS, "for a static embedding student (--student static)")
