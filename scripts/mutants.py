@@ -59,6 +59,10 @@ MUTANTS = (
     Mutant("static bundle forgets to normalise", "compress/static_predictor.py",
            "    return normalize_rows(sums)", "    return sums",
            ("tests/test_embedding_bundle.py::test_the_bundle_runs_without_torch_and_gives_the_students_vectors",)),
+    Mutant("static bundle reads BERT's control characters as word breaks", "compress/token_ids.py",
+           "return self.by_word and text.isascii() and not SPLIT_DIFFERS.search(text)",
+           "return self.by_word and text.isascii()",
+           ("tests/test_token_ids.py::test_word_lookups_give_encodes_ids_on_real_and_tricky_text",)),
     Mutant("the embeddings recipe bundles the fp32 graph, not the int8 one", "recipes/embeddings.yaml",
            'with: {model: "${student-int8}"}', 'with: {model: "${student-onnx}"}',
            ("tests/test_embedding_recipe.py::test_the_report_has_a_row_per_artifact_and_the_bundles_equal_their_models"
