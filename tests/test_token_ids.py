@@ -7,7 +7,7 @@ import csv
 from pathlib import Path
 
 import pytest
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from shrinkbert.compress.token_ids import WordIds, splits_at_whitespace
 
@@ -74,6 +74,20 @@ def test_a_byte_level_bpe_tokenizer_is_not_read_word_by_word():
     word_ids = WordIds(tokenizer)
     texts = real_lines()[:50] + TRICKY
     assert [word_ids(t) for t in texts] == [tokenizer.encode(t, add_special_tokens=False).ids for t in texts]
+
+
+def test_an_added_token_that_strips_spaces_sends_only_the_texts_holding_it_through_encode(minilm_tokenizer):
+    """MPNet's tokenizer is BERT's with `<mask>` stripping the space before it: its texts without the
+    token are read word by word, those with it (in any case) through encode, and every id is encode's."""
+    tokenizer = Tokenizer.from_str(minilm_tokenizer.to_str())
+    tokenizer.add_special_tokens([AddedToken("<mask>", lstrip=True), AddedToken("<wide>", rstrip=True)])
+    word_ids = WordIds(tokenizer)
+    assert word_ids.by_word
+    holding = ["a <mask> b", "a<mask>b", "the <MASK>  end", "x <wide> y", "<mask>"]
+    texts = real_lines()[:100] + TRICKY + holding
+    assert [word_ids(t) for t in texts] == [tokenizer.encode(t, add_special_tokens=False).ids for t in texts]
+    assert word_ids.batch(texts) == [tokenizer.encode(t, add_special_tokens=False).ids for t in texts]
+    assert not any(word_ids.fits(t) for t in holding) and word_ids.fits("a plain sentence")
 
 
 def test_the_cache_stays_bounded(minilm_tokenizer, monkeypatch):
