@@ -5,14 +5,15 @@ whitespace first (BERT's, `Whitespace`) and whose normalizer changes characters 
 (BERT's, lowercasing, accent stripping) tokenizes each whitespace-separated word on its own, so a
 text's ids are its words' ids one after another, and each word's ids can be kept. At batch 1 on a
 128-token text, `encode` takes about 0.2 ms on a 2-core Xeon, most of a static student's time; the
-cached lookup about 0.01 ms (docs/latency.md).
+cached lookup about 0.02 ms (bench/token_ids.py, docs/latency.md).
 
 Where the two could differ the text goes through `encode` as before: any text that is not ASCII
 (Unicode whitespace and control characters are split by Python and cleaned by BERT's normalizer
 differently), ASCII's vertical tab, form feed and separator characters (whitespace to `str.split`,
 control characters that BERT's normalizer removes), a text that holds an added token which strips
 the spaces beside it (MPNet's `<mask>`), and every text of a tokenizer this reasoning does not cover
-(a byte-level BPE or SentencePiece pre-tokenizer, an added token with spaces in it). tests/test_token_ids.py checks the ids equal `encode`'s on real text of several styles.
+(a byte-level BPE or SentencePiece pre-tokenizer, an added token with spaces in it).
+tests/test_token_ids.py checks the ids equal `encode`'s on real text of several styles.
 """
 from __future__ import annotations
 
@@ -30,8 +31,11 @@ MAX_WORDS = 1 << 16  # kept words; the cache starts afresh when full, so memory 
 
 def splits_at_whitespace(tokenizer) -> bool:
     """Whether `tokenizer` (a `tokenizers.Tokenizer`) tokenizes ASCII text word by word (see above)."""
-    config = json.loads(tokenizer.to_str())
+    return _word_by_word(json.loads(tokenizer.to_str()))
 
+
+def _word_by_word(config: dict) -> bool:
+    """`splits_at_whitespace` of a tokenizer's parsed tokenizer.json."""
     def types(part) -> list[str]:
         if part is None:
             return []
@@ -52,14 +56,13 @@ class WordIds:
 
     def __init__(self, tokenizer):
         self.tokenizer = tokenizer
+        config = json.loads(tokenizer.to_str())  # parsed once: a vocabulary's JSON takes milliseconds
         # truncating or padding the whole text is not doing it to each word: those go through encode
-        self.by_word = (tokenizer.truncation is None and tokenizer.padding is None
-                        and splits_at_whitespace(tokenizer))
+        self.by_word = tokenizer.truncation is None and tokenizer.padding is None and _word_by_word(config)
         self.words: dict[str, list[int]] = {}
         # an added token that strips the spaces beside it is matched across a word break: a text that
         # holds one (in any case: a normalised token is matched after lowercasing) goes through encode
-        stripping = [t["content"] for t in json.loads(tokenizer.to_str()).get("added_tokens") or []
-                     if t.get("lstrip") or t.get("rstrip")]
+        stripping = [t["content"] for t in config.get("added_tokens") or [] if t.get("lstrip") or t.get("rstrip")]
         self.stripping = re.compile("|".join(map(re.escape, stripping)), re.IGNORECASE) if stripping else None
 
     def fits(self, text: str) -> bool:

@@ -2,8 +2,9 @@
 
 The eval stage (eval/harness.py) measures here the variants of a task whose kind's models give
 sentence vectors (`TaskKind.sentence_vectors`: scored pairs, STS-B's shape), and the logit-giving
-kinds' variants in eval/measure.py and eval/report.py. For each artifact — a PyTorch embedding model (minilm as it ships, a distilled student), an exported
-or int8 ONNX graph, a static student, a bundle — it measures:
+kinds' variants in eval/measure.py and eval/report.py. For each artifact — a PyTorch embedding model
+(minilm as it ships, a distilled student), an exported or int8 ONNX graph, a static student, a
+bundle — it measures:
 
     spearman       the task's test Spearman of cosine x100 (MTEB's STS score; core/sts.py)
     of baseline    that score over the baseline's (the teacher: the first artifact unless --baseline)
@@ -132,7 +133,8 @@ def size_mb(path: str) -> float | None:
 
 
 def measure_vectors(config, rows, artifacts: list[str], baseline: str | None) -> dict:
-    """Measure every artifact (the baseline first among them: the harness puts it in the list); the report."""
+    """Measure every artifact and the baseline (the first artifact unless given; measured first where it
+    is not among them, as a model name such as minilm may be); the report."""
     from shrinkbert.core.data.scored_pairs import ScoredPairs
     from shrinkbert.core.device import describe_machine, set_threads
     from shrinkbert.core.kinds.embedding import agreement
