@@ -24,6 +24,7 @@ cp "$MINILM"/{tokenizer.json,tokenizer_config.json,vocab.txt,special_tokens_map.
 $PY -m shrinkbert trim-vocab --model "$MINILM" --task movie-snippets --output-dir runs/device/minilm-trim
 cp runs/device/minilm-trim/{config.json,tokenizer.json,tokenizer_config.json,vocab.txt,special_tokens_map.json} .device/minilm16/
 cp -r "$CACHE"/tasks/movie-snippets-*-seed0 .device/cache/tasks/
+find .device/cache/tasks -name 'cache-*.arrow' -delete  # datasets' map caches of earlier runs: megabytes, rebuilt there
 $PY - "$CACHE" <<'PY'
 import json, sys
 from pathlib import Path

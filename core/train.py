@@ -257,6 +257,11 @@ def train(model: torch.nn.Module, train_dataset, collate_fn: Callable, loss_fn: 
                                                                    if isinstance(v, (int, float, str, bool))})
 
     extra_modules = list(extra_modules)
+    if cfg.torch_compile:
+        # The encoder, in place: every loss runs it, through the model's own forward or directly (MLM
+        # pretraining calls it alone, to run its head on the masked rows only); parameter names,
+        # checkpoints and save_pretrained stay as they are uncompiled.
+        getattr(model, "base_model", model).compile()
     for frozen in frozen_modules:
         frozen.to(accelerator.device).eval().requires_grad_(False)
     wrapper = _LossModule(model, extra_modules, loss_fn)

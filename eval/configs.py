@@ -30,6 +30,9 @@ class EvalConfig(DataConfig):
     max_length: int | None = field(None, "truncation length for accuracy and the 'real' latency batches (empty: the task kind's default, 128; 384 for QA)", min=8, max=8192)
     eval_batch_size: int = field(32, "batch size of the accuracy pass", min=1)
     torch_attention: str = field("eager", "attention implementation of PyTorch variants: eager or sdpa", choices=("eager", "sdpa"))
+    torch_device: str = field("cpu", "where PyTorch variants run, scored and timed: cpu, or cuda (the first GPU; its "
+                                     "name goes in the report; ONNX variants and bundles stay on the CPU, as they ship)",
+                              choices=("cpu", "cuda"))
     memory: str = field("isolated", "memory: isolated (each variant alone in a fresh process, ~10 s each), "
                                     "inprocess (approximate), or off", choices=("isolated", "inprocess", "off"))
     quick: bool = field(False, f"a fast look: {QUICK}")
@@ -63,8 +66,8 @@ class EvalConfig(DataConfig):
 # text -> vector at batch 1 in worker processes and writes no plot, floor or measurement cache; a
 # logit report has no drop-in index, retrieval, NLI or frozen-vector classification. An option of
 # the other report, set, is refused in one line (`unread_options`) instead of being ignored.
-VECTOR_REPORT_UNREAD = ("batch_sizes", "seq_lens", "eval_batch_size", "torch_attention", "memory", "cache", "plot",
-                        "floor")
+VECTOR_REPORT_UNREAD = ("batch_sizes", "seq_lens", "eval_batch_size", "torch_attention", "torch_device", "memory",
+                        "cache", "plot", "floor")
 LOGIT_REPORT_UNREAD = ("index_corpus", "index_sentences", "query_sentences", "classify", "retrieval",
                        "retrieval_questions", "nli", "nli_pairs", "retrieval_articles")
 

@@ -87,8 +87,12 @@ def run(config: EvalConfig, rows=None) -> tuple[dict, dict]:
     settings = Settings(batch_sizes=config.batch_sizes, seq_lens=config.seq_lens, runs=config.runs,
                         warmup=config.warmup, threads=config.threads, max_length=config.max_length or 128,
                         eval_batch_size=config.eval_batch_size, attention=config.torch_attention,
-                        memory=config.memory)
+                        device=config.torch_device, memory=config.memory)
     settings.cases  # validate the cases before any loading
+    if config.torch_device != "cpu":  # no GPU here: one line before anything loads
+        from shrinkbert.eval.runners import torch_device
+
+        torch_device(config.torch_device)
     artifacts = list(config.artifacts)
     baseline = config.baseline or None
     if baseline and baseline not in artifacts and Path(baseline).name not in [Path(a).name for a in artifacts]:

@@ -232,7 +232,7 @@ def _load_1m() -> float | None:
 
 def _mask(inputs) -> np.ndarray:
     mask = inputs["attention_mask"]
-    return mask.numpy() if hasattr(mask, "numpy") else np.asarray(mask)
+    return mask.cpu().numpy() if hasattr(mask, "cpu") else np.asarray(mask)
 
 
 def _one_line(err: BaseException) -> str:

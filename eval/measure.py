@@ -43,6 +43,7 @@ class Settings:
     max_length: int = 128
     eval_batch_size: int = 32
     attention: str = "eager"
+    device: str = "cpu"  # where PyTorch variants run: cpu or cuda (ONNX variants and bundles: the CPU)
     memory: str = "isolated"  # isolated (fresh process per variant), inprocess, or off
     isolate: bool = True  # time each variant in a worker process of its own (eval.workers); False: all in this one
     burst: int = 5  # timed calls a variant makes in a row before the next variant's turn
@@ -139,7 +140,9 @@ class _Keys:
     def __init__(self, settings: Settings, rows: TestRows):
         self.settings, self.rows = settings, rows
         self.common = {"v": CACHE_VERSION, "machine": describe_machine(), "threads": settings.threads,
-                       "max_length": settings.max_length, "attention": settings.attention}
+                       "max_length": settings.max_length, "attention": settings.attention,
+                       # only a GPU run adds the key, so the CPU measurements cached before it stay valid
+                       **({"device": settings.device} if settings.device != "cpu" else {})}
 
     def static(self, v: Variant) -> str:
         s = self.settings
@@ -213,7 +216,8 @@ def _reuse(variants: list[Variant], cache: MeasurementCache, keys: _Keys) -> dic
 
 
 def _open(variant: Variant, settings: Settings) -> None:
-    variant.runner = open_runner(variant.path, settings.threads, variant.manifest, attention=settings.attention)
+    variant.runner = open_runner(variant.path, settings.threads, variant.manifest, attention=settings.attention,
+                                 device=settings.device)
 
 
 def _load_and_score(variants, latency_hits, rows, settings, cache, keys, notes, progress) -> None:
@@ -225,15 +229,19 @@ def _load_and_score(variants, latency_hits, rows, settings, cache, keys, notes, 
                                              any(latency_hits[(v.name, c.label)] is None for c in settings.cases))]
     _preload(todo, settings.threads)
     probes = ThreadPoolExecutor(max_workers=MEMORY_PROBES_AT_ONCE)
+    on_gpu = {v.name for v in todo if v.kind == "pytorch" and settings.device != "cpu"}
+    for variant in (v for v in todo if v.name in on_gpu and settings.memory != "off" and not v.static):
+        notes.warn(variant, "memory not measured: it runs on the GPU, and the report's memory is the "
+                            "process's resident memory on the host")
     memory_of = {v.name: probes.submit(_isolated_memory, v, settings, notes.warn)
-                 for v in todo if not v.static and settings.memory == "isolated"}
+                 for v in todo if not v.static and settings.memory == "isolated" and v.name not in on_gpu}
     for variant in progress_bar(todo, desc="load + accuracy", unit="variant", disable=not progress, leave=False):
         try:
             memory: dict[str, Any] = memory_of[variant.name].result() if variant.name in memory_of else {}
             with PeakRSS() as peak:
                 _open(variant, settings)
                 _largest_batch(variant.runner, rows, settings)
-            if settings.memory == "inprocess":
+            if settings.memory == "inprocess" and variant.name not in on_gpu:
                 memory = {"memory_bytes": peak.delta_bytes}
             if not variant.static:
                 variant.static = {**_static(variant), **memory}
@@ -299,7 +307,8 @@ def _time(variants, latency_hits, rows, settings, cache, keys, notes, progress) 
 def _start_timers(by_name: dict[str, Variant], settings: Settings, notes: _Notes) -> dict[str, Any]:
     """A worker process per variant (eval.workers); a variant whose worker cannot open it is warned
     about and left untimed."""
-    specs = {v.name: {"path": v.path, "kind": v.kind, "manifest": v.manifest} for v in by_name.values()}
+    specs = {v.name: {"path": v.path, "kind": v.kind, "manifest": v.manifest, "options": {"device": settings.device}}
+             for v in by_name.values()}
     timers, errors = start_workers(specs, settings.threads, settings.attention)
     for name, message in errors.items():
         notes.warn(by_name[name], f"cannot be timed in a process of its own: {message}")

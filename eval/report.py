@@ -102,7 +102,7 @@ def build_report(variants: list[Variant], rows: TestRows, settings: Settings, ba
             "cached": list(v.cached),
             "flags": [],
         }
-        if v.ok and rates is not None:
+        if v.ok and rates is not None and not (v.kind == "pytorch" and settings.device != "cpu"):  # CPU rates
             row["floor"] = variant_floor(v.path, v.manifest, v.static.get("kind") or v.kind,
                                          v.static.get("model_files") or [], settings.cases, v.latency, rates)
         if v.ok and base is not None:
@@ -160,7 +160,8 @@ def build_report(variants: list[Variant], rows: TestRows, settings: Settings, ba
             "threads": settings.threads, "runs": settings.runs, "warmup": settings.warmup,
             "batch_sizes": list(settings.batch_sizes), "seq_lens": list(settings.seq_lens),
             "cases": [c.label for c in settings.cases], "max_length": settings.max_length,
-            "torch_attention": settings.attention, "eval_batch_size": settings.eval_batch_size,
+            "torch_attention": settings.attention, "torch_device": _torch_device(settings),
+            "eval_batch_size": settings.eval_batch_size,
             "timing": TIMING_METHOD, "memory": MEMORY_METHODS[settings.memory], "memory_mode": settings.memory, "size": SIZE_METHOD,
             "threads_detail": _threads_detail(settings),
         },
@@ -206,6 +207,15 @@ def paired_difference(v: Variant, other: Variant, rows: TestRows) -> dict[str, A
 def _timed_with(v: Variant) -> dict[str, Any] | None:
     """The runtime settings the variant's latency was measured with (the same for every case)."""
     return next((stats["timed_with"] for stats in v.latency.values() if stats.get("timed_with")), None)
+
+
+def _torch_device(settings: Settings) -> str:
+    """Where the PyTorch variants ran: "cpu", or "cuda (the GPU's name, torch's CUDA version)"."""
+    if settings.device == "cpu":
+        return "cpu"
+    import torch
+
+    return f"{settings.device} ({torch.cuda.get_device_name(0)}, CUDA {torch.version.cuda})"
 
 
 def _threads_detail(settings: Settings) -> str:
@@ -413,7 +423,8 @@ def to_markdown(report: dict[str, Any]) -> str:
               f"- Latency: {s['timing']}; {s['warmup']} warm-up + {s['runs']} timed calls per variant and case; "
               f"`sNNN` = every row padded to NNN tokens, `real` = batches of consecutive test rows (spread over the "
               f"whole test set) padded to the longest in the batch. Speed-up = baseline p50 / variant p50 at {head}.",
-              f"- Threads: {s['threads_detail']}. PyTorch attention: {s['torch_attention']}.",
+              f"- Threads: {s['threads_detail']}. PyTorch attention: {s['torch_attention']}; PyTorch variants "
+              f"ran on {s.get('torch_device', 'cpu')}.",
               *([floor_line(report["floor_rates"])] if floors else []),
               f"- Memory: {s['memory']}.", f"- Size: {s['size']}; x smaller = baseline size / variant size.",
               "- Retention = variant / baseline on " + _primary_name(report)

@@ -175,18 +175,22 @@ class Runner:
 
 
 class TorchRunner(Runner):
-    """A transformers save_pretrained directory, run eagerly (no compile) under inference_mode."""
+    """A transformers save_pretrained directory, run eagerly (no compile) under inference_mode, in fp32
+    on the CPU or on a GPU (device "cuda"); outputs come back as NumPy arrays, so a timed GPU call
+    includes the wait for its result, as a caller's would."""
 
     kind = "pytorch"
 
-    def __init__(self, path, threads, manifest=None, attention: str = "eager"):
+    def __init__(self, path, threads, manifest=None, attention: str = "eager", device: str = "cpu"):
         super().__init__(path, threads, manifest)
         import torch
 
         torch.set_num_threads(threads)
         self.attention = attention
+        self.device = torch_device(device)
         self.task_kind = artifact_kind(self.path)  # loaded with its own head (a token classifier: logits per sub-token)
-        self.model = load_model(self.task_kind.model_class(), self.path, attn_implementation=attention).eval()
+        model = load_model(self.task_kind.model_class(), self.path, attn_implementation=attention)
+        self.model = model.to(self.device).eval()
         self.tokenizer = load_tokenizer(self.path, self.model.config)
 
     def encode(self, texts, pairs, max_length, pad_to=None):
@@ -197,20 +201,20 @@ class TorchRunner(Runner):
 
         from shrinkbert.core.predict import encoder_inputs  # DistilBERT, MPNet, ModernBERT: no token types
 
-        return encoder_inputs(self.model, {k: torch.from_numpy(v) for k, v in encoded.items()})
+        return encoder_inputs(self.model, {k: torch.from_numpy(v).to(self.device) for k, v in encoded.items()})
 
     def forward(self, inputs):
         import torch
 
         with torch.inference_mode():  # the first output: a classifier's logits, a QA model's start logits
-            return self.model(**inputs).to_tuple()[0].numpy()
+            return self.model(**inputs).to_tuple()[0].cpu().numpy()
 
     def forward_outputs(self, inputs):
         import torch
 
         with torch.inference_mode():
             out = self.model(**inputs)
-        return {name: value.float().numpy() for name, value in out.items() if isinstance(value, torch.Tensor)}
+        return {name: value.float().cpu().numpy() for name, value in out.items() if isinstance(value, torch.Tensor)}
 
     def model_files(self):
         return sorted(self.path.glob("*.safetensors"))
@@ -226,7 +230,8 @@ class TorchRunner(Runner):
 
     def describe(self):
         described = self.task_kind.description.replace("classification", "classifier")
-        return f"pytorch fp32 eager, attention={self.attention}" + (f", {described}" if described else "")
+        where = "" if self.device.type == "cpu" else f", on {gpu_name(self.device)}"
+        return f"pytorch fp32 eager, attention={self.attention}{where}" + (f", {described}" if described else "")
 
     def close(self):
         self.model = None
@@ -481,12 +486,33 @@ def _labels_to_onehot(out, labels) -> np.ndarray:
     return np.stack(rows)
 
 
+def torch_device(name: str):
+    """The torch device PyTorch variants run on: "cpu", or "cuda" (the first GPU), refused in one line
+    where torch sees none."""
+    import torch
+
+    if name == "cpu":
+        return torch.device("cpu")
+    if name != "cuda":
+        raise ShrinkbertError(f"torch device must be cpu or cuda, got {name!r}")
+    if not torch.cuda.is_available():
+        raise ShrinkbertError("--torch-device cuda: torch sees no CUDA device on this machine "
+                              f"(torch {torch.__version__}, built for CUDA {torch.version.cuda or 'none'})")
+    return torch.device("cuda", 0)
+
+
+def gpu_name(device) -> str:
+    import torch
+
+    return torch.cuda.get_device_name(device)
+
+
 def open_runner(path: str | Path, threads: int, manifest: dict[str, Any] | None = None,
-                attention: str = "eager") -> Runner:
+                attention: str = "eager", device: str = "cpu") -> Runner:
     path = Path(path)
     kind = detect_kind(path)
     if kind == "pytorch":
-        return TorchRunner(path, threads, manifest, attention=attention)
+        return TorchRunner(path, threads, manifest, attention=attention, device=device)
     if kind == "onnx":
         return OnnxRunner(path, threads, manifest)
     return BundleRunner(path, threads, manifest)

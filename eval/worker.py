@@ -12,6 +12,7 @@ the work; its inputs arrive as {"texts": [...]}, and a bundle runs its own predi
 
 Requests, one dict each, answered by one dict ({"error": "one line"} when something fails):
     {"op": "open", "path", "kind", "threads", "attention", "manifest", "options"} -> {"timed_with": {...}}
+    (options: the loader's own; a PyTorch dir's "device", cpu or cuda)
     {"op": "inputs", "key", "batches": [{name: int64 array}, ...]}      -> {}
     {"op": "time", "key", "indices": [batch index per call]}            -> {"ms": [one per call]}
     {"op": "close"}                                                      -> (the process exits)
@@ -41,10 +42,11 @@ def _open_pytorch(path: Path, threads: int, attention: str, manifest: dict, opti
 
     from shrinkbert.eval.runners import open_runner
 
-    runner = open_runner(path, threads, manifest, attention=attention)
+    # options["device"]: "cuda" puts the model and its inputs on the GPU (eval --torch-device)
+    runner = open_runner(path, threads, manifest, attention=attention, device=options.get("device", "cpu"))
 
     def convert(batch: dict) -> dict:
-        return {name: torch.from_numpy(array) for name, array in batch.items()}
+        return {name: torch.from_numpy(array).to(runner.device) for name, array in batch.items()}
 
     return runner.forward, convert, {"runtime": f"torch {torch.__version__}", "threads": torch.get_num_threads(),
                           "interop_threads": torch.get_num_interop_threads(), "describe": runner.describe()}

@@ -58,7 +58,7 @@ class WorkerProcess:
 
     # -- the timer interface of eval.latency -------------------------------------------------
     def load(self, key: str, batches: list) -> None:
-        arrays = [{name: np.asarray(value) for name, value in batch.items()} for batch in batches]
+        arrays = [{name: host_array(value) for name, value in batch.items()} for batch in batches]
         self.request("inputs", key=key, batches=arrays)
 
     def time(self, key: str, indices: list[int]) -> list[float]:
@@ -80,6 +80,11 @@ class WorkerProcess:
         self.stderr.seek(0)
         lines = [line for line in self.stderr.read().decode(errors="replace").splitlines() if line.strip()]
         return lines[-1] if lines else f"exit status {self.process.returncode}"
+
+
+def host_array(value) -> np.ndarray:
+    """An encoded input as a NumPy array, brought back from the GPU where a runner put it there."""
+    return value.cpu().numpy() if hasattr(value, "cpu") else np.asarray(value)
 
 
 def start_workers(specs: dict[str, dict[str, Any]], threads: int,

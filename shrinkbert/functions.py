@@ -60,6 +60,7 @@ def pretrain(
     grad_accum_steps: int = 1,
     max_grad_norm: float = 1.0,
     mixed_precision: str = 'auto',
+    torch_compile: bool = False,
     resume: bool = True,
     log_every: int = 10,
     log_with: str = '',
@@ -171,6 +172,10 @@ def pretrain(
             for models of hidden size 160 or more, where it was measured faster at the same accuracy; fp32
             elsewhere, GPUs included. bf16: on a GPU that supports it or a CPU with bf16 instructions; fp16: GPU
             only [one of auto, no, bf16, fp16]
+        torch_compile: bool = False
+            torch.compile the encoder in place (nn.Module.compile, inductor): faster steps for a base-sized
+            model on a GPU once compiled (a minute or so); off by default, as a small model or a CPU rarely
+            repays the compile
         resume: bool = True
             resume from the checkpoint directory when it holds a checkpoint
         log_every: int = 10
@@ -222,6 +227,7 @@ def finetune(
     grad_accum_steps: int = 1,
     max_grad_norm: float = 1.0,
     mixed_precision: str = 'auto',
+    torch_compile: bool = False,
     checkpoint_every: int = 200,
     resume: bool = True,
     log_every: int = 10,
@@ -323,6 +329,10 @@ def finetune(
             for models of hidden size 160 or more, where it was measured faster at the same accuracy; fp32
             elsewhere, GPUs included. bf16: on a GPU that supports it or a CPU with bf16 instructions; fp16: GPU
             only [one of auto, no, bf16, fp16]
+        torch_compile: bool = False
+            torch.compile the encoder in place (nn.Module.compile, inductor): faster steps for a base-sized
+            model on a GPU once compiled (a minute or so); off by default, as a small model or a CPU rarely
+            repays the compile
         checkpoint_every: int = 200
             save a resumable checkpoint every N optimizer steps (0: never) [>= 0]
         resume: bool = True
@@ -405,6 +415,7 @@ def distill(
     grad_accum_steps: int = 1,
     max_grad_norm: float = 1.0,
     mixed_precision: str = 'auto',
+    torch_compile: bool = False,
     checkpoint_every: int = 200,
     resume: bool = True,
     log_every: int = 10,
@@ -600,6 +611,10 @@ def distill(
             for models of hidden size 160 or more, where it was measured faster at the same accuracy; fp32
             elsewhere, GPUs included. bf16: on a GPU that supports it or a CPU with bf16 instructions; fp16: GPU
             only [one of auto, no, bf16, fp16]
+        torch_compile: bool = False
+            torch.compile the encoder in place (nn.Module.compile, inductor): faster steps for a base-sized
+            model on a GPU once compiled (a minute or so); off by default, as a small model or a CPU rarely
+            repays the compile
         checkpoint_every: int = 200
             save a resumable checkpoint every N optimizer steps (0: never) [>= 0]
         resume: bool = True
@@ -1190,6 +1205,7 @@ def report(
     max_length: int | None = None,
     eval_batch_size: int = 32,
     torch_attention: str = 'eager',
+    torch_device: str = 'cpu',
     memory: str = 'isolated',
     quick: bool = False,
     cache: bool = True,
@@ -1267,6 +1283,9 @@ def report(
             batch size of the accuracy pass [>= 1]
         torch_attention: str = 'eager'
             attention implementation of PyTorch variants: eager or sdpa [one of eager, sdpa]
+        torch_device: str = 'cpu'
+            where PyTorch variants run, scored and timed: cpu, or cuda (the first GPU; its name goes in the
+            report; ONNX variants and bundles stay on the CPU, as they ship) [one of cpu, cuda]
         memory: str = 'isolated'
             memory: isolated (each variant alone in a fresh process, ~10 s each), inprocess (approximate), or
             off [one of isolated, inprocess, off]

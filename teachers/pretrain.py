@@ -405,6 +405,8 @@ def _result(cfg: Config, metrics: dict, head_metrics: dict, before: dict, n_trai
     result = {"heldout_mlm_loss_before": before["heldout_mlm_loss"],
               "heldout_mlm_loss_after": metrics["heldout_mlm_loss"],
               "mlm_loss_curve": curve,
+              # per logging window: a compiled run's first window holds the compile
+              "tokens_per_s_curve": [[h["step"], h["tokens_per_s"]] for h in metrics["history"] if h["kind"] == "train"],
               "heldout_mlm_loss_per_epoch": [[h["step"], h["heldout_mlm_loss"]] for h in metrics["history"]
                                              if h["kind"] == "eval"],
               "train_time_s": train_time,

@@ -490,3 +490,26 @@ def test_an_option_the_tasks_report_does_not_read_is_one_line(tiny_bert, tiny_cs
     assert unread_options(EvalConfig(quick=True, batch_sizes=[1], memory="off"), sentence_vectors=True) == []
     assert unread_options(EvalConfig(batch_sizes=[1, 4], plot=False), sentence_vectors=True) == ["batch_sizes", "plot"]
     assert unread_options(EvalConfig(nli="x.csv", batch_sizes=[4]), sentence_vectors=False) == ["nli"]
+
+
+def test_torch_device_cuda_without_a_gpu_is_one_line(tiny_bert, tiny_csv, tmp_path, monkeypatch, capsys):
+    """`--torch-device cuda` where torch sees no GPU stops before anything is measured, in one line;
+    a sentence-vector report, which times text -> vector on the CPU, does not read the option. The
+    GPU path itself is checked on a lent GPU (bench/cuda.sh's report step, docs/benchmarks.md)."""
+    import torch
+
+    from shrinkbert.eval.configs import EvalConfig, unread_options
+    from shrinkbert.eval.harness import main
+    from shrinkbert.eval.runners import torch_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv("SHRINKBERT_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "out"
+    assert main([str(tiny_bert), "--task", str(tiny_csv), "--out", str(out), "--quick", "--threads", "1",
+                 "--no-progress", "--torch-device", "cuda"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith("error: --torch-device cuda: torch sees no CUDA device")
+    assert not out.exists()
+    assert torch_device("cpu").type == "cpu"
+    assert unread_options(EvalConfig(torch_device="cuda"), sentence_vectors=True) == ["torch_device"]
+    assert unread_options(EvalConfig(torch_device="cuda"), sentence_vectors=False) == []
