@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 SB=.venv/bin/shrinkbert
-R=runs/embeddings
+R=${R:-runs/embeddings}  # the recipe's output folder (--output-dir of recipes/embeddings.yaml)
 HEADS=${HEADS:-0.5}
 NEURONS=${NEURONS:-0.75}
 HIDDEN=${HIDDEN:-0}

@@ -371,7 +371,8 @@ def to_markdown(report: dict[str, Any]) -> str:
                  f"{f' ({words} words)' if words is not None else ''} from "
                  f"{report['test_rows']['source'] or 'the given rows'}. "
                  f"Baseline: **{report['baseline']}**. Headline case: **{head}** (batch/sequence length). "
-                 f"Threads: **{s['threads']}**. Machine: {report['machine']}.")
+                 f"Threads: **{s['threads']}**. Machine: {report['machine']}"
+                 + (f"; PyTorch variants on **{s['torch_device']}**." if s.get("torch_device", "cpu") != "cpu" else "."))
     if report.get("baseline_note"):
         lines += ["", f"> **Baseline:** {report['baseline_note']}."]
     lines += _busy_note(report)

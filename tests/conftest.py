@@ -23,6 +23,18 @@ os.environ.setdefault("SHRINKBERT_SMALL_DATA", "off")
 os.environ["SHRINKBERT_CACHE"] = os.environ.get("SHRINKBERT_TEST_CACHE") or tempfile.mkdtemp(prefix="shrinkbert-tests-")
 
 
+@pytest.fixture(autouse=True)
+def _torch_threads_as_found():
+    """torch's intra-op threads back to OMP_NUM_THREADS after each test: eval's runners, the floor and
+    a stage's --threads set them in this process, and a later test's in-process run must use the one
+    thread its subprocesses use (the kill-and-resume tests compare the two bit for bit)."""
+    yield
+    torch = sys.modules.get("torch")
+    threads = int(os.environ["OMP_NUM_THREADS"])
+    if torch is not None and torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+
+
 def on_ci() -> bool:
     """Whether this run is CI's (CI=true, as GitHub Actions, GitLab and .ci/run set it)."""
     return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
