@@ -82,6 +82,17 @@ def resolve_mixed_precision(requested: str, model: torch.nn.Module | None = None
     return requested
 
 
+def fresh_precision(precision: str) -> None:
+    """Let this process train in `precision` though an earlier training in it chose another (a bf16
+    student, then a static table in fp32, from one Python session): Accelerate keeps one precision per
+    process and refuses a second. Its precision state is dropped then, never the process group."""
+    from accelerate.state import AcceleratorState
+
+    shared = AcceleratorState._shared_state  # empty until a first Accelerator in this process
+    if shared and shared.get("_mixed_precision") not in (None, precision):
+        AcceleratorState._reset_state(reset_partial_state=False)
+
+
 def param_groups(modules: Iterable[torch.nn.Module], weight_decay: float) -> list[dict]:
     """AdamW groups: decay on weight matrices, none on biases and LayerNorm weights (1-D tensors)."""
     decay, no_decay, seen = [], [], set()
@@ -244,10 +255,12 @@ def train(model: torch.nn.Module, train_dataset, collate_fn: Callable, loss_fn: 
     checkpoint_dir = Path(checkpoint_dir)
     run_config = to_dict(cfg) if dataclasses.is_dataclass(cfg) else dict(vars(cfg))
     trackers = [t.strip() for t in (cfg.log_with or "").split(",") if t.strip()]
+    precision = resolve_mixed_precision(cfg.mixed_precision, model)
+    fresh_precision(precision)
     accelerator = Accelerator(
         cpu=not torch.cuda.is_available(),  # on CPU, several processes must opt in to gloo DDP
         gradient_accumulation_steps=cfg.grad_accum_steps,
-        mixed_precision=resolve_mixed_precision(cfg.mixed_precision, model),
+        mixed_precision=precision,
         log_with=trackers or None, project_dir=str(checkpoint_dir / "logs") if trackers else None,
         dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True, data_seed=cfg.seed),
         kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)])

@@ -51,7 +51,8 @@ STATIC = "static"
 # says otherwise; it reads the loop's other options (epochs, seed, checkpoints, resume).
 STATIC_LEARNING_RATE, STATIC_BATCH_SIZE = 1e-3, 64
 STATIC_READS = (frozenset(f.name for f in (*dataclasses.fields(DataConfig), *dataclasses.fields(TrainConfig)))
-                - {"learning_rate", "weight_decay", "warmup_ratio", "warmup_steps", "lr_schedule", "max_grad_norm"}) | {
+                - {"learning_rate", "weight_decay", "warmup_ratio", "warmup_steps", "lr_schedule", "max_grad_norm",
+                   "torch_compile"}) | {  # a lookup table: nothing to compile
     "teacher", "mode", "corpus", "corpus_mix", "student", "dim", "max_length", "max_train_rows", "max_eval_rows",
     "output_dir"}
 

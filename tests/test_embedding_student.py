@@ -210,6 +210,10 @@ def test_an_option_mode_embeddings_does_not_read_is_one_line_and_writes_nothing(
     err = capsys.readouterr().err
     assert err.startswith("error: --attention-weight, --temperature are not read for an embedding student")
     assert err.count("\n") == 1 and not (tmp_path / "out").exists()
+    static = ["--mode", "embeddings", "--teacher", str(teacher), "--student", "static", "--corpus",
+              str(tmp_path / "lines.txt"), "--output-dir", str(tmp_path / "out")]
+    assert main(static + ["--torch-compile"]) == 2  # a lookup table has nothing to compile
+    assert capsys.readouterr().err.startswith("error: --torch-compile is not read for a static embedding student")
     # a value equal to the default is no setting at all: not refused (recipes pass shared keys such as seed)
     assert main(base + ["--temperature", "2", "--epochs", "1", "--batch-size", "16", "--similarity-weight", "2",
                         "--keep-by", "validation"]) == 0

@@ -326,6 +326,18 @@ def test_mixed_precision_on_cpu_is_bf16_only_where_the_cores_have_it(monkeypatch
         train_module.resolve_mixed_precision("int8")
 
 
+def test_one_process_trains_in_one_precision_then_another(tiny_bert, tmp_path, monkeypatch):
+    """A Python session that trains a student in bf16 and then a model in fp32 (bench/embedding_student.py:
+    a transformer student, then a static table) gets both; Accelerate alone refuses the second."""
+    import shrinkbert.core.train as train_module
+
+    monkeypatch.setattr(train_module, "cpu_has_bf16", lambda: True)  # bf16 autocast runs on any x86 CPU
+    for precision in ("bf16", "no", "bf16"):
+        model, ds, collate, loss_fn = tiny_classification(tiny_bert, n=8)
+        cfg = TrainConfig(epochs=1, batch_size=4, checkpoint_every=0, mixed_precision=precision)
+        assert train(model, ds, collate, loss_fn, cfg, tmp_path / precision)["mixed_precision"] == precision
+
+
 def test_auto_precision_is_bf16_only_for_wide_models_on_bf16_cores(monkeypatch):
     """`auto` (the default) turns CPU bf16 on where it was measured faster: a model 160 wide or wider on
     cores with bf16 instructions; the tests' narrow models, a CPU without bf16 and a GPU stay fp32."""
