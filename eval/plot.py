@@ -101,7 +101,7 @@ def pareto_plot(report: dict[str, Any], path: str | Path) -> Path:
     ax.set_title(f"{report['title']}\n{metric_name} vs p50 latency, batch {head.split('/')[0][1:]}, "
                  f"{'real test lengths' if head.endswith('real') else 'seq len ' + head.split('/s')[-1]}, "
                  f"{threads}, {report['test_rows']['n']} test rows", fontsize=11)
-    ax.set_xlabel(f"p50 latency per batch (ms, log scale)   ← faster")
+    ax.set_xlabel("p50 latency per batch (ms, log scale)   ← faster")
     ax.set_ylabel(f"{metric_name} on the test rows   (higher is better)")
     if not rows:
         ax.text(0.5, 0.5, "no variant was measured", ha="center", va="center", transform=ax.transAxes)
