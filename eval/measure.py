@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-
 from shrinkbert.core.artifacts import artifact_hash, read_manifest
 from shrinkbert.core.device import describe_machine
 from shrinkbert.core.errors import ShrinkbertError, environment_error
