@@ -230,9 +230,13 @@ def _load_1m() -> float | None:
         return None
 
 
+def host_array(value) -> np.ndarray:
+    """An encoded input as a NumPy array, brought back from the GPU where a runner put it there."""
+    return value.cpu().numpy() if hasattr(value, "cpu") else np.asarray(value)
+
+
 def _mask(inputs) -> np.ndarray:
-    mask = inputs["attention_mask"]
-    return mask.cpu().numpy() if hasattr(mask, "cpu") else np.asarray(mask)
+    return host_array(inputs["attention_mask"])
 
 
 def _one_line(err: BaseException) -> str:

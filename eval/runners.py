@@ -229,8 +229,10 @@ class TorchRunner(Runner):
         return _int_keys(getattr(self.model.config, "id2label", None))
 
     def describe(self):
+        import torch
+
         described = self.task_kind.description.replace("classification", "classifier")
-        where = "" if self.device.type == "cpu" else f", on {gpu_name(self.device)}"
+        where = "" if self.device.type == "cpu" else f", on {torch.cuda.get_device_name(self.device)}"
         return f"pytorch fp32 eager, attention={self.attention}{where}" + (f", {described}" if described else "")
 
     def close(self):
@@ -499,12 +501,6 @@ def torch_device(name: str):
         raise ShrinkbertError("--torch-device cuda: torch sees no CUDA device on this machine "
                               f"(torch {torch.__version__}, built for CUDA {torch.version.cuda or 'none'})")
     return torch.device("cuda", 0)
-
-
-def gpu_name(device) -> str:
-    import torch
-
-    return torch.cuda.get_device_name(device)
 
 
 def open_runner(path: str | Path, threads: int, manifest: dict[str, Any] | None = None,

@@ -16,9 +16,8 @@ import sys
 import tempfile
 from typing import Any
 
-import numpy as np
-
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.eval.latency import host_array
 from shrinkbert.eval.worker import from_json, to_json
 
 
@@ -80,11 +79,6 @@ class WorkerProcess:
         self.stderr.seek(0)
         lines = [line for line in self.stderr.read().decode(errors="replace").splitlines() if line.strip()]
         return lines[-1] if lines else f"exit status {self.process.returncode}"
-
-
-def host_array(value) -> np.ndarray:
-    """An encoded input as a NumPy array, brought back from the GPU where a runner put it there."""
-    return value.cpu().numpy() if hasattr(value, "cpu") else np.asarray(value)
 
 
 def start_workers(specs: dict[str, dict[str, Any]], threads: int,
