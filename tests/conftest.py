@@ -20,7 +20,14 @@ os.environ.setdefault("SHRINKBERT_SMALL_DATA", "off")
 # Each test run has its own shrinkbert cache, so no test reads or writes ~/.cache/shrinkbert (what a
 # previous run left there cannot hide a bug); the real data is fetched from the registries once per
 # run into it. SHRINKBERT_TEST_CACHE names a cache to reuse across runs instead.
-os.environ["SHRINKBERT_CACHE"] = os.environ.get("SHRINKBERT_TEST_CACHE") or tempfile.mkdtemp(prefix="shrinkbert-tests-")
+# The workers of one `pytest -n` run (pytest-xdist) share that run's cache: the fetchers rename a
+# finished archive into place, so two workers fetching the same one at once cannot half-write it.
+_run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+if _run_id:
+    _run_cache = Path(tempfile.gettempdir()) / f"shrinkbert-tests-{_run_id}"
+    _run_cache.mkdir(exist_ok=True)
+os.environ["SHRINKBERT_CACHE"] = (os.environ.get("SHRINKBERT_TEST_CACHE")
+                                  or (str(_run_cache) if _run_id else tempfile.mkdtemp(prefix="shrinkbert-tests-")))
 
 
 @pytest.fixture(autouse=True)
