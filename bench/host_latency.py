@@ -65,11 +65,14 @@ def main(argv=None) -> int:
     p.add_argument("--torch", action="append", default=[], metavar="NAME=DIR",
                    help="a transformers classifier folder, run in fp32 (weights stored in fp16 are cast back)")
     p.add_argument("--threads", default="1,2")
+    p.add_argument("--cases", default=",".join(f"{b}x{n}" for b, n in CASES),
+                   help="BATCHxTOKENS cases, comma-separated (the demo's test rows average 24 tokens)")
     p.add_argument("--vocab", type=int, default=13000, help="token ids are drawn below this")
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--calls", type=int, default=20)
     p.add_argument("--out", default=str(ROOT / "runs/bench/host-latency.json"))
     args = p.parse_args(argv)
+    cases = [tuple(int(n) for n in case.split("x")) for case in args.cases.split(",")]
 
     import torch
     from transformers import AutoModelForSequenceClassification
@@ -94,7 +97,7 @@ def main(argv=None) -> int:
         results["rates"][threads] = {k: v for k, v in rates.items() if k not in ("machine", "method")}
         print(f"\n{threads} thread(s): GOP/s int8 {rates['int8']}, ORT fp32 {rates['onnx_fp32']}, "
               f"torch fp32 {rates['torch_fp32']}", flush=True)
-        for batch, length in CASES:
+        for batch, length in cases:
             runners = {name: torch_runner(model, batch, length, args.vocab) for name, model in models.items()}
             runners.update({name: onnx_runner(path, threads, batch, length, args.vocab) for name, path in graphs.items()})
             p50 = interleaved_ms(runners, args.rounds, args.calls, warmup=3)
