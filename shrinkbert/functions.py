@@ -400,6 +400,7 @@ def distill(
     temperature: float = 2.0,
     query_pull: float = 0.0,
     similarity_weight: float = 0.0,
+    drop_in_weight: float = 0.0,
     keep_by: str = 'validation+agreement',
     attention_loss: str = 'kl',
     cache: bool = True,
@@ -569,6 +570,10 @@ def distill(
         similarity_weight: float = 0.0
             mode embeddings: weight of the MSE between the batch's cosine-similarity matrices, the student's
             against the teacher's (relational KD); 0 = off [>= 0]
+        drop_in_weight: float = 0.0
+            mode embeddings: weight of the KL between the teacher's and the student's softmax over cosines with
+            a bank of the teacher's vectors of 4,096 training sentences (each student vector ranks a
+            teacher-built index as the teacher's does: for drop-in queries); 0 = off [>= 0]
         keep_by: str = 'validation+agreement'
             mode embeddings with a scored-pairs --task: what picks the epoch kept: validation+agreement (STS
             validation Spearman + 100 x mean cosine with the teacher on unseen lines: for a drop-in encoder of a

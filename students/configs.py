@@ -85,6 +85,10 @@ class DistillConfig(TrainConfig, DataConfig):
     similarity_weight: float = field(0.0, "mode embeddings: weight of the MSE between the batch's cosine-similarity "
                                           "matrices, the student's against the teacher's (relational KD); 0 = off",
                                      min=0, group="losses")
+    drop_in_weight: float = field(0.0, "mode embeddings: weight of the KL between the teacher's and the student's "
+                                       "softmax over cosines with a bank of the teacher's vectors of 4,096 training "
+                                       "sentences (each student vector ranks a teacher-built index as the teacher's "
+                                       "does: for drop-in queries); 0 = off", min=0, group="losses")
     keep_by: str = field("validation+agreement", "mode embeddings with a scored-pairs --task: what picks the epoch kept: "
                                                  "validation+agreement (STS validation Spearman + 100 x mean cosine with "
                                                  "the teacher on unseen lines: for a drop-in encoder of a teacher-built "

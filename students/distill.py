@@ -90,7 +90,8 @@ def validate(cfg: Config) -> None:
     if not cfg.teacher:
         raise ShrinkbertError("no teacher given: --teacher DIR")
     # what only an embedding student reads (students/distill_vectors.py) is refused here in one line
-    refuse_unread(cfg, {o.name for o in options(type(cfg))} - {"corpus_mix", "query_pull", "similarity_weight", "keep_by"},
+    refuse_unread(cfg, {o.name for o in options(type(cfg))} - {"corpus_mix", "query_pull", "similarity_weight", "drop_in_weight",
+                                                            "keep_by"},
                   f"in mode {cfg.mode} (mode embeddings only)")
     if cfg.init_embeddings not in ("auto", "columns") and (cfg.init != "teacher" or cfg.student or cfg.mode != "task"):
         raise ShrinkbertError(f"--init-embeddings {cfg.init_embeddings} shapes a new student initialised from the "

@@ -43,7 +43,7 @@ from shrinkbert.students.processes import log_main
 # is refused in one line (core.config.refuse_unread), so `--temperature 4` is never silently ignored.
 READS = frozenset(f.name for f in (*dataclasses.fields(DataConfig), *dataclasses.fields(TrainConfig))) | {
     "teacher", "mode", "corpus", "corpus_mix", "student", "target", "layers", "hidden", "heads", "intermediate",
-    "dim", "hidden_weight", "similarity_weight", "keep_by", "query_pull", "max_length", "max_train_rows", "max_eval_rows", "output_dir"}
+    "dim", "hidden_weight", "similarity_weight", "drop_in_weight", "keep_by", "query_pull", "max_length", "max_train_rows", "max_eval_rows", "output_dir"}
 DEFAULT_LAYERS = 3  # the measured shape: 3 of 6 layers, 5.4x as int8 (docs/embeddings.md)
 STATIC = "static"
 # model2vec's static student tunes its table in the same loop, with an optimizer of its own (Adam at
@@ -171,7 +171,8 @@ def distill_vectors(cfg) -> Path:
         layers=cfg.layers or DEFAULT_LAYERS, hidden=cfg.hidden or None, heads=cfg.heads or None,
         intermediate=cfg.intermediate or None, dim=cfg.dim or None, epochs=max(1, int(round(cfg.epochs))),
         lr=cfg.learning_rate, batch_size=cfg.batch_size, max_length=cfg.max_length, seed=cfg.seed,
-        hidden_weight=cfg.hidden_weight, similarity_weight=cfg.similarity_weight, keep_by=cfg.keep_by)
+        hidden_weight=cfg.hidden_weight, similarity_weight=cfg.similarity_weight,
+        drop_in_weight=cfg.drop_in_weight, keep_by=cfg.keep_by)
     out = distill_embedding(teacher, sentences, cfg.output_dir, config, validation=validation,
                             cache_dir=cfg.cache_dir or None, data=data_record, student_path=into, loop=cfg,
                             goals=query_goals(cfg, sentences), pull=cfg.query_pull, unseen=unseen)

@@ -10,7 +10,9 @@ match its teacher's, so an index built with the teacher still answers the studen
 - Loss, per batch of sentences: MSE between the student's and the teacher's sentence vectors before
   normalisation (sentence-transformers' distillation loss) plus a cosine term (only directions matter
   to a normalised index); with `similarity_weight`, also the MSE between the batch's cosine matrices
-  (relational KD: the order of pairs a similarity task ranks); with `hidden_weight` and the teacher's
+  (relational KD: the order of pairs a similarity task ranks); with `drop_in_weight`, also the KL
+  between the teacher's and the student's softmax over cosines with a fixed bank of the teacher's
+  vectors (each student vector ranks a teacher-built index as the teacher does); with `hidden_weight` and the teacher's
   width, also the hidden-state MSE of students/losses.py on the uniform layer map (that runs the
   teacher live, every batch).
 - The teacher's vectors are computed once per (teacher, max_length, sentences) and cached as .npy
@@ -54,7 +56,7 @@ from shrinkbert.core.data.cache import default_cache_dir
 from shrinkbert.core.embedder import Embedder, write_st_layout
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds.embedding import agreement, normalize_rows
-from shrinkbert.core.kinds.losses import mse_cosine_loss, similarity_matrix_loss
+from shrinkbert.core.kinds.losses import index_ranking_loss, mse_cosine_loss, similarity_matrix_loss
 from shrinkbert.core.train import checkpoint_dir_for, is_main_process, remove_checkpoints, wait_for_everyone
 from shrinkbert.students.cache import teacher_identity, text_fingerprint
 from shrinkbert.students.init import init_from_teacher, stream_basis
@@ -63,6 +65,9 @@ from shrinkbert.students.losses import masked_mse
 from shrinkbert.students.shape import Shape, shape_config
 
 KIND = "embedding"
+# the drop-in term's bank: enough of the teacher's vectors that a text's nearest neighbours in it are
+# near ones (4,096 x 384 floats: 6 MB, and a 32 x 4,096 product a step)
+DROP_IN_INDEX_ROWS = 4096
 
 
 @dataclass
@@ -80,6 +85,7 @@ class EmbeddingStudentConfig:
     cosine_weight: float = 1.0
     hidden_weight: float = 0.0
     similarity_weight: float = 0.0   # the in-batch similarity-matrix MSE (core/kinds/losses.py)
+    drop_in_weight: float = 0.0      # ranking a bank of the teacher's vectors as the teacher does (losses.index_ranking_loss)
     keep_by: str = "validation+agreement"  # what picks the epoch kept (`selection_score`); or "validation"
     warmup: float = 0.1
     seed: int = 0
@@ -222,6 +228,9 @@ def train_student(student: Embedder, teacher: Embedder, sentences: list[str], ta
     t_layers, s_layers = teacher.model.config.num_hidden_layers, student.model.config.num_hidden_layers
     layer_map = {s + 1: int((s + 1) * t_layers / s_layers + 0.5) for s in range(s_layers)}
     modules = _trainable(student)
+    # the drop-in term's index: the teacher's vectors of a fixed sample of the training sentences
+    bank_rows = np.random.default_rng(config.seed).permutation(len(goals))[:DROP_IN_INDEX_ROWS]
+    bank = torch.from_numpy(goals[np.sort(bank_rows)]) if config.drop_in_weight > 0 else None
 
     pad = DataCollatorWithPadding(teacher.tokenizer, return_tensors="pt")
 
@@ -241,6 +250,10 @@ def train_student(student: Embedder, teacher: Embedder, sentences: list[str], ta
             loss_similarity = similarity_matrix_loss(vectors, batch["target"])
             loss = loss + config.similarity_weight * loss_similarity
             logged["similarity_loss"] = float(loss_similarity.detach())
+        if bank is not None:
+            loss_drop_in = index_ranking_loss(vectors, batch["target"], bank)
+            loss = loss + config.drop_in_weight * loss_drop_in
+            logged["drop_in_loss"] = float(loss_drop_in.detach())
         if not hidden_loss:
             return loss, logged
         with torch.no_grad():

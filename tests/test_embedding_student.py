@@ -216,9 +216,28 @@ def test_an_option_mode_embeddings_does_not_read_is_one_line_and_writes_nothing(
     assert capsys.readouterr().err.startswith("error: --torch-compile is not read for a static embedding student")
     # a value equal to the default is no setting at all: not refused (recipes pass shared keys such as seed)
     assert main(base + ["--temperature", "2", "--epochs", "1", "--batch-size", "16", "--similarity-weight", "2",
-                        "--keep-by", "validation"]) == 0
+                        "--drop-in-weight", "1", "--keep-by", "validation"]) == 0
     manifest = json.loads((tmp_path / "out" / "shrinkbert.json").read_text())
     assert manifest["config"]["similarity_weight"] == 2 and manifest["config"]["keep_by"] == "validation"
+    assert manifest["config"]["drop_in_weight"] == 1
+
+
+def test_the_drop_in_loss_asks_for_the_teachers_coordinates_not_only_its_cosines():
+    import torch
+
+    from shrinkbert.core.kinds.losses import index_ranking_loss
+
+    gen = torch.Generator().manual_seed(0)
+    teacher, bank = torch.randn(6, 16, generator=gen), torch.randn(64, 16, generator=gen)
+    bank = torch.nn.functional.normalize(bank, dim=-1)
+    rotation = torch.linalg.qr(torch.randn(16, 16, generator=gen))[0]
+    assert index_ranking_loss(3 * teacher, teacher, bank) < 1e-6  # the same directions: the same ranking
+    # a rotated copy keeps every pair's cosine (nothing for the similarity-matrix term to learn) but
+    # ranks the teacher's index differently: a drop-in query must share the teacher's coordinates
+    assert index_ranking_loss(teacher @ rotation, teacher, bank) > 0.1
+    student = teacher.clone().requires_grad_()
+    index_ranking_loss(student + 0.3 * torch.randn(6, 16, generator=gen), teacher, bank).backward()
+    assert student.grad is not None and student.grad.abs().sum() > 0
 
 
 def test_the_epoch_rule_weighs_agreement_only_when_asked():

@@ -49,6 +49,20 @@ def similarity_matrix_loss(student_vectors, teacher_vectors) -> torch.Tensor:
     return F.mse_loss((s @ s.T)[off_diagonal], (t @ t.T)[off_diagonal])
 
 
+def index_ranking_loss(student_vectors, teacher_vectors, index, temperature: float = 0.05) -> torch.Tensor:
+    """KL from the teacher's to the student's softmax over cosine similarities with `index`, a fixed
+    bank of the teacher's own (normalised) vectors: each student vector ranks a teacher-built index
+    as the teacher's vector of the same text does, which is what a drop-in student's query is used
+    for. Matching each vector alone (MSE + cosine) spends its effort equally in every direction; this
+    term weighs the directions that move a text among its nearest neighbours in the teacher's space.
+    The temperature is sentence-transformers' in-batch-negatives scale (20 = 1 / 0.05)."""
+    s = F.normalize(student_vectors.float(), p=2, dim=-1)
+    t = F.normalize(teacher_vectors.float(), p=2, dim=-1)
+    bank = index.to(device=s.device, dtype=s.dtype)
+    return F.kl_div(F.log_softmax(s @ bank.T / temperature, dim=-1), F.log_softmax(t @ bank.T / temperature, dim=-1),
+                    reduction="batchmean", log_target=True)
+
+
 def in_batch_negatives_loss(anchors, candidates, scale: float = 20.0) -> torch.Tensor:
     """Each anchor's own candidate (row i) against every other candidate of the batch: cross-entropy
     over `scale` x cosine (sentence-transformers' MultipleNegativesRankingLoss; scale 20 is its
