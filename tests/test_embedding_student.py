@@ -229,9 +229,11 @@ def test_the_drop_in_loss_asks_for_the_teachers_coordinates_not_only_its_cosines
 
     gen = torch.Generator().manual_seed(0)
     teacher, bank = torch.randn(6, 16, generator=gen), torch.randn(64, 16, generator=gen)
-    bank = torch.nn.functional.normalize(bank, dim=-1)
     rotation = torch.linalg.qr(torch.randn(16, 16, generator=gen))[0]
     assert index_ranking_loss(3 * teacher, teacher, bank) < 1e-6  # the same directions: the same ranking
+    moved = teacher + 0.3 * torch.randn(6, 16, generator=gen)
+    # the bank is read as an index of unit vectors, whatever the norms of the teacher's raw vectors in it
+    assert index_ranking_loss(moved, teacher, 7 * bank) == pytest.approx(float(index_ranking_loss(moved, teacher, bank)))
     # a rotated copy keeps every pair's cosine (nothing for the similarity-matrix term to learn) but
     # ranks the teacher's index differently: a drop-in query must share the teacher's coordinates
     assert index_ranking_loss(teacher @ rotation, teacher, bank) > 0.1

@@ -58,7 +58,7 @@ def index_ranking_loss(student_vectors, teacher_vectors, index, temperature: flo
     The temperature is sentence-transformers' in-batch-negatives scale (20 = 1 / 0.05)."""
     s = F.normalize(student_vectors.float(), p=2, dim=-1)
     t = F.normalize(teacher_vectors.float(), p=2, dim=-1)
-    bank = index.to(device=s.device, dtype=s.dtype)
+    bank = F.normalize(index.to(device=s.device, dtype=s.dtype), p=2, dim=-1)  # an index holds unit vectors
     return F.kl_div(F.log_softmax(s @ bank.T / temperature, dim=-1), F.log_softmax(t @ bank.T / temperature, dim=-1),
                     reduction="batchmean", log_target=True)
 
