@@ -3,7 +3,7 @@
     python bench/drop_in.py                                  # four arms, 3 seeds (about an hour on 2 cores)
     python bench/drop_in.py --arms recipe,questions --seeds 1
     python bench/drop_in.py --arms broad,broad-4l,broad-sim --base broad   # depth and the similarity term
-    python bench/drop_in.py --arms broad,broad-rank,broad-rank10 --base broad --out runs/bench/drop-in-4l
+    python bench/drop_in.py --arms broad,broad-rank,broad-rank10 --base broad --out runs/bench/drop-in-rank
 
 The drop-in setting: a deployment keeps the index all-MiniLM-L6-v2 built and swaps in a student for
 the queries. The measure: SQuAD v1.1 dev's held-out articles (core/data/qa_data.article_half: the
@@ -31,6 +31,8 @@ lr 4e-4, batch 32, 3 epochs, the epoch kept by STS-B validation) per seed:
   broad-rank  the broad text, plus the drop-in term (--drop-in-weight 1: the KL between the teacher's and the
               student's softmax over cosines with 4,096 of the teacher's training vectors, a stand-in for
               the index it will search); broad-rank10 the same at weight 10
+  broad-q     the broad text with SQuAD v2.0's training-half questions added, not swapped in: a fifth equal
+              share on 18,750 lines, so each of the four styles keeps its 3,750
   static      the recipe's static student (model2vec's table, dim 256, tuned 6 epochs on 30,000 lines,
               the epoch kept by STS-B validation) on the static recipe's text: IMDB and WordNet, pooled
   static-broad  the same static student tuned on the broad text instead
@@ -67,7 +69,9 @@ ARMS = {
     "broad": dict(corpus=f"imdb,wordnet,sotu,{DATA / 'snli' / 'validation.csv'}", corpus_mix="equal"),
 }
 ARMS.update({"broad-4l": dict(ARMS["broad"], layers=4), "broad-sim": dict(ARMS["broad"], similarity_weight=300.0),
-             "broad-rank": dict(ARMS["broad"], drop_in_weight=1.0), "broad-rank10": dict(ARMS["broad"], drop_in_weight=10.0)})
+             "broad-rank": dict(ARMS["broad"], drop_in_weight=1.0), "broad-rank10": dict(ARMS["broad"], drop_in_weight=10.0),
+             # the broad text as it is (3,750 lines of each style at 15,000) and the questions added as a fifth share
+             "broad-q": dict(ARMS["broad"], corpus=f"{ARMS['broad']['corpus']},{SQUAD_V2}", max_train_rows=18750)})
 # the static student (recipes/embeddings.yaml's `static`) reads none of the transformer's shape or optimizer options
 STATIC = dict(mode="embeddings", teacher="minilm", task=str(DATA / "stsb"), student="static", dim=256, epochs=6,
               max_train_rows=30000)
