@@ -120,7 +120,8 @@ def step_times(args, teacher: Path, student_dir: Path) -> dict:
     from shrinkbert.core.models import load_model, load_tokenizer
     from shrinkbert.students.cache import load_or_compute
     from shrinkbert.core.data.cache import default_cache_dir
-    from shrinkbert.students.distill import _with_row_index, make_collate, make_loss_fn
+    from shrinkbert.students.distill_data import make_collate, with_row_index
+    from shrinkbert.students.distill_loss import make_loss_fn
     from shrinkbert.students.losses import DistillLoss, LossWeights
 
     tokenizer = load_tokenizer(teacher)
@@ -128,7 +129,7 @@ def step_times(args, teacher: Path, student_dir: Path) -> dict:
     train = tokenize_task(splits, tokenizer, task, max_length=args.max_length)["train"]
     if args.max_train_rows:
         train = train.select(range(min(args.max_train_rows, len(train))))
-    train = _with_row_index(train)
+    train = with_row_index(train)
     collate = make_collate(tokenizer)
     teacher_model = load_model(AutoModelForSequenceClassification, teacher).eval()
     cache, _, _ = load_or_compute(teacher, lambda: teacher_model, train, collate, args.max_length,

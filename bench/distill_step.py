@@ -44,7 +44,8 @@ def main(argv=None) -> int:
     from shrinkbert.core.models import load_model, load_tokenizer
     from shrinkbert.core.train import LengthGroupedSampler
     from shrinkbert.students.cache import load_or_compute
-    from shrinkbert.students.distill import _with_row_index, make_collate, make_loss_fn
+    from shrinkbert.students.distill_data import make_collate, with_row_index
+    from shrinkbert.students.distill_loss import make_loss_fn
     from shrinkbert.students.losses import DistillLoss, LossWeights, format_layer_map, parse_layer_map
 
 
@@ -54,7 +55,7 @@ def main(argv=None) -> int:
     tokenizer = load_tokenizer(teacher_dir)
     task, splits = load_task(args.task)
     train = tokenize_task(splits, tokenizer, task, max_length=args.max_length)["train"]
-    train = _with_row_index(train.select(range(min(args.rows, len(train)))))
+    train = with_row_index(train.select(range(min(args.rows, len(train)))))
     collate = make_collate(tokenizer)
     teacher = load_model(AutoModelForSequenceClassification, teacher_dir, attn_implementation="eager").eval()
     t_layers = teacher.config.num_hidden_layers

@@ -44,7 +44,7 @@ from shrinkbert.core.models import check_model_dir, count_parameters, load_token
 from shrinkbert.core.train import checkpoint_dir_for, remove_checkpoints, train
 from shrinkbert.students.cache import compute_teacher_outputs, load_or_compute
 from shrinkbert.students.configs import DistillConfig as Config
-from shrinkbert.students.distill_data import _with_row_index, load_data, make_collate, teacher_cache_dir  # noqa: F401
+from shrinkbert.students.distill_data import load_data, make_collate, teacher_cache_dir
 from shrinkbert.students.distill_loss import loss_weights, make_loss_fn
 from shrinkbert.students.distill_models import _teacher_parameters, build_student, is_mlm, load_teacher
 from shrinkbert.students.ensemble import describe_teachers, primary_teacher, split_teachers, teacher_source

@@ -53,7 +53,7 @@ def make_collate(tokenizer, targets: tuple[str, ...] = ("labels",)):
     return collate
 
 
-def _with_row_index(dataset, kind=None):
+def with_row_index(dataset, kind=None):
     """The model inputs, the kind's targets and scoring columns of tokenized rows, plus each row's index."""
     kind = kind or kind_of(None)
     keep = [c for c in dataset.column_names if c in (*MODEL_INPUTS, *kind.target_columns, *kind.scoring_columns)]
@@ -114,7 +114,7 @@ def load_data(cfg: Config, tokenizer, spec=None, record: dict | None = None):
             train_set = _with_transfer_rows(train_set, source, task, tokenizer, cfg, guard, record)
         if cfg.max_eval_rows:
             test_set = test_set.select(range(min(cfg.max_eval_rows, len(test_set))))
-        return task, _with_row_index(train_set, kind_of(task)), _with_row_index(test_set, kind_of(task))
+        return task, with_row_index(train_set, kind_of(task)), with_row_index(test_set, kind_of(task))
     if cfg.mode == "general":
         import datasets
 
@@ -132,7 +132,7 @@ def load_data(cfg: Config, tokenizer, spec=None, record: dict | None = None):
         encoded = tokenizer(lines, truncation=True, max_length=cfg.max_length, return_token_type_ids=True,
                             return_attention_mask=True)
         train_set = datasets.Dataset.from_dict({k: encoded[k] for k in MODEL_INPUTS if k in encoded})
-        return None, _with_row_index(train_set), None
+        return None, with_row_index(train_set), None
     raise ShrinkbertError(f"mode must be 'task' or 'general', got {cfg.mode!r}")
 
 

@@ -78,14 +78,14 @@ def test_cached_teacher_outputs_equal_the_live_ones(chain):
     from shrinkbert.core.kinds import kind_of
     from shrinkbert.core.models import load_model, load_tokenizer
     from shrinkbert.students.cache import compute_teacher_outputs
-    from shrinkbert.students.distill_data import _with_row_index, make_collate
+    from shrinkbert.students.distill_data import make_collate, with_row_index
 
     teacher_dir = chain["teacher"].path
     task, splits = load_splits(resolve_spec(type("C", (), {"task": ""})(), [teacher_dir]))
     kind = kind_of(task)
     model = load_model(kind.model_class(), teacher_dir).eval()
     tokenizer = load_tokenizer(teacher_dir)
-    rows = _with_row_index(tokenize_task(splits["train"].select(range(6)), tokenizer, task, MAX_LENGTH), kind)
+    rows = with_row_index(tokenize_task(splits["train"].select(range(6)), tokenizer, task, MAX_LENGTH), kind)
     assert {"start_positions", "end_positions", "row_idx"} <= set(rows.column_names)
     collate = make_collate(tokenizer, kind.target_columns)
     cache = compute_teacher_outputs(model, rows, collate, batch_size=4, log=lambda *_: None, kind=kind)

@@ -296,12 +296,13 @@ def test_cached_and_live_teacher_give_the_same_first_step_losses(teacher4, tiny_
     from shrinkbert.core.data.load import load_task, tokenize_task
     from shrinkbert.core.models import load_tokenizer
     from shrinkbert.students.cache import TeacherCache, load_or_compute
-    from shrinkbert.students.distill import _with_row_index, make_collate, make_loss_fn
+    from shrinkbert.students.distill_data import make_collate, with_row_index
+    from shrinkbert.students.distill_loss import make_loss_fn
     from shrinkbert.students.losses import DistillLoss, LossWeights
 
     tokenizer = load_tokenizer(teacher4)
     task, splits = load_task(str(tiny_csv))
-    data = _with_row_index(tokenize_task(splits, tokenizer, task, max_length=32)["train"])
+    data = with_row_index(tokenize_task(splits, tokenizer, task, max_length=32)["train"])
     collate = make_collate(tokenizer)
     teacher = _load(teacher4)
     calls = []
@@ -495,12 +496,13 @@ def test_cached_hidden_states_and_attentions_match_live_within_fp16(teacher4, ti
     from shrinkbert.core.data.load import load_task, tokenize_task
     from shrinkbert.core.models import load_tokenizer
     from shrinkbert.students.cache import TeacherCache, load_or_compute
-    from shrinkbert.students.distill import _with_row_index, make_collate, make_loss_fn
+    from shrinkbert.students.distill_data import make_collate, with_row_index
+    from shrinkbert.students.distill_loss import make_loss_fn
     from shrinkbert.students.losses import DistillLoss, LossWeights
 
     tokenizer = load_tokenizer(teacher4)
     task, splits = load_task(str(tiny_csv))
-    data = _with_row_index(tokenize_task(splits, tokenizer, task, max_length=32)["train"])
+    data = with_row_index(tokenize_task(splits, tokenizer, task, max_length=32)["train"])
     collate = make_collate(tokenizer)
     teacher = _load(teacher4, attn_implementation="eager")
     weights = LossWeights(logits=1, hidden=1, attention=1)

@@ -66,12 +66,12 @@ def test_cached_per_token_logits_match_the_live_teacher(tagger, tmp_path):
 
     from shrinkbert.core.data.load import load_task, tokenize_task
     from shrinkbert.students.cache import compute_teacher_outputs
-    from shrinkbert.students.distill import _with_row_index, make_collate
+    from shrinkbert.students.distill_data import make_collate, with_row_index
 
     tokenizer = AutoTokenizer.from_pretrained(tagger.path)
     model = AutoModelForTokenClassification.from_pretrained(tagger.path).eval()
     task, splits = load_task(tagger.data["task"])
-    rows = _with_row_index(tokenize_task(splits["train"].select(range(12)), tokenizer, task, 32))
+    rows = with_row_index(tokenize_task(splits["train"].select(range(12)), tokenizer, task, 32))
     collate = make_collate(tokenizer)
     cache = compute_teacher_outputs(model, rows, collate, batch_size=5, log=lambda *_: None)
     assert cache.per_token and len(cache) == 12

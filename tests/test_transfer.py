@@ -45,7 +45,7 @@ def _corpus_with_a_leak(tiny_csv, tmp_path) -> tuple[Path, str]:
 def test_transfer_rows_come_from_the_corpus_unlabelled_and_without_leaks(teacher, tiny_csv, cache_env, tmp_path):
     from shrinkbert.core.models import load_tokenizer
     from shrinkbert.students.augment import NO_LABEL
-    from shrinkbert.students.distill import load_data
+    from shrinkbert.students.distill_data import load_data
     from shrinkbert.core.data.dataspec import resolve_spec
 
     corpus, test_row = _corpus_with_a_leak(tiny_csv, tmp_path)
