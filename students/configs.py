@@ -10,6 +10,9 @@ from dataclasses import dataclass
 from shrinkbert.core.config import field
 from shrinkbert.core.configs import DataConfig, TrainConfig
 
+# The options only an embedding student reads (students/distill_vectors.py): the other modes refuse them
+EMBEDDING_ONLY_OPTIONS = frozenset({"corpus_mix", "query_pull", "similarity_weight", "drop_in_weight", "keep_by"})
+
 
 @dataclass
 class DistillConfig(TrainConfig, DataConfig):

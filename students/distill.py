@@ -43,7 +43,7 @@ from shrinkbert.core.kinds import kind_for_mode, kind_of, primary_metric, score_
 from shrinkbert.core.models import check_model_dir, count_parameters, load_tokenizer
 from shrinkbert.core.train import checkpoint_dir_for, remove_checkpoints, train
 from shrinkbert.students.cache import compute_teacher_outputs, load_or_compute
-from shrinkbert.students.configs import DistillConfig as Config
+from shrinkbert.students.configs import EMBEDDING_ONLY_OPTIONS, DistillConfig as Config
 from shrinkbert.students.distill_data import load_data, make_collate, teacher_cache_dir
 from shrinkbert.students.distill_loss import loss_weights, make_loss_fn
 from shrinkbert.students.distill_models import _teacher_parameters, build_student, is_mlm, load_teacher
@@ -90,8 +90,7 @@ def validate(cfg: Config) -> None:
     if not cfg.teacher:
         raise ShrinkbertError("no teacher given: --teacher DIR")
     # what only an embedding student reads (students/distill_vectors.py) is refused here in one line
-    refuse_unread(cfg, {o.name for o in options(type(cfg))} - {"corpus_mix", "query_pull", "similarity_weight", "drop_in_weight",
-                                                            "keep_by"},
+    refuse_unread(cfg, {o.name for o in options(type(cfg))} - EMBEDDING_ONLY_OPTIONS,
                   f"in mode {cfg.mode} (mode embeddings only)")
     if cfg.init_embeddings not in ("auto", "columns") and (cfg.init != "teacher" or cfg.student or cfg.mode != "task"):
         raise ShrinkbertError(f"--init-embeddings {cfg.init_embeddings} shapes a new student initialised from the "

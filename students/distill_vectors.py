@@ -35,6 +35,7 @@ from shrinkbert.core.data.load import load_corpus
 from shrinkbert.core.data.qa_data import QA_SUFFIXES, training_questions
 from shrinkbert.core.data.scored_pairs import split_pairs
 from shrinkbert.core.embedder import Embedder
+from shrinkbert.students.configs import EMBEDDING_ONLY_OPTIONS
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.students.embedding_distill import EmbeddingStudentConfig, distill_embedding, teacher_vectors
 from shrinkbert.students.processes import log_main
@@ -42,8 +43,8 @@ from shrinkbert.students.processes import log_main
 # What `distill` reads for an embedding student (the data fields, then these); any other option set
 # is refused in one line (core.config.refuse_unread), so `--temperature 4` is never silently ignored.
 READS = frozenset(f.name for f in (*dataclasses.fields(DataConfig), *dataclasses.fields(TrainConfig))) | {
-    "teacher", "mode", "corpus", "corpus_mix", "student", "target", "layers", "hidden", "heads", "intermediate",
-    "dim", "hidden_weight", "similarity_weight", "drop_in_weight", "keep_by", "query_pull", "max_length", "max_train_rows", "max_eval_rows", "output_dir"}
+    "teacher", "mode", "corpus", "student", "target", "layers", "hidden", "heads", "intermediate",
+    "dim", "hidden_weight", "max_length", "max_train_rows", "max_eval_rows", "output_dir"} | EMBEDDING_ONLY_OPTIONS
 DEFAULT_LAYERS = 3  # the measured shape: 3 of 6 layers, 5.4x as int8 (docs/embeddings.md)
 STATIC = "static"
 # model2vec's static student tunes its table in the same loop, with an optimizer of its own (Adam at

@@ -228,9 +228,10 @@ def train_student(student: Embedder, teacher: Embedder, sentences: list[str], ta
     t_layers, s_layers = teacher.model.config.num_hidden_layers, student.model.config.num_hidden_layers
     layer_map = {s + 1: int((s + 1) * t_layers / s_layers + 0.5) for s in range(s_layers)}
     modules = _trainable(student)
-    # the drop-in term's index: the teacher's vectors of a fixed sample of the training sentences
-    bank_rows = np.random.default_rng(config.seed).permutation(len(goals))[:DROP_IN_INDEX_ROWS]
-    bank = torch.from_numpy(goals[np.sort(bank_rows)]) if config.drop_in_weight > 0 else None
+    bank = None  # the drop-in term's index: the teacher's vectors of a fixed sample of the training sentences
+    if config.drop_in_weight > 0:
+        sample = np.random.default_rng(config.seed).permutation(len(goals))[:DROP_IN_INDEX_ROWS]
+        bank = torch.from_numpy(goals[np.sort(sample)])
 
     pad = DataCollatorWithPadding(teacher.tokenizer, return_tensors="pt")
 
@@ -239,6 +240,7 @@ def train_student(student: Embedder, teacher: Embedder, sentences: list[str], ta
         return {**pad(batch), "target": goal}
 
     def loss_fn(trained, batch):
+        nonlocal bank
         model_inputs = {name: batch[name] for name in inputs}
         out = trained[0](**model_inputs, output_hidden_states=hidden_loss)
         vectors = pool(out.last_hidden_state, batch["attention_mask"], student.spec.mode)
@@ -251,6 +253,7 @@ def train_student(student: Embedder, teacher: Embedder, sentences: list[str], ta
             loss = loss + config.similarity_weight * loss_similarity
             logged["similarity_loss"] = float(loss_similarity.detach())
         if bank is not None:
+            bank = bank.to(vectors.device)  # once: a no-op from the second step on
             loss_drop_in = index_ranking_loss(vectors, batch["target"], bank)
             loss = loss + config.drop_in_weight * loss_drop_in
             logged["drop_in_loss"] = float(loss_drop_in.detach())

@@ -17,17 +17,25 @@ os.environ.setdefault("SHRINKBERT_STAGE_TIMEOUT", "280")
 # distill's small-data defaults (8 teacher-labelled copies of each row) would make every tiny distil
 # nine times longer; the suite runs them off, and tests/test_students.py switches them on where tested
 os.environ.setdefault("SHRINKBERT_SMALL_DATA", "off")
-# Each test run has its own shrinkbert cache, so no test reads or writes ~/.cache/shrinkbert (what a
-# previous run left there cannot hide a bug); the real data is fetched from the registries once per
-# run into it. SHRINKBERT_TEST_CACHE names a cache to reuse across runs instead.
-# The workers of one `pytest -n` run (pytest-xdist) share that run's cache: the fetchers rename a
-# finished archive into place, so two workers fetching the same one at once cannot half-write it.
-_run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-if _run_id:
-    _run_cache = Path(tempfile.gettempdir()) / f"shrinkbert-tests-{_run_id}"
-    _run_cache.mkdir(exist_ok=True)
-os.environ["SHRINKBERT_CACHE"] = (os.environ.get("SHRINKBERT_TEST_CACHE")
-                                  or (str(_run_cache) if _run_id else tempfile.mkdtemp(prefix="shrinkbert-tests-")))
+
+
+def _run_cache() -> str:
+    """Each test run has its own shrinkbert cache, so no test reads or writes ~/.cache/shrinkbert (what a
+    previous run left there cannot hide a bug); the real data is fetched from the registries once per
+    run into it. SHRINKBERT_TEST_CACHE names a cache to reuse across runs instead. The workers of one
+    `pytest -n` run (pytest-xdist) share that run's cache: the fetchers rename a finished archive into
+    place, so two workers fetching the same one at once cannot half-write it."""
+    if os.environ.get("SHRINKBERT_TEST_CACHE"):
+        return os.environ["SHRINKBERT_TEST_CACHE"]
+    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if not run_id:
+        return tempfile.mkdtemp(prefix="shrinkbert-tests-")
+    shared = Path(tempfile.gettempdir()) / f"shrinkbert-tests-{run_id}"
+    shared.mkdir(exist_ok=True)
+    return str(shared)
+
+
+os.environ["SHRINKBERT_CACHE"] = _run_cache()
 
 
 @pytest.fixture(autouse=True)
