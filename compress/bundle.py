@@ -72,7 +72,7 @@ def run(cfg: Config) -> Path:
         metrics, checks = parts.check(tmp)  # raises where the bundle is not its source: nothing is kept
         if parts.runs_graph:  # also the meta file's "runtime": the Predictor's defaults
             metrics["runtime"] = choose_runtime(tmp, parts.max_length, cfg.spin, meta_file=parts.meta_file,
-                                                threads=cfg.threads)
+                                                threads=cfg.threads, typical_tokens=parts.typical_tokens)
         write_manifest(tmp, stage="bundle", parents=parts.parents, config=to_dict(cfg), metrics=metrics,
                        num_parameters=parts.num_parameters, data=parts.data, checks=checks, extra=parts.manifest_extra)
     return Path(cfg.output_dir)

@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from shrinkbert.compress.common import (accuracy, align_labels, check_onnx_file, load_pt, load_rows, onnx_file,
-                                        ort_logits, ort_session, parity, judged_scores, torch_logits)
+from shrinkbert.compress.common import (accuracy, align_labels, check_onnx_file, judged_scores, load_pt, load_rows,
+                                        mean_tokens, onnx_file, ort_logits, ort_session, parity, torch_logits)
 from shrinkbert.compress.mobile_layout import write_mobile_layout
 from shrinkbert.compress.web_layout import write_web_layout
 from shrinkbert.core.artifacts import check, read_manifest
@@ -96,6 +96,8 @@ class LogitBundle:
         # Same batches on both sides: dynamic int8 scales depend on the whole batch (padding included).
         self.session = ort_session(self.src)
         self.source = ort_logits(self.session, self.tokenizer, self.rows, self.max_length, batch_size=16)
+        # where its runtime is timed (compress/bundle_runtime.py): the length its task's texts have
+        self.typical_tokens = mean_tokens(self.tokenizer, self.rows, self.max_length)
         self.meta.update(self.kind.bundle_validation_meta(self.task, self.source, self.labels))  # chosen on these rows
         self.parents = [cfg.model] + ([cfg.reference] if cfg.reference else [])
         self.num_parameters = (read_manifest(src_dir).get("num_parameters")

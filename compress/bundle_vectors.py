@@ -62,6 +62,7 @@ class GraphVectorBundle:
     predictor, helpers = PREDICTOR, HELPERS
     meta_file = static_predictor.META_FILE
     runs_graph = True
+    typical_tokens = None  # no task rows here: its threads are chosen at b1/s128 (compress/bundle_runtime.py)
 
     def __init__(self, src_dir: Path, cfg):
         from shrinkbert.compress.embedding_onnx import OnnxEmbedder  # deferred: it imports torch
@@ -121,6 +122,7 @@ class TableVectorBundle:
     predictor, helpers = PREDICTOR, HELPERS
     meta_file = None
     runs_graph = False
+    typical_tokens = None
 
     def __init__(self, src_dir: Path, cfg):
         from shrinkbert.students.static import StaticEmbedder

@@ -18,6 +18,7 @@ from shrinkbert.core.data.dataspec import load_splits
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds import kind_of, kind_of_rows, primary_metric
 from shrinkbert.core.models import check_model_dir
+from shrinkbert.core.ortsession import graph_feed
 from shrinkbert.core.verify import verify_artifact
 
 # Used for parity checks only when no task data is given (recorded as "builtin" in the manifest).
@@ -114,6 +115,15 @@ def encode(tokenizer, rows: Sequence[dict[str, Any]], max_length: int = 128, pad
     return kind_of_rows(rows).encode(tokenizer, rows, max_length, padding=padding, return_tensors=return_tensors)
 
 
+def mean_tokens(tokenizer, rows: Sequence[dict[str, Any]], max_length: int = 128) -> int | None:
+    """Mean tokens per model input (special tokens in, truncation at max_length; a QA row's windows each
+    count) of rows as their kind encodes them; None with no rows."""
+    if not len(rows):
+        return None
+    mask = np.asarray(encode(tokenizer, rows, max_length)["attention_mask"])
+    return max(2, round(float(mask.sum(-1).mean())))
+
+
 def load_pt(path: str | Path, eager: bool = False):
     """(model, tokenizer) of a PyTorch artifact, in eval mode, as its kind loads it (TaskKind.load_torch)."""
     return kind_of(check_model_dir(path)).load_torch(path, eager)
@@ -177,14 +187,12 @@ def check_onnx_file(path: str | Path):
 
 
 def ort_logits(session, tokenizer, rows, max_length: int = 128, batch_size: int = 32) -> np.ndarray:
-    names = {i.name for i in session.get_inputs()}
+    input_names = [i.name for i in session.get_inputs()]
     output_names = [o.name for o in session.get_outputs()]
     out = []
     for i in range(0, len(rows), batch_size):
         batch = encode(tokenizer, rows[i:i + batch_size], max_length)
-        feed = {k: np.asarray(v, dtype=np.int64) for k, v in batch.items() if k in names}
-        if "token_type_ids" in names and "token_type_ids" not in feed:
-            feed["token_type_ids"] = np.zeros_like(feed["input_ids"])
+        feed = graph_feed(batch, input_names)
         outputs = dict(zip(output_names, session.run(None, feed)))
         out.append(per_word(kind_of_rows(rows).output_array(outputs), batch, rows[i:i + batch_size]))
     return np.concatenate(out)

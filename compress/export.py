@@ -33,6 +33,7 @@ from shrinkbert.core.data.dataspec import resolve_spec, stage_max_length
 from shrinkbert.core.errors import ShrinkbertError, require
 from shrinkbert.core.kinds import kind_for_stage, kind_of
 from shrinkbert.core.models import count_parameters
+from shrinkbert.core.ortsession import graph_feed
 from shrinkbert.core.quiet import quiet_library_warnings
 from shrinkbert.core.timing import time_callable
 
@@ -71,10 +72,9 @@ def optimize_graph(out: Path, level: str) -> None:
 def latency_probe(path: Path, tokenizer, max_length: int, threads: int) -> float:
     """Median ms of one padded batch-1 row of max_length tokens (a quick probe, not the benchmark)."""
     session = ort_session(path, threads or None)
-    names = {i.name for i in session.get_inputs()}
     batch = tokenizer(["hello world " * max_length], truncation=True, max_length=max_length, padding="max_length",
                       return_tensors="np")
-    feed = {k: v.astype(np.int64) for k, v in batch.items() if k in names}
+    feed = graph_feed(batch, [i.name for i in session.get_inputs()])
     return time_callable(lambda: session.run(None, feed), warmup=3, runs=15)["p50"]
 
 

@@ -35,3 +35,19 @@ def ort_session(model_file: str | Path, threads: int | None = None, spin: bool =
     except Exception as err:  # ORT raises its own Fail/InvalidProtobuf/InvalidGraph types
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ShrinkbertError(f"{model_file} is not a loadable ONNX model (corrupt or truncated?): {first[:300]}") from None
+
+
+def graph_feed(encoded, input_names) -> dict:
+    """A graph's inputs from a tokenizer's output, as int64: the token types it takes but the tokenizer did
+    not write (MPNet's, RoBERTa's, for a BERT graph of such a teacher's student) are zeros, as in PyTorch."""
+    import numpy as np
+
+    feed = {}
+    for name in input_names:
+        if name in encoded:
+            feed[name] = np.asarray(encoded[name], dtype=np.int64)
+        elif name == "token_type_ids":
+            feed[name] = np.zeros_like(np.asarray(encoded["input_ids"], dtype=np.int64))
+        else:
+            raise ShrinkbertError(f"the ONNX graph wants an input '{name}' that a tokenizer does not make")
+    return feed

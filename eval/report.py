@@ -224,7 +224,8 @@ def _threads_detail(settings: Settings) -> str:
                 f"{settings.threads}, inter_op 1, allow_spinning=0")
     return (f"each variant's own process: torch.set_num_threads({settings.threads}); ORT intra_op_num_threads="
             f"{settings.threads}, inter_op 1, spinning on (ORT's default), denormals flushed to zero as a bundle "
-            f"runs; a bundle: its Predictor(threads={settings.threads}) with its own spinning and denormal defaults; "
+            f"runs; a bundle: its Predictor with its own spinning and denormal defaults, and its own thread count where "
+            f"it chose fewer (labels.json \"runtime\", timed at its task's text length), else {settings.threads}; "
             "read back per variant under 'Runtime settings'")
 
 

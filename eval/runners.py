@@ -41,7 +41,7 @@ import numpy as np
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds import kind_of_architectures
 from shrinkbert.core.models import count_parameters, load_model, load_tokenizer
-from shrinkbert.core.ortsession import ort_session
+from shrinkbert.core.ortsession import graph_feed, ort_session
 from shrinkbert.core.tagging import encode_words, encoded_word_ids, first_positions, gather_words
 
 KINDS = ("pytorch", "onnx", "bundle")
@@ -256,10 +256,10 @@ class OnnxRunner(Runner):
 
     def encode(self, texts, pairs, max_length, pad_to=None):
         encoded = self._hf_encode(self.tokenizer, texts, pairs, max_length, pad_to)
-        return _feed(encoded, self.input_names)
+        return graph_feed(encoded, self.input_names)
 
     def _prepare(self, encoded):
-        return _feed(encoded, self.input_names)
+        return graph_feed(encoded, self.input_names)
 
     def forward(self, inputs):
         return self.session.run(None, inputs)[0]
@@ -285,18 +285,6 @@ class OnnxRunner(Runner):
 
     def close(self):
         self.session = None
-
-
-def _feed(encoded: dict[str, np.ndarray], input_names: list[str]) -> dict[str, np.ndarray]:
-    feed = {}
-    for name in input_names:
-        if name in encoded:
-            feed[name] = encoded[name]
-        elif name == "token_type_ids":
-            feed[name] = np.zeros_like(encoded["input_ids"])
-        else:
-            raise ShrinkbertError(f"the ONNX graph wants an input '{name}' that a tokenizer does not make")
-    return feed
 
 
 def load_bundle_module(path: Path):
@@ -368,7 +356,7 @@ class BundleRunner(Runner):
         encoded = {"input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
                    "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
                    "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64)}
-        return _feed(encoded, self.input_names)
+        return graph_feed(encoded, self.input_names)
 
     def forward(self, inputs):
         return self.session.run(None, inputs)[0]

@@ -64,9 +64,13 @@ def _open_onnx(path: Path, threads: int, attention: str, manifest: dict, options
 
 def _open_bundle(path: Path, threads: int, attention: str, manifest: dict, options: dict) -> Loaded:
     module = load_bundle_module(path)
-    # The bundle's own defaults (labels.json "runtime") except the thread count, which the report
-    # sets alike for every variant; a Predictor older than the threads option keeps its own.
-    predictor = call_with_supported(module.Predictor, str(path), threads=threads)
+    # The bundle's own defaults (labels.json "runtime"), as it ships, except that it gets no more
+    # threads than the report gives every variant: a bundle that chose one thread (timed faster at its
+    # task's text length, compress/bundle_runtime.py) runs on one; a Predictor older than the threads
+    # option keeps its own.
+    meta = json.loads((path / "labels.json").read_text(encoding="utf-8")) if (path / "labels.json").is_file() else {}
+    chosen = (meta.get("runtime") or {}).get("threads") if isinstance(meta, dict) else None
+    predictor = call_with_supported(module.Predictor, str(path), threads=min(threads, chosen) if chosen else threads)
     session = predictor.session
     return _session_run(session), dict, {**session_settings(session), "describe": "edge bundle Predictor"}
 

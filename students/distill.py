@@ -51,6 +51,7 @@ from shrinkbert.students.ensemble import describe_teachers, primary_teacher, spl
 from shrinkbert.students.losses import DistillLoss, format_layer_map, parse_layer_map
 from shrinkbert.students.processes import log_main, process_state
 from shrinkbert.students.projection import fold_projection
+from shrinkbert.students.vocab_map import VOCABULARY_SAMPLE
 
 PROJECTIONS_NOTE = ("hidden/embedding losses used learned projections from the student's width to the "
                     "teacher's; they are training-only and were not saved (the student never uses them)")
@@ -171,7 +172,9 @@ def distill_logits(cfg: Config) -> Path:
                                   "(in index order): distil a teacher fine-tuned on this task")
     collate = make_collate(tokenizer, kind_of(task).target_columns)
 
-    student, student_record = build_student(cfg, teacher_config, weights)
+    sample = (tokenizer.batch_decode(train_set[:VOCABULARY_SAMPLE]["input_ids"], skip_special_tokens=True)
+              if cfg.student else None)  # an existing student of another vocabulary is checked on it
+    student, student_record = build_student(cfg, teacher_config, weights, tokenizer=tokenizer, sample=sample)
     s_layers, t_layers = student.config.num_hidden_layers, teacher_config.num_hidden_layers
     layer_map = parse_layer_map(cfg.layer_map or None, s_layers, t_layers)
     distill_loss = DistillLoss(weights, layer_map, student.config.hidden_size, teacher_config.hidden_size,

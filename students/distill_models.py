@@ -78,8 +78,31 @@ def load_teacher(cfg: Config, need_attentions: bool):
     return load_model(cls, cfg.teacher, **_head_kwargs(need_attentions)).eval()
 
 
-def build_student(cfg: Config, teacher_config, weights: LossWeights, log=log_main):
-    """(student model, record for the manifest): an existing model, or a new shape initialised."""
+def adopt_teacher_tokens(student, student_dir: str, teacher_tokenizer, teacher_config, sample: list[str]) -> dict | None:
+    """An existing student of another family that splits text into the teacher's pieces (all-MiniLM-L6-v2,
+    a BERT, for an MPNet teacher) reads the teacher's ids from here on: its word embeddings re-ordered by
+    token string, special tokens by role (students/vocab_map.py), so it trains on the teacher's tokenized
+    rows and ships with the teacher's tokenizer. The record of it; None where it reads them already (or
+    has no tokenizer of its own to compare). One `error:` line where the two do not share their pieces."""
+    from transformers import AutoTokenizer
+
+    from shrinkbert.students.vocab_map import adopt_vocabulary, same_vocabulary
+
+    try:
+        student_tokenizer = AutoTokenizer.from_pretrained(student_dir, use_fast=True)
+    except (OSError, ValueError):
+        return None
+    if same_vocabulary(student_tokenizer, teacher_tokenizer):
+        return None
+    return adopt_vocabulary(student, student_tokenizer, teacher_tokenizer, teacher_config.vocab_size, sample,
+                            name=f"--student {student_dir}")
+
+
+def build_student(cfg: Config, teacher_config, weights: LossWeights, log=log_main, tokenizer=None,
+                  sample: list[str] | None = None):
+    """(student model, record for the manifest): an existing model, or a new shape initialised.
+    tokenizer / sample: the teacher's tokenizer and some of the training text, which an existing student
+    of another vocabulary is re-indexed by (`adopt_teacher_tokens`)."""
     from transformers import AutoModelForMaskedLM
 
     kwargs = _head_kwargs(bool(weights.attention))
@@ -98,11 +121,15 @@ def build_student(cfg: Config, teacher_config, weights: LossWeights, log=log_mai
                           label2id=teacher_config.label2id)
         torch.manual_seed(cfg.seed)  # a new classifier head is initialised from the global RNG
         student = load_model(cls, cfg.student, **kwargs)
+        tokens = adopt_teacher_tokens(student, cfg.student, tokenizer, teacher_config, sample or []) if tokenizer else None
+        if tokens:
+            log(f"{cfg.student} re-indexed to the teacher's token ids ({tokens['tokens_found']:,} tokens found)")
         if student.config.vocab_size != teacher_config.vocab_size:
             raise ShrinkbertError(f"student {cfg.student} has a {student.config.vocab_size}-token vocabulary and the "
                                   f"teacher {teacher_config.vocab_size}: both must read the same token ids, so "
                                   "distil before trimming the vocabulary")
-        record = {"how": f"existing model {cfg.student}", "shape": model_shape(student.config)}
+        record = {"how": f"existing model {cfg.student}", "shape": model_shape(student.config),
+                  **({"tokens": tokens} if tokens else {})}
         if new_head:
             record["heads_from_teacher"] = carry_heads(student, load_teacher(_first_teacher(cfg), need_attentions=False))
             log(f"{cfg.student} has no classifier: pooler/classifier "

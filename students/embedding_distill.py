@@ -375,7 +375,7 @@ def existing_student(path: str | Path, teacher: Embedder, max_length: int, sente
     and where its vectors are narrower than the teacher's it gets a projection into the teacher's space,
     initialised by (ridge) least squares from its vectors of the training sentences to the teacher's (`vectors`);
     (the student, the record of what was done to it)."""
-    from shrinkbert.students.vocab_map import adopt_vocabulary, same_vocabulary
+    from shrinkbert.students.vocab_map import VOCABULARY_SAMPLE, adopt_vocabulary, same_vocabulary
 
     student = Embedder.load(path, max_length=max_length).to(teacher.device)
     record: dict = {"from": str(path), "shape": "its own"}
@@ -394,7 +394,6 @@ def existing_student(path: str | Path, teacher: Embedder, max_length: int, sente
     return student, record
 
 
-VOCABULARY_SAMPLE = 200      # training sentences both tokenizers must split alike
 PROJECTION_SENTENCES = 20_000  # training sentences the projection's least squares is fitted on
 RIDGE = 1e-3
 

@@ -19,6 +19,7 @@ from shrinkbert.core.errors import ShrinkbertError
 SPECIAL_ROLES = ("cls_token", "sep_token", "pad_token", "unk_token", "mask_token")
 MIN_SHARED = 0.99       # of the teacher's vocabulary found in the student's
 MAX_SPLIT_DIFFERENT = 0.01  # of the sample sentences split into other pieces
+VOCABULARY_SAMPLE = 200     # training sentences both tokenizers must split alike
 
 
 def same_vocabulary(student_tokenizer, teacher_tokenizer) -> bool:
@@ -51,7 +52,7 @@ def adopt_vocabulary(model, student_tokenizer, teacher_tokenizer, teacher_rows: 
     found = sum(index is not None for index in mapped)
     named = len(teacher_tokenizer.get_vocab())
     if found < MIN_SHARED * min(named, teacher_rows):
-        raise ShrinkbertError(f"{name} knows {found:,} of the teacher's {named:,} tokens: a pretrained embedding "
+        raise ShrinkbertError(f"{name} knows {found:,} of the teacher's {named:,} tokens: a pretrained "
                               "student needs the teacher's tokens (the same tokenizer model and pieces)")
     different = split_differently(student_tokenizer, teacher_tokenizer, sample)
     if different > MAX_SPLIT_DIFFERENT * len(sample):

@@ -304,3 +304,21 @@ def make_tiny_family(out_dir: str | Path, family: str, num_labels: int = 2, hidd
     model.save_pretrained(out_dir, safe_serialization=True)
     tokenizer.save_pretrained(out_dir)
     return out_dir
+
+
+def make_tiny_mpnet(out_dir, hidden: int = 48):
+    """A random-init MPNetModel whose vocabulary is the tiny BERT's renumbered as MPNet's is (<s> <pad> </s>
+    <unk> first, <mask> last): the same pieces under other ids, as all-mpnet-base-v2 and all-MiniLM-L6-v2."""
+    import torch
+    from transformers import MPNetConfig, MPNetModel, MPNetTokenizerFast
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    vocab = ["<s>", "<pad>", "</s>", "<unk>"] + tiny_vocab() + ["<mask>"]
+    (out_dir / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    tokenizer = MPNetTokenizerFast(str(out_dir / "vocab.txt"), do_lower_case=True, unk_token="<unk>")
+    torch.manual_seed(1)
+    MPNetModel(MPNetConfig(vocab_size=len(vocab), hidden_size=hidden, num_hidden_layers=2, num_attention_heads=4,
+                           intermediate_size=2 * hidden, max_position_embeddings=130, pad_token_id=1)
+               ).save_pretrained(out_dir, safe_serialization=True)
+    tokenizer.save_pretrained(out_dir)
+    return out_dir

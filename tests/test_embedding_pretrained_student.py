@@ -11,7 +11,7 @@ import json
 import numpy as np
 import pytest
 
-from fixtures import make_tiny_bert, tiny_sentences, tiny_vocab
+from fixtures import make_tiny_bert, make_tiny_mpnet, tiny_sentences
 from shrinkbert.core.embedder import Embedder
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.students.embedding_distill import (EmbeddingStudentConfig, distill_embedding,
@@ -19,22 +19,6 @@ from shrinkbert.students.embedding_distill import (EmbeddingStudentConfig, disti
 from shrinkbert.students.vocab_map import adopt_vocabulary, token_map
 
 SENTENCES = [text for text, _ in tiny_sentences(64, seed=3)]
-
-
-def make_tiny_mpnet(out_dir, hidden: int = 48):
-    import torch
-    from transformers import MPNetConfig, MPNetModel, MPNetTokenizerFast
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    vocab = ["<s>", "<pad>", "</s>", "<unk>"] + tiny_vocab() + ["<mask>"]
-    (out_dir / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    tokenizer = MPNetTokenizerFast(str(out_dir / "vocab.txt"), do_lower_case=True, unk_token="<unk>")
-    torch.manual_seed(1)
-    MPNetModel(MPNetConfig(vocab_size=len(vocab), hidden_size=hidden, num_hidden_layers=2, num_attention_heads=4,
-                           intermediate_size=2 * hidden, max_position_embeddings=130, pad_token_id=1)
-               ).save_pretrained(out_dir, safe_serialization=True)
-    tokenizer.save_pretrained(out_dir)
-    return out_dir
 
 
 @pytest.fixture(scope="module")
