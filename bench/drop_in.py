@@ -4,6 +4,7 @@
     python bench/drop_in.py --arms recipe,questions --seeds 1
     python bench/drop_in.py --arms broad,broad-4l,broad-sim --base broad   # depth and the similarity term
     python bench/drop_in.py --arms broad,broad-rank,broad-rank10 --base broad --out runs/bench/drop-in-rank
+    python bench/drop_in.py --arms broad,broad-60k --base broad --out runs/bench/drop-in-data
 
 The drop-in setting: a deployment keeps the index all-MiniLM-L6-v2 built and swaps in a student for
 the queries. The measure: SQuAD v1.1 dev's held-out articles (core/data/qa_data.article_half: the
@@ -33,6 +34,8 @@ lr 4e-4, batch 32, 3 epochs, the epoch kept by STS-B validation) per seed:
               the index it will search); broad-rank10 the same at weight 10
   broad-q     the broad text with SQuAD v2.0's training-half questions added, not swapped in: a fifth equal
               share on 18,750 lines, so each of the four styles keeps its 3,750
+  broad-60k   the broad text, four times as much of it (60,000 lines, 15,000 of each style): data, not
+              capacity, as what the 3-layer student lacks for drop-in use
   static      the recipe's static student (model2vec's table, dim 256, tuned 6 epochs on 30,000 lines,
               the epoch kept by STS-B validation) on the static recipe's text: IMDB and WordNet, pooled
   static-broad  the same static student tuned on the broad text instead
@@ -71,7 +74,9 @@ ARMS = {
 ARMS.update({"broad-4l": dict(ARMS["broad"], layers=4), "broad-sim": dict(ARMS["broad"], similarity_weight=300.0),
              "broad-rank": dict(ARMS["broad"], drop_in_weight=1.0), "broad-rank10": dict(ARMS["broad"], drop_in_weight=10.0),
              # the broad text as it is (3,750 lines of each style at 15,000) and the questions added as a fifth share
-             "broad-q": dict(ARMS["broad"], corpus=f"{ARMS['broad']['corpus']},{SQUAD_V2}", max_train_rows=18750)})
+             "broad-q": dict(ARMS["broad"], corpus=f"{ARMS['broad']['corpus']},{SQUAD_V2}", max_train_rows=18750),
+             # more of the same text: 15,000 lines of each style, not 3,750 (the recipe's 30,000: 7,500)
+             "broad-60k": dict(ARMS["broad"], max_train_rows=60000)})
 # the static student (recipes/embeddings.yaml's `static`) reads none of the transformer's shape or optimizer options
 STATIC = dict(mode="embeddings", teacher="minilm", task=str(DATA / "stsb"), student="static", dim=256, epochs=6,
               max_train_rows=30000)

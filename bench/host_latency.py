@@ -9,6 +9,19 @@ transformers. Each (threads, case) times every variant in turn, rounds of --call
 of the rounds' medians, after the host's GEMM rates at that thread count (eval/floor.py's
 host_rates). Prints the CPU (vendor, family/model, ISA, the cores this process may use) and each
 variant's p50 and its speed-up over the first --torch variant. Writes --out (JSON).
+
+A second runtime, for issue 42's question whether one runs faster on this host: `--openvino
+NAME=FILE[@f32|@bf16]` compiles a plain ONNX graph (OpenVINO cannot read ONNX Runtime's fused
+com.microsoft ops, so export with `--optimization none`; a static QDQ int8 graph from `quantize --mode
+static` of that export runs in int8) on OpenVINO's CPU plugin, latency hint, one stream, the same
+thread count, at that inference precision (f32 unless told). OpenVINO is not a dependency of the kit:
+`pip install openvino` first.
+
+    shrinkbert export --model runs/demo/edge-trimmed --optimization none --output-dir /tmp/edge-plain
+    shrinkbert quantize --model /tmp/edge-plain --mode static --output-dir /tmp/edge-qdq
+    python bench/host_latency.py --torch teacher=runs/demo/teacher --onnx edge-int8=runs/demo/edge-int8/model.onnx \
+        --openvino ov-f32=/tmp/edge-plain/model.onnx --openvino ov-bf16=/tmp/edge-plain/model.onnx@bf16 \
+        --openvino ov-qdq=/tmp/edge-qdq/model.onnx --threads 2 --cases 1x24,1x128,8x128
 """
 from __future__ import annotations
 
@@ -47,6 +60,20 @@ def onnx_runner(path: str, threads: int, batch: int, length: int, vocab: int):
     return lambda: session.run(None, feed)
 
 
+def openvino_runner(spec: str, threads: int, batch: int, length: int, vocab: int):
+    import openvino
+
+    path, _, precision = spec.partition("@")
+    compiled = openvino.Core().compile_model(path, "CPU", {
+        "PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": "1", "INFERENCE_NUM_THREADS": str(threads),
+        "INFERENCE_PRECISION_HINT": precision or "f32"})  # its default on a bf16 host is bf16: say which
+    request = compiled.create_infer_request()
+    ids = np.random.default_rng(0).integers(100, vocab, (batch, length)).astype(np.int64)
+    given = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+    feed = {port.get_any_name(): given[port.get_any_name()] for port in compiled.inputs}
+    return lambda: request.infer(feed)
+
+
 def torch_runner(model, batch: int, length: int, vocab: int):
     import torch
 
@@ -64,6 +91,8 @@ def main(argv=None) -> int:
     p.add_argument("--onnx", action="append", default=[], metavar="NAME=FILE", help="an ONNX graph")
     p.add_argument("--torch", action="append", default=[], metavar="NAME=DIR",
                    help="a transformers classifier folder, run in fp32 (weights stored in fp16 are cast back)")
+    p.add_argument("--openvino", action="append", default=[], metavar="NAME=FILE[@f32|@bf16]",
+                   help="a plain or QDQ ONNX graph run by OpenVINO (pip install openvino)")
     p.add_argument("--threads", default="1,2")
     p.add_argument("--cases", default=",".join(f"{b}x{n}" for b, n in CASES),
                    help="BATCHxTOKENS cases, comma-separated (the demo's test rows average 24 tokens)")
@@ -91,6 +120,12 @@ def main(argv=None) -> int:
 
     results["onnxruntime"] = onnxruntime.__version__
     print(f"torch {torch.__version__}, onnxruntime {onnxruntime.__version__}", flush=True)
+    openvino_graphs = named(args.openvino)
+    if openvino_graphs:
+        import openvino
+
+        results["openvino"] = openvino.__version__
+        print(f"openvino {openvino.__version__}", flush=True)
     for threads in [int(t) for t in args.threads.split(",")]:
         torch.set_num_threads(threads)
         rates = host_rates(threads)
@@ -100,6 +135,8 @@ def main(argv=None) -> int:
         for batch, length in cases:
             runners = {name: torch_runner(model, batch, length, args.vocab) for name, model in models.items()}
             runners.update({name: onnx_runner(path, threads, batch, length, args.vocab) for name, path in graphs.items()})
+            runners.update({name: openvino_runner(spec, threads, batch, length, args.vocab)
+                            for name, spec in openvino_graphs.items()})
             p50 = interleaved_ms(runners, args.rounds, args.calls, warmup=3)
             results["p50_ms"][f"t{threads}/b{batch}/s{length}"] = p50
             base = next(iter(models), None)

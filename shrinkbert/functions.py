@@ -447,10 +447,10 @@ def distill(
             student works too (a teacher assistant); several, comma-separated: an ensemble whose soft labels are
             averaged (students/ensemble.py)
         student: str = ''
-            distil INTO this existing model artifact (e.g. a pruned one) instead of a new shape; mode
-            embeddings: 'static' for model2vec's static student, or a pretrained embedding model that splits
-            text into the teacher's pieces (minilm for mpnet: re-indexed to its ids, a least-squares projection
-            to its width)
+            distil INTO this existing model (a pruned one, or a pretrained one of any family that splits text
+            into the teacher's pieces: minilm for an mpnet teacher, re-indexed to its ids) instead of a new
+            shape; mode embeddings: also 'static' for model2vec's static student (a narrower pretrained one gets
+            a least-squares projection to the teacher's width)
 
     Data:
         task: str = ''

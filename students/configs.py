@@ -52,10 +52,11 @@ class DistillConfig(TrainConfig, DataConfig):
     hidden: int = field(0, "student hidden size (0: from the target, else the teacher's)", min=0, group="student shape")
     heads: int = field(0, "student attention heads (0: hidden / the teacher's head size)", min=0, group="student shape")
     intermediate: int = field(0, "student FFN width (0: the teacher's FFN/hidden ratio)", min=0, group="student shape")
-    student: str = field("", "distil INTO this existing model artifact (e.g. a pruned one) instead of a new shape; "
-                             "mode embeddings: 'static' for model2vec's static student, or a pretrained embedding "
-                             "model that splits text into the teacher's pieces (minilm for mpnet: re-indexed to its "
-                             "ids, a least-squares projection to its width)", group="model")
+    student: str = field("", "distil INTO this existing model (a pruned one, or a pretrained one of any family "
+                             "that splits text into the teacher's pieces: minilm for an mpnet teacher, re-indexed to "
+                             "its ids) instead of a new shape; mode embeddings: also 'static' for model2vec's static "
+                             "student (a narrower pretrained one gets a least-squares projection to the teacher's "
+                             "width)", group="model")
     dim: int = field(0, "mode embeddings: the student's own vector width (PCA of the teacher's; static default 256); "
                         "0: the teacher's vector space (a drop-in for its index)", min=0, group="student shape")
     init: str = field("teacher", "teacher: start from (sliced) teacher weights | random", choices=("teacher", "random"), group="student shape")

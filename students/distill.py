@@ -37,6 +37,7 @@ import numpy as np
 
 from shrinkbert.core.artifacts import save_model_artifact
 from shrinkbert.core.config import options, refuse_unread, stage_main, to_dict
+from shrinkbert.core.data.builtin import resolve_model
 from shrinkbert.core.data.dataspec import resolve_spec, stage_max_length
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds import kind_for_mode, kind_of, primary_metric, score_split
@@ -172,9 +173,11 @@ def distill_logits(cfg: Config) -> Path:
                                   "(in index order): distil a teacher fine-tuned on this task")
     collate = make_collate(tokenizer, kind_of(task).target_columns)
 
+    student_dir = resolve_model(cfg.student) if cfg.student else ""  # "minilm": the installed folder, the parent
     sample = (tokenizer.batch_decode(train_set[:VOCABULARY_SAMPLE]["input_ids"], skip_special_tokens=True)
-              if cfg.student else None)  # an existing student of another vocabulary is checked on it
-    student, student_record = build_student(cfg, teacher_config, weights, tokenizer=tokenizer, sample=sample)
+              if student_dir else None)  # an existing student of another vocabulary is checked on it
+    student, student_record = build_student(dataclasses.replace(cfg, student=student_dir), teacher_config, weights,
+                                            tokenizer=tokenizer, sample=sample)
     s_layers, t_layers = student.config.num_hidden_layers, teacher_config.num_hidden_layers
     layer_map = parse_layer_map(cfg.layer_map or None, s_layers, t_layers)
     distill_loss = DistillLoss(weights, layer_map, student.config.hidden_size, teacher_config.hidden_size,
@@ -241,7 +244,7 @@ def distill_logits(cfg: Config) -> Path:
         metrics["wall_time_s"] = time.perf_counter() - started
         student.config._attn_implementation = None  # back to the library default in the saved config
         student.config.architectures = None
-        parents = split_teachers(cfg.teacher) + ([cfg.student] if cfg.student else [])
+        parents = split_teachers(cfg.teacher) + ([student_dir] if student_dir else [])
         save_model_artifact(out_dir, student, tokenizer, stage="distill", parents=parents, config=to_dict(cfg),
                             metrics=metrics, seed=cfg.seed, num_parameters=num_parameters,
                             data=spec.record(task, max_length=cfg.max_length, rows={"train": len(train_set)})
