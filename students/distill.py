@@ -40,6 +40,7 @@ from shrinkbert.core.config import options, refuse_unread, stage_main, to_dict
 from shrinkbert.core.data.builtin import resolve_model
 from shrinkbert.core.data.dataspec import resolve_spec, stage_max_length
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.families import is_mlm
 from shrinkbert.core.kinds import kind_for_mode, kind_of, primary_metric, score_split
 from shrinkbert.core.models import check_model_dir, count_parameters, load_tokenizer
 from shrinkbert.core.train import checkpoint_dir_for, remove_checkpoints, train
@@ -47,7 +48,7 @@ from shrinkbert.students.cache import compute_teacher_outputs, load_or_compute
 from shrinkbert.students.configs import EMBEDDING_ONLY_OPTIONS, DistillConfig as Config
 from shrinkbert.students.distill_data import load_data, make_collate, teacher_cache_dir
 from shrinkbert.students.distill_loss import loss_weights, make_loss_fn
-from shrinkbert.students.distill_models import _teacher_parameters, build_student, is_mlm, load_teacher
+from shrinkbert.students.distill_models import _teacher_parameters, build_student, load_teacher
 from shrinkbert.students.ensemble import describe_teachers, primary_teacher, split_teachers, teacher_source
 from shrinkbert.students.losses import DistillLoss, format_layer_map, parse_layer_map
 from shrinkbert.students.processes import log_main, process_state

@@ -13,6 +13,7 @@ import torch
 
 from shrinkbert.core.artifacts import is_artifact, read_manifest
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.families import is_mlm
 from shrinkbert.core.kinds import kind_of
 from shrinkbert.core.models import check_model_dir, load_model
 from shrinkbert.students.ensemble import TeacherEnsemble, primary_teacher, split_teachers
@@ -40,12 +41,6 @@ def init_embeddings(asked: str, student_hidden: int, teacher_hidden: int, genera
 def _first_teacher(cfg: Config) -> Config:
     """The config with only the first teacher: the one a student's weights start from."""
     return dataclasses.replace(cfg, teacher=primary_teacher(cfg.teacher))
-
-
-def is_mlm(config) -> bool:
-    """Whether a model config names a masked-LM model (it has an MLM head). BERT's pre-training class
-    has one; ELECTRA's (ElectraForPreTraining) is the replaced-token discriminator, which has none."""
-    return any(a.endswith("ForMaskedLM") or a == "BertForPreTraining" for a in (config.architectures or []))
 
 
 def teacher_layer_ids(text: str) -> list[int] | None:

@@ -37,12 +37,12 @@ import torch
 from shrinkbert.core.artifacts import save_model_artifact
 from shrinkbert.core.config import stage_main, to_dict
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.families import is_mlm, next_sentence_prediction
 from shrinkbert.core.kinds.losses import kd_logits_loss
 from shrinkbert.core.masking import Masker
 from shrinkbert.core.models import check_model_dir, count_parameters, load_model, load_tokenizer
 from shrinkbert.core.predict import model_inputs
 from shrinkbert.core.quiet import new_head_reported
-from shrinkbert.students.distill_models import is_mlm
 from shrinkbert.teachers import pretrain_student, reuse
 from shrinkbert.teachers.common import pad_collate, resolve_model_dir
 from shrinkbert.teachers.configs import PRESETS, PretrainConfig as Config
@@ -213,7 +213,7 @@ def load_start(cfg: Config):
         from transformers import AutoConfig
 
         model_config = AutoConfig.from_pretrained(path)
-        if model_config.model_type != "bert":  # every family has a masked-LM class; NSP is BERT's alone
+        if not next_sentence_prediction(model_config):  # every family has a masked-LM class; NSP is BERT's alone
             from transformers import AutoModelForMaskedLM
 
             if cfg.nsp:

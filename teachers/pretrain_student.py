@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING
 import torch
 
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.families import is_mlm, next_sentence_prediction
 from shrinkbert.core.models import check_model_dir, load_model, load_tokenizer
-from shrinkbert.students.distill_models import is_mlm, teacher_layer_ids
+from shrinkbert.students.distill_models import teacher_layer_ids
 from shrinkbert.students.init import init_from_teacher
 from shrinkbert.students.shape import choose_shape, shape_config
 from shrinkbert.teachers.common import resolve_model_dir
@@ -57,7 +58,7 @@ def build_student(cfg: Config, model_cls):
 
     teacher_dir = check_model_dir(resolve_model_dir(cfg.teacher))
     teacher_config = AutoConfig.from_pretrained(teacher_dir)
-    if cfg.nsp and teacher_config.model_type != "bert":
+    if cfg.nsp and not next_sentence_prediction(teacher_config):
         raise ShrinkbertError(f"{cfg.teacher} is a {teacher_config.model_type} model: next-sentence prediction is "
                               "BERT's objective (pretrain its student without --nsp)")
     shape, record = choose_shape(teacher_config, layers=cfg.layers or None, hidden=cfg.hidden or None,

@@ -237,9 +237,15 @@ def test_an_mlm_head_is_named_by_the_architecture_not_guessed():
     for MLM logits, and continued pretraining must warm a new head up first."""
     from types import SimpleNamespace
 
-    from shrinkbert.students.distill_models import is_mlm
+    from shrinkbert.core.families import is_mlm
 
     assert not is_mlm(SimpleNamespace(architectures=["ElectraForPreTraining"]))
     assert is_mlm(SimpleNamespace(architectures=["BertForPreTraining"]))
     assert is_mlm(SimpleNamespace(architectures=["RobertaForMaskedLM"])) and is_mlm(SimpleNamespace(architectures=["ElectraForMaskedLM"]))
     assert not is_mlm(SimpleNamespace(architectures=None))
+    # next-sentence prediction is BERT's objective alone (pretrain --nsp refuses the others in one line)
+    from shrinkbert.core.families import next_sentence_prediction
+
+    assert next_sentence_prediction(SimpleNamespace(model_type="bert"))
+    assert not any(next_sentence_prediction(SimpleNamespace(model_type=t))
+                   for t in ("roberta", "xlm-roberta", "electra", "mpnet", "distilbert", "deberta-v2", "modernbert", "xlnet"))

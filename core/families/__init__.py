@@ -14,15 +14,34 @@ FAMILIES: tuple[Family, ...] = (BertFamily(), RobertaFamily(), DistilBertFamily(
                                 MPNetFamily(), ModernBertFamily())
 
 
-def family_of(config_or_model) -> Family:
-    """The family of a transformers config, or of a model (its .config)."""
+def _find(config_or_model) -> tuple[Family | None, str]:
     config = getattr(config_or_model, "config", config_or_model)
     model_type = getattr(config, "model_type", "")
-    for family in FAMILIES:
-        if model_type in family.model_types:
-            return family
-    known = ", ".join(t for family in FAMILIES for t in family.model_types)
-    raise ShrinkbertError(f"model_type '{model_type}' is not an encoder family the kit knows ({known})")
+    return next((family for family in FAMILIES if model_type in family.model_types), None), model_type
 
 
-__all__ = ["FAMILIES", "Family", "Widths", "family_of"]
+def family_of(config_or_model) -> Family:
+    """The family of a transformers config, or of a model (its .config)."""
+    family, model_type = _find(config_or_model)
+    if family is None:
+        known = ", ".join(t for family in FAMILIES for t in family.model_types)
+        raise ShrinkbertError(f"model_type '{model_type}' is not an encoder family the kit knows ({known})")
+    return family
+
+
+def next_sentence_prediction(config) -> bool:
+    """Whether the config's family pre-trains with next-sentence prediction (BERT's objective alone); an
+    unknown family does not (its masked-LM class continues it)."""
+    family, _ = _find(config)
+    return family is not None and family.pretraining_class is not None
+
+
+def is_mlm(config) -> bool:
+    """Whether a model config names a masked-LM model (it has an MLM head): a ForMaskedLM class, or a
+    family's MLM + next-sentence pre-training class. ELECTRA's ElectraForPreTraining is the replaced-token
+    discriminator, which has none."""
+    pretraining = {family.pretraining_class for family in FAMILIES if family.pretraining_class}
+    return any(a.endswith("ForMaskedLM") or a in pretraining for a in (config.architectures or []))
+
+
+__all__ = ["FAMILIES", "Family", "Widths", "family_of", "is_mlm", "next_sentence_prediction"]

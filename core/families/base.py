@@ -81,6 +81,10 @@ class Family:
     def slices_width(self) -> bool:
         return self.layout is not None
 
+    pretraining_class: ClassVar[str | None] = None
+    """The transformers class of the family's masked-LM + next-sentence pre-training head (BERT's
+    BertForPreTraining); None where next-sentence prediction is not the family's objective."""
+
     ort_fusion: ClassVar[str | None] = None
     """The model_type ONNX Runtime's transformer optimizer fuses this family as (None: no fusions)."""
 

@@ -12,16 +12,19 @@ class BertFamily(Family):
     layout = Layout()
     counts_like_bert = True
     ort_fusion = "bert"
+    pretraining_class = "BertForPreTraining"
 
 
 class RobertaFamily(BertFamily):
     name = "RoBERTa/XLM-R"
     model_types = ("roberta", "xlm-roberta", "camembert")
+    pretraining_class = None  # RoBERTa dropped next-sentence prediction
 
 
 class ElectraFamily(BertFamily):
     name = "ELECTRA"
     model_types = ("electra",)
+    pretraining_class = None  # ElectraForPreTraining is the replaced-token discriminator, no MLM or NSP head
 
     def extra_student_fields(self, teacher_config, widths: Widths) -> dict:
         # ELECTRA may embed at a smaller width and project up (embeddings_project); a sliced student
