@@ -10,6 +10,10 @@ from dataclasses import dataclass
 from shrinkbert.core.config import field
 from shrinkbert.core.configs import DataConfig, TrainConfig
 
+# the drop-in term's bank (--drop-in-weight): enough of the teacher's vectors that a text's nearest
+# neighbours in it are near ones (4,096 x 384 floats: 6 MB, and a 32 x 4,096 product a step)
+DROP_IN_INDEX_ROWS = 4096
+
 # The options only an embedding student reads (students/distill_vectors.py): the other modes refuse them
 EMBEDDING_ONLY_OPTIONS = frozenset({"corpus_mix", "query_pull", "similarity_weight", "drop_in_weight", "keep_by"})
 
@@ -90,9 +94,10 @@ class DistillConfig(TrainConfig, DataConfig):
                                           "matrices, the student's against the teacher's (relational KD); 0 = off",
                                      min=0, group="losses")
     drop_in_weight: float = field(0.0, "mode embeddings: weight of the KL between the teacher's and the student's "
-                                       "softmax over cosines with a bank of the teacher's vectors of 4,096 training "
-                                       "sentences (each student vector ranks a teacher-built index as the teacher's "
-                                       "does: for drop-in queries); 0 = off", min=0, group="losses")
+                                       "softmax over cosines with a bank of the teacher's vectors of "
+                                       f"{DROP_IN_INDEX_ROWS:,} training sentences (each student vector ranks a "
+                                       "teacher-built index as the teacher's does: for drop-in queries); 0 = off",
+                                 min=0, group="losses")
     keep_by: str = field("validation+agreement", "mode embeddings with a scored-pairs --task: what picks the epoch kept: "
                                                  "validation+agreement (STS validation Spearman + 100 x mean cosine with "
                                                  "the teacher on unseen lines: for a drop-in encoder of a teacher-built "

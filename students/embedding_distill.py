@@ -59,15 +59,13 @@ from shrinkbert.core.kinds.embedding import agreement, normalize_rows
 from shrinkbert.core.kinds.losses import index_ranking_loss, mse_cosine_loss, similarity_matrix_loss
 from shrinkbert.core.train import checkpoint_dir_for, is_main_process, remove_checkpoints, wait_for_everyone
 from shrinkbert.students.cache import teacher_identity, text_fingerprint
+from shrinkbert.students.configs import DROP_IN_INDEX_ROWS
 from shrinkbert.students.init import init_from_teacher, stream_basis
 from shrinkbert.students.processes import process_state
 from shrinkbert.students.losses import masked_mse
 from shrinkbert.students.shape import Shape, shape_config
 
 KIND = "embedding"
-# the drop-in term's bank: enough of the teacher's vectors that a text's nearest neighbours in it are
-# near ones (4,096 x 384 floats: 6 MB, and a 32 x 4,096 product a step)
-DROP_IN_INDEX_ROWS = 4096
 
 
 @dataclass
