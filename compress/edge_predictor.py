@@ -84,7 +84,9 @@ class Predictor:
         process of its own). A bundle that shares its CPU with other busy threads (a PyTorch model in
         the same process, another server) runs better with spin=False and fewer threads.
         flush_denormals: ONNX Runtime's threads flush denormal floats to zero (bundle_files.open_session;
-        None: labels.json "runtime", on where it does not say)."""
+        None: labels.json "runtime", on where it does not say). On one thread ONNX Runtime computes on
+        your thread, which then flushes too: in a process whose PyTorch must keep denormals, pass
+        flush_denormals=False or more threads."""
         root = Path(bundle_dir) if bundle_dir else HERE
         check_files(root)
         meta = json.loads((root / "labels.json").read_text(encoding="utf-8"))

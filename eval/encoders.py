@@ -28,9 +28,12 @@ def open_encoder(path: str, threads: int, max_length: int, spin: bool = False,
     folder = Path(path)
     manifest = read_manifest(folder) if is_artifact(folder) else {}
     if str(manifest.get("stage", "")).startswith("bundle"):
+        from shrinkbert.compress.bundle_files import runs_on_caller
         from shrinkbert.compress.static_predictor import Predictor
 
-        predictor = Predictor(folder, threads=threads)
+        # one thread flushes denormals on this thread (bundle_files.open_session): only in a process of its own
+        predictor = Predictor(folder, threads=threads,
+                              flush_denormals=None if flush_denormals or not runs_on_caller(threads) else False)
         return predictor.embed, f"bundle ({manifest.get('runtime', 'onnxruntime')})"
     if (folder / ONNX_FILE).is_file():
         from shrinkbert.compress.embedding_onnx import OnnxEmbedder

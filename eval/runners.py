@@ -38,6 +38,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from shrinkbert.compress.bundle_files import runs_on_caller
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds import kind_of_architectures
 from shrinkbert.core.models import count_parameters, load_model, load_tokenizer
@@ -324,9 +325,11 @@ class BundleRunner(Runner):
         module = load_bundle_module(self.path)
         try:
             # spin=False: in the harness's process the bundle shares the CPU with torch (STACK.md); its
-            # latency is timed in a process of its own with its own defaults (eval.worker)
+            # latency is timed in a process of its own with its own defaults (eval.worker);
+            # one thread: not flushing, which would flush this thread, PyTorch's too (bundle_files.open_session)
             self.predictor = call_with_supported(module.Predictor, str(self.path), num_threads=threads,
-                                                  threads=threads, intra_op_num_threads=threads, spin=False)
+                                                  threads=threads, intra_op_num_threads=threads, spin=False,
+                                                  flush_denormals=False if runs_on_caller(threads) else None)
         except ShrinkbertError:
             raise
         except Exception as err:

@@ -48,6 +48,8 @@ def _torch_threads_as_found():
     threads = int(os.environ["OMP_NUM_THREADS"])
     if torch is not None and torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
+    if torch is not None:  # a one-thread bundle's session flushes denormals on this thread (bundle_files)
+        torch.set_flush_denormal(False)
 
 
 def on_ci() -> bool:

@@ -151,7 +151,7 @@ def test_the_bundle_flushes_denormals_on_its_own_threads_only(bundle_dir):
     module = load_bundle_module(bundle_dir)
     assert json.loads((bundle_dir / "labels.json").read_text())["runtime"]["flush_denormals"] is True
     tiny = torch.tensor([1e-39])
-    flushing = module.Predictor(str(bundle_dir))
+    flushing = module.Predictor(str(bundle_dir), threads=2)
     assert flushing.session.get_session_options().get_session_config_entry("session.set_denormal_as_zero") == "1"
     assert flushing.runtime["flush_denormals"] is True
     assert (tiny * 1.0).item() > 0 and np.float32(1e-39) * np.float32(1.0) > 0  # this thread still has denormals
@@ -159,6 +159,25 @@ def test_the_bundle_flushes_denormals_on_its_own_threads_only(bundle_dir):
     assert plain.runtime["flush_denormals"] is False
     texts = ["a gripping film", "dull", "one of the best films this year, and I have seen many " * 3]
     assert np.allclose(flushing.logits(texts), plain.logits(texts), atol=1e-6)
+
+
+def test_a_one_thread_bundle_flushes_on_the_callers_thread_and_the_harness_keeps_its_own(bundle_dir):
+    """One ONNX Runtime thread computes on the caller's thread, so a flushing one-thread session flushes
+    there (bundle_files.open_session); the kit's own process (the harness's bundle runner, with PyTorch in
+    it) keeps its denormals. Each in a fresh process: the first session made on a thread sets its mode."""
+    def denormals_kept_after(*calls: str) -> list[str]:
+        probe = "\n".join([
+            "import sys, numpy as np", f"sys.path.insert(0, {str(bundle_dir)!r})", "from predict import Predictor",
+            "from shrinkbert.eval.runners import BundleRunner", "kept = []"]
+            + [f"{call}; kept.append(float(np.float32(1e-39) * np.float32(1.0)) > 0)" for call in calls]
+            + ["print(*kept)"])
+        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+        return done.stdout.split()
+
+    assert denormals_kept_after(f"Predictor({str(bundle_dir)!r}, threads=1)") == ["False"]
+    assert denormals_kept_after(f"Predictor({str(bundle_dir)!r}, threads=2)") == ["True"]
+    assert denormals_kept_after(f"BundleRunner({str(bundle_dir)!r}, 1)",
+                                f"Predictor({str(bundle_dir)!r}, threads=1, flush_denormals=False)") == ["True", "True"]
 
 
 def test_the_bundle_manifest_records_its_runtime_choice(bundle_dir):
