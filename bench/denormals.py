@@ -10,7 +10,7 @@ floats, which x86 cores handle slowly. Each setting runs in a fresh process of i
 settings alternating round by round so drift on a shared machine hits both alike: `off` is a plain
 session, `on` the bundle's (compress/bundle_files.open_session: ONNX Runtime's threads flush
 denormals to zero, the session created on a thread of its own so the caller's thread keeps its
-settings). Prints each graph's median p50 over rounds, the ratio off / on and the host's CPU and ISA.
+settings; with --threads 1 on the caller's thread, where one thread computes). Prints each graph's median p50 over rounds, the ratio off / on and the host's CPU and ISA.
 """
 from __future__ import annotations
 

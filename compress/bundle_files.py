@@ -58,7 +58,7 @@ def open_session(model_file: str | Path, options, flush_denormals: bool = True):
     thread (and PyTorch or numpy running on it in the user's process) keeps its floating-point
     settings. A one-thread session keeps no pool: every kernel runs on the caller's thread, so it is
     created there, and that thread flushes too (the demo's edge int8 graph on one thread, 6 tokens padded
-    to 128, ran 2.11 ms unflushed against 1.24 ms for 128 real tokens; on two threads 1.15 ms)."""
+    to 128: 2.03 ms unflushed, 1.18 ms flushed; bench/denormals.py --threads 1, docs/latency.md)."""
     import onnxruntime as ort
 
     def create():
