@@ -62,15 +62,22 @@ def _open_onnx(path: Path, threads: int, attention: str, manifest: dict, options
     return _session_run(session), dict, {**session_settings(session), "describe": f"onnxruntime {model_file.name}"}
 
 
+def _bundle_threads(path: Path, threads: int) -> int:
+    """The threads a bundle is timed on: its own defaults (its meta file's "runtime"), as it ships, except
+    that it gets no more than the report gives every variant. A bundle that chose one thread (timed faster
+    at its task's text length, compress/bundle_runtime.py) runs on one; 0 is ONNX Runtime's default."""
+    for name in ("labels.json", "embedding.json"):
+        meta = json.loads((path / name).read_text(encoding="utf-8")) if (path / name).is_file() else None
+        chosen = (meta.get("runtime") or {}).get("threads") if isinstance(meta, dict) else None
+        if chosen:
+            return min(threads, chosen) if threads else chosen
+    return threads
+
+
 def _open_bundle(path: Path, threads: int, attention: str, manifest: dict, options: dict) -> Loaded:
     module = load_bundle_module(path)
-    # The bundle's own defaults (labels.json "runtime"), as it ships, except that it gets no more
-    # threads than the report gives every variant: a bundle that chose one thread (timed faster at its
-    # task's text length, compress/bundle_runtime.py) runs on one; a Predictor older than the threads
-    # option keeps its own.
-    meta = json.loads((path / "labels.json").read_text(encoding="utf-8")) if (path / "labels.json").is_file() else {}
-    chosen = (meta.get("runtime") or {}).get("threads") if isinstance(meta, dict) else None
-    predictor = call_with_supported(module.Predictor, str(path), threads=min(threads, chosen) if chosen else threads)
+    # a Predictor older than the threads option keeps its own
+    predictor = call_with_supported(module.Predictor, str(path), threads=_bundle_threads(path, threads))
     session = predictor.session
     return _session_run(session), dict, {**session_settings(session), "describe": "edge bundle Predictor"}
 
@@ -83,6 +90,7 @@ def _open_embedding(path: Path, threads: int, attention: str, manifest: dict, op
         return [str(text) for text in batch["texts"]]
 
     if str(manifest.get("stage", "")).startswith("bundle"):
+        threads = _bundle_threads(path, threads)
         predictor = call_with_supported(load_bundle_module(path).Predictor, str(path), threads=threads)
         graph_runtime = getattr(getattr(predictor, "graph", None), "runtime", None) or {}  # a graph's spinning
         return predictor.embed, texts_of, {"runtime": f"bundle ({manifest.get('runtime', 'onnxruntime')})",
