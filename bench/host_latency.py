@@ -48,14 +48,19 @@ def named(pairs: list[str]) -> dict[str, str]:
     return out
 
 
+def random_inputs(batch: int, length: int, vocab: int) -> dict[str, np.ndarray]:
+    """Every runtime's inputs for one case: the same token ids (seed 0, below `vocab`), no padding."""
+    ids = np.random.default_rng(0).integers(100, vocab, (batch, length)).astype(np.int64)
+    return {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+
+
 def onnx_runner(path: str, threads: int, batch: int, length: int, vocab: int):
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-    ids = np.random.default_rng(0).integers(100, vocab, (batch, length)).astype(np.int64)
-    given = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+    given = random_inputs(batch, length, vocab)
     feed = {i.name: given[i.name] for i in session.get_inputs() if i.name in given}
     return lambda: session.run(None, feed)
 
@@ -68,8 +73,7 @@ def openvino_runner(spec: str, threads: int, batch: int, length: int, vocab: int
         "PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": "1", "INFERENCE_NUM_THREADS": str(threads),
         "INFERENCE_PRECISION_HINT": precision or "f32"})  # its default on a bf16 host is bf16: say which
     request = compiled.create_infer_request()
-    ids = np.random.default_rng(0).integers(100, vocab, (batch, length)).astype(np.int64)
-    given = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+    given = random_inputs(batch, length, vocab)
     feed = {port.get_any_name(): given[port.get_any_name()] for port in compiled.inputs}
     return lambda: request.infer(feed)
 
@@ -77,8 +81,8 @@ def openvino_runner(spec: str, threads: int, batch: int, length: int, vocab: int
 def torch_runner(model, batch: int, length: int, vocab: int):
     import torch
 
-    ids = torch.from_numpy(np.random.default_rng(0).integers(100, vocab, (batch, length)))
-    mask = torch.ones_like(ids)
+    given = random_inputs(batch, length, vocab)
+    ids, mask = torch.from_numpy(given["input_ids"]), torch.from_numpy(given["attention_mask"])
 
     def run():
         with torch.inference_mode():
