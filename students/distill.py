@@ -9,8 +9,8 @@ Task distillation (mode task) trains on the task's labelled train split with the
 switch on (weights; 0 = off): soft logits (default), hidden states, attentions, embeddings,
 hard labels. General distillation (mode general) trains a masked-LM student on raw text: both
 models see the same randomly masked tokens; KD on the MLM logits at masked positions plus any
-hidden/attention losses; its student is a BertForMaskedLM artifact for a later task distillation
-(`--student`).
+hidden/attention losses; its student is a masked-LM artifact of the teacher's family (AutoModelForMaskedLM)
+for a later task distillation (`--student`).
 
 With logits-only losses (and `cache` on, the default) the teacher's logits are computed once per
 (teacher, tokenized data, max_length) and reused: the teacher is not even loaded on a cache hit.

@@ -126,7 +126,7 @@ def init_from_teacher(student, teacher, layer_ids: list[int] | None = None, keep
                       embeddings: str = "columns") -> dict:
     """Copy (sliced) teacher weights into `student` in place; return a record of what was kept.
 
-    Works for BertForSequenceClassification / BertForMaskedLM / BertModel pairs. `layer_ids` are
+    Works for any family's classifier / masked-LM / base-model pairs (core/families). `layer_ids` are
     0-based teacher layers, one per student layer (default: uniform). keep: "norm" or "first".
     embeddings: "columns" (the residual dims `keep` picks) or "pca" (the stream projected on the
     teacher word-embedding table's top principal components; heads and FFN neurons still by `keep`).
