@@ -31,7 +31,7 @@ def p50_ms(bundle: Path, seq_len: int, calls: int, threads: int, cpu: int | None
 
     done = subprocess.run([sys.executable, str(bundle / "predict.py"), "--benchmark", str(calls), "--seq-len",
                            str(seq_len), "--threads", str(threads)], capture_output=True, text=True, check=True,
-                          cwd=str(bundle), preexec_fn=pin, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
+                          cwd=str(bundle), preexec_fn=pin, timeout=300, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
     return json.loads(done.stdout.strip().splitlines()[-1])["p50_ms"]
 
 

@@ -27,7 +27,10 @@ SWITCH_MARGIN = 0.03  # undo the fusion only when that is at least 3% faster: wi
 
 def unfuse(model) -> int:
     """Replace every SkipLayerNormalization node of an onnx ModelProto by Add(s) + LayerNormalization,
-    in place; returns how many were replaced. A node whose mean or variance output is read is kept."""
+    in place; returns how many were replaced. A node whose mean or variance output is read is kept.
+    The residual is added first and the bias after it: ONNX Runtime's optimiser, at session load, fuses a
+    product + bias + residual + LayerNormalization chain back into the node, and the other order gave it
+    that chain (the demo's edge int8 graph ran 2x slower, bench/graph_variants.py)."""
     from onnx import helper
 
     read = {name for node in model.graph.node for name in node.input} | {o.name for o in model.graph.output}
