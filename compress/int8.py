@@ -18,6 +18,7 @@ import numpy as np
 
 from shrinkbert.core.device import (cpu_flags, cpu_model, detect_isa)  # noqa: F401  (detect_isa: int8.detect_isa is public)
 from shrinkbert.core.errors import ShrinkbertError, require
+from shrinkbert.core.ortsession import graph_feed
 from shrinkbert.core.quiet import quiet_library_warnings
 
 ISAS = ("avx512_vnni", "avx512", "avx2", "arm64")
@@ -129,27 +130,25 @@ def float_nodes(model, kinds: list[str]) -> dict[str, list[str]]:
 
 
 def check_calibration(features: dict[str, np.ndarray], input_names: list[str], min_rows: int) -> dict[str, np.ndarray]:
-    """A calibration set must hold every model input as a 2-D int array, all of one shape, enough rows."""
+    """A calibration set must hold every model input as a 2-D int array, all of one shape, enough rows;
+    token types it lacks are zeros, as every graph feed fills them (core/ortsession.graph_feed)."""
     missing = [n for n in input_names if n not in features and n != "token_type_ids"]
     if missing:
         raise ShrinkbertError(f"calibration set lacks model input(s) {', '.join(missing)} "
                               f"(has: {', '.join(features) or 'nothing'}; the model wants {', '.join(input_names)})")
-    out = {}
-    shape = None
     for name in input_names:
         array = np.asarray(features[name]) if name in features else None
-        if array is None:  # token_type_ids: zeros like input_ids
-            array = np.zeros_like(np.asarray(features["input_ids"]))
-        if array.ndim != 2 or not np.issubdtype(array.dtype, np.integer):
+        if array is not None and (array.ndim != 2 or not np.issubdtype(array.dtype, np.integer)):
             raise ShrinkbertError(f"calibration input '{name}' must be a 2-D integer array [rows, tokens], "
                                   f"got shape {list(array.shape)} of {array.dtype}")
-        if shape is not None and array.shape != shape:
-            raise ShrinkbertError(f"calibration inputs disagree in shape: '{name}' is {list(array.shape)}, "
-                                  f"expected {list(shape)}")
-        shape = array.shape
-        out[name] = array.astype(np.int64)
-    if shape[0] < min_rows:
-        raise ShrinkbertError(f"calibration set has {shape[0]} rows; static int8 needs at least {min_rows} "
+    out = graph_feed(features, input_names)
+    shapes = {name: array.shape for name, array in out.items()}
+    if len(set(shapes.values())) > 1:
+        raise ShrinkbertError("calibration inputs disagree in shape: "
+                              + ", ".join(f"'{name}' is {list(shape)}" for name, shape in shapes.items()))
+    rows = next(iter(shapes.values()))[0]
+    if rows < min_rows:
+        raise ShrinkbertError(f"calibration set has {rows} rows; static int8 needs at least {min_rows} "
                               f"(pass more rows, or lower min_calibration_rows knowingly)")
     return out
 

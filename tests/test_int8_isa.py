@@ -313,3 +313,19 @@ def test_torch_timer_interleaves_a_teacher_sized_neighbour(monkeypatch):
     model = BertForSequenceClassification(_tiny_config()).eval()
     assert timer(model, torch.randint(0, 1000, (1, 16))) > 0
     assert calls == [3, _tiny_config().num_hidden_layers] * 4  # neighbour, candidate, neighbour, candidate, ...
+
+
+def test_a_calibration_set_is_checked_and_its_missing_token_types_are_zeros():
+    from shrinkbert.compress.int8 import check_calibration
+
+    ids = np.arange(12).reshape(4, 3)
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+    out = check_calibration({"input_ids": ids, "attention_mask": np.ones_like(ids)}, names, min_rows=4)
+    assert set(out) == set(names) and all(a.dtype == np.int64 for a in out.values())
+    assert not out["token_type_ids"].any() and out["token_type_ids"].shape == ids.shape
+    for features, message in [({"input_ids": ids}, r"lacks model input\(s\) attention_mask"),
+                              ({"input_ids": ids, "attention_mask": np.ones((4, 5), int)}, "disagree in shape"),
+                              ({"input_ids": ids, "attention_mask": np.ones((4, 3))}, "2-D integer array"),
+                              ({"input_ids": ids[:2], "attention_mask": ids[:2]}, "has 2 rows")]:
+        with pytest.raises(ShrinkbertError, match=message):
+            check_calibration(features, names, min_rows=4)
