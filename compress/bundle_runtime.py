@@ -15,8 +15,9 @@ process of its own (its own predict.py --benchmark, so no torch and nothing of t
 taken in turn over ROUNDS rounds and each read as the median of its rounds: on a shared VM one 30-call
 sample per setting was not enough (the demo's edge graph on an Intel Xeon model 207, one thread at
 b1/s128: 2.17 ms in the bundle stage's single sample; rebuilt alike and timed interleaved minutes later,
-1.33 ms on one thread against 1.79 on two, bench/graph_variants.py). An alternative replaces the base only where it measures clearly faster at the task's
-length and not clearly slower at 128 tokens: a user's longer text must not pay for the short ones.
+1.33 ms on one thread against 1.79 on two, bench/graph_variants.py). An alternative replaces the base
+only where it measures clearly faster at the task's length and not clearly slower at 128 tokens: a
+user's longer text must not pay for the short ones.
 labels.json "runtime" holds the choice (the Predictor's defaults), the manifest the figures. It also
 says that ONNX Runtime's threads flush denormal floats to zero (compress/bundle_files.open_session): set,
 not timed, since it is never slower.
