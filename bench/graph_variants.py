@@ -109,12 +109,13 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=str(ROOT / "runs/bench/graph-variants"))
     args = p.parse_args(argv)
     import onnx
-    from tokenizers import Tokenizer
 
     from shrinkbert.compress import int8, skip_layer_norm
+    from shrinkbert.compress.common import ort_logits
     from shrinkbert.compress.export import export_graph
     from shrinkbert.core.data.dataspec import resolve_spec
     from shrinkbert.core.device import describe_machine, detect_isa
+    from shrinkbert.core.models import load_tokenizer
     from shrinkbert.core.timing import interleaved_ms
     from shrinkbert.eval.rows import load_test_rows
 
@@ -136,21 +137,15 @@ def main(argv=None) -> int:
                                                                           qconfig, fused=True)
     print(f"machine: {describe_machine()}; int8 defaults: {choice['why']}", flush=True)
 
-    rows = load_test_rows(resolve_spec(SimpleNamespace(), [args.model]))
-    tokenizer = Tokenizer.from_file(str(Path(args.model) / "tokenizer.json"))
-    tokenizer.enable_truncation(128)
-    tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+    test = load_test_rows(resolve_spec(SimpleNamespace(), [args.model]))
+    rows = [{"text": text, "text_pair": test.pairs[i] if test.pairs else None, "label": label}
+            for i, (text, label) in enumerate(zip(test.texts, test.labels))]
+    tokenizer = load_tokenizer(args.model)
 
-    def logits(sess) -> np.ndarray:
-        pieces = []
-        for start in range(0, len(rows.texts), 16):
-            encoded = tokenizer.encode_batch(rows.texts[start:start + 16])
-            columns = {"input_ids": [e.ids for e in encoded], "attention_mask": [e.attention_mask for e in encoded],
-                       "token_type_ids": [e.type_ids for e in encoded]}
-            pieces.append(sess.run(None, {i.name: np.asarray(columns[i.name], np.int64) for i in sess.get_inputs()})[0])
-        return np.concatenate(pieces)
+    def logits(sess) -> np.ndarray:  # the kit's own feed (compress/common.ort_logits), 16 rows a call
+        return ort_logits(sess, tokenizer, rows, batch_size=16)
 
-    labels = np.asarray(rows.labels)
+    labels = np.asarray(test.labels)
     reference = logits(session(graphs["fp32"], 2)).argmax(1)
     print(f"fp32 O2: accuracy {np.mean(reference == labels):.4f} on {len(labels)} test rows")
     int8_graphs = {name: path for name, path in graphs.items() if name != "fp32"}
