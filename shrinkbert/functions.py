@@ -389,6 +389,7 @@ def distill(
     init_layers: str = '',
     init_embeddings: str = 'auto',
     init_keep: str = 'norm',
+    freeze_embeddings: bool = False,
     threads: int = 0,
     latency_runtime: str = 'torch',
     layer_map: str = '',
@@ -540,6 +541,10 @@ def distill(
             [one of auto, columns, pca, projected]
         init_keep: str = 'norm'
             which dims to keep when narrower: norm (largest weights) | first [one of norm, first]
+        freeze_embeddings: bool = False
+            keep the student's word-embedding table as it starts (the teacher's rows, sliced): only its layers,
+            heads and small embeddings learn. On a CPU the table's dense gradient and AdamW update are about a
+            third of a small student's step (docs/benchmarks.md)
         threads: int = 0
             threads for a latency target's timing (0: all cores) [>= 0]
         latency_runtime: str = 'torch'

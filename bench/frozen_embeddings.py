@@ -1,0 +1,103 @@
+"""The demo's edge chain with the word-embedding table frozen (`distill --freeze-embeddings`) or trained.
+
+    python bench/frozen_embeddings.py                 # seeds 0..2, both arms
+    python bench/frozen_embeddings.py --seeds 2
+
+For each seed, the chain recipes/demo.yaml runs for its edge student, in each arm: a 2-layer student at
+the teacher's full width (H384) distilled for 2 epochs, half its heads and three quarters of its FFN
+neurons cut (`shrinkbert prune`), the cut distilled again for 3 epochs (logits + hidden loss, 16,000
+teacher-labelled IMDB sentences, lr 3e-4). Arm `trained` is the recipe as it was (seed 0: the demo's
+own student-wide, edge-cut and student-edge from runs/demo); arm `frozen` passes --freeze-embeddings to
+both distillations. The arms run in turn for each seed, so their training times share the host's minute.
+
+Scored as bench/edge_epochs.py scores (validation picks, test reports; retention mean ± sd over seeds,
+the frozen arm's difference to the trained one with a paired bootstrap 95% interval over the rows), and
+each distillation's training time per step from its manifest. The host's CPU and ISA are printed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from edge_epochs import DISTILL, ROOT, score, shrinkbert  # noqa: E402  (one scorer for both benches)
+
+ARMS = {"trained": [], "frozen": ["--freeze-embeddings"]}
+STAGES = ("wide", "edge")
+
+
+def chain(args, seed: int, arm: str) -> dict[str, Path]:
+    """{stage: artifact} of one arm's chain for one seed, made where missing."""
+    if seed == 0 and arm == "trained":
+        demo = Path(args.demo)
+        made = {"wide": demo / "student-wide", "cut": demo / "edge-cut", "edge": demo / "student-edge"}
+        if not (made["edge"] / "shrinkbert.json").is_file():
+            raise SystemExit(f"error: {made['edge']} is missing: run `bash scripts/demo.sh` first")
+        return made
+    folder = Path(args.out) / f"s{seed}-{arm}"
+    folder.mkdir(parents=True, exist_ok=True)
+    made = {"wide": folder / "wide", "cut": folder / "cut", "edge": folder / "edge"}
+    if not (made["wide"] / "shrinkbert.json").is_file():
+        shrinkbert("distill", "--teacher", args.teacher, *DISTILL, *ARMS[arm], "--layers", "2", "--epochs", "2",
+                   "--seed", str(seed), "--output-dir", str(made["wide"]), log=folder / "wide.log")
+    if not (made["cut"] / "shrinkbert.json").is_file():
+        shrinkbert("prune", "--model", str(made["wide"]), "--head-fraction", "0.5", "--neuron-fraction", "0.75",
+                   "--head-scope", "per_layer", "--output-dir", str(made["cut"]), log=folder / "cut.log")
+    if not (made["edge"] / "shrinkbert.json").is_file():
+        shrinkbert("distill", "--teacher", args.teacher, *DISTILL, *ARMS[arm], "--student", str(made["cut"]),
+                   "--epochs", "3", "--seed", str(seed), "--output-dir", str(made["edge"]), log=folder / "edge.log")
+    return made
+
+
+def step_ms(artifact: Path) -> float:
+    metrics = json.loads((artifact / "shrinkbert.json").read_text())["metrics"]
+    return 1000 * metrics["train_time_s"] / metrics["steps"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1")
+    parser.add_argument("--demo", default=str(ROOT / "runs/demo"), help="the demo's output folder (its teacher, seed 0's chain)")
+    parser.add_argument("--out", default=str(ROOT / "runs/bench/frozen-embeddings"), help="students and frozen_embeddings.json")
+    args = parser.parse_args()
+    args.teacher = str(Path(args.demo) / "teacher")
+    from shrinkbert.core.device import describe_machine
+
+    chains = {arm: [] for arm in ARMS}
+    for seed in range(args.seeds):
+        for arm in ARMS:
+            chains[arm].append(chain(args, seed, arm))
+            print(f"seed {seed}, {arm}: {chains[arm][-1]['edge']}", flush=True)
+    made = {arm: [c["edge"] for c in arm_chains] for arm, arm_chains in chains.items()}
+    results = {"machine": describe_machine(), "arms": list(ARMS), "seeds": args.seeds,
+               "step_ms": {arm: {stage: [step_ms(c[stage]) for c in arm_chains] for stage in STAGES}
+                           for arm, arm_chains in chains.items()},
+               "splits": [score(made, args.teacher, split) for split in ("validation", "test")]}
+    print(f"machine: {results['machine']}")
+    for stage in STAGES:
+        # seed 0's trained chain ran in the demo, not beside its frozen twin: the ratio pairs the seeds run here
+        paired = [(t, f) for seed, (t, f) in enumerate(zip(*(results["step_ms"][arm][stage] for arm in ARMS)))
+                  if seed > 0 or args.seeds == 1]
+        ratio = statistics.median(t / f for t, f in paired)
+        print(f"{stage} distillation, ms a step: " + "; ".join(
+            f"{arm} " + ", ".join(f"{ms:.0f}" for ms in results["step_ms"][arm][stage]) for arm in ARMS)
+            + f"; trained/frozen {ratio:.2f}x (median over the seeds run here)")
+    for split in results["splits"]:
+        print(f"{split['split']} ({split['rows']} rows, teacher {split['teacher_accuracy']:.4f}):")
+        for arm, entry in split["arms"].items():
+            line = (f"  {arm}: retention {entry['mean']:.1f}% ± {entry['sd']:.1f} over {args.seeds} seeds "
+                    f"({', '.join(f'{r:.1f}' for r in entry['retention'])})")
+            if "vs_first" in entry:
+                d = entry["vs_first"]
+                line += (f"; vs trained {d['points']:+.1f} [{d['low']:+.1f}, {d['high']:+.1f}]"
+                         + ("" if d["significant"] else " n.s."))
+            print(line)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    (Path(args.out) / "frozen_embeddings.json").write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
