@@ -103,6 +103,21 @@ def score(made: dict[int, list[Path]], teacher: str, split: str) -> dict:
     return result
 
 
+def print_splits(splits: list[dict], seeds: int, name) -> None:
+    """Each split's arms (from `score`): retention mean ± sd over seeds, the paired difference to the first arm."""
+    for split in splits:
+        print(f"{split['split']} ({split['rows']} rows, teacher {split['teacher_accuracy']:.4f}):")
+        first = next(iter(split["arms"]))
+        for key, arm in split["arms"].items():
+            line = (f"  {name(key)}: retention {arm['mean']:.1f}% ± {arm['sd']:.1f} over {seeds} seeds "
+                    f"({', '.join(f'{r:.1f}' for r in arm['retention'])})")
+            if "vs_first" in arm:
+                d = arm["vs_first"]
+                line += (f"; vs {name(first)} {d['points']:+.1f} [{d['low']:+.1f}, {d['high']:+.1f}]"
+                         + ("" if d["significant"] else " n.s."))
+            print(line)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", default="2,3", help="comma-separated epochs of the cut's distillation (first: the reference)")
@@ -118,16 +133,7 @@ def main() -> None:
     results = {"machine": describe_machine(), "epochs": args.epochs, "seeds": args.seeds,
                "splits": [score(made, args.teacher, split) for split in ("validation", "test")]}
     print(f"machine: {results['machine']}")
-    for split in results["splits"]:
-        print(f"{split['split']} ({split['rows']} rows, teacher {split['teacher_accuracy']:.4f}):")
-        for epochs, arm in split["arms"].items():
-            line = (f"  {epochs} epochs: retention {arm['mean']:.1f}% ± {arm['sd']:.1f} over {args.seeds} seeds "
-                    f"({', '.join(f'{r:.1f}' for r in arm['retention'])})")
-            if "vs_first" in arm:
-                d = arm["vs_first"]
-                line += (f"; vs {args.epochs[0]} epochs {d['points']:+.1f} [{d['low']:+.1f}, {d['high']:+.1f}]"
-                         + ("" if d["significant"] else " n.s."))
-            print(line)
+    print_splits(results["splits"], args.seeds, lambda epochs: f"{epochs} epochs")
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / "edge_epochs.json").write_text(json.dumps(results, indent=2))
 

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from edge_epochs import DISTILL, ROOT, score, shrinkbert  # noqa: E402  (one scorer for both benches)
+from edge_epochs import DISTILL, ROOT, print_splits, score, shrinkbert  # noqa: E402  (one scorer for both)
 
 ARMS = {"trained": [], "frozen": ["--freeze-embeddings"]}
 STAGES = ("wide", "edge")
@@ -85,16 +85,7 @@ def main() -> None:
         print(f"{stage} distillation, ms a step: " + "; ".join(
             f"{arm} " + ", ".join(f"{ms:.0f}" for ms in results["step_ms"][arm][stage]) for arm in ARMS)
             + f"; trained/frozen {ratio:.2f}x (median over the seeds run here)")
-    for split in results["splits"]:
-        print(f"{split['split']} ({split['rows']} rows, teacher {split['teacher_accuracy']:.4f}):")
-        for arm, entry in split["arms"].items():
-            line = (f"  {arm}: retention {entry['mean']:.1f}% ± {entry['sd']:.1f} over {args.seeds} seeds "
-                    f"({', '.join(f'{r:.1f}' for r in entry['retention'])})")
-            if "vs_first" in entry:
-                d = entry["vs_first"]
-                line += (f"; vs trained {d['points']:+.1f} [{d['low']:+.1f}, {d['high']:+.1f}]"
-                         + ("" if d["significant"] else " n.s."))
-            print(line)
+    print_splits(results["splits"], args.seeds, str)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / "frozen_embeddings.json").write_text(json.dumps(results, indent=2))
 
