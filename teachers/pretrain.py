@@ -198,7 +198,8 @@ def heldout_metrics(model, dataset, collate, batch_size: int) -> dict[str, float
 
 
 def load_start(cfg: Config):
-    """(model, tokenizer, parents, head_is_new) for a from-scratch or continued run."""
+    """(model, tokenizer, parents, head_is_new, student record or None) for a from-scratch or continued run,
+    or a student made from a teacher (teachers/pretrain_student.py)."""
     from transformers import BertForMaskedLM, BertForPreTraining
 
     model_cls = BertForPreTraining if cfg.nsp else BertForMaskedLM
@@ -206,8 +207,8 @@ def load_start(cfg: Config):
     # unseeded it made two runs of the same recipe and seed train different teachers.
     torch.manual_seed(cfg.seed)
     if pretrain_student.wants_student(cfg):
-        student, tokenizer, parents, _ = pretrain_student.build_student(cfg, model_cls)
-        return student, tokenizer, parents, False
+        student, tokenizer, parents, record = pretrain_student.build_student(cfg, model_cls)
+        return student, tokenizer, parents, False, record
     if cfg.model:
         path = check_model_dir(resolve_model_dir(cfg.model))
         from transformers import AutoConfig
@@ -225,10 +226,10 @@ def load_start(cfg: Config):
             model = load_model(model_cls, path)
         tokenizer = load_tokenizer(cfg.tokenizer or path, model.config)
         parents = [path] + ([cfg.tokenizer] if cfg.tokenizer else [])
-        return model, tokenizer, parents, head_is_new
+        return model, tokenizer, parents, head_is_new, None
     tokenizer = load_tokenizer(cfg.tokenizer)  # given: run() checked
     model = model_cls(preset_config(cfg.preset, len(tokenizer), max(512, cfg.max_length)))
-    return model, tokenizer, [cfg.tokenizer], False
+    return model, tokenizer, [cfg.tokenizer], False, None
 
 
 # --------------------------------------------------------------------------------------------
@@ -343,16 +344,7 @@ def _pretrain(cfg: Config, lines: list[str], words: dict[str, int]):
     from shrinkbert.core.train import checkpoint_dir_for, train
 
     ckpt = checkpoint_dir_for(Path(cfg.output_dir))
-    record = None
-    if pretrain_student.wants_student(cfg):
-        from transformers import BertForMaskedLM, BertForPreTraining
-
-        torch.manual_seed(cfg.seed)
-        model, tokenizer, parents, record = pretrain_student.build_student(
-            cfg, BertForPreTraining if cfg.nsp else BertForMaskedLM)
-        head_is_new = False
-    else:
-        model, tokenizer, parents, head_is_new = load_start(cfg)
+    model, tokenizer, parents, head_is_new, record = load_start(cfg)
     if cfg.max_length > model.config.max_position_embeddings:
         raise ShrinkbertError(f"max_length {cfg.max_length} exceeds the model's "
                               f"{model.config.max_position_embeddings} positions")
