@@ -108,15 +108,16 @@ def main(argv=None) -> int:
     cases = [tuple(int(n) for n in case.split("x")) for case in args.cases.split(",")]
 
     import torch
-    from transformers import AutoModelForSequenceClassification
 
     from shrinkbert.core.device import describe_machine
+    from shrinkbert.core.kinds import kind_of
     from shrinkbert.core.timing import interleaved_ms
     from shrinkbert.eval.floor import host_rates
 
     cores = len(os.sched_getaffinity(0))
     print(f"machine: {describe_machine()}; this process may use {cores} cores", flush=True)
-    models = {name: AutoModelForSequenceClassification.from_pretrained(path, torch_dtype=torch.float32).eval()
+    # each model with its own kind's head (a QA teacher as a QA model), from its artifact folder
+    models = {name: kind_of(path).model_class().from_pretrained(path, dtype=torch.float32).eval()
               for name, path in named(args.torch).items()}
     graphs = named(args.onnx)
     results = {"machine": describe_machine(), "cores": cores, "torch": torch.__version__, "rates": {}, "p50_ms": {}}
