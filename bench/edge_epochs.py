@@ -38,6 +38,28 @@ def shrinkbert(*args: str, log: Path) -> None:
         raise SystemExit(f"error: shrinkbert {args[0]} failed (see {log})")
 
 
+def wide_and_cut(teacher: str, folder: Path, seed: int, extra: tuple[str, ...] = ()) -> tuple[Path, Path]:
+    """The recipe's wide student (2 of the teacher's layers at its width, 2 epochs) and its cut (half the
+    heads, three quarters of the FFN neurons), in `folder`, made where missing; `extra`: distill options."""
+    wide, cut = folder / "wide", folder / "cut"
+    if not (wide / "shrinkbert.json").is_file():
+        shrinkbert("distill", "--teacher", teacher, *DISTILL, *extra, "--layers", "2", "--epochs", "2",
+                   "--seed", str(seed), "--output-dir", str(wide), log=folder / "wide.log")
+    if not (cut / "shrinkbert.json").is_file():
+        shrinkbert("prune", "--model", str(wide), "--head-fraction", "0.5", "--neuron-fraction", "0.75",
+                   "--head-scope", "per_layer", "--output-dir", str(cut), log=folder / "cut.log")
+    return wide, cut
+
+
+def edge_student(teacher: str, cut: Path, edge: Path, epochs: int, seed: int, log: Path,
+                 extra: tuple[str, ...] = ()) -> Path:
+    """The cut distilled again for `epochs` into `edge`, where not made yet."""
+    if not (edge / "shrinkbert.json").is_file():
+        shrinkbert("distill", "--teacher", teacher, *DISTILL, *extra, "--student", str(cut), "--epochs",
+                   str(epochs), "--seed", str(seed), "--output-dir", str(edge), log=log)
+    return edge
+
+
 def students(args) -> dict[int, list[Path]]:
     """{epochs: [the edge student of each seed]}, distilled where not in --out yet."""
     made: dict[int, list[Path]] = {epochs: [] for epochs in args.epochs}
@@ -49,19 +71,10 @@ def students(args) -> dict[int, list[Path]]:
             if not (cut / "shrinkbert.json").is_file():
                 raise SystemExit(f"error: {cut} is missing: run `bash scripts/demo.sh` first")
         else:
-            wide, cut = folder / "wide", folder / "cut"
-            if not (wide / "shrinkbert.json").is_file():
-                shrinkbert("distill", "--teacher", args.teacher, *DISTILL, "--layers", "2", "--epochs", "2",
-                           "--seed", str(seed), "--output-dir", str(wide), log=folder / "wide.log")
-            if not (cut / "shrinkbert.json").is_file():
-                shrinkbert("prune", "--model", str(wide), "--head-fraction", "0.5", "--neuron-fraction", "0.75",
-                           "--head-scope", "per_layer", "--output-dir", str(cut), log=folder / "cut.log")
+            wide, cut = wide_and_cut(args.teacher, folder, seed)
         for epochs in args.epochs:
             edge = Path(args.demo) / "student-edge" if seed == 0 and epochs == 2 else folder / f"edge{epochs}"
-            if not (edge / "shrinkbert.json").is_file():
-                shrinkbert("distill", "--teacher", args.teacher, *DISTILL, "--student", str(cut), "--epochs",
-                           str(epochs), "--seed", str(seed), "--output-dir", str(edge), log=folder / f"edge{epochs}.log")
-            made[epochs].append(edge)
+            made[epochs].append(edge_student(args.teacher, cut, edge, epochs, seed, log=folder / f"edge{epochs}.log"))
             print(f"seed {seed}, {epochs} epochs: {edge}", flush=True)
     return made
 

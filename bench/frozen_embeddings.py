@@ -23,9 +23,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from edge_epochs import DISTILL, ROOT, print_splits, score, shrinkbert  # noqa: E402  (one scorer for both)
+from edge_epochs import ROOT, edge_student, print_splits, score, wide_and_cut  # noqa: E402  (one chain, one scorer)
 
-ARMS = {"trained": [], "frozen": ["--freeze-embeddings"]}
+ARMS = {"trained": (), "frozen": ("--freeze-embeddings",)}
 STAGES = ("wide", "edge")
 
 
@@ -39,17 +39,9 @@ def chain(args, seed: int, arm: str) -> dict[str, Path]:
         return made
     folder = Path(args.out) / f"s{seed}-{arm}"
     folder.mkdir(parents=True, exist_ok=True)
-    made = {"wide": folder / "wide", "cut": folder / "cut", "edge": folder / "edge"}
-    if not (made["wide"] / "shrinkbert.json").is_file():
-        shrinkbert("distill", "--teacher", args.teacher, *DISTILL, *ARMS[arm], "--layers", "2", "--epochs", "2",
-                   "--seed", str(seed), "--output-dir", str(made["wide"]), log=folder / "wide.log")
-    if not (made["cut"] / "shrinkbert.json").is_file():
-        shrinkbert("prune", "--model", str(made["wide"]), "--head-fraction", "0.5", "--neuron-fraction", "0.75",
-                   "--head-scope", "per_layer", "--output-dir", str(made["cut"]), log=folder / "cut.log")
-    if not (made["edge"] / "shrinkbert.json").is_file():
-        shrinkbert("distill", "--teacher", args.teacher, *DISTILL, *ARMS[arm], "--student", str(made["cut"]),
-                   "--epochs", "3", "--seed", str(seed), "--output-dir", str(made["edge"]), log=folder / "edge.log")
-    return made
+    wide, cut = wide_and_cut(args.teacher, folder, seed, extra=ARMS[arm])
+    edge = edge_student(args.teacher, cut, folder / "edge", 3, seed, log=folder / "edge.log", extra=ARMS[arm])
+    return {"wide": wide, "cut": cut, "edge": edge}
 
 
 def step_ms(artifact: Path) -> float:
