@@ -16,6 +16,11 @@
 #   GENERAL=1 CORPUS=broad.txt ...       # instead: general distillation first (#38): the recipe's 2L/H256
 #                                        # student distilled from the raw teacher on broad text, then the task,
 #                                        # against the plain slice, seeds 0-2 interleaved
+#   PRETRAINED=1 ...                     # instead: pretrained BERT students of the MPNet teacher, re-indexed
+#                                        # to its ids (students/vocab_map.py): the demo's 2L/H384 edge student
+#                                        # (seeds 0-2), its wide student cut and re-distilled as the demo does
+#                                        # (seed 0) and all-MiniLM-L6-v2 whole (seed 0); bench/cuda_mpnet_prepare.sh
+#                                        # with PRETRAINED=1 packs them ($PARTS/edge16, $PARTS/wide16, .device/minilm16)
 set -uo pipefail
 OUT=${OUT:-runs/cuda}
 mkdir -p "$OUT"
@@ -55,6 +60,30 @@ elif [ "${GENERAL:-0}" = 1 ]; then
     [ "${SLICE:-1}" = 0 ] || step slice-s$seed sb distill --teacher $R/teacher-bf16 --layers 2 --hidden 256 --epochs $STUDENT_EPOCHS \
       --learning-rate 3e-4 --logits-weight 1 --hidden-weight 1 --no-cache-hidden --transfer-corpus .device/imdb-sentences.txt \
       --max-transfer-rows $TRANSFER --mixed-precision bf16 --checkpoint-every 0 --seed $seed $ROWS --output-dir $R/slice-s$seed
+  done
+  PRECISIONS=""
+elif [ "${PRETRAINED:-0}" = 1 ]; then
+  step teacher-bf16 sb finetune --model .device/mpnet16 --task movie-snippets --epochs 1 --learning-rate 3e-5 \
+    --batch-size 32 --max-length 128 --mixed-precision bf16 --checkpoint-every 0 $ROWS --output-dir $R/teacher-bf16
+  KD="--logits-weight 1 --hidden-weight 1 --no-cache-hidden --transfer-corpus .device/imdb-sentences.txt
+    --max-transfer-rows $TRANSFER --mixed-precision bf16 --checkpoint-every 0 $ROWS"
+  # the order puts one of each arm first, so a call that runs out of time still compares them
+  for seed in ${SEEDS:-0 1 2}; do
+    step edge-s$seed sb distill --teacher $R/teacher-bf16 --student "$PARTS/edge16" --epochs 3 --learning-rate 3e-4 \
+      --seed $seed $KD --output-dir $R/edge-s$seed
+    dump_manifests "$R" "$OUT/manifests-mpnet.json" > /dev/null
+    if [ "$seed" = 0 ]; then
+      step minilm6-s0 sb distill --teacher $R/teacher-bf16 --student .device/minilm16 --epochs $STUDENT_EPOCHS \
+        --learning-rate 1e-4 $KD --output-dir $R/minilm6-s0
+      # the demo's edge chain with MPNet teaching: its wide 2L/H384 student, the same cut, 3 epochs again
+      step wide-s0 sb distill --teacher $R/teacher-bf16 --student "$PARTS/wide16" --epochs $STUDENT_EPOCHS \
+        --learning-rate 3e-4 $KD --output-dir $R/wide-s0
+      step cut-s0 sb prune --model $R/wide-s0 --head-fraction 0.5 --neuron-fraction 0.75 --head-scope per_layer \
+        --output-dir $R/cut-s0
+      step recut-s0 sb distill --teacher $R/teacher-bf16 --student $R/cut-s0 --epochs 3 --learning-rate 3e-4 \
+        $KD --output-dir $R/recut-s0
+      dump_manifests "$R" "$OUT/manifests-mpnet.json" > /dev/null
+    fi
   done
   PRECISIONS=""
 else

@@ -5,6 +5,8 @@
 #     same), its weights in fp16 (193 MB; loaded back as fp32 there, so the teacher differs from the CPU
 #     runs' by fp16 rounding of its weights), cut into five byte parts .device/mpnet-part{1..5}/
 #   - IMDB review sentences for the transfer set (the mpnet-movies recipe's `transfer_corpus: imdb`)
+#   - PRETRAINED=1: the demo's (DEMO=runs/demo) edge student (already trimmed) and wide student (trimmed
+#     here), in fp16, beside parts 1 and 2 (each call carries one part and at most 64 MiB in all)
 # Run bench/cuda_prepare.sh first (the pinned wheels, the stored movie-snippets split).
 #   bash bench/cuda_mpnet_prepare.sh          # then bench/cuda_mpnet.sh's header says how to send it
 set -euo pipefail
@@ -36,4 +38,18 @@ sha256sum /tmp/mpnet16.safetensors | cut -d' ' -f1 > .device/mpnet16/model.safet
 split -n 5 -d -a 1 /tmp/mpnet16.safetensors /tmp/mpnet16.part
 for i in 0 1 2 3 4; do mkdir -p .device/mpnet-part$((i + 1)); mv /tmp/mpnet16.part$i .device/mpnet-part$((i + 1))/; done
 rm /tmp/mpnet16.safetensors
+if [ "${PRETRAINED:-0}" = 1 ]; then
+  DEMO=${DEMO:-runs/demo}
+  rm -rf runs/device/wide-trim
+  $PY -m shrinkbert trim-vocab --model "$DEMO/student-wide" --output-dir runs/device/wide-trim
+  for pair in "$DEMO/edge-trimmed .device/mpnet-part1/edge16" "runs/device/wide-trim .device/mpnet-part2/wide16"; do
+    set -- $pair
+    mkdir -p "$2"
+    # no manifest: its recorded hashes are of the fp32 files
+    cp "$1"/{config.json,tokenizer.json,tokenizer_config.json,vocab.txt,special_tokens_map.json} "$2"/
+    $PY -c "import sys; from safetensors.torch import load_file, save_file
+save_file({k: v.half().contiguous() for k, v in load_file(sys.argv[1]).items()}, sys.argv[2], metadata={'format': 'pt'})" \
+      "$1/model.safetensors" "$2/model.safetensors"
+  done
+fi
 du -sh .device/mpnet-part* .device/mpnet16 .device/imdb-sentences.txt
