@@ -1,7 +1,7 @@
 """The edge bundle needs only what its requirements.txt names: installed into a bare venv (no system
 site packages, so no torch, transformers or shrinkbert), its predict.py gives the same predictions as
-it does beside the kit. pip takes the wheels from its cache (filled by scripts/setup.sh), else from
-the registry."""
+it does beside the kit. pip takes the wheels from its cache, else from the registry (scripts/setup.sh
+installs with uv, whose cache pip does not read)."""
 from __future__ import annotations
 
 import json
