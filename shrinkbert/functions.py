@@ -390,6 +390,7 @@ def distill(
     init_embeddings: str = 'auto',
     init_keep: str = 'norm',
     freeze_embeddings: bool = False,
+    dropout: float | None = None,
     threads: int = 0,
     latency_runtime: str = 'torch',
     layer_map: str = '',
@@ -545,6 +546,10 @@ def distill(
             keep the student's word-embedding table as it starts (the teacher's rows, sliced): only its layers,
             heads and small embeddings learn. The demo's edge student distilled 1.26x faster a step on a CPU and
             kept 1.1 points less of its teacher on validation (n.s., 3 seeds; docs/benchmarks.md)
+        dropout: float | None = None
+            dropout probability in the student while it distils, every dropout its family has (hidden states,
+            attention, classifier); the saved config keeps the family's (empty: the student's own, 0.1 for BERT)
+            [>= 0 and < 1]
         threads: int = 0
             threads for a latency target's timing (0: all cores) [>= 0]
         latency_runtime: str = 'torch'

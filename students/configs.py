@@ -78,6 +78,10 @@ class DistillConfig(TrainConfig, DataConfig):
                                            "student distilled 1.26x faster a step on a CPU and kept 1.1 points less "
                                            "of its teacher on validation (n.s., 3 seeds; docs/benchmarks.md)",
                                     group="student shape")
+    dropout: float | None = field(None, "dropout probability in the student while it distils, every dropout its family "
+                                        "has (hidden states, attention, classifier); the saved config keeps the "
+                                        "family's (empty: the student's own, 0.1 for BERT)", min=0, below=1,
+                                  group="student shape")
     threads: int = field(0, "threads for a latency target's timing (0: all cores)", min=0, group="student shape")
     latency_runtime: str = field("torch", "runtime a latency target is timed on: torch (PyTorch fp32), onnx (fp32 ONNX "
                                           "Runtime) or onnx-int8 (dynamic int8 with this CPU's defaults): pick the "

@@ -49,6 +49,7 @@ from shrinkbert.students.configs import EMBEDDING_ONLY_OPTIONS, DistillConfig as
 from shrinkbert.students.distill_data import load_data, make_collate, teacher_cache_dir
 from shrinkbert.students.distill_loss import loss_weights, make_loss_fn
 from shrinkbert.students.distill_models import _teacher_parameters, build_student, load_teacher
+from shrinkbert.students.dropout import override_dropout
 from shrinkbert.students.ensemble import describe_teachers, primary_teacher, split_teachers, teacher_source
 from shrinkbert.students.losses import DistillLoss, format_layer_map, parse_layer_map
 from shrinkbert.students.processes import log_main, process_state
@@ -185,6 +186,9 @@ def distill_logits(cfg: Config) -> Path:
     if cfg.freeze_embeddings:  # no gradient, clipping or AdamW state for the (vocab x hidden) table at all
         student.get_input_embeddings().requires_grad_(False)
         student_record["frozen"] = "word embeddings"
+    restore_dropout = override_dropout(student, cfg.dropout) if cfg.dropout is not None else None
+    if restore_dropout is not None:
+        student_record["dropout"] = cfg.dropout
     s_layers, t_layers = student.config.num_hidden_layers, teacher_config.num_hidden_layers
     layer_map = parse_layer_map(cfg.layer_map or None, s_layers, t_layers)
     distill_loss = DistillLoss(weights, layer_map, student.config.hidden_size, teacher_config.hidden_size,
@@ -227,6 +231,8 @@ def distill_logits(cfg: Config) -> Path:
     train_metrics = train(student, train_set, collate, loss_fn, cfg, checkpoint_dir,
                           extra_modules=[distill_loss], frozen_modules=[teacher] if teacher is not None else [],
                           desc="distill")
+    if restore_dropout is not None:
+        restore_dropout()
 
     state = process_state()
     metrics: dict[str, Any] = {k: v for k, v in train_metrics.items() if k != "history"}

@@ -1,18 +1,21 @@
-"""The demo's edge chain with the word-embedding table frozen (`distill --freeze-embeddings`) or trained.
+"""The demo's edge chain with one distillation option changed in both of its distillations, arm by arm.
 
-    python bench/frozen_embeddings.py                 # seeds 0..2, both arms
-    python bench/frozen_embeddings.py --seeds 2
+    python bench/edge_arms.py                                   # seeds 0..2: trained, frozen, no-dropout
+    python bench/edge_arms.py --arms trained,no-dropout --seeds 2
 
 For each seed, the chain recipes/demo.yaml runs for its edge student, in each arm: a 2-layer student at
 the teacher's full width (H384) distilled for 2 epochs, half its heads and three quarters of its FFN
 neurons cut (`shrinkbert prune`), the cut distilled again for 3 epochs (logits + hidden loss, 16,000
-teacher-labelled IMDB sentences, lr 3e-4). Arm `trained` is the recipe as it was (seed 0: the demo's
-own student-wide, edge-cut and student-edge from runs/demo); arm `frozen` passes --freeze-embeddings to
-both distillations. The arms run in turn for each seed, so their training times share the host's minute.
+teacher-labelled IMDB sentences, lr 3e-4). Arm `trained` is the recipe as it is (seed 0: the demo's
+own student-wide, edge-cut and student-edge from runs/demo); the others pass their option to both
+distillations: `frozen` --freeze-embeddings (the word-embedding table kept as it starts), `no-dropout`
+--dropout 0. The arms run in turn for each seed, so their training times share the host's minute; a
+chain already in --out is reused (an arm added later runs alone: its step times then come from
+another minute than the reference's).
 
 Scored as bench/edge_epochs.py scores (validation picks, test reports; retention mean ± sd over seeds,
-the frozen arm's difference to the trained one with a paired bootstrap 95% interval over the rows), and
-each distillation's training time per step from its manifest. The host's CPU and ISA are printed.
+each arm's difference to the first with a paired bootstrap 95% interval over the rows), and each
+distillation's training time per step from its manifest. The host's CPU and ISA are printed.
 """
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from edge_epochs import ROOT, edge_student, print_splits, score, wide_and_cut  # noqa: E402  (one chain, one scorer)
 
-ARMS = {"trained": (), "frozen": ("--freeze-embeddings",)}
+ARMS = {"trained": (), "frozen": ("--freeze-embeddings",), "no-dropout": ("--dropout", "0")}
 STAGES = ("wide", "edge")
 
 
@@ -53,33 +56,39 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1")
     parser.add_argument("--demo", default=str(ROOT / "runs/demo"), help="the demo's output folder (its teacher, seed 0's chain)")
-    parser.add_argument("--out", default=str(ROOT / "runs/bench/frozen-embeddings"), help="students and frozen_embeddings.json")
+    parser.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated, of {', '.join(ARMS)} (first: the reference)")
+    parser.add_argument("--out", default=str(ROOT / "runs/bench/edge-arms"), help="students and edge_arms.json")
     args = parser.parse_args()
+    arms = args.arms.split(",")
+    if unknown := [arm for arm in arms if arm not in ARMS]:
+        raise SystemExit(f"error: unknown arm {unknown[0]!r}: one of {', '.join(ARMS)}")
     args.teacher = str(Path(args.demo) / "teacher")
     from shrinkbert.core.device import describe_machine
 
-    chains = {arm: [] for arm in ARMS}
+    chains = {arm: [] for arm in arms}
     for seed in range(args.seeds):
-        for arm in ARMS:
+        for arm in arms:
             chains[arm].append(chain(args, seed, arm))
             print(f"seed {seed}, {arm}: {chains[arm][-1]['edge']}", flush=True)
     made = {arm: [c["edge"] for c in arm_chains] for arm, arm_chains in chains.items()}
-    results = {"machine": describe_machine(), "arms": list(ARMS), "seeds": args.seeds,
+    results = {"machine": describe_machine(), "arms": arms, "seeds": args.seeds,
                "step_ms": {arm: {stage: [step_ms(c[stage]) for c in arm_chains] for stage in STAGES}
                            for arm, arm_chains in chains.items()},
                "splits": [score(made, args.teacher, split) for split in ("validation", "test")]}
     print(f"machine: {results['machine']}")
     for stage in STAGES:
-        # seed 0's trained chain ran in the demo, not beside its frozen twin: the ratio pairs the seeds run here
-        paired = [(t, f) for seed, (t, f) in enumerate(zip(*(results["step_ms"][arm][stage] for arm in ARMS)))
-                  if seed > 0 or args.seeds == 1]
-        ratio = statistics.median(t / f for t, f in paired)
-        print(f"{stage} distillation, ms a step: " + "; ".join(
-            f"{arm} " + ", ".join(f"{ms:.0f}" for ms in results["step_ms"][arm][stage]) for arm in ARMS)
-            + f"; trained/frozen {ratio:.2f}x (median over the seeds run here)")
+        times = results["step_ms"]
+        line = f"{stage} distillation, ms a step: " + "; ".join(
+            f"{arm} " + ", ".join(f"{ms:.0f}" for ms in times[arm][stage]) for arm in arms)
+        for arm in arms[1:]:
+            # seed 0's trained chain ran in the demo, not beside its twins: the ratio pairs the seeds run here
+            paired = [(r, a) for seed, (r, a) in enumerate(zip(times[arms[0]][stage], times[arm][stage]))
+                      if seed > 0 or args.seeds == 1]
+            line += f"; {arms[0]}/{arm} {statistics.median(r / a for r, a in paired):.2f}x"
+        print(line + " (median over the seeds run here)")
     print_splits(results["splits"], args.seeds, str)
     Path(args.out).mkdir(parents=True, exist_ok=True)
-    (Path(args.out) / "frozen_embeddings.json").write_text(json.dumps(results, indent=2))
+    (Path(args.out) / "edge_arms.json").write_text(json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":
