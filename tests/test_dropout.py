@@ -52,3 +52,15 @@ def test_distill_records_the_dropout_and_saves_the_familys_config(tiny_bert, tin
     saved = json.loads((out / "config.json").read_text())
     teacher = json.loads((tiny_bert / "config.json").read_text())
     assert saved["hidden_dropout_prob"] == teacher["hidden_dropout_prob"] > 0
+
+
+def test_cpu_training_steps_of_up_to_128_tokens_run_sdpa_math_kernel():
+    from shrinkbert.core.train import MATH_ATTENTION_UP_TO, attention_kernel
+
+    cpu = torch.device("cpu")
+    with attention_kernel({"input_ids": torch.zeros(2, MATH_ATTENTION_UP_TO)}, cpu):
+        assert not torch.backends.cuda.flash_sdp_enabled()  # the flags SDPA's CPU dispatch reads too
+    for batch, device in (({"input_ids": torch.zeros(2, MATH_ATTENTION_UP_TO + 1)}, cpu),
+                          ({"input_ids": torch.zeros(2, 28)}, torch.device("cuda")), ({}, cpu)):
+        with attention_kernel(batch, device):
+            assert torch.backends.cuda.flash_sdp_enabled()
