@@ -17,7 +17,9 @@ another minute than the reference's).
 
 Scored as bench/edge_epochs.py scores (validation picks, test reports; retention mean ± sd over seeds,
 each arm's difference to the first with a paired bootstrap 95% interval over the rows), and each
-distillation's training time per step from its manifest. The host's CPU and ISA are printed.
+distillation's training time per step from its manifest. With --timing-rounds, each distillation also
+runs --timing-steps steps in every arm, the arms alternated within each round, for step-time ratios of
+runs a minute apart. The host's CPU and ISA are printed.
 """
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -186,8 +186,9 @@ def distill_logits(cfg: Config) -> Path:
     if cfg.freeze_embeddings:  # no gradient, clipping or AdamW state for the (vocab x hidden) table at all
         student.get_input_embeddings().requires_grad_(False)
         student_record["frozen"] = "word embeddings"
-    restore_dropout = override_dropout(student, cfg.dropout) if cfg.dropout is not None else None
-    if restore_dropout is not None:
+    restore_dropout: Callable[[], None] = lambda: None
+    if cfg.dropout is not None:
+        restore_dropout = override_dropout(student, cfg.dropout)
         student_record["dropout"] = cfg.dropout
     s_layers, t_layers = student.config.num_hidden_layers, teacher_config.num_hidden_layers
     layer_map = parse_layer_map(cfg.layer_map or None, s_layers, t_layers)
@@ -231,8 +232,7 @@ def distill_logits(cfg: Config) -> Path:
     train_metrics = train(student, train_set, collate, loss_fn, cfg, checkpoint_dir,
                           extra_modules=[distill_loss], frozen_modules=[teacher] if teacher is not None else [],
                           desc="distill")
-    if restore_dropout is not None:
-        restore_dropout()
+    restore_dropout()
 
     state = process_state()
     metrics: dict[str, Any] = {k: v for k, v in train_metrics.items() if k != "history"}

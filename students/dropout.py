@@ -14,7 +14,7 @@ from torch import nn
 
 
 def _is_dropout_float(name: str, value) -> bool:
-    return isinstance(value, float) and not isinstance(value, bool) and ("dropout" in name or name == "drop_prob")
+    return isinstance(value, float) and ("dropout" in name or name == "drop_prob")
 
 
 def override_dropout(model: nn.Module, probability: float) -> Callable[[], None]:
