@@ -35,6 +35,10 @@ class EvalConfig(DataConfig):
                               choices=("cpu", "cuda"))
     memory: str = field("isolated", "memory: isolated (each variant alone in a fresh process, ~10 s each), "
                                     "inprocess (approximate), or off", choices=("isolated", "inprocess", "off"))
+    timing: str = field("isolated", "latency: isolated (each variant in a worker process of its own, holding only its "
+                                    "runtime: what a user's process sees) or inprocess (every variant in this process: "
+                                    "quicker to start, threads and memory shared)",
+                        choices=("isolated", "inprocess"))
     quick: bool = field(False, f"a fast look: {QUICK}")
     cache: bool = field(True, "reuse finished measurements from --out (keyed by artifact hash + settings)")
     progress: bool = field(True, "show progress bars")
@@ -67,7 +71,7 @@ class EvalConfig(DataConfig):
 # logit report has no drop-in index, retrieval, NLI or frozen-vector classification. An option of
 # the other report, set, is refused in one line (`unread_options`) instead of being ignored.
 VECTOR_REPORT_UNREAD = ("batch_sizes", "seq_lens", "eval_batch_size", "torch_attention", "torch_device", "memory",
-                        "cache", "plot", "floor")
+                        "timing", "cache", "plot", "floor")
 LOGIT_REPORT_UNREAD = ("index_corpus", "index_sentences", "query_sentences", "classify", "retrieval",
                        "retrieval_questions", "nli", "nli_pairs", "retrieval_articles")
 

@@ -87,7 +87,8 @@ def run(config: EvalConfig, rows=None) -> tuple[dict, dict]:
     settings = Settings(batch_sizes=config.batch_sizes, seq_lens=config.seq_lens, runs=config.runs,
                         warmup=config.warmup, threads=config.threads, max_length=config.max_length or 128,
                         eval_batch_size=config.eval_batch_size, attention=config.torch_attention,
-                        device=config.torch_device, memory=config.memory)
+                        device=config.torch_device, memory=config.memory,
+                        isolate=config.timing == "isolated")
     settings.cases  # validate the cases before any loading
     if config.torch_device != "cpu":  # no GPU here: one line before anything loads
         from shrinkbert.eval.runners import torch_device

@@ -1222,6 +1222,7 @@ def report(
     torch_attention: str = 'eager',
     torch_device: str = 'cpu',
     memory: str = 'isolated',
+    timing: str = 'isolated',
     quick: bool = False,
     cache: bool = True,
     progress: bool = True,
@@ -1304,6 +1305,10 @@ def report(
         memory: str = 'isolated'
             memory: isolated (each variant alone in a fresh process, ~10 s each), inprocess (approximate), or
             off [one of isolated, inprocess, off]
+        timing: str = 'isolated'
+            latency: isolated (each variant in a worker process of its own, holding only its runtime: what a
+            user's process sees) or inprocess (every variant in this process: quicker to start, threads and
+            memory shared) [one of isolated, inprocess]
         quick: bool = False
             a fast look: {'batch_sizes': [1], 'seq_lens': ['128', 'real'], 'runs': 8, 'warmup': 2,
             'max_eval_rows': 200, 'memory': 'off'}

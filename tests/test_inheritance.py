@@ -47,7 +47,8 @@ def chain(pair_csv: Path, max_length: int | None) -> dict:
         "int8": {"uses": "quantize", "with": {"model": "${onnx}", "max_eval_rows": 16}},
         "bundle": {"uses": "bundle", "with": {"model": "${int8}", "parity_rows": 8}},
         "report": {"uses": "eval", "with": {"artifacts": ["${teacher}", "${int8}", "${bundle}"], "quick": True,
-                                            "memory": "off", "batch_sizes": [1], "seq_lens": ["16"], "runs": 2,
+                                            "memory": "off", "timing": "inprocess", "batch_sizes": [1],
+                                            "seq_lens": ["16"], "runs": 2,
                                             "progress": False, "plot": False}},
     }}
 

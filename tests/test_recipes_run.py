@@ -39,7 +39,10 @@ ALWAYS = {"max_length": 32, "batch_size": 8, "eval_batch_size": 16, "max_train_r
           "heldout_max_examples": 8, "progress": False}
 WHEN_SET = {"max_steps": 4, "head_warmup_steps": 2, "checkpoint_every": 2, "max_transfer_rows": 48, "hidden": 16,
             "intermediate": 32}
-REPORT = {"quick": True, "memory": "off", "batch_sizes": [1], "seq_lens": ["real"], "runs": 2, "warmup": 0}
+# timing inprocess: a worker process per variant costs a miniature about 15 s of imports; the workers are
+# tested in tests/test_latency_workers.py and by the reports of tests/test_eval.py and tests/test_qa_stages.py
+REPORT = {"quick": True, "memory": "off", "timing": "inprocess", "batch_sizes": [1], "seq_lens": ["real"],
+          "runs": 2, "warmup": 0}
 
 
 def miniature(recipe, tiny: Path, tiny_mpnet: Path | None = None) -> list[str]:
@@ -122,6 +125,8 @@ def test_recipe_runs_end_to_end_in_miniature(name, tiny_mlm_base, tiny_mpnet, tm
             for variant in rows.values():
                 assert not variant.get("error"), (where, variant.get("error"))
                 assert any(isinstance(v, (int, float)) for v in variant["metrics"].values()), (where, variant)
+                # the miniature's timing: inprocess reaches the harness (every case timed in its process)
+                assert variant["timed_with"]["process"] == "shared", (where, variant["timed_with"])
             continue
         manifest = read_manifest(folder)
         assert manifest["hash"] == artifact_hash(folder), where

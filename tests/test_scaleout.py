@@ -81,6 +81,7 @@ def test_bert_base_sst2_recipe_shrunk_runs_on_two_cpu_processes(tiny_bert, tmp_p
         "teacher.log_with=''", "teacher.learning_rate=1.0e-3",
         "student.layers=1", "student.epochs=1", "student.batch_size=4",  # the task: inherited from the teacher
         "student-int8.max_eval_rows=16", "report.quick=true", "report.memory=off", "report.batch_sizes=[1]",
+        "report.seq_lens=[\"real\"]", "report.timing=inprocess",
     ], tmp_path / "cache")
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     assert read_manifest(out / "teacher")["metrics"]["num_processes"] == 2
