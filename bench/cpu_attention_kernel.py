@@ -7,9 +7,10 @@ The demo's wide student shape (2 layers, H384, 12 heads, FFN 1536, BERT's 30,522
 weights, bf16 autocast as the kit trains on a bf16 host, one AdamW step (forward, cross-entropy,
 backward, fused AdamW) per variant per round, the variants interleaved, median over --steps rounds after
 2 untimed. Half of each batch's rows are padded over their last quarter. Variants: SDPA with BERT's
-dropout 0.1 (what a student trained with before `distill --dropout`); dropout 0 with SDPA choosing its
-kernel (on a CPU it picks the flash kernel when attention dropout is 0); dropout 0 with SDPA held to its
-math kernel (what core/train.py does on a CPU for batches up to 128 tokens); dropout 0 in eager attention.
+dropout 0.1 (what a student trained with before `distill --dropout`), also held to SDPA's math kernel and
+in eager attention; dropout 0 with SDPA choosing its kernel (on a CPU it picks the flash kernel when
+attention dropout is 0); dropout 0 with SDPA held to its math kernel (what core/train.py does on a CPU for
+batches up to 128 tokens); dropout 0 in eager attention.
 Prints the host's CPU and ISA.
 """
 from __future__ import annotations
@@ -52,6 +53,8 @@ def main() -> None:
 
     variants = {  # name: (model, kernel context)
         "SDPA, dropout 0.1": (student("sdpa", None), contextlib.nullcontext),
+        "SDPA math, dropout 0.1": (student("sdpa", None), lambda: sdpa_kernel(SDPBackend.MATH)),
+        "eager, dropout 0.1": (student("eager", None), contextlib.nullcontext),
         "SDPA's choice, dropout 0": (student("sdpa", 0.0), contextlib.nullcontext),
         "SDPA math, dropout 0": (student("sdpa", 0.0), lambda: sdpa_kernel(SDPBackend.MATH)),
         "eager, dropout 0": (student("eager", 0.0), contextlib.nullcontext),
