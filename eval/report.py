@@ -35,10 +35,13 @@ from shrinkbert.eval.stats import RESAMPLES, SEED, compare, difference_text
 from shrinkbert.eval.targets import describe as describe_target
 from shrinkbert.eval.targets import judge, target_record, variant_runtime
 
-TIMING_METHOD = ("model call only (inputs tokenized beforehand), wall clock (perf_counter); each variant in a worker "
-                 "process of its own holding only its runtime (PyTorch: torch; ONNX: onnxruntime, no torch; a bundle: "
-                 "its own Predictor); warm-up calls first; timed calls round-robin across the workers in short bursts "
-                 "with a rotating start; GC paused while timing")
+_CALLS = "model call only (inputs tokenized beforehand), wall clock (perf_counter); "
+_ROUNDS = "warm-up calls first; timed calls round-robin across the {} in short bursts with a rotating start; GC paused while timing"
+TIMING_METHOD = {  # by Settings.isolate (eval --timing isolated | inprocess)
+    True: _CALLS + "each variant in a worker process of its own holding only its runtime (PyTorch: torch; ONNX: "
+                   "onnxruntime, no torch; a bundle: its own Predictor); " + _ROUNDS.format("workers"),
+    False: _CALLS + "every variant in the report's own process (--timing inprocess), sharing its threads and memory "
+                    "with the others: a quick look, not a figure to quote; " + _ROUNDS.format("variants")}
 BUSY_CORES = 0.25  # other processes' average CPU use, in cores, above which timings are called disturbed
 PACKAGING_STAGES = ("bundle",)
 SIZE_METHOD = "bytes of the model's weight/graph files (safetensors, or the .onnx graph and its external data)"
@@ -162,7 +165,7 @@ def build_report(variants: list[Variant], rows: TestRows, settings: Settings, ba
             "cases": [c.label for c in settings.cases], "max_length": settings.max_length,
             "torch_attention": settings.attention, "torch_device": _torch_device(settings),
             "eval_batch_size": settings.eval_batch_size,
-            "timing": TIMING_METHOD, "memory": MEMORY_METHODS[settings.memory], "memory_mode": settings.memory, "size": SIZE_METHOD,
+            "timing": TIMING_METHOD[settings.isolate], "memory": MEMORY_METHODS[settings.memory], "memory_mode": settings.memory, "size": SIZE_METHOD,
             "threads_detail": _threads_detail(settings),
         },
         "machine": describe_machine(),

@@ -119,6 +119,7 @@ def test_recipe_runs_end_to_end_in_miniature(name, tiny_mlm_base, tiny_mpnet, tm
         folder = out / stage.name
         if stage.uses == "eval":
             report = json.loads((folder / "report.json").read_text())
+            assert "every variant in the report's own process" in report["settings"]["timing"], where  # says so
             listed = [str(out / ref.strip("${}")) for ref in stage.params["artifacts"]]
             rows = {str(Path(v["path"]).resolve()): v for v in report["variants"]}
             assert sorted(rows) == sorted(listed), where
