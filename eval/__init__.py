@@ -8,7 +8,7 @@ Modules, one job each:
     latency   cases (batch x sequence length), interleaved round-robin timing in bursts
     workers   the timing processes, one per variant, started and driven from the harness
     worker    one such process: only the variant's runtime (an ONNX one never imports torch)
-    memprobe  memory of one variant alone in a fresh process
+    memprobe  memory of one variant alone in a fresh process (where it is not timed in a worker)
     memory    peak RSS growth while a variant loads (psutil)
     cache     finished measurements keyed by artifact hash + settings, written atomically
     lineage   the parent chain and recorded flags from shrinkbert.json

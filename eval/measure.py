@@ -25,7 +25,7 @@ from shrinkbert.eval.memory import MODES, PeakRSS
 from shrinkbert.eval.memprobe import measure_isolated
 from shrinkbert.eval.rows import TestRows
 from shrinkbert.eval.runners import artifact_kind, detect_kind, open_runner
-from shrinkbert.eval.workers import start_workers
+from shrinkbert.eval.workers import WorkerProcess, launch_workers, ready_workers
 
 CACHE_VERSION = 3  # 3: latency timed in a worker process per variant, with the settings it ran with
 MEMORY_PROBES_AT_ONCE = 2  # the machines this targets have 2 cores
@@ -42,7 +42,7 @@ class Settings:
     eval_batch_size: int = 32
     attention: str = "eager"
     device: str = "cpu"  # where PyTorch variants run: cpu or cuda (ONNX variants and bundles: the CPU)
-    memory: str = "isolated"  # isolated (fresh process per variant), inprocess, or off
+    memory: str = "isolated"  # isolated (a process per variant: its timing worker, else a probe), inprocess, or off
     isolate: bool = True  # time each variant in a worker process of its own (eval.workers); False: all in this one
     burst: int = 5  # timed calls a variant makes in a row before the next variant's turn
     lead_in: int = 1  # untimed calls before each burst (threads awake, as in a process calling its model)
@@ -166,10 +166,13 @@ def measure(paths: list[str], rows: TestRows, settings: Settings, cache: Measure
     for variant in variants:
         _identify(variant, notes)
     latency_hits = _reuse(variants, cache, keys)
+    launched = _launch_timers(variants, latency_hits, settings)
     try:
-        _load_and_score(variants, latency_hits, rows, settings, cache, keys, notes, progress)
-        _time(variants, latency_hits, rows, settings, cache, keys, notes, progress)
+        _load_and_score(variants, latency_hits, rows, settings, cache, keys, notes, progress, launched)
+        _time(variants, latency_hits, rows, settings, cache, keys, notes, progress, launched)
     finally:
+        for worker in launched.values():  # closing a closed worker does nothing
+            worker.close()
         for variant in variants:
             if variant.runner is not None:
                 variant.runner.close()
@@ -218,35 +221,46 @@ def _open(variant: Variant, settings: Settings) -> None:
                                  device=settings.device)
 
 
-def _load_and_score(variants, latency_hits, rows, settings, cache, keys, notes, progress) -> None:
+def _on_gpu(variant: Variant, settings: Settings) -> bool:
+    return variant.kind == "pytorch" and settings.device != "cpu"
+
+
+def _wants_isolated_memory(variant: Variant, settings: Settings) -> bool:
+    return settings.memory == "isolated" and not variant.static and not _on_gpu(variant, settings)
+
+
+def _load_and_score(variants, latency_hits, rows, settings, cache, keys, notes, progress,
+                    launched: dict[str, WorkerProcess]) -> None:
     """Load (memory measured) and score, one variant at a time, each one that the cache does not
-    wholly answer. The isolated memory probes are fresh processes that mostly import libraries, one
-    core each: two run beside this loop (memory does not depend on CPU contention, and nothing is
-    timed until they are all done)."""
+    wholly answer. Isolated memory is read in the variant's timing worker (`launched`, already
+    importing its runtime beside this loop) after its accuracy, by then loaded; where no case is to be
+    timed in workers, in a fresh eval.memprobe process instead, two at a time beside this loop
+    (memory does not depend on CPU contention, and nothing is timed until they are all done)."""
     todo = [v for v in variants if v.ok and (not v.static or not v.accuracy or
                                              any(latency_hits[(v.name, c.label)] is None for c in settings.cases))]
     _preload(todo, settings.threads)
     probes = ThreadPoolExecutor(max_workers=MEMORY_PROBES_AT_ONCE)
-    on_gpu = {v.name for v in todo if v.kind == "pytorch" and settings.device != "cpu"}
-    for variant in (v for v in todo if v.name in on_gpu and settings.memory != "off" and not v.static):
+    for variant in (v for v in todo if _on_gpu(v, settings) and settings.memory != "off" and not v.static):
         notes.warn(variant, "memory not measured: it runs on the GPU, and the report's memory is the "
                             "process's resident memory on the host")
     memory_of = {v.name: probes.submit(_isolated_memory, v, settings, notes.warn)
-                 for v in todo if not v.static and settings.memory == "isolated" and v.name not in on_gpu}
+                 for v in todo if _wants_isolated_memory(v, settings) and v.name not in launched}
     for variant in progress_bar(todo, desc="load + accuracy", unit="variant", disable=not progress, leave=False):
         try:
             memory: dict[str, Any] = memory_of[variant.name].result() if variant.name in memory_of else {}
             with PeakRSS() as peak:
                 _open(variant, settings)
                 _largest_batch(variant.runner, rows, settings)
-            if settings.memory == "inprocess" and variant.name not in on_gpu:
+            if settings.memory == "inprocess" and not _on_gpu(variant, settings):
                 memory = {"memory_bytes": peak.delta_bytes}
-            if not variant.static:
-                variant.static = {**_static(variant), **memory}
-                cache.put("static", keys.static(variant), variant.static)
             if not variant.accuracy:
                 variant.accuracy = _accuracy(variant.runner, rows, settings)
                 cache.put("accuracy", keys.accuracy(variant), variant.accuracy)
+            if _wants_isolated_memory(variant, settings) and variant.name in launched:
+                memory = _worker_memory(launched[variant.name], variant, rows, settings, notes.warn)
+            if not variant.static:
+                variant.static = {**_static(variant), **memory}
+                cache.put("static", keys.static(variant), variant.static)
         except Exception as err:  # one bad variant must not stop the others; a full disk stops all of them
             if environment_error(err):
                 probes.shutdown(wait=True)
@@ -255,15 +269,37 @@ def _load_and_score(variants, latency_hits, rows, settings, cache, keys, notes, 
     probes.shutdown(wait=True)  # a failed variant's probe may still run; none may overlap the timing
 
 
-def _time(variants, latency_hits, rows, settings, cache, keys, notes, progress) -> None:
+def _cases_to_time(variants: list[Variant], latency_hits, settings: Settings) -> list[Case]:
+    return [case for case in settings.cases if any(latency_hits[(v.name, case.label)] is None
+                                                   for v in variants if v.ok)]
+
+
+def _spec(variant: Variant, settings: Settings) -> dict[str, Any]:
+    """What a timing worker needs to open the variant (eval.workers)."""
+    return {"path": variant.path, "kind": variant.kind, "manifest": variant.manifest,
+            "options": {"device": settings.device}}
+
+
+def _launch_timers(variants: list[Variant], latency_hits, settings: Settings) -> dict[str, WorkerProcess]:
+    """The timing workers, started before the accuracy pass wherever a case is to be timed in them, so
+    that their imports overlap it; each told whether to read its variant's isolated memory."""
+    if not settings.isolate or not _cases_to_time(variants, latency_hits, settings):
+        return {}
+    specs = {v.name: {**_spec(v, settings), "memory": _wants_isolated_memory(v, settings)} for v in variants if v.ok}
+    return launch_workers(specs, settings.threads, settings.attention)
+
+
+def _time(variants, latency_hits, rows, settings, cache, keys, notes, progress,
+          launched: dict[str, WorkerProcess]) -> None:
     """Time every case not wholly cached, all variants interleaved; each in a worker process of its
-    own (settings.isolate), the parent's runner only encoding its inputs.
+    own (settings.isolate: the workers `launched` before the accuracy pass), the parent's runner only
+    encoding its inputs.
 
     A case's timings are reused only when every measurable variant has them: the ratios between
     variants must come from one interleaved run, so a new or changed variant re-times the case
     for all (opening the runners that the cache had spared)."""
     cases = settings.cases
-    to_time = [case for case in cases if any(latency_hits[(v.name, case.label)] is None for v in variants if v.ok)]
+    to_time = _cases_to_time(variants, latency_hits, settings)
     for case in (c for c in cases if c not in to_time):
         for variant in (v for v in variants if v.ok):
             variant.latency[case.label] = latency_hits[(variant.name, case.label)]
@@ -277,7 +313,7 @@ def _time(variants, latency_hits, rows, settings, cache, keys, notes, progress) 
         except Exception as err:
             notes.fail(variant, _one_line(err))
     by_name = {v.name: v for v in variants if v.ok}
-    timers = _start_timers(by_name, settings, notes) if settings.isolate else None
+    timers = _start_timers(by_name, settings, notes, launched) if settings.isolate else None
     try:
         for case in to_time:
             runners = {name: v.runner for name, v in by_name.items() if case.label not in v.latency
@@ -302,12 +338,14 @@ def _time(variants, latency_hits, rows, settings, cache, keys, notes, progress) 
             timer.close()
 
 
-def _start_timers(by_name: dict[str, Variant], settings: Settings, notes: _Notes) -> dict[str, Any]:
-    """A worker process per variant (eval.workers); a variant whose worker cannot open it is warned
-    about and left untimed."""
-    specs = {v.name: {"path": v.path, "kind": v.kind, "manifest": v.manifest, "options": {"device": settings.device}}
-             for v in by_name.values()}
-    timers, errors = start_workers(specs, settings.threads, settings.attention)
+def _start_timers(by_name: dict[str, Variant], settings: Settings, notes: _Notes,
+                  launched: dict[str, WorkerProcess]) -> dict[str, Any]:
+    """A worker process per variant (eval.workers): those `launched` already, the others started now;
+    a variant whose worker cannot open it is warned about and left untimed."""
+    workers = {name: worker for name, worker in launched.items() if name in by_name}
+    missing = {v.name: _spec(v, settings) for v in by_name.values() if v.name not in workers}
+    workers.update(launch_workers(missing, settings.threads, settings.attention) if missing else {})
+    timers, errors = ready_workers(workers)
     for name, message in errors.items():
         notes.warn(by_name[name], f"cannot be timed in a process of its own: {message}")
     return timers
@@ -344,15 +382,19 @@ def _preload(variants: list[Variant], threads: int) -> None:
     from transformers import AutoTokenizer  # noqa: F401
 
 
-def _largest_batch(runner, rows: TestRows, settings: Settings) -> None:
-    """One call at the largest shape, so the memory figure includes activations, not only weights."""
+def _largest_inputs(runner, rows: TestRows, settings: Settings):
+    """The variant's inputs at the largest shape: test rows, padded to its length."""
     size, length = _largest_shape(settings)
     if runner.max_positions():
         length = min(length, runner.max_positions())
     index = [i % len(rows) for i in range(size)]
-    runner.forward(runner.encode([rows.texts[i] for i in index],
-                                 [rows.pairs[i] for i in index] if rows.pairs is not None else None,
-                                 max_length=length, pad_to=length))
+    return runner.encode([rows.texts[i] for i in index], [rows.pairs[i] for i in index] if rows.pairs is not None
+                         else None, max_length=length, pad_to=length)
+
+
+def _largest_batch(runner, rows: TestRows, settings: Settings) -> None:
+    """One call at the largest shape, so the memory figure includes activations, not only weights."""
+    runner.forward(_largest_inputs(runner, rows, settings))
 
 
 def _largest_shape(settings: Settings) -> tuple[int, int]:
@@ -368,8 +410,23 @@ def _isolated_memory(variant: Variant, settings: Settings, warn) -> dict[str, An
     except ShrinkbertError as err:
         warn(variant, f"{err}; memory not measured")
         return {}
+    return _memory_fields(probe, "memory probe")
+
+
+def _worker_memory(worker: WorkerProcess, variant: Variant, rows: TestRows, settings: Settings, warn) -> dict[str, Any]:
+    """Memory of the variant in its own timing worker (loaded there beside the accuracy pass): one
+    call at the largest shape, on the test rows the parent tokenizes; {} with a warning if that fails."""
+    try:
+        probe = worker.memory_of(_largest_inputs(variant.runner, rows, settings))
+    except ShrinkbertError as err:
+        warn(variant, f"{err}; memory not measured")
+        return {}
+    return _memory_fields(probe, "timing worker")
+
+
+def _memory_fields(probe: dict[str, Any], where: str) -> dict[str, Any]:
     return {"memory_bytes": int(probe["delta_bytes"]), "process_peak_bytes": int(probe["process_peak_bytes"]),
-            "runtime_base_bytes": int(probe["base_rss_bytes"])}
+            "runtime_base_bytes": int(probe["base_rss_bytes"]), "memory_process": where}
 
 
 def _static(variant: Variant) -> dict[str, Any]:

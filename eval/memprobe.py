@@ -1,5 +1,8 @@
 """Memory of one variant, alone in a fresh process: what a user running only this model would see.
 
+The report reads it in the variant's timing worker (eval.worker, "memory") where it times in one;
+this process is for the rest: --timing inprocess, every case cached, or by hand:
+
     python -m shrinkbert.eval.memprobe ARTIFACT --threads 2 --batch 8 --seq-len 128 [--attention eager]
 
 The process imports only what the variant's runtime needs (an edge bundle: its predict.py, so
@@ -22,35 +25,14 @@ from shrinkbert.core.errors import ShrinkbertError
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _import_runtime(kind: str, path: Path) -> None:
-    if kind == "pytorch":
-        import importlib
-
-        import torch  # noqa: F401
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer  # noqa: F401
-
-        model_type = json.loads((path / "config.json").read_text()).get("model_type", "").replace("-", "_")
-        try:
-            importlib.import_module(f"transformers.models.{model_type}.modeling_{model_type}")
-        except ImportError:
-            pass
-    elif kind == "onnx":
-        import onnxruntime  # noqa: F401
-        from transformers import AutoTokenizer  # noqa: F401
-    else:
-        import numpy  # noqa: F401
-        import onnxruntime  # noqa: F401
-        import tokenizers  # noqa: F401
-
-
 def probe(path: str, threads: int, batch: int, seq_len: int, attention: str = "eager") -> dict:
-    from shrinkbert.eval.memory import PeakRSS
+    from shrinkbert.eval.memory import PeakRSS, high_water_mark, import_runtime
     from shrinkbert.eval.runners import detect_kind, open_runner
 
     path = Path(path)
     kind = detect_kind(path)
     manifest = read_manifest(path) if is_artifact(path) else {}
-    _import_runtime(kind, path)
+    import_runtime(kind, path)
     import psutil
 
     base = psutil.Process().memory_info().rss
@@ -60,20 +42,7 @@ def probe(path: str, threads: int, batch: int, seq_len: int, attention: str = "e
         length = min(seq_len, limit) if limit else seq_len
         runner.forward(runner.encode(["the movie was good"] * batch, None, max_length=length, pad_to=length))
     return {"kind": kind, "base_rss_bytes": base, "delta_bytes": peak.delta_bytes,
-            "process_peak_bytes": max(_high_water_mark(), peak.peak), "batch": batch, "seq_len": length}
-
-
-def _high_water_mark() -> int:
-    """Peak RSS of this process (VmHWM). Not getrusage's ru_maxrss: that survives fork + exec, so a
-    child of a large parent would report the parent's size."""
-    try:
-        with open("/proc/self/status") as handle:
-            for line in handle:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+            "process_peak_bytes": max(high_water_mark(), peak.peak), "batch": batch, "seq_len": length}
 
 
 def measure_isolated(path: str | Path, threads: int, batch: int, seq_len: int, attention: str = "eager",

@@ -101,6 +101,7 @@ def build_report(variants: list[Variant], rows: TestRows, settings: Settings, ba
             "num_parameters_source": v.static.get("num_parameters_source"),
             "memory_bytes": v.static.get("memory_bytes"),
             "process_peak_bytes": v.static.get("process_peak_bytes"),
+            "memory_process": v.static.get("memory_process"),  # timing worker, memory probe, or None
             "warnings": list(v.warnings),
             "cached": list(v.cached),
             "flags": [],

@@ -11,8 +11,14 @@ text -> normalised vector, tokenizing included, since for a static student token
 the work; its inputs arrive as {"texts": [...]}, and a bundle runs its own predict.py's `embed`.
 
 Requests, one dict each, answered by one dict ({"error": "one line"} when something fails):
-    {"op": "open", "path", "kind", "threads", "attention", "manifest", "options"} -> {"timed_with": {...}}
-    (options: the loader's own; a PyTorch dir's "device", cpu or cuda)
+    {"op": "open", "path", "kind", "threads", "attention", "manifest", "options", "memory"} -> {"timed_with": {...}}
+    (options: the loader's own; a PyTorch dir's "device", cpu or cuda. memory: true reads the RSS after
+    the runtime's imports and its peak while the variant loads, for the "memory" request)
+    {"op": "memory", "batch": {name: int64 array}}                       -> {"delta_bytes", "base_rss_bytes",
+                                                                             "process_peak_bytes"}
+    (one call at the report's largest shape: the peak RSS growth over loading and that call, as
+    eval.memprobe measures it; the report's isolated memory, measured here so that no second process
+    pays the imports again)
     {"op": "inputs", "key", "batches": [{name: int64 array}, ...]}      -> {}
     {"op": "time", "key", "indices": [batch index per call]}            -> {"ms": [one per call]}
     {"op": "close"}                                                      -> (the process exits)
@@ -131,12 +137,35 @@ class Worker:
         self.run: Callable[[Any], Any] | None = None
         self.convert: Callable[[dict], Any] = dict
         self.inputs: dict[str, list] = {}
+        self.load_rss: tuple[int, int] | None = None  # (RSS after the runtime's imports, peak while loading)
 
-    def open(self, path, kind, threads, attention="eager", manifest=None, options=None) -> dict:
-        self.run, self.convert, timed_with = LOADERS[kind](Path(path), int(threads), attention, manifest or {},
-                                                           options or {})
+    def open(self, path, kind, threads, attention="eager", manifest=None, options=None, memory=False) -> dict:
+        def load() -> Loaded:
+            return LOADERS[kind](Path(path), int(threads), attention, manifest or {}, options or {})
+
+        if memory:
+            from shrinkbert.eval.memory import PeakRSS, import_runtime
+
+            import_runtime(kind, path, tokenizer=False)  # the report tokenizes for it: see the module doc
+            with PeakRSS() as peak:
+                self.run, self.convert, timed_with = load()
+            self.load_rss = (peak.start, peak.peak)
+        else:
+            self.run, self.convert, timed_with = load()
         libraries = [name for name in ("torch", "transformers", "onnxruntime", "tokenizers") if name in sys.modules]
         return {"timed_with": {**timed_with, "process": "own", "libraries": libraries}}
+
+    def memory(self, batch) -> dict:
+        from shrinkbert.eval.memory import PeakRSS, high_water_mark
+
+        if self.load_rss is None:
+            raise RuntimeError("memory was not asked for when the variant was opened")
+        base, load_peak = self.load_rss
+        with PeakRSS() as peak:
+            self.run(self.convert(batch))
+        top = max(load_peak, peak.peak)
+        return {"delta_bytes": max(0, top - base), "base_rss_bytes": base,
+                "process_peak_bytes": max(high_water_mark(), top)}
 
     def load_inputs(self, key, batches) -> dict:
         self.inputs[key] = [self.convert(batch) for batch in batches]
@@ -181,7 +210,7 @@ def from_json(obj: dict):
 
 def serve(requests, replies) -> None:
     worker = Worker()
-    handlers = {"open": worker.open, "inputs": worker.load_inputs, "time": worker.time}
+    handlers = {"open": worker.open, "memory": worker.memory, "inputs": worker.load_inputs, "time": worker.time}
     for line in requests:  # ends when the parent goes away
         request = json.loads(line, object_hook=from_json)
         op = request.pop("op")

@@ -1303,8 +1303,9 @@ def report(
             where PyTorch variants run, scored and timed: cpu, or cuda (the first GPU; its name goes in the
             report; ONNX variants and bundles stay on the CPU, as they ship) [one of cpu, cuda]
         memory: str = 'isolated'
-            memory: isolated (each variant alone in a fresh process, ~10 s each), inprocess (approximate), or
-            off [one of isolated, inprocess, off]
+            memory: isolated (each variant alone in a process of its own: its timing worker, or a fresh process,
+            ~10 s each, under --timing inprocess), inprocess (approximate), or off [one of isolated, inprocess,
+            off]
         timing: str = 'isolated'
             latency: isolated (each variant in a worker process of its own, holding only its runtime: what a
             user's process sees) or inprocess (every variant in this process: quicker to start, threads and

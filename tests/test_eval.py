@@ -446,13 +446,17 @@ def test_timed_calls_are_interleaved_round_robin_with_a_rotating_start():
     assert errors == [("B", "b1/real: the model call failed: RuntimeError: boom")]
 
 
-def test_isolated_memory_of_a_bundle_is_torch_free(bundle_dir, rows):
+@pytest.mark.parametrize("isolate", [True, False], ids=["in-its-timing-worker", "in-a-memory-probe"])
+def test_isolated_memory_of_a_bundle_is_torch_free(bundle_dir, rows, isolate):
+    """Read in the variant's timing worker where it is timed in one, else in a fresh eval.memprobe process."""
     from shrinkbert.eval.measure import Settings, measure
 
-    settings = Settings(batch_sizes=[2], seq_lens=["16"], runs=1, warmup=0, threads=1, memory="isolated")
+    settings = Settings(batch_sizes=[2], seq_lens=["16"], runs=1, warmup=0, threads=1, memory="isolated",
+                        isolate=isolate)
     (variant,) = measure([bundle_dir], rows, settings, progress=False)
     assert variant.ok and not variant.warnings, variant.warnings
     static = variant.static
+    assert static["memory_process"] == ("timing worker" if isolate else "memory probe")
     assert 0 < static["memory_bytes"] < static["process_peak_bytes"]
     # onnxruntime + tokenizers + numpy only: well under a process that has merely imported torch
     torch_rss = int(subprocess.run([sys.executable, "-c", "import torch, psutil; print(psutil.Process().memory_info().rss)"],

@@ -65,6 +65,34 @@ def _worker(path: Path, kind: str):
     return workers["v"]
 
 
+def test_a_worker_reads_its_variants_memory_without_a_tokenizer(onnx_dir):
+    """The report's isolated memory, read in the timing worker: the growth over loading the graph and one
+    call is the graph's (positive, under the process's own peak), and the process still holds onnxruntime
+    alone; a worker not asked for memory at open refuses to guess it in one line."""
+    from shrinkbert.core.errors import ShrinkbertError
+    from shrinkbert.eval.workers import launch_workers, ready_workers
+
+    batch = {"input_ids": np.ones((4, 32), np.int64), "attention_mask": np.ones((4, 32), np.int64),
+             "token_type_ids": np.zeros((4, 32), np.int64)}
+    launched = launch_workers({"mem": {"path": onnx_dir, "kind": "onnx", "memory": True},
+                               "plain": {"path": onnx_dir, "kind": "onnx"}}, threads=1)
+    try:
+        memory = launched["mem"].memory_of(batch)  # waits for the worker's answer to "open" itself
+        workers, errors = ready_workers(launched)
+        assert not errors and set(workers) == {"mem", "plain"}, errors
+        assert 0 < memory["delta_bytes"] < memory["process_peak_bytes"], memory
+        assert memory["base_rss_bytes"] < memory["process_peak_bytes"], memory
+        libraries = workers["mem"].timed_with["libraries"]
+        assert "onnxruntime" in libraries and "transformers" not in libraries and "torch" not in libraries, libraries
+        with pytest.raises(ShrinkbertError, match="memory was not asked for"):
+            workers["plain"].memory_of(batch)
+        workers["plain"].load("b1", [batch])  # the worker still times after the refusal
+        assert len(workers["plain"].time("b1", [0])) == 1
+    finally:
+        for worker in launched.values():
+            worker.close()
+
+
 @pytest.mark.parametrize("which", ["onnx", "bundle"])
 def test_an_onnx_worker_never_imports_torch(which, onnx_dir, bundle_dir):
     path = onnx_dir if which == "onnx" else bundle_dir
