@@ -1,5 +1,8 @@
 """The recipe runner: `shrinkbert run recipes/NAME.yaml` chains stages into one pipeline.
 
+A recipe is a YAML file, or the name of one the kit ships (`shrinkbert run demo`: the wheel
+carries the repository's recipes/ as shrinkbert/recipes, as torchtune's `tune run` does).
+
 A recipe names stages and what each uses; `${other}` in a stage's parameters is the output
 directory of stage `other`, which also makes it a dependency. Each stage runs in its own
 process (`python -m MODULE --config FILE`, forked from the runner on Linux so that torch and
@@ -219,8 +222,29 @@ def _launch_file(path: str, base_dir: Path, stage_name: str) -> str:
                           f"(looked here and beside the recipe, in {base_dir})")
 
 
+SHIPPED = Path(__file__).resolve().parent / "recipes"  # recipes/ in a checkout (a link), package data in a wheel
+
+
+def shipped_recipes() -> list[str]:
+    return sorted(p.stem for p in SHIPPED.glob("*.yaml"))
+
+
+def find_recipe(recipe: str | Path) -> Path:
+    """A recipe file as given, else the shipped recipe of that name (`demo` or `demo.yaml`)."""
+    path = Path(recipe)
+    if path.is_file():
+        return path
+    name = path.name[:-5] if path.name.endswith(".yaml") else path.name
+    if path.parent == Path(".") and (SHIPPED / f"{name}.yaml").is_file():
+        return SHIPPED / f"{name}.yaml"
+    raise ShrinkbertError(f"recipe {recipe} not found: no such file, and the kit ships no recipe of that name "
+                          f"(it ships {', '.join(shipped_recipes()) or 'none'})")
+
+
 def load_recipe(path: str | Path, **kwargs) -> Recipe:
-    return parse_recipe(read_yaml(path), base_dir=Path(path).resolve().parent, **kwargs)
+    """A recipe from its file or its shipped name (find_recipe)."""
+    path = find_recipe(path)
+    return parse_recipe(read_yaml(path), base_dir=path.resolve().parent, **kwargs)
 
 
 # ---- running --------------------------------------------------------------------------------
@@ -399,7 +423,8 @@ def run_recipe(recipe: Recipe, from_stage: str | None = None, dry_run: bool = Fa
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="shrinkbert run", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("recipe", help="a recipe YAML file, e.g. recipes/demo.yaml")
+    parser.add_argument("recipe", help="a recipe YAML file (recipes/demo.yaml) or the name of one the kit ships: "
+                                       + ", ".join(shipped_recipes()))
     parser.add_argument("--dry-run", action="store_true", help="print the plan (what runs, what is reused) and stop")
     parser.add_argument("--from", dest="from_stage", metavar="STAGE", help="re-run this stage and every stage after it")
     parser.add_argument("--quick", action="store_true", help="apply the recipe's `quick` overrides (a few-minute look)")
@@ -415,7 +440,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         output_dir = args.output_dir
         if args.quick and not output_dir:
-            output_dir = str(Path(read_yaml(args.recipe).get("output_dir") or "runs/recipe")) + "-quick"
+            output_dir = str(Path(read_yaml(find_recipe(args.recipe)).get("output_dir") or "runs/recipe")) + "-quick"
         recipe = load_recipe(args.recipe, output_dir=output_dir, quick=args.quick, overrides=args.overrides,
                              launch_config=args.launch_config)
         return run_recipe(recipe, from_stage=args.from_stage, dry_run=args.dry_run, fork=not args.spawn)

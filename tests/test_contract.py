@@ -183,6 +183,7 @@ def test_the_wheel_installs_one_namespace_and_runs_outside_the_repository(tmp_pa
     assert "shrinkbert/core/metrics/accuracy/accuracy.py" in names
     assert "shrinkbert/compress/edge_predictor.py" in names
     assert "shrinkbert/py.typed" in names and "shrinkbert/functions.py" in names
+    assert "shrinkbert/recipes/demo.yaml" in names and "shrinkbert/recipes/accelerate/cpu-2proc.yaml" in names
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
@@ -201,6 +202,8 @@ def test_the_wheel_installs_one_namespace_and_runs_outside_the_repository(tmp_pa
              "from shrinkbert import finetune, distill, prune, export, quantize, bundle, report\n"
              f"assert shrinkbert.__file__.startswith({str(site)!r}), shrinkbert.__file__\n"
              "assert all(importlib.util.find_spec(n) is None for n in ('core', 'eval', 'teachers', 'students', 'compress'))\n"
+             "from shrinkbert.recipe import find_recipe, load_recipe\n"
+             f"assert str(find_recipe('demo')).startswith({str(site)!r}) and load_recipe('demo').stages\n"
              "from shrinkbert.cli import main; raise SystemExit(main(['--help']))\n")
     done = subprocess.run([str(python), "-c", probe], cwd=elsewhere, capture_output=True, text=True,
                           env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, timeout=120)

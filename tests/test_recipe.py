@@ -149,6 +149,27 @@ def test_shipped_recipes_parse():
             assert recipe.stages, path
 
 
+def test_a_shipped_recipe_runs_by_name_and_an_unknown_name_is_one_line(tmp_path, monkeypatch, capsys):
+    """`shrinkbert run demo` is recipes/demo.yaml from any directory; a file of that name in the working
+    directory wins (a user's own recipe is never shadowed); a name the kit does not ship lists those it does."""
+    from shrinkbert.recipe import find_recipe, shipped_recipes
+
+    monkeypatch.chdir(tmp_path)
+    assert find_recipe("demo").resolve() == (ROOT / "recipes" / "demo.yaml").resolve()
+    assert find_recipe("squad.yaml").resolve() == (ROOT / "recipes" / "squad.yaml").resolve()
+    by_name, by_file = load_recipe("demo"), load_recipe(ROOT / "recipes" / "demo.yaml")
+    assert [s.name for s in by_name.stages] == [s.name for s in by_file.stages]
+    assert by_name.stages[-1].params == by_file.stages[-1].params
+    (tmp_path / "demo").write_text("name: mine\nstages:\n  t: {uses: finetune, with: {model: minilm, task: imdb}}\n")
+    assert load_recipe("demo").name == "mine"
+    assert set(shipped_recipes()) >= {"demo", "squad", "embeddings", "mpnet-movies"}
+    assert main(["no-such-recipe", "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: recipe no-such-recipe not found") and "demo" in err and "\n" not in err
+    with pytest.raises(ShrinkbertError, match="not found"):
+        find_recipe("elsewhere/demo.yaml")  # a path is a path: never swapped for a shipped recipe
+
+
 values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
                       lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
                       max_leaves=12)
