@@ -72,7 +72,7 @@ class EvalConfig(DataConfig):
 # logit report has no drop-in index, retrieval, NLI or frozen-vector classification. An option of
 # the other report, set, is refused in one line (`unread_options`) instead of being ignored.
 VECTOR_REPORT_UNREAD = ("batch_sizes", "seq_lens", "eval_batch_size", "torch_attention", "torch_device", "memory",
-                        "timing", "cache", "plot", "floor")
+                        "cache", "plot", "floor")
 LOGIT_REPORT_UNREAD = ("index_corpus", "index_sentences", "query_sentences", "classify", "retrieval",
                        "retrieval_questions", "nli", "nli_pairs", "retrieval_articles")
 

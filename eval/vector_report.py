@@ -18,7 +18,8 @@ bundle — it measures:
                    variant truncates it), text -> normalised vector (tokenizing included), each
                    variant in a worker process of its own holding only its runtime (a bundle runs its
                    own predict.py), timed in interleaved bursts like the classifier report
-                   (eval.latency.measure_interleaved), so the machine's drift hits all alike
+                   (eval.latency.measure_interleaved), so the machine's drift hits all alike;
+                   --timing inprocess: every variant in the report's own process instead
     sentences/s    batch 32 over the query sentences (indexing throughput), in this process
     <task> acc     MTEB's classification protocol on frozen vectors for each --classify task: logistic
                    regression on 3 label-balanced samples of 256 train rows per label (of the first
@@ -33,6 +34,7 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -96,6 +98,34 @@ class TextInputs:
 
     def encode(self, texts, pairs=None, max_length=None, pad_to=None) -> dict:
         return {"texts": np.asarray(list(texts))}
+
+
+class LocalEmbedder(TextInputs):
+    """measure_interleaved's runner for an encoder already open in this process (--timing inprocess)."""
+
+    def __init__(self, encode: Callable[[list[str]], np.ndarray]):
+        self.encode_texts = encode
+
+    def forward(self, batch: dict) -> np.ndarray:
+        return self.encode_texts([str(text) for text in batch["texts"]])
+
+
+def time_in_process(encoders: dict[str, tuple[Callable[[list[str]], np.ndarray], str]], text: str, threads: int,
+                    max_length: int, runs: int, warmup: int) -> tuple[dict[str, dict], dict[str, str]]:
+    """time_in_workers' figures with every encoder in this process, as opened for the report's measures
+    (ONNX Runtime's spinning off, since PyTorch shares the process): quicker to start, threads shared."""
+    from shrinkbert.eval.latency import Case, measure_interleaved
+    from shrinkbert.eval.measure import Settings
+
+    timing, errors = Settings(), {}
+    results = measure_interleaved(
+        {name: LocalEmbedder(encode) for name, (encode, _) in encoders.items()}, Case(1, max_length), [text], None,
+        max_length=max_length, warmup=warmup, runs=runs, burst=timing.burst, lead_in=timing.lead_in,
+        on_error=lambda name, message: errors.setdefault(name, message))
+    for name, stats in results.items():
+        stats["timed_with"] = {"process": "shared", "runtime": encoders[name][1], "threads": threads,
+                               "describe": "text -> vector"}
+    return results, errors
 
 
 def time_in_workers(specs: dict[str, dict], text: str, threads: int, max_length: int, runs: int,
@@ -165,7 +195,8 @@ def measure_vectors(config, rows, artifacts: list[str], baseline: str | None) ->
     nli = read_nli_pairs(config.nli, 300 if quick else config.nli_pairs) if config.nli else None
     tokenizer = baseline_tokenizer(base)
     text = [timed_text(pairs.first + pairs.second, max_length, tokenizer)]
-    variants, timed = [], {}
+    variants, timed, opened = [], {}, {}
+    in_process = getattr(config, "timing", "isolated") == "inprocess"
     base_index = base_queries = None
     for path in artifacts:
         name = Path(path).name or path
@@ -201,6 +232,8 @@ def measure_vectors(config, rows, artifacts: list[str], baseline: str | None) ->
             metrics["size_mb"] = size_mb(path)
             metrics["dim"] = int(queries.shape[1])
             timed[name] = {"path": str(path), "manifest": read_manifest(Path(path)) if is_artifact(Path(path)) else {}}
+            if in_process:  # kept open for the timing below
+                opened[name] = (encode, entry["runtime"])
         except ShrinkbertError as err:
             entry["error"] = str(err)
         except Exception as err:  # one broken variant must not cost the others' figures (a full disk does)
@@ -208,8 +241,11 @@ def measure_vectors(config, rows, artifacts: list[str], baseline: str | None) ->
                 raise
             entry["error"] = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
     # Timed as deployed: each variant in a process of its own (this one only waits meanwhile), the
-    # text -> vector call, tokenizing included.
-    latency, untimed = time_in_workers(timed, text[0], threads, max_length, runs, warmup)
+    # text -> vector call, tokenizing included; or all in this one (--timing inprocess).
+    if in_process:
+        latency, untimed = time_in_process(opened, text[0], threads, max_length, runs, warmup)
+    else:
+        latency, untimed = time_in_workers(timed, text[0], threads, max_length, runs, warmup)
     base_name = Path(base).name or base
     base_metrics = next(v["metrics"] for v in variants if v["name"] == base_name)
     for entry in variants:
@@ -234,7 +270,8 @@ def measure_vectors(config, rows, artifacts: list[str], baseline: str | None) ->
               "classify": {"tasks": list(classify), "sources": list(classify.values()), "train_rows": train_rows,
                            "test_rows": test_rows, "per_label": 256, "experiments": 3},
               "latency": {"batch": 1, "tokens": len(tokenizer.encode(text[0]).ids) if tokenizer else None,
-                          "max_length": max_length, "runs": runs, "warmup": warmup, "process": "own",
+                          "max_length": max_length, "runs": runs, "warmup": warmup,
+                          "process": "shared" if in_process else "own",
                           "other_cpu_cores": next((stats.get("other_cpu_cores") for stats in latency.values()), None)},
               "nli": ({"file": str(config.nli), "pairs": len(nli[2])} if nli is not None else None),
               "retrieval": ({"file": str(config.retrieval), "articles": config.retrieval_articles,
@@ -267,8 +304,10 @@ def to_markdown(report: dict) -> str:
              f"Drop-in index: {report['index']['sentences']} {report['index']['corpus']} sentences embedded by "
              f"{report['baseline']}, {report['index']['queries']} queries. Latency: batch 1, a "
              f"{report['latency']['tokens'] or report['max_length']}-token text (by {report['baseline']}'s tokenizer, "
-             f"whole: no variant truncates it), text to vector, each variant in a process of its own, "
-             f"{report['latency']['runs']} timed calls in interleaved bursts"
+             f"whole: no variant truncates it), text to vector, "
+             + ("every variant in the report's own process (--timing inprocess), "
+                if report["latency"].get("process") == "shared" else "each variant in a process of its own, ")
+             + f"{report['latency']['runs']} timed calls in interleaved bursts"
              + (f"; other processes kept {report['latency']['other_cpu_cores']} cores busy meanwhile"
                 if report['latency'].get('other_cpu_cores') is not None else "") + ".", "",
              "| variant | runtime | STS Spearman | of baseline | " + ("NLI AUC | of baseline | " if nli else "")

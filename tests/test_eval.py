@@ -493,7 +493,7 @@ def test_an_option_the_tasks_report_does_not_read_is_one_line(tiny_bert, tiny_cs
     assert "whose models give logits" in err and not out.exists()
     assert unread_options(EvalConfig(quick=True, batch_sizes=[1], memory="off"), sentence_vectors=True) == []
     assert unread_options(EvalConfig(batch_sizes=[1, 4], plot=False), sentence_vectors=True) == ["batch_sizes", "plot"]
-    assert unread_options(EvalConfig(timing="inprocess"), sentence_vectors=True) == ["timing"]
+    assert unread_options(EvalConfig(timing="inprocess", memory="inprocess"), sentence_vectors=True) == ["memory"]
     assert unread_options(EvalConfig(timing="inprocess"), sentence_vectors=False) == []
     assert unread_options(EvalConfig(nli="x.csv", batch_sizes=[4]), sentence_vectors=False) == ["nli"]
 
