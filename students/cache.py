@@ -69,11 +69,13 @@ def text_fingerprint(lines: Iterable[str]) -> str:
     return digest.hexdigest()
 
 
-def cache_key(teacher_dir, dataset, max_length: int, hidden_layers=(), attention_layers=()) -> str:
+def cache_key(teacher_dir, dataset, max_length: int, hidden_layers=(), attention_layers=(), precision: str = "no") -> str:
     parts = {"v": FORMAT_VERSION, "teacher": teacher_identity(teacher_dir), "data": dataset_fingerprint(dataset),
              "max_length": int(max_length), "hidden": sorted(int(i) for i in hidden_layers)}
     if attention_layers:  # only then, so logits/hidden caches made before attentions keep their keys
         parts["attention"] = sorted(int(i) for i in attention_layers)
+    if precision != "no":  # likewise: fp32 outputs keep their keys, autocast ones are told apart
+        parts["precision"] = precision
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:24]
 
 
@@ -186,8 +188,13 @@ class TeacherCache:
 
 @torch.no_grad()
 def compute_teacher_outputs(teacher, dataset, collate_fn, hidden_layers=(), batch_size: int = 64,
-                            key: str = "", log=print, attention_layers=(), kind=None) -> TeacherCache:
+                            key: str = "", log=print, attention_layers=(), kind=None, precision: str = "no") -> TeacherCache:
     """Run the teacher (eval mode) over `dataset`; results in row order (rows must carry ROW_INDEX = position).
+
+    precision: "bf16" or "fp16" runs the pass under autocast (core/train.resolve_mixed_precision decides, as
+    for the training steps that read it; a teacher run live in those steps runs under the same autocast).
+    MiniLM's outputs over 3,000 IMDB lines on an AMX CPU: 2.2x faster in bf16, 0.999 of the argmax labels
+    the same, the largest logit 0.023 apart, hidden states 0.4-0.7% apart (stored as fp16 either way).
 
     kind: the task's kind (core/kinds; None: sequence), whose `pack_outputs` makes the one tensor
     stored per row (its `.logits`, or a QA window's start and end logits side by side).
@@ -213,10 +220,12 @@ def compute_teacher_outputs(teacher, dataset, collate_fn, hidden_layers=(), batc
     attn_rows: dict[int, list] = {i: [None] * n_rows for i in attention_layers}
     lengths = [0] * n_rows
     loader = DataLoader(dataset, batch_size=batch_size, sampler=order, collate_fn=collate_fn)
+    autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
     done = 0
     for batch in progress_bar(loader, desc="teacher outputs", unit="batch", leave=False):
         inputs = {k: v.to(device) for k, v in encoder_inputs(teacher, batch).items()}
-        out = teacher(**inputs, output_hidden_states=bool(hidden_layers), output_attentions=bool(attention_layers))
+        with torch.autocast(device.type, dtype=autocast_dtype or torch.bfloat16, enabled=autocast_dtype is not None):
+            out = teacher(**inputs, output_hidden_states=bool(hidden_layers), output_attentions=bool(attention_layers))
         positions = order[done:done + len(inputs["input_ids"])]
         done += len(positions)
         logits = kind.pack_outputs(kind.outputs(out, batch)).float().cpu()
@@ -245,18 +254,19 @@ def compute_teacher_outputs(teacher, dataset, collate_fn, hidden_layers=(), batc
         attn_offsets = torch.tensor(np.concatenate([[0], np.cumsum([n * n for n in lengths])]), dtype=torch.int64)
     stored = "logits" + (f", hidden layers {hidden_layers}" if hidden_layers else "") + (
         f", attention layers {[i + 1 for i in attention_layers]}" if attention_layers else "")
-    log(f"teacher outputs computed for {n_rows:,} rows ({stored}{' per token' if per_token else ''})")
+    log(f"teacher outputs computed for {n_rows:,} rows ({stored}{' per token' if per_token else ''}"
+        f"{f', {precision} autocast' if autocast_dtype is not None else ''})")
     return TeacherCache(logits, hidden, offsets, key, attentions, attn_offsets, per_token=per_token)
 
 
 def load_or_compute(teacher_dir, teacher_loader, dataset, collate_fn, max_length: int, hidden_layers=(),
                     cache_dir: str | Path = ".cache/shrinkbert/teacher-outputs", batch_size: int = 64,
-                    log=print, attention_layers=(), kind=None) -> tuple[TeacherCache, Path, bool]:
+                    log=print, attention_layers=(), kind=None, precision: str = "no") -> tuple[TeacherCache, Path, bool]:
     """The cached teacher outputs for `dataset`, computed (with `teacher_loader()`) only on a miss.
 
     Returns (cache, its file, hit?). The dataset must carry ROW_INDEX = its row position.
     """
-    key = cache_key(teacher_dir, dataset, max_length, hidden_layers, attention_layers)
+    key = cache_key(teacher_dir, dataset, max_length, hidden_layers, attention_layers, precision)
     path = Path(cache_dir) / f"{key}.safetensors"
     if path.is_file():
         try:
@@ -267,7 +277,7 @@ def load_or_compute(teacher_dir, teacher_loader, dataset, collate_fn, max_length
         except Exception as err:  # a corrupt cache file is recomputed, never trusted
             log(f"teacher outputs: ignoring unreadable cache {path} ({type(err).__name__})")
     cache = compute_teacher_outputs(teacher_loader(), dataset, collate_fn, hidden_layers, batch_size, key, log,
-                                    attention_layers=attention_layers, kind=kind)
+                                    attention_layers=attention_layers, kind=kind, precision=precision)
     cache.save(path)
     log(f"teacher outputs: cached to {path}")
     return cache, path, False

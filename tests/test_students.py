@@ -292,6 +292,32 @@ def _cfg(teacher, task, out, **overrides):
     return build_config(Config, values)
 
 
+def test_teacher_outputs_under_bf16_autocast_are_their_own_cache_entry_and_near_fp32(teacher4, tiny_csv, cache_env):
+    """--mixed-precision's autocast reaches the teacher's cached pass: computed in bf16 under a key of its own
+    (an fp32 cache is never read as a bf16 one, nor the other way), logged as such, and close to fp32."""
+    from shrinkbert.core.data.load import load_task, tokenize_task
+    from shrinkbert.core.models import load_tokenizer
+    from shrinkbert.students.cache import load_or_compute
+    from shrinkbert.students.distill_data import make_collate, with_row_index
+
+    tokenizer = load_tokenizer(teacher4)
+    task, splits = load_task(str(tiny_csv))
+    data = with_row_index(tokenize_task(splits, tokenizer, task, max_length=32)["train"])
+    collate, teacher, logged = make_collate(tokenizer), _load(teacher4), []
+    fp32, fp32_path, _ = load_or_compute(teacher4, lambda: teacher, data, collate, 32, [2], cache_dir=cache_env,
+                                         batch_size=16, log=logged.append)
+    bf16, bf16_path, hit = load_or_compute(teacher4, lambda: teacher, data, collate, 32, [2], cache_dir=cache_env,
+                                           batch_size=16, log=logged.append, precision="bf16")
+    assert not hit and bf16_path != fp32_path and any("bf16 autocast" in line for line in logged), logged
+    assert not any("autocast" in line for line in logged[:2])  # the fp32 pass says nothing of autocast
+    assert not torch.equal(bf16.logits, fp32.logits)  # really computed in bf16 ...
+    assert torch.allclose(bf16.logits, fp32.logits, atol=0.05)  # ... and close to the fp32 outputs
+    assert torch.allclose(bf16.hidden[2].float(), fp32.hidden[2].float(), atol=0.1)
+    again, _, hit = load_or_compute(teacher4, lambda: teacher, data, collate, 32, [2], cache_dir=cache_env,
+                                    log=lambda _: None, precision="bf16")
+    assert hit and torch.equal(again.logits, bf16.logits)
+
+
 def test_cached_and_live_teacher_give_the_same_first_step_losses(teacher4, tiny_csv, cache_env):
     from shrinkbert.core.data.load import load_task, tokenize_task
     from shrinkbert.core.models import load_tokenizer
