@@ -191,10 +191,11 @@ def compute_teacher_outputs(teacher, dataset, collate_fn, hidden_layers=(), batc
                             key: str = "", log=print, attention_layers=(), kind=None, precision: str = "no") -> TeacherCache:
     """Run the teacher (eval mode) over `dataset`; results in row order (rows must carry ROW_INDEX = position).
 
-    precision: "bf16" or "fp16" runs the pass under autocast (core/train.resolve_mixed_precision decides, as
-    for the training steps that read it; a teacher run live in those steps runs under the same autocast).
-    MiniLM's outputs over 3,000 IMDB lines on an AMX CPU: 2.2x faster in bf16, 0.999 of the argmax labels
-    the same, the largest logit 0.023 apart, hidden states 0.4-0.7% apart (stored as fp16 either way).
+    precision: "bf16" or "fp16" runs the pass under autocast (distill passes the one asked for by name with
+    --mixed-precision; a teacher run live in the training steps runs under their autocast). MiniLM's outputs
+    over 3,000 IMDB lines on an AMX CPU: 2.2x faster in bf16, 0.999 of the argmax labels the same, the
+    largest logit 0.023 apart, hidden states 0.4-0.7% apart (stored as fp16 either way;
+    bench/teacher_outputs_bf16.py).
 
     kind: the task's kind (core/kinds; None: sequence), whose `pack_outputs` makes the one tensor
     stored per row (its `.logits`, or a QA window's start and end logits side by side).
