@@ -196,7 +196,7 @@ def measure_vectors(config, rows, artifacts: list[str], baseline: str | None) ->
     tokenizer = baseline_tokenizer(base)
     text = [timed_text(pairs.first + pairs.second, max_length, tokenizer)]
     variants, timed, opened = [], {}, {}
-    in_process = getattr(config, "timing", "isolated") == "inprocess"
+    in_process = config.timing == "inprocess"
     base_index = base_queries = None
     for path in artifacts:
         name = Path(path).name or path

@@ -215,8 +215,7 @@ def distill_logits(cfg: Config) -> Path:
         # 24,056 rows took 90 s of MiniLM in fp32 on an AMX CPU, 2.2x less in bf16 (bench/teacher_outputs_bf16.py).
         # auto keeps it fp32: in the one demo run with bf16 outputs the edge bundle read 96.5% against 97.2%,
         # and no comparison over seeds has shown the change neutral yet (docs/benchmarks.md).
-        teacher_precision = ("no" if cfg.mixed_precision == "auto" else
-                             resolve_mixed_precision(cfg.mixed_precision, width=int(teacher_config.hidden_size)))
+        teacher_precision = "no" if cfg.mixed_precision == "auto" else resolve_mixed_precision(cfg.mixed_precision)
         with process_state().main_process_first():  # the others then find the main process's cache
             cache, cache_file, hit = load_or_compute(teacher_source(cfg.teacher, cfg.temperature), teacher_loader, train_set, collate,
                                                      cfg.max_length, hidden_layers,
