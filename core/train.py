@@ -64,14 +64,14 @@ def model_width(model: torch.nn.Module) -> int | None:
     return max(widths) if widths else None
 
 
-def resolve_mixed_precision(requested: str, model: torch.nn.Module | None = None) -> str:
+def resolve_mixed_precision(requested: str, model: torch.nn.Module | None = None, width: int | None = None) -> str:
     """What Accelerate runs: `no`, `bf16` or `fp16`, from the requested mode, the device and (for `auto`)
-    the model's width."""
+    the model's width (`width` where the model is not loaded: a teacher whose outputs may be cached)."""
     requested = (requested or "no").lower()
     if requested not in ("auto", "no", "bf16", "fp16"):
         raise ShrinkbertError(f"mixed_precision must be auto, no, bf16 or fp16, got {requested!r}")
     if requested == "auto":
-        width = model_width(model) if model is not None else None
+        width = model_width(model) if model is not None else width
         wide = width is not None and width >= AUTO_BF16_MIN_HIDDEN
         return "bf16" if not torch.cuda.is_available() and wide and cpu_has_bf16() else "no"
     if requested == "no":

@@ -171,8 +171,8 @@ def pretrain(
             auto | no | bf16 | fp16. auto: bf16 autocast on a CPU with bf16 instructions (avx512_bf16, amx_bf16)
             for models of hidden size 160 or more, where it was measured faster at the same accuracy; fp32
             elsewhere, GPUs included. bf16: on a GPU that supports it or a CPU with bf16 instructions; fp16: GPU
-            only. bf16/fp16 also run distill's cached teacher outputs under autocast (2.2x faster on an AMX
-            CPU); auto keeps those fp32 [one of auto, no, bf16, fp16]
+            only. distill's cached teacher outputs run in the same precision (auto: by the teacher's width; 2.2x
+            faster in bf16 on an AMX CPU, the same accuracy over 3 seeds) [one of auto, no, bf16, fp16]
         torch_compile: bool = False
             torch.compile the encoder in place (nn.Module.compile, inductor): faster steps for a base-sized
             model on a GPU once compiled (a minute or so); off by default, as a small model or a CPU rarely
@@ -329,8 +329,8 @@ def finetune(
             auto | no | bf16 | fp16. auto: bf16 autocast on a CPU with bf16 instructions (avx512_bf16, amx_bf16)
             for models of hidden size 160 or more, where it was measured faster at the same accuracy; fp32
             elsewhere, GPUs included. bf16: on a GPU that supports it or a CPU with bf16 instructions; fp16: GPU
-            only. bf16/fp16 also run distill's cached teacher outputs under autocast (2.2x faster on an AMX
-            CPU); auto keeps those fp32 [one of auto, no, bf16, fp16]
+            only. distill's cached teacher outputs run in the same precision (auto: by the teacher's width; 2.2x
+            faster in bf16 on an AMX CPU, the same accuracy over 3 seeds) [one of auto, no, bf16, fp16]
         torch_compile: bool = False
             torch.compile the encoder in place (nn.Module.compile, inductor): faster steps for a base-sized
             model on a GPU once compiled (a minute or so); off by default, as a small model or a CPU rarely
@@ -627,8 +627,8 @@ def distill(
             auto | no | bf16 | fp16. auto: bf16 autocast on a CPU with bf16 instructions (avx512_bf16, amx_bf16)
             for models of hidden size 160 or more, where it was measured faster at the same accuracy; fp32
             elsewhere, GPUs included. bf16: on a GPU that supports it or a CPU with bf16 instructions; fp16: GPU
-            only. bf16/fp16 also run distill's cached teacher outputs under autocast (2.2x faster on an AMX
-            CPU); auto keeps those fp32 [one of auto, no, bf16, fp16]
+            only. distill's cached teacher outputs run in the same precision (auto: by the teacher's width; 2.2x
+            faster in bf16 on an AMX CPU, the same accuracy over 3 seeds) [one of auto, no, bf16, fp16]
         torch_compile: bool = False
             torch.compile the encoder in place (nn.Module.compile, inductor): faster steps for a base-sized
             model on a GPU once compiled (a minute or so); off by default, as a small model or a CPU rarely

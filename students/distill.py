@@ -211,11 +211,11 @@ def distill_logits(cfg: Config) -> Path:
     if not live:
         hidden_layers = distill_loss.teacher_hidden_layers() if distill_loss.needs_hidden else []
         attention_layers = distill_loss.teacher_attention_layers()
-        # An autocast asked for by name (--mixed-precision bf16/fp16) reaches the teacher's pass too: the demo's
-        # 24,056 rows took 90 s of MiniLM in fp32 on an AMX CPU, 2.2x less in bf16 (bench/teacher_outputs_bf16.py).
-        # auto keeps it fp32: in the one demo run with bf16 outputs the edge bundle read 96.5% against 97.2%,
-        # and no comparison over seeds has shown the change neutral yet (docs/benchmarks.md).
-        teacher_precision = "no" if cfg.mixed_precision == "auto" else resolve_mixed_precision(cfg.mixed_precision)
+        # The teacher's pass runs in the precision its students train in: `auto` (bf16 on a CPU with bf16 for a
+        # teacher of H160 and up) or the one named. The demo's 24,056 rows took 90 s of MiniLM in fp32 on an AMX
+        # CPU, 2.2x less in bf16 (bench/teacher_outputs_bf16.py); the demo's edge chain kept the same accuracy
+        # over 3 seeds with it (bench/edge_arms.py's bf16-teacher arm: -0.1 [-0.8, +0.5] on test, docs/benchmarks.md).
+        teacher_precision = resolve_mixed_precision(cfg.mixed_precision, width=teacher_config.hidden_size)
         with process_state().main_process_first():  # the others then find the main process's cache
             cache, cache_file, hit = load_or_compute(teacher_source(cfg.teacher, cfg.temperature), teacher_loader, train_set, collate,
                                                      cfg.max_length, hidden_layers,

@@ -318,6 +318,25 @@ def test_teacher_outputs_under_bf16_autocast_are_their_own_cache_entry_and_near_
     assert hit and torch.equal(again.logits, bf16.logits)
 
 
+def test_auto_runs_the_teachers_cached_pass_in_the_precision_it_picks_for_the_teachers_width(teacher4, tiny_csv,
+                                                                                              cache_env, tmp_path,
+                                                                                              monkeypatch):
+    """Under `auto` the teacher's cached pass follows the width rule (bench/edge_arms.py's bf16-teacher arm:
+    neutral over 3 seeds): fp32 for the tests' H32 teacher, bf16 once H32 counts as wide on a bf16 CPU."""
+    import shrinkbert.core.train as train_module
+    import shrinkbert.students.distill as distill
+    from shrinkbert.core.artifacts import read_manifest
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(train_module, "cpu_has_bf16", lambda: True)
+    narrow = distill.run(_cfg(teacher4, tiny_csv, tmp_path / "narrow", layers=1, max_steps=1))
+    monkeypatch.setattr(train_module, "AUTO_BF16_MIN_HIDDEN", 32)
+    wide = distill.run(_cfg(teacher4, tiny_csv, tmp_path / "wide", layers=1, max_steps=1))
+    outputs = [read_manifest(out)["student"]["teacher_outputs"] for out in (narrow, wide)]
+    assert [o["precision"] for o in outputs] == ["no", "bf16"]
+    assert outputs[0]["file"] != outputs[1]["file"] and not outputs[1]["hit"]  # its own cache entry
+
+
 def test_cached_and_live_teacher_give_the_same_first_step_losses(teacher4, tiny_csv, cache_env):
     from shrinkbert.core.data.load import load_task, tokenize_task
     from shrinkbert.core.models import load_tokenizer

@@ -356,6 +356,8 @@ def test_auto_precision_is_bf16_only_for_wide_models_on_bf16_cores(monkeypatch):
     assert train_module.resolve_mixed_precision("auto", torch.nn.ModuleList([narrow, wide])) == "bf16"  # the widest
     assert train_module.resolve_mixed_precision("auto", narrow) == "no"
     assert train_module.resolve_mixed_precision("auto", torch.nn.Linear(512, 512)) == "no"  # no config: not measured
+    # a teacher whose outputs may be cached is not loaded: its width is given
+    assert [train_module.resolve_mixed_precision("auto", width=w) for w in (384, 32, None)] == ["bf16", "no", "no"]
     monkeypatch.setattr(train_module, "cpu_has_bf16", lambda: False)
     assert train_module.resolve_mixed_precision("auto", wide) == "no"
     monkeypatch.setattr(train_module, "cpu_has_bf16", lambda: True)
