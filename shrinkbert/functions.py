@@ -405,7 +405,6 @@ def distill(
     query_pull: float = 0.0,
     similarity_weight: float = 0.0,
     drop_in_weight: float = 0.0,
-    query_corpus: str = '',
     keep_by: str = 'validation+agreement',
     attention_loss: str = 'kl',
     cache: bool = True,
@@ -587,12 +586,6 @@ def distill(
             mode embeddings: weight of the KL between the teacher's and the student's softmax over cosines with
             a bank of the teacher's vectors of 4,096 training sentences (each student vector ranks a
             teacher-built index as the teacher's does: for drop-in queries); 0 = off [>= 0]
-        query_corpus: str = ''
-            mode embeddings: texts like the queries the student will encode, such as a query log (--corpus's
-            reader: built-ins, .txt/.csv files, a SQuAD file's training-half questions). After training, a
-            square map on the student's vectors is fitted towards the teacher's on them, shrunk towards the
-            identity by the weight that agrees best on a fifth of them, and folded into its projection: for a
-            student whose queries search an index its teacher built (students/query_adapter.py)
         keep_by: str = 'validation+agreement'
             mode embeddings with a scored-pairs --task: what picks the epoch kept: validation+agreement (STS
             validation Spearman + 100 x mean cosine with the teacher on unseen lines: for a drop-in encoder of a

@@ -15,8 +15,7 @@ from shrinkbert.core.configs import DataConfig, TrainConfig
 DROP_IN_INDEX_ROWS = 4096
 
 # The options only an embedding student reads (students/distill_vectors.py): the other modes refuse them
-EMBEDDING_ONLY_OPTIONS = frozenset({"corpus_mix", "query_pull", "similarity_weight", "drop_in_weight", "keep_by",
-                                    "query_corpus"})
+EMBEDDING_ONLY_OPTIONS = frozenset({"corpus_mix", "query_pull", "similarity_weight", "drop_in_weight", "keep_by"})
 
 
 @dataclass
@@ -108,13 +107,6 @@ class DistillConfig(TrainConfig, DataConfig):
                                        f"{DROP_IN_INDEX_ROWS:,} training sentences (each student vector ranks a "
                                        "teacher-built index as the teacher's does: for drop-in queries); 0 = off",
                                  min=0, group="losses")
-    query_corpus: str = field("", "mode embeddings: texts like the queries the student will encode, such as a query "
-                                  "log (--corpus's reader: built-ins, .txt/.csv files, a SQuAD file's training-half "
-                                  "questions). After training, a square map on the student's vectors is fitted "
-                                  "towards the teacher's on them, shrunk towards the identity by the weight that "
-                                  "agrees best on a fifth of them, and folded into its projection: for a student "
-                                  "whose queries search an index its teacher built (students/query_adapter.py)",
-                              group="losses")
     keep_by: str = field("validation+agreement", "mode embeddings with a scored-pairs --task: what picks the epoch kept: "
                                                  "validation+agreement (STS validation Spearman + 100 x mean cosine with "
                                                  "the teacher on unseen lines: for a drop-in encoder of a teacher-built "

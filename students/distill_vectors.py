@@ -174,17 +174,9 @@ def distill_vectors(cfg) -> Path:
         lr=cfg.learning_rate, batch_size=cfg.batch_size, max_length=cfg.max_length, seed=cfg.seed,
         hidden_weight=cfg.hidden_weight, similarity_weight=cfg.similarity_weight,
         drop_in_weight=cfg.drop_in_weight, keep_by=cfg.keep_by)
-    queries = None
-    if cfg.query_corpus:
-        if cfg.dim:
-            raise ShrinkbertError("--query-corpus fits the student's vectors to the teacher's: it needs the teacher's "
-                                  "space, not --dim's")
-        queries = [line for line in dict.fromkeys(s.strip() for s in load_corpus(cfg.query_corpus)) if line]
-        if data is not None:
-            queries, _ = guard_task_pairs(data[0], cfg, queries)
     out = distill_embedding(teacher, sentences, cfg.output_dir, config, validation=validation,
                             cache_dir=cfg.cache_dir or None, data=data_record, student_path=into, loop=cfg,
-                            goals=query_goals(cfg, sentences), pull=cfg.query_pull, unseen=unseen, queries=queries)
+                            goals=query_goals(cfg, sentences), pull=cfg.query_pull, unseen=unseen)
     return Path(out)
 
 

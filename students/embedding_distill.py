@@ -60,8 +60,6 @@ from shrinkbert.core.kinds.losses import index_ranking_loss, mse_cosine_loss, si
 from shrinkbert.core.train import checkpoint_dir_for, is_main_process, remove_checkpoints, wait_for_everyone
 from shrinkbert.students.cache import teacher_identity, text_fingerprint
 from shrinkbert.students.configs import DROP_IN_INDEX_ROWS
-from shrinkbert.students.query_adapter import MIN_TEXTS as MIN_QUERY_TEXTS
-from shrinkbert.students.query_adapter import choose_adapter, fold_into_dense, validation_rows
 from shrinkbert.students.init import init_from_teacher, stream_basis
 from shrinkbert.students.processes import process_state
 from shrinkbert.students.losses import masked_mse
@@ -185,19 +183,6 @@ def build_student(teacher: Embedder, config: EmbeddingStudentConfig, sentence_ve
     return student, components, record
 
 
-
-
-def fit_query_adapter(student: Embedder, teacher: Embedder, teacher_path, queries: list[str], cache_dir, log) -> dict:
-    """Fit the query adapter on `queries` and fold it into the student's projection; its record."""
-    started = time.perf_counter()
-    targets = teacher_vectors(teacher, teacher_path, queries, cache_dir)
-    adapter, record = choose_adapter(student.encode(queries, normalize=False), targets, validation_rows(queries))
-    student.dense = fold_into_dense(student.dense, adapter, student.model.config.hidden_size).to(student.device).eval()
-    agreement = record["validation_agreement"]
-    log(f"query adapter on {len(queries):,} texts: weight {record['lambda']:g}, mean cosine with the teacher on "
-        f"{record['validation_texts']:,} of them {agreement['before']:.4f} -> {agreement['after']:.4f} "
-        f"({time.perf_counter() - started:.0f} s)")
-    return record
 
 
 def _trainable(student: Embedder) -> torch.nn.ModuleList:
@@ -437,24 +422,19 @@ def distill_embedding(teacher_path: str | Path, sentences: list[str], out_dir: s
                       config: EmbeddingStudentConfig | None = None, validation=None,
                       cache_dir: str | Path | None = None, log=print, data: dict | None = None,
                       student_path: str | Path | None = None, loop: TrainConfig | None = None,
-                      goals: list[str | None] | None = None, pull: float = 0.0, unseen: list[str] | None = None,
-                      queries: list[str] | None = None) -> Path:
+                      goals: list[str | None] | None = None, pull: float = 0.0, unseen: list[str] | None = None) -> Path:
     """Distil a transformer embedding student from `teacher_path` on `sentences`; write it to out_dir
     (data: the data record its manifest carries for later stages, e.g. the scored-pairs task;
     student_path: distil into that existing model, e.g. a pruned one, instead of a new shape; loop:
     the training loop's settings, checkpoints under out_dir's checkpoint folder, default
     `loop_config(config)`, which keeps none; goals: a text per sentence (or None) whose teacher
-    vector that sentence's target is pulled towards by `pull`, `pulled_targets`; queries: query-like texts a
-    linear adapter is fitted on after training and folded into the student, students/query_adapter.py)."""
+    vector that sentence's target is pulled towards by `pull`, `pulled_targets`)."""
     config = config or EmbeddingStudentConfig()
     sentences = [s for s in (str(text).strip() for text in sentences) if s]
     if not sentences:
         raise ShrinkbertError("the distillation corpus holds no text")
     if config.epochs < 1 or config.batch_size < 1:
         raise ShrinkbertError("epochs and batch size must be at least 1")
-    if queries is not None and len(queries) < MIN_QUERY_TEXTS:  # before the training, not after it
-        raise ShrinkbertError(f"--query-corpus holds {len(queries)} distinct texts: the adapter needs at least "
-                              f"{MIN_QUERY_TEXTS} (a fifth of them choose its weight)")
     resolved = resolve_model(str(teacher_path))
     # on the GPU where there is one: the teacher's vectors of a large corpus are most of the stage's work
     teacher = Embedder.load(resolved, max_length=config.max_length).to(process_state().device)
@@ -483,7 +463,6 @@ def distill_embedding(teacher_path: str | Path, sentences: list[str], out_dir: s
     training = train_student(student, teacher, sentences, targets, config, validation, log, loop, checkpoints,
                              unseen=held_out)
     training["seconds"] = time.perf_counter() - started
-    adapter = fit_query_adapter(student, teacher, resolved, queries, cache_dir, log) if queries else None
     sample = sentences[:64]
     agreement = None
     if components is None:
@@ -498,8 +477,6 @@ def distill_embedding(teacher_path: str | Path, sentences: list[str], out_dir: s
         metrics["unseen_lines"] = len(held_out[0])
     if pulled:
         metrics["query_pull"] = {"weight": pull, "questions": pulled}
-    if adapter is not None:
-        metrics["query_adapter"] = adapter
     norms = np.linalg.norm(student.encode(sample[:8]), axis=1)
     checks = [check("unit_vectors", bool(np.allclose(norms, 1, atol=1e-4)), f"norms of 8 training sentences' vectors "
                     f"{norms.min():.5f}..{norms.max():.5f}")]
