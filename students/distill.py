@@ -211,8 +211,8 @@ def distill_logits(cfg: Config) -> Path:
     if not live:
         hidden_layers = distill_loss.teacher_hidden_layers() if distill_loss.needs_hidden else []
         attention_layers = distill_loss.teacher_attention_layers()
-        # The teacher's pass runs in the precision its students train in: `auto` (bf16 on a CPU with bf16 for a
-        # teacher of H160 and up) or the one named. The demo's 24,056 rows took 90 s of MiniLM in fp32 on an AMX
+        # The teacher's pass runs in the precision --mixed-precision resolves to for the teacher's width: under
+        # `auto`, bf16 on a CPU with bf16 for a teacher of H160 and up. The demo's 24,056 rows took 90 s of MiniLM in fp32 on an AMX
         # CPU, 2.2x less in bf16 (bench/teacher_outputs_bf16.py); the demo's edge chain kept the same accuracy
         # over 3 seeds with it (bench/edge_arms.py's bf16-teacher arm: -0.1 [-0.8, +0.5] on test, docs/benchmarks.md).
         teacher_precision = resolve_mixed_precision(cfg.mixed_precision, width=teacher_config.hidden_size)
