@@ -40,11 +40,12 @@ def shrinkbert(*args: str, log: Path) -> None:
 
 def wide_and_cut(teacher: str, folder: Path, seed: int, extra: tuple[str, ...] = ()) -> tuple[Path, Path]:
     """The recipe's wide student (2 of the teacher's layers at its width, 2 epochs) and its cut (half the
-    heads, three quarters of the FFN neurons), in `folder`, made where missing; `extra`: distill options."""
+    heads, three quarters of the FFN neurons), in `folder`, made where missing; `extra`: distill options,
+    given last so they may override the recipe's (its epochs too)."""
     wide, cut = folder / "wide", folder / "cut"
     if not (wide / "shrinkbert.json").is_file():
-        shrinkbert("distill", "--teacher", teacher, *DISTILL, *extra, "--layers", "2", "--epochs", "2",
-                   "--seed", str(seed), "--output-dir", str(wide), log=folder / "wide.log")
+        shrinkbert("distill", "--teacher", teacher, *DISTILL, "--layers", "2", "--epochs", "2", *extra,
+                   "--seed", str(seed), "--output-dir", str(wide), log=folder / "wide.log")  # extra last: it may override
     if not (cut / "shrinkbert.json").is_file():
         shrinkbert("prune", "--model", str(wide), "--head-fraction", "0.5", "--neuron-fraction", "0.75",
                    "--head-scope", "per_layer", "--output-dir", str(cut), log=folder / "cut.log")

@@ -5,7 +5,7 @@
 distill computes its teacher's logits and hidden states once per training set and caches them; with
 `--mixed-precision auto` (the default) that pass runs under the training steps' autocast, bf16 on a CPU with
 bf16 instructions for a teacher of hidden size 160 or more. This times the pass both ways over --rows corpus
-lines (tokenized to 128 tokens at most, shortest first in batches of 64, as the cache does), alternating
+lines (tokenized to 128 tokens at most, through the cache's own code: shortest first, batches of 64), alternating
 --rounds times, and compares the outputs: argmax agreement, the largest logit difference, the mean KL of the
 softmax, and the mean relative error of the hidden states of --layers (per real token). Prints the machine.
 """
@@ -17,37 +17,26 @@ import statistics
 import time
 
 import torch
-from transformers import AutoModelForSequenceClassification, AutoTokenizer
+from datasets import Dataset
+from transformers import AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding
 
 from shrinkbert.core.data.load import load_corpus
 from shrinkbert.core.device import describe_machine
+from shrinkbert.students.cache import ROW_INDEX, TeacherCache, compute_teacher_outputs
 
 
-def batches_of(tokenizer, lines: list[str], max_length: int, size: int) -> list[dict]:
-    ids = [tokenizer(line, truncation=True, max_length=max_length)["input_ids"] for line in lines]
-    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-    out = []
-    for start in range(0, len(order), size):
-        rows = [ids[i] for i in order[start:start + size]]
-        width = max(map(len, rows))
-        input_ids = torch.zeros(len(rows), width, dtype=torch.long)
-        mask = torch.zeros_like(input_ids)
-        for b, row in enumerate(rows):
-            input_ids[b, :len(row)] = torch.tensor(row)
-            mask[b, :len(row)] = 1
-        out.append({"input_ids": input_ids, "attention_mask": mask, "token_type_ids": torch.zeros_like(input_ids)})
-    return out
+def tokenized(tokenizer, lines: list[str], max_length: int) -> Dataset:
+    """The lines as distill hands them to the cache: token ids of at most max_length, each row's position."""
+    encoded = tokenizer(lines, truncation=True, max_length=max_length)
+    return Dataset.from_dict({**encoded, ROW_INDEX: list(range(len(lines)))})
 
 
-@torch.no_grad()
-def run(model, batches: list[dict], layers: list[int], bf16: bool) -> tuple[float, list]:
-    outputs = []
+def run(model, dataset: Dataset, collate, layers: list[int], precision: str) -> tuple[float, TeacherCache]:
+    """One pass of the kit's own cached-output code (students/cache.py) in `precision`: (seconds, outputs)."""
     start = time.perf_counter()
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-        for batch in batches:
-            out = model(**batch, output_hidden_states=True)
-            outputs.append((out.logits.float(), [out.hidden_states[i].float() for i in layers], batch["attention_mask"]))
-    return time.perf_counter() - start, outputs
+    cache = compute_teacher_outputs(model, dataset, collate, hidden_layers=layers, batch_size=64,
+                                    log=lambda *_: None, precision=precision)
+    return time.perf_counter() - start, cache
 
 
 def main() -> None:
@@ -64,34 +53,32 @@ def main() -> None:
     lines = random.Random(0).sample(lines, min(args.rows, len(lines)))
     tokenizer = AutoTokenizer.from_pretrained(args.teacher)
     model = AutoModelForSequenceClassification.from_pretrained(args.teacher).eval()
-    batches = batches_of(tokenizer, lines, 128, 64)
+    dataset = tokenized(tokenizer, lines, 128)
+    collate = DataCollatorWithPadding(tokenizer)
     layers = [int(i) for i in args.layers.split(",")]
-    tokens = sum(int(b["attention_mask"].sum()) for b in batches)
+    tokens = sum(map(len, dataset["input_ids"]))
     print(f"machine: {describe_machine()}; {args.threads} threads; {len(lines)} {args.corpus} lines, {tokens} tokens")
-    seconds: dict[bool, list[float]] = {False: [], True: []}
-    outputs = {}
+    seconds: dict[str, list[float]] = {"no": [], "bf16": []}
+    outputs: dict[str, TeacherCache] = {}
     for _ in range(args.rounds):
-        for bf16 in (False, True):
-            elapsed, outputs[bf16] = run(model, batches, layers, bf16)
-            seconds[bf16].append(elapsed)
-    fp32, bf16 = statistics.median(seconds[False]), statistics.median(seconds[True])
+        for precision in seconds:
+            elapsed, outputs[precision] = run(model, dataset, collate, layers, precision)
+            seconds[precision].append(elapsed)
+    fp32, bf16 = statistics.median(seconds["no"]), statistics.median(seconds["bf16"])
     print(f"fp32 {fp32:.1f} s ({tokens / fp32:,.0f} tokens/s), bf16 autocast {bf16:.1f} s ({tokens / bf16:,.0f} "
-          f"tokens/s): {fp32 / bf16:.2f}x; rounds fp32 {[round(s, 1) for s in seconds[False]]}, "
-          f"bf16 {[round(s, 1) for s in seconds[True]]}")
-    agree = rows = 0
-    max_diff, kl, rel = 0.0, [], {layer: [] for layer in layers}
-    for (logits, hidden, mask), (logits16, hidden16, _) in zip(outputs[False], outputs[True]):
-        agree += int((logits.argmax(-1) == logits16.argmax(-1)).sum())
-        rows += len(logits)
-        max_diff = max(max_diff, float((logits - logits16).abs().max()))
-        log_p, log_q = torch.log_softmax(logits, -1), torch.log_softmax(logits16, -1)
-        kl.append(float((log_p.exp() * (log_p - log_q)).sum(-1).mean()))
-        real = mask.bool()
-        for layer, a, b in zip(layers, hidden, hidden16):
-            rel[layer].append(float(((a - b)[real].norm(dim=-1) / a[real].norm(dim=-1)).mean()))
-    print(f"argmax agreement {agree / rows:.4f} ({rows - agree} of {rows} rows differ); largest |logit difference| "
-          f"{max_diff:.4f}; mean KL {statistics.mean(kl):.2e}; hidden relative error "
-          + ", ".join(f"layer {layer} {statistics.mean(values):.4f}" for layer, values in rel.items()))
+          f"tokens/s): {fp32 / bf16:.2f}x; rounds fp32 {[round(s, 1) for s in seconds['no']]}, "
+          f"bf16 {[round(s, 1) for s in seconds['bf16']]}")
+    reference, candidate = outputs["no"], outputs["bf16"]
+    logits, logits16 = reference.logits.float(), candidate.logits.float()
+    differ = int((logits.argmax(-1) != logits16.argmax(-1)).sum())
+    log_p, log_q = torch.log_softmax(logits, -1), torch.log_softmax(logits16, -1)
+    kl = float((log_p.exp() * (log_p - log_q)).sum(-1).mean())
+    # hidden states are stored per real token (fp16 either way): the relative error of each token's vector
+    rel = {layer: float(((reference.hidden[layer].float() - candidate.hidden[layer].float()).norm(dim=-1)
+                         / reference.hidden[layer].float().norm(dim=-1)).mean()) for layer in layers}
+    print(f"argmax agreement {1 - differ / len(logits):.4f} ({differ} of {len(logits)} rows differ); largest |logit "
+          f"difference| {float((logits - logits16).abs().max()):.4f}; mean KL {kl:.2e}; hidden relative error "
+          + ", ".join(f"layer {layer} {value:.4f}" for layer, value in rel.items()))
 
 
 if __name__ == "__main__":
