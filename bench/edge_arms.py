@@ -13,7 +13,8 @@ before that); the others pass their option to both
 distillations: `frozen` --freeze-embeddings (the word-embedding table kept as it starts), `no-dropout`
 --dropout 0, `bf16-teacher` --dropout 0 --mixed-precision bf16 (on a bf16 host the students train in
 bf16 under `auto` already: the teacher's cached outputs are what it changes), `wide-1-epoch` that and the wide
-student distilled 1 epoch in place of 2 (the edge distillation as it is). The arms run in turn for each seed, so their training times share the host's minute; a
+student distilled 1 epoch in place of 2 (the edge distillation as it is; recipes/demo.yaml since the twenty-second
+session). The arms run in turn for each seed, so their training times share the host's minute; a
 chain already in --out is reused (an arm added later runs alone: its step times then come from
 another minute than the reference's).
 
