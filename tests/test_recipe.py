@@ -238,7 +238,7 @@ def test_demo_recipe_plans_every_stage(quick, tmp_path):
 
 
 @pytest.mark.parametrize("path", ["recipes/ner.yaml", "recipes/pos.yaml", "recipes/movie-full.yaml",
-                                  "bench/targets.yaml"])
+                                  "bench/targets.yaml", "bench/squad_heads.yaml"])
 def test_every_shipped_recipe_plans(path, tmp_path):
     """Each recipe the README names passes every stage's Config checks (and its --quick block, if any)."""
     for quick in (False, True):
