@@ -36,13 +36,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from edge_epochs import DISTILL, ROOT, edge_student, print_splits, score, shrinkbert, wide_and_cut  # noqa: E402  (one chain, one scorer)
 
+# the recipe as it is (no dropout) with bf16 asked for by name: the students train in bf16 under `auto` on a
+# bf16 host already, so what changes is the teacher's cached-output pass (students/distill.py)
+BF16_TEACHER = ("--dropout", "0", "--mixed-precision", "bf16")
 ARMS = {"trained": (), "frozen": ("--freeze-embeddings",), "no-dropout": ("--dropout", "0"),
-        # the recipe as it is (no dropout) with bf16 asked for by name: the students train in bf16 under
-        # `auto` on a bf16 host already, so what changes is the teacher's cached-output pass (students/distill.py)
-        "bf16-teacher": ("--dropout", "0", "--mixed-precision", "bf16"),
-        # the recipe as it runs on a bf16 host (the arm above) with the wide student's 2 epochs cut to 1: the
-        # demo's longest stage (#42's 15 minutes); the edge distillation unchanged
-        "wide-1-epoch": ("--dropout", "0", "--mixed-precision", "bf16")}
+        "bf16-teacher": BF16_TEACHER,
+        # that arm with the wide student's 2 epochs cut to 1 (WIDE_ONLY): the demo's longest stage (#42's 15
+        # minutes); the edge distillation unchanged
+        "wide-1-epoch": BF16_TEACHER}
 WIDE_ONLY = {"wide-1-epoch": ("--epochs", "1")}  # options of the wide distillation alone, after the recipe's
 STAGES = ("wide", "edge")
 

@@ -23,8 +23,9 @@ words' first sub-tokens, the hidden/attention losses every real token; the cache
 teacher's per-token logits. Transfer sets (--augment, --transfer-corpus) are for sequence tasks.
 
 The saved student is a plain model of the teacher's family (or of the pretrained student's: --student)
-that its task kind's AutoModelFor… class (or AutoModelForMaskedLM) loads with no custom code. The learned projections used by the hidden and
-embedding losses are training-only and are not saved (the manifest says so).
+that its task kind's AutoModelFor… class (or AutoModelForMaskedLM) loads with no custom code. The learned
+projections used by the hidden and embedding losses are training-only and are not saved (the manifest
+says so).
 """
 from __future__ import annotations
 

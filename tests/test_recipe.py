@@ -248,6 +248,15 @@ def test_every_shipped_recipe_plans(path, tmp_path):
         assert all(action == "run" for _, _, action in rows)
 
 
+def test_the_qa_heads_bench_runs_the_qa_recipes_own_stages():
+    """bench/squad_heads.yaml copies recipes/squad.yaml's stages before its extra branch: they must not drift."""
+    bench = yaml.safe_load((ROOT / "bench/squad_heads.yaml").read_text())["stages"]
+    recipe = yaml.safe_load((ROOT / "recipes/squad.yaml").read_text())["stages"]
+    assert {name: bench[name] for name in recipe if name != "report"} == {
+        name: stage for name, stage in recipe.items() if name != "report"}
+    assert set(recipe["report"]["with"]["artifacts"]) <= set(bench["report"]["with"]["artifacts"])
+
+
 @pytest.mark.parametrize("spawn", [False, True])
 def test_cli_stages_forked_or_spawned_give_the_same_outputs_and_report_a_failure(env, spawn):
     path = env / "r.yaml"
