@@ -2,9 +2,10 @@
 
     python bench/ort_profile.py runs/squad-quick/student-int8/model.onnx --seq-len 384
     python bench/ort_profile.py runs/demo/edge-int8/model.onnx --seq-len 128 --threads 1
+    python bench/ort_profile.py runs/demo/teacher-onnx/model.onnx --batch-size 8
 
 The graph as ORT runs it (its load-time rewrites applied, all optimisations on, as the kit's sessions
-load it), batch 1 of --seq-len random token ids with a full attention mask, --calls calls after 5 untimed
+load it), --batch-size rows (default 1) of --seq-len random token ids with a full attention mask, --calls calls after 5 untimed
 ones; prints each operator type's kernel ms per call, its share and its node count, then the kernels'
 total, with the host's CPU and ISA. Kernel time only: the call's own overhead (inputs, outputs, thread
 hand-offs between nodes) is the gap between this total and the call's wall time.
@@ -26,6 +27,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("graph", help="an ONNX file")
     parser.add_argument("--seq-len", type=int, default=128)
+    parser.add_argument("--batch-size", type=int, default=1)
     parser.add_argument("--threads", type=int, default=0, help="intra-op threads (0: ORT's default, one per core)")
     parser.add_argument("--calls", type=int, default=30)
     args = parser.parse_args()
@@ -41,7 +43,7 @@ def main() -> None:
     options.enable_profiling = True
     options.profile_file_prefix = str(Path(tempfile.mkdtemp()) / "ort")
     session = ort.InferenceSession(args.graph, options, providers=["CPUExecutionProvider"])
-    ids = np.random.default_rng(0).integers(1000, 20000, size=(1, args.seq_len), dtype=np.int64)
+    ids = np.random.default_rng(0).integers(1000, 20000, size=(args.batch_size, args.seq_len), dtype=np.int64)
     feed = graph_feed({"input_ids": ids, "attention_mask": np.ones_like(ids)},
                       [i.name for i in session.get_inputs()])
     for _ in range(5 + args.calls):
@@ -59,7 +61,7 @@ def main() -> None:
         total[op] += sum(d for _, d in timings[-args.calls:])
         nodes[op] += 1
     kernels = sum(total.values())
-    print(f"machine: {describe_machine()}; {args.graph} at b1/s{args.seq_len}, threads {args.threads or 'default'}, "
+    print(f"machine: {describe_machine()}; {args.graph} at b{args.batch_size}/s{args.seq_len}, threads {args.threads or 'default'}, "
           f"{args.calls} calls")
     for op, micros in total.most_common():
         print(f"  {op:28s} {micros / args.calls / 1000:8.3f} ms  {100 * micros / kernels:5.1f}%  nodes {nodes[op]}")
