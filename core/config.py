@@ -297,10 +297,16 @@ def make_parser(config_cls, description: str, prog: str | None = None) -> argpar
     return parser
 
 
+def take_no_verify(args: dict) -> None:
+    """Pop --no-verify from parsed arguments and pass it on: core/verify.py reads it, in this process and
+    the workers it starts (every command that lists the flag calls this, so none refuses it as unknown)."""
+    if args.pop("no_verify", False):
+        os.environ[VERIFY_SKIP_ENV] = "1"
+
+
 def parse_config(config_cls, argv: list[str] | None, description: str, prog: str | None = None):
     args = vars(make_parser(config_cls, description, prog).parse_args(argv))
-    if args.pop("no_verify", False):  # read by core/verify.py, in this process and the workers it starts
-        os.environ[VERIFY_SKIP_ENV] = "1"
+    take_no_verify(args)
     values = read_yaml(args.pop("config")) if args.get("config") else {}
     args.pop("config", None)
     values.update(args)

@@ -24,7 +24,7 @@ import os
 import sys
 from pathlib import Path
 
-from shrinkbert.core.config import build_config, read_yaml, refuse_options, speaking_as
+from shrinkbert.core.config import build_config, read_yaml, refuse_options, speaking_as, take_no_verify
 from shrinkbert.core.data.dataspec import resolve_spec
 from shrinkbert.core.errors import ShrinkbertError, error_line
 from shrinkbert.eval.cache import MeasurementCache
@@ -35,6 +35,7 @@ from shrinkbert.eval.rows import load_test_rows
 def parse_args(argv: list[str] | None, prog: str | None = None, description: str | None = None) -> EvalConfig:
     parser = eval_parser(description or __doc__, prog=prog)
     args = vars(parser.parse_args(argv))
+    take_no_verify(args)
     config_file = args.pop("config", None)
     paths = args.pop("paths")
     values = read_yaml(config_file) if config_file else {}

@@ -93,6 +93,19 @@ def test_no_verify_lets_an_edited_artifact_through_and_says_so(student, tmp_path
     assert manifest["verify"].startswith("skipped (--no-verify)")
 
 
+def test_eval_takes_no_verify_as_every_stage_does(student, tmp_path, monkeypatch):
+    """eval lists --no-verify in its help, so it must accept it (it once refused it as an unknown option)."""
+    from shrinkbert.eval.harness import parse_args
+
+    monkeypatch.delenv("SHRINKBERT_NO_VERIFY", raising=False)
+    try:
+        config = parse_args([str(student), "--no-verify", "--out", str(tmp_path / "report")])
+        assert os.environ.get("SHRINKBERT_NO_VERIFY") == "1"
+    finally:
+        os.environ.pop("SHRINKBERT_NO_VERIFY", None)
+    assert config.artifacts == [str(student)]
+
+
 def test_an_edited_graph_stops_quantize(student, tmp_path):
     import shrinkbert
 
