@@ -47,14 +47,16 @@ REPORT = {"quick": True, "memory": "off", "timing": "inprocess", "batch_sizes": 
 
 def miniature(recipe, tiny: Path, tiny_mpnet: Path | None = None) -> list[str]:
     """`--set` assignments that shrink every stage of a recipe (parsed with its quick overrides);
-    the built-in teachers (minilm, mpnet) become tiny random models of their families."""
+    the built-in models (minilm, mpnet; as a teacher or a pretrained student) become tiny random models of
+    their families, the tiny MPNet splitting text into the tiny BERT's pieces as MPNet does into MiniLM's."""
     sets = []
     for stage in recipe.stages:
         fields = {f.name for f in dataclasses.fields(resolve(stage.uses).config_class)}
         values = {k: v for k, v in ALWAYS.items() if k in fields}
         values.update({k: v for k, v in WHEN_SET.items() if k in fields and stage.params.get(k)})
-        if stage.params.get("model") == "minilm":
-            values["model"] = str(tiny)
+        for key in ("model", "student"):  # a teacher to fine-tune, or a pretrained student to distil into
+            if stage.params.get(key) == "minilm":
+                values[key] = str(tiny)
         if stage.params.get("model") == "mpnet" and tiny_mpnet is not None:
             values["model"] = str(tiny_mpnet)
         if "layers" in fields and stage.params.get("teacher") and not stage.params.get("student"):
