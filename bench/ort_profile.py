@@ -5,8 +5,8 @@
     python bench/ort_profile.py runs/demo/teacher-onnx/model.onnx --batch-size 8
 
 The graph as ORT runs it (its load-time rewrites applied, all optimisations on, as the kit's sessions
-load it), --batch-size rows (default 1) of --seq-len random token ids with a full attention mask, --calls calls after 5 untimed
-ones; prints each operator type's kernel ms per call, its share and its node count, then the kernels'
+load it), --batch-size rows (default 1) of --seq-len random token ids with a full attention mask, --calls
+calls after 5 untimed ones; prints each operator type's kernel ms per call, its share and its node count, then the kernels'
 total, with the host's CPU and ISA. Kernel time only: the call's own overhead (inputs, outputs, thread
 hand-offs between nodes) is the gap between this total and the call's wall time.
 """
@@ -61,8 +61,8 @@ def main() -> None:
         total[op] += sum(d for _, d in timings[-args.calls:])
         nodes[op] += 1
     kernels = sum(total.values())
-    print(f"machine: {describe_machine()}; {args.graph} at b{args.batch_size}/s{args.seq_len}, threads {args.threads or 'default'}, "
-          f"{args.calls} calls")
+    print(f"machine: {describe_machine()}; {args.graph} at b{args.batch_size}/s{args.seq_len}, "
+          f"threads {args.threads or 'default'}, {args.calls} calls")
     for op, micros in total.most_common():
         print(f"  {op:28s} {micros / args.calls / 1000:8.3f} ms  {100 * micros / kernels:5.1f}%  nodes {nodes[op]}")
     print(f"  kernels {kernels / args.calls / 1000:.3f} ms a call")
