@@ -7,8 +7,9 @@
 The graph as ORT runs it (its load-time rewrites applied, all optimisations on, as the kit's sessions
 load it), --batch-size rows (default 1) of --seq-len random token ids (below the graph's vocabulary, which a
 trimmed graph has cut) with a full attention mask, --calls calls after 5 untimed ones; prints each operator
-type's kernel ms per call, its share and its node count, then the kernels' total, with the host's CPU and ISA. Kernel time only: the call's own overhead (inputs, outputs, thread
-hand-offs between nodes) is the gap between this total and the call's wall time.
+type's kernel ms per call, its share and its node count, then the kernels' total, with the host's CPU and ISA.
+Kernel time only: the call's own overhead (inputs, outputs, thread hand-offs between nodes) is the gap
+between this total and the call's wall time.
 """
 from __future__ import annotations
 
@@ -53,8 +54,8 @@ def main() -> None:
     options.profile_file_prefix = str(Path(tempfile.mkdtemp()) / "ort")
     session = ort.InferenceSession(args.graph, options, providers=["CPUExecutionProvider"])
     rows = vocab_rows(args.graph)
-    ids = np.random.default_rng(0).integers(min(1000, rows // 2), min(20000, rows), size=(args.batch_size, args.seq_len),
-                                            dtype=np.int64)
+    ids = np.random.default_rng(0).integers(min(1000, rows // 2), min(20000, rows),
+                                            size=(args.batch_size, args.seq_len), dtype=np.int64)
     feed = graph_feed({"input_ids": ids, "attention_mask": np.ones_like(ids)},
                       [i.name for i in session.get_inputs()])
     for _ in range(5 + args.calls):
