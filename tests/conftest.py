@@ -19,23 +19,48 @@ os.environ.setdefault("SHRINKBERT_STAGE_TIMEOUT", "280")
 os.environ.setdefault("SHRINKBERT_SMALL_DATA", "off")
 
 
+def _shared_cache(run_id: str) -> Path:
+    return Path(tempfile.gettempdir()) / f"shrinkbert-tests-{run_id}"
+
+
 def _run_cache() -> str:
     """Each test run has its own shrinkbert cache, so no test reads or writes ~/.cache/shrinkbert (what a
     previous run left there cannot hide a bug); the real data is fetched from the registries once per
-    run into it. SHRINKBERT_TEST_CACHE names a cache to reuse across runs instead. The workers of one
-    `pytest -n` run (pytest-xdist) share that run's cache: the fetchers rename a finished archive into
-    place, so two workers fetching the same one at once cannot half-write it."""
+    run into it, and it is removed when the run ends (`pytest_unconfigure`). SHRINKBERT_TEST_CACHE names
+    a cache to reuse across runs instead, which is kept. The workers of one `pytest -n` run
+    (pytest-xdist) share that run's cache: the fetchers rename a finished archive into place, so two
+    workers fetching the same one at once cannot half-write it."""
     if os.environ.get("SHRINKBERT_TEST_CACHE"):
         return os.environ["SHRINKBERT_TEST_CACHE"]
     run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID")
     if not run_id:
         return tempfile.mkdtemp(prefix="shrinkbert-tests-")
-    shared = Path(tempfile.gettempdir()) / f"shrinkbert-tests-{run_id}"
+    shared = _shared_cache(run_id)
     shared.mkdir(exist_ok=True)
     return str(shared)
 
 
 os.environ["SHRINKBERT_CACHE"] = _run_cache()
+# The caches this process removes when the run ends: its own, and under xdist (in the controller, which
+# outlives its workers) the one the workers share. A run's real data is a few hundred MB, and /tmp kept
+# every run's until a developer's disk filled.
+_caches_to_remove: set[str] = set() if os.environ.get("SHRINKBERT_TEST_CACHE") else {os.environ["SHRINKBERT_CACHE"]}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """xdist's controller, once per worker it starts: the run id that names the workers' shared cache."""
+    if not os.environ.get("SHRINKBERT_TEST_CACHE"):
+        _caches_to_remove.add(str(_shared_cache(node.workerinput["testrunuid"])))
+
+
+def pytest_unconfigure(config):
+    if hasattr(config, "workerinput"):  # a worker: its siblings may still read the shared cache
+        return
+    import shutil
+
+    for cache in _caches_to_remove:
+        shutil.rmtree(cache, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
