@@ -239,7 +239,7 @@ def finetune(
     output_dir: str = 'runs/teacher',
     dataset: datasets.Dataset | datasets.DatasetDict | None = None,
 ) -> Artifact:
-    """Fine-tune a teacher for text (pair) or token classification.
+    """Fine-tune a teacher: text (pair) classification, tagging, extractive QA or sentence embeddings.
 
     Builds the same Config as `shrinkbert finetune` (the same checks: unknown keywords, types and bounds
     raise ShrinkbertError) and runs it; returns the Artifact written to output_dir. Anywhere a path is

@@ -90,7 +90,7 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in (
           config="shrinkbert.teachers.configs:TokenizerConfig"),
     Stage("pretrain", "shrinkbert.teachers.pretrain", "MLM (+NSP) pretraining, from scratch or continued",
           api_name="pretrain", trains=True, config="shrinkbert.teachers.configs:PretrainConfig"),
-    Stage("finetune", "shrinkbert.teachers.finetune", "fine-tune a teacher for text (pair) or token classification",
+    Stage("finetune", "shrinkbert.teachers.finetune", "fine-tune a teacher: text (pair) classification, tagging, extractive QA or sentence embeddings",
           api_name="finetune", trains=True, model_fields=("model",), takes_dataset=True,
           config="shrinkbert.teachers.configs:FinetuneConfig"),
     Stage("distill", "shrinkbert.students.distill", "distil a teacher into a student of a target size",
