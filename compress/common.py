@@ -160,7 +160,10 @@ def onnx_file(path: str | Path) -> Path:
         raise ShrinkbertError(f"ONNX artifact {path} does not exist")
     files = [path / "model.onnx"] if (path / "model.onnx").is_file() else sorted(path.glob("*.onnx"))
     if len(files) != 1:
-        raise ShrinkbertError(f"{path} holds {len(files)} .onnx files; expected one model.onnx")
+        # the usual slip: a PyTorch artifact given where its ONNX export belongs
+        hint = (f" (it holds PyTorch weights: `shrinkbert export --model {path}` makes the ONNX artifact)"
+                if not files and (path / "model.safetensors").is_file() else "")
+        raise ShrinkbertError(f"{path} holds {len(files)} .onnx files; expected one model.onnx{hint}")
     verify_artifact(path)
     return files[0]
 
