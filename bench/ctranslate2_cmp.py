@@ -10,16 +10,17 @@ Each MODEL[=GRAPH] is a PyTorch sequence-classification artifact (BERT: CTransla
 pooler's output, and the artifact's own classifier is applied to it) and optionally an int8 ONNX graph of it.
 Prints the CPU (vendor, family/model, ISA), CTranslate2's version, and per model: accuracy in PyTorch fp32 and
 in CTranslate2 int8, how often the two agree, the largest logit difference, and the p50 ms of each runtime
-over --rounds interleaved rounds on --threads threads.
+over --rounds interleaved rounds on --threads threads. The ONNX session flushes denormal floats to zero as the
+bundle does, on the calling thread too, so PyTorch and CTranslate2 run flushed after the first graph is opened.
 """
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -29,11 +30,9 @@ sys.path.insert(0, str(ROOT))
 
 def test_rows(model_dir: str):
     from eval.rows import load_test_rows
-    from shrinkbert.core.data.dataspec import DataSpec, lineage_spec
+    from shrinkbert.core.data.dataspec import resolve_spec
 
-    recorded = lineage_spec([model_dir]) or {}
-    fields = {f.name for f in dataclasses.fields(DataSpec)}
-    return load_test_rows(DataSpec(**{k: v for k, v in recorded.items() if k in fields}))
+    return load_test_rows(resolve_spec(SimpleNamespace(), [model_dir]))
 
 
 def timed(runners: dict, rounds: int, calls: int = 20) -> dict[str, float]:
@@ -86,14 +85,11 @@ def compare(model_dir: str, graph: str | None, threads: int, rounds: int, max_le
     feed = {"input_ids": torch.tensor(ids), "attention_mask": torch.ones_like(torch.tensor(ids))}
     runners = {"PyTorch fp32": lambda: model(**feed), "CTranslate2 int8": lambda: encoder.forward_batch(ids_view, lengths)}
     if graph:
-        import onnxruntime as ort
+        from shrinkbert.core.ortsession import graph_feed, ort_session
 
-        options = ort.SessionOptions()
-        options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
-        options.add_session_config_entry("session.set_denormal_as_zero", "1")  # as the bundle runs it
-        session = ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
-        given = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
-        onnx_feed = {i.name: given[i.name].astype(np.int64) for i in session.get_inputs() if i.name in given}
+        session = ort_session(graph, threads, spin=True, flush_denormals=True)  # as the bundle runs it
+        onnx_feed = graph_feed({"input_ids": ids, "attention_mask": np.ones_like(ids)},
+                               [i.name for i in session.get_inputs()])
         runners["ONNX Runtime int8"] = lambda: session.run(None, onnx_feed)
     torch.set_num_threads(threads)
     with torch.no_grad():

@@ -27,17 +27,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def session(graph: str, threads: int, entries: dict[str, str]):
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
-    options.add_session_config_entry("session.set_denormal_as_zero", "1")
-    for key, value in entries.items():
-        options.add_session_config_entry(key, value)
-    return ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
-
-
 def settings(threads: int, blocks: list[int]) -> dict[str, tuple[int, dict[str, str]]]:
     out = {"base": (threads, {})}
     out.update({f"block {n}": (threads, {"session.dynamic_block_base": str(n)}) for n in blocks})
@@ -57,18 +46,19 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=15)
     p.add_argument("--calls", type=int, default=30)
     args = p.parse_args(argv)
+    from host_latency import random_inputs  # bench/, beside this script
     from shrinkbert.core.device import describe_machine
+    from shrinkbert.core.ortsession import graph_feed, ort_session
     from shrinkbert.core.progress import progress_bar
 
     chosen = settings(args.threads, [int(n) for n in args.blocks.split(",")])
-    sessions = {name: session(args.graph, threads, entries) for name, (threads, entries) in chosen.items()}
+    sessions = {name: ort_session(args.graph, threads, spin=True, flush_denormals=True, config=entries)
+                for name, (threads, entries) in chosen.items()}
     names = {i.name for i in next(iter(sessions.values())).get_inputs()}
     print(f"machine: {describe_machine()}; {args.graph}, {args.rounds} interleaved rounds of {args.calls} calls")
     for case in args.cases.split(","):
         batch, length = (int(x) for x in case.split("x"))
-        ids = np.random.default_rng(0).integers(100, 5000, (batch, length)).astype(np.int64)
-        feed = {k: v for k, v in {"input_ids": ids, "attention_mask": np.ones_like(ids),
-                                  "token_type_ids": np.zeros_like(ids)}.items() if k in names}
+        feed = graph_feed(random_inputs(batch, length, vocab=5000), names)
         p50s: dict[str, list[float]] = {name: [] for name in sessions}
         for _ in progress_bar(range(args.rounds), desc=f"b{batch}/s{length}", unit="round", leave=False):
             for name, s in sessions.items():

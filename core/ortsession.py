@@ -7,7 +7,8 @@ from pathlib import Path
 from shrinkbert.core.errors import ShrinkbertError
 
 
-def ort_session(model_file: str | Path, threads: int | None = None, spin: bool = False, flush_denormals: bool = False):
+def ort_session(model_file: str | Path, threads: int | None = None, spin: bool = False, flush_denormals: bool = False,
+                config: dict[str, str] | None = None):
     """A CPU InferenceSession: `threads` intra-op threads (0/None: ONNX Runtime's default, one per
     physical core), one inter-op thread, sequential execution, and spinning off unless `spin`
     (spinning worker threads slow the next PyTorch call in the same process: STACK.md; a session in a
@@ -15,7 +16,8 @@ def ort_session(model_file: str | Path, threads: int | None = None, spin: bool =
     A corrupt or truncated file is one clear ShrinkbertError. `flush_denormals`: ONNX Runtime flushes
     denormal floats to zero, as a bundle does (compress/bundle_files.open_session), on its threads and
     on the calling thread too: for a process of its own (the report's timing workers), never for one
-    whose PyTorch must keep its floating-point settings."""
+    whose PyTorch must keep its floating-point settings. `config`: further session config entries
+    (`session.dynamic_block_base`, ...), as `bench/ort_session_knobs.py` tries them."""
     import onnxruntime as ort
 
     from shrinkbert.core.verify import verify_artifact
@@ -30,6 +32,8 @@ def ort_session(model_file: str | Path, threads: int | None = None, spin: bool =
     options.add_session_config_entry("session.inter_op.allow_spinning", "1" if spin else "0")
     if flush_denormals:
         options.add_session_config_entry("session.set_denormal_as_zero", "1")
+    for key, value in (config or {}).items():
+        options.add_session_config_entry(key, value)
     try:
         return ort.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"])
     except Exception as err:  # ORT raises its own Fail/InvalidProtobuf/InvalidGraph types
