@@ -6,7 +6,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGE = ("shrinkbert", "core", "teachers", "students", "compress", "eval")
+PACKAGE = ("shrinkbert", "core", "teachers", "students", "compress", "eval", "deploy")
 WAITS = {"run", "call", "check_call", "check_output"}  # subprocess.X(...) waits for the child
 # Where no timeout fits, and why (file: function name).
 ALLOWED = {

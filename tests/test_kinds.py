@@ -16,7 +16,7 @@ from shrinkbert.core.kinds import TaskKind, all_kinds, get_kind, kind_of, kind_o
 from fixtures import TINY_TAGS, make_tiny_bert
 
 ROOT = Path(__file__).resolve().parents[1]
-ROOMS = ("shrinkbert", "teachers", "students", "compress", "eval", "core", "bench")
+ROOMS = ("shrinkbert", "teachers", "students", "compress", "eval", "deploy", "core", "bench")
 
 
 def _stage_sources() -> list[Path]:
