@@ -81,7 +81,7 @@ class QuantizeConfig(DataConfig):
     output_dir: str = field("", "where the int8 ONNX artifact is written", group="output")
     mode: str = field("dynamic", "'dynamic', 'static' (calibrated activations) or 'int4' (weight-only MatMulNBits, a size option)",
                       choices=("dynamic", "static", "int4"))
-    calibration: str = field("percentile", "static calibration: minmax, entropy or percentile (percentile measured best on the MiniLM teacher, bench/int8.py)",
+    calibration: str = field("percentile", "static calibration: minmax, entropy or percentile (percentile, the default, kept the most accuracy where bench/int8.py compares them)",
                              choices=int8.CALIBRATIONS)
     percentile: float = field(99.999, "percentile for percentile calibration", above=0, max=100)
     calibration_rows: int = field(128, "train rows used for static calibration", min=1)

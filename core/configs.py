@@ -28,11 +28,11 @@ class TrainConfig:
     grad_accum_steps: int = field(1, "micro-batches accumulated per optimizer step", min=1)
     max_grad_norm: float = field(1.0, "clip the gradient norm to this (0: no clipping)", min=0)
     mixed_precision: str = field("auto", "auto | no | bf16 | fp16. auto: bf16 autocast on a CPU with bf16 instructions "
-                                         "(avx512_bf16, amx_bf16) for models of hidden size 160 or more, where it was "
-                                         "measured faster at the same accuracy; fp32 elsewhere, GPUs included. bf16: "
-                                         "on a GPU that supports it or a CPU with bf16 instructions; fp16: GPU only. distill's cached teacher "
-                                         "outputs run in the same precision (auto: by the teacher's width; 2.2x faster "
-                                         "in bf16 on an AMX CPU, the same accuracy over 3 seeds)",
+                                         "(avx512_bf16, amx_bf16) for models of hidden size 160 or more, where it runs "
+                                         "faster at the same accuracy; fp32 elsewhere, GPUs included. bf16: on a GPU "
+                                         "that supports it or a CPU with bf16 instructions; fp16: GPU only. distill's "
+                                         "cached teacher outputs run in the same precision (auto: by the teacher's "
+                                         "width). Set no to train in fp32 everywhere",
                                  choices=("auto", "no", "bf16", "fp16"))
     torch_compile: bool = field(False, "torch.compile the encoder in place (nn.Module.compile, inductor): faster steps for "
                                        "a base-sized model on a GPU once compiled (a minute or so); off by default, "

@@ -34,8 +34,8 @@ class EvalConfig(DataConfig):
                                      "name goes in the report; ONNX variants and bundles stay on the CPU, as they ship)",
                               choices=("cpu", "cuda"))
     memory: str = field("isolated", "memory: isolated (each variant alone in a process of its own: its timing "
-                                    "worker, or a fresh process, ~10 s each, under --timing inprocess), inprocess "
-                                    "(approximate), or off", choices=("isolated", "inprocess", "off"))
+                                    "worker, or under --timing inprocess a fresh process per variant, seconds "
+                                    "each), inprocess (approximate), or off", choices=("isolated", "inprocess", "off"))
     timing: str = field("isolated", "latency: isolated (each variant in a worker process of its own, holding only its "
                                     "runtime: what a user's process sees) or inprocess (every variant in this process: "
                                     "quicker to start, threads and memory shared)",

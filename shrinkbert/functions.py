@@ -169,10 +169,10 @@ def pretrain(
             clip the gradient norm to this (0: no clipping) [>= 0]
         mixed_precision: str = 'auto'
             auto | no | bf16 | fp16. auto: bf16 autocast on a CPU with bf16 instructions (avx512_bf16, amx_bf16)
-            for models of hidden size 160 or more, where it was measured faster at the same accuracy; fp32
-            elsewhere, GPUs included. bf16: on a GPU that supports it or a CPU with bf16 instructions; fp16: GPU
-            only. distill's cached teacher outputs run in the same precision (auto: by the teacher's width; 2.2x
-            faster in bf16 on an AMX CPU, the same accuracy over 3 seeds) [one of auto, no, bf16, fp16]
+            for models of hidden size 160 or more, where it runs faster at the same accuracy; fp32 elsewhere,
+            GPUs included. bf16: on a GPU that supports it or a CPU with bf16 instructions; fp16: GPU only.
+            distill's cached teacher outputs run in the same precision (auto: by the teacher's width). Set no to
+            train in fp32 everywhere [one of auto, no, bf16, fp16]
         torch_compile: bool = False
             torch.compile the encoder in place (nn.Module.compile, inductor): faster steps for a base-sized
             model on a GPU once compiled (a minute or so); off by default, as a small model or a CPU rarely
@@ -327,10 +327,10 @@ def finetune(
             clip the gradient norm to this (0: no clipping) [>= 0]
         mixed_precision: str = 'auto'
             auto | no | bf16 | fp16. auto: bf16 autocast on a CPU with bf16 instructions (avx512_bf16, amx_bf16)
-            for models of hidden size 160 or more, where it was measured faster at the same accuracy; fp32
-            elsewhere, GPUs included. bf16: on a GPU that supports it or a CPU with bf16 instructions; fp16: GPU
-            only. distill's cached teacher outputs run in the same precision (auto: by the teacher's width; 2.2x
-            faster in bf16 on an AMX CPU, the same accuracy over 3 seeds) [one of auto, no, bf16, fp16]
+            for models of hidden size 160 or more, where it runs faster at the same accuracy; fp32 elsewhere,
+            GPUs included. bf16: on a GPU that supports it or a CPU with bf16 instructions; fp16: GPU only.
+            distill's cached teacher outputs run in the same precision (auto: by the teacher's width). Set no to
+            train in fp32 everywhere [one of auto, no, bf16, fp16]
         torch_compile: bool = False
             torch.compile the encoder in place (nn.Module.compile, inductor): faster steps for a base-sized
             model on a GPU once compiled (a minute or so); off by default, as a small model or a CPU rarely
@@ -538,7 +538,7 @@ def distill(
             teacher layers (1-based) the student layers start from, e.g. 2,4,6 (default: uniform)
         init_embeddings: str = 'auto'
             the student's residual stream from the teacher's: auto (pca for a student narrower than its teacher,
-            columns otherwise: pca kept more on all 6 seeds of docs/plateau.md's ablation) | columns (the dims
+            where it keeps more of the teacher (bench/plateau.py), columns otherwise) | columns (the dims
             --init-keep picks) | pca (the top principal components of the teacher's embedding table) | projected
             (pca, then the teacher's table through a learned projection, folded into a plain table when saved)
             [one of auto, columns, pca, projected]
@@ -546,8 +546,8 @@ def distill(
             which dims to keep when narrower: norm (largest weights) | first [one of norm, first]
         freeze_embeddings: bool = False
             keep the student's word-embedding table as it starts (the teacher's rows, sliced): only its layers,
-            heads and small embeddings learn. The demo's edge student distilled 1.26x faster a step on a CPU and
-            kept 1.1 points less of its teacher on validation (n.s., 3 seeds; docs/benchmarks.md)
+            heads and small embeddings learn. Each step is faster (the largest table gets no gradient), for a
+            little accuracy or none; bench/edge_arms.py compares the two
         dropout: float | None = None
             dropout probability in the student while it distils, every dropout its family has (hidden states,
             attention, classifier); the saved config keeps the family's (empty: the student's own, 0.1 for BERT)
@@ -625,10 +625,10 @@ def distill(
             clip the gradient norm to this (0: no clipping) [>= 0]
         mixed_precision: str = 'auto'
             auto | no | bf16 | fp16. auto: bf16 autocast on a CPU with bf16 instructions (avx512_bf16, amx_bf16)
-            for models of hidden size 160 or more, where it was measured faster at the same accuracy; fp32
-            elsewhere, GPUs included. bf16: on a GPU that supports it or a CPU with bf16 instructions; fp16: GPU
-            only. distill's cached teacher outputs run in the same precision (auto: by the teacher's width; 2.2x
-            faster in bf16 on an AMX CPU, the same accuracy over 3 seeds) [one of auto, no, bf16, fp16]
+            for models of hidden size 160 or more, where it runs faster at the same accuracy; fp32 elsewhere,
+            GPUs included. bf16: on a GPU that supports it or a CPU with bf16 instructions; fp16: GPU only.
+            distill's cached teacher outputs run in the same precision (auto: by the teacher's width). Set no to
+            train in fp32 everywhere [one of auto, no, bf16, fp16]
         torch_compile: bool = False
             torch.compile the encoder in place (nn.Module.compile, inductor): faster steps for a base-sized
             model on a GPU once compiled (a minute or so); off by default, as a small model or a CPU rarely
@@ -1057,8 +1057,8 @@ def quantize(
             'dynamic', 'static' (calibrated activations) or 'int4' (weight-only MatMulNBits, a size option) [one
             of dynamic, static, int4]
         calibration: str = 'percentile'
-            static calibration: minmax, entropy or percentile (percentile measured best on the MiniLM teacher,
-            bench/int8.py) [one of minmax, entropy, percentile]
+            static calibration: minmax, entropy or percentile (percentile, the default, kept the most accuracy
+            where bench/int8.py compares them) [one of minmax, entropy, percentile]
         percentile: float = 99.999
             percentile for percentile calibration [> 0 and <= 100]
         calibration_rows: int = 128
@@ -1306,9 +1306,9 @@ def report(
             where PyTorch variants run, scored and timed: cpu, or cuda (the first GPU; its name goes in the
             report; ONNX variants and bundles stay on the CPU, as they ship) [one of cpu, cuda]
         memory: str = 'isolated'
-            memory: isolated (each variant alone in a process of its own: its timing worker, or a fresh process,
-            ~10 s each, under --timing inprocess), inprocess (approximate), or off [one of isolated, inprocess,
-            off]
+            memory: isolated (each variant alone in a process of its own: its timing worker, or under --timing
+            inprocess a fresh process per variant, seconds each), inprocess (approximate), or off [one of
+            isolated, inprocess, off]
         timing: str = 'isolated'
             latency: isolated (each variant in a worker process of its own, holding only its runtime: what a
             user's process sees) or inprocess (every variant in this process: quicker to start, threads and

@@ -66,17 +66,17 @@ class DistillConfig(TrainConfig, DataConfig):
     init: str = field("teacher", "teacher: start from (sliced) teacher weights | random", choices=("teacher", "random"), group="student shape")
     init_layers: str = field("", "teacher layers (1-based) the student layers start from, e.g. 2,4,6 (default: uniform)", group="student shape")
     init_embeddings: str = field("auto", "the student's residual stream from the teacher's: auto (pca for a student "
-                                         "narrower than its teacher, columns otherwise: pca kept more on all 6 seeds of "
-                                         "docs/plateau.md's ablation) | columns (the dims --init-keep picks) | pca (the "
+                                         "narrower than its teacher, where it keeps more of the teacher (bench/plateau.py), "
+                                         "columns otherwise) | columns (the dims --init-keep picks) | pca (the "
                                          "top principal components of the teacher's embedding table) | projected (pca, "
                                          "then the teacher's table through a learned projection, folded into a plain "
                                          "table when saved)",
                                  choices=("auto", "columns", "pca", "projected"), group="student shape")
     init_keep: str = field("norm", "which dims to keep when narrower: norm (largest weights) | first", choices=("norm", "first"), group="student shape")
     freeze_embeddings: bool = field(False, "keep the student's word-embedding table as it starts (the teacher's rows, "
-                                           "sliced): only its layers, heads and small embeddings learn. The demo's edge "
-                                           "student distilled 1.26x faster a step on a CPU and kept 1.1 points less "
-                                           "of its teacher on validation (n.s., 3 seeds; docs/benchmarks.md)",
+                                           "sliced): only its layers, heads and small embeddings learn. Each step is "
+                                           "faster (the largest table gets no gradient), for a little accuracy or "
+                                           "none; bench/edge_arms.py compares the two",
                                     group="student shape")
     dropout: float | None = field(None, "dropout probability in the student while it distils, every dropout its family "
                                         "has (hidden states, attention, classifier); the saved config keeps the "
