@@ -1,16 +1,15 @@
 """What every bundle's predict.py shares, copied into every bundle beside it; the standard library only
 (onnxruntime is imported by the caller that needs it).
 
-- `check_files`: a bundle checks its own files at start (issue 41): each file its shrinkbert.json
+- `check_files`: a bundle checks its own files at start: each file its shrinkbert.json
   lists (the model graph, the vector table) must have the recorded size and sha256, so a bundle
   damaged in transit or edited by hand fails in one line instead of answering wrongly (a few MB hash
   in milliseconds).
 - `open_session`: the bundle's ONNX Runtime session, its worker threads flushing denormal floats to
   zero unless the bundle says otherwise. ONNX Runtime's attention adds a large negative number at
   padded positions, and the softmax over them then computes with denormal floats, which x86 cores
-  handle slowly: the demo's edge int8 graph on 6 real tokens padded to 128 ran 1.31 ms against 0.96
-  ms flushed, the QA student's at 384 tokens 24.9 against 12.5 ms, on an Intel Xeon
-  (bench/denormals.py). Values below 1.2e-38 become 0, nothing a logit or a vector can show.
+  handle slowly, most on short texts padded far and on long windows (bench/denormals.py measures the
+  difference). Values below 1.2e-38 become 0, nothing a logit or a vector can show.
 """
 from __future__ import annotations
 
@@ -57,8 +56,7 @@ def open_session(model_file: str | Path, options, flush_denormals: bool = True):
     the session. With two or more threads it is created on a thread of its own here, so the caller's
     thread (and PyTorch or numpy running on it in the user's process) keeps its floating-point
     settings. A one-thread session keeps no pool: every kernel runs on the caller's thread, so it is
-    created there, and that thread flushes too (the demo's edge int8 graph on one thread, 6 tokens padded
-    to 128: 2.03 ms unflushed, 1.18 ms flushed; bench/denormals.py --threads 1, docs/latency.md)."""
+    created there, and that thread flushes too (`bench/denormals.py --threads 1` measures that case)."""
     import onnxruntime as ort
 
     def create():

@@ -1,21 +1,16 @@
 """The bundle's runtime defaults, chosen by measurement: ONNX Runtime's thread count and spinning.
 
 A bundle runs in its user's process, normally with nothing else busy in it. There ORT's default,
-worker threads that spin while they wait for work, measured faster (issue 29: the demo's edge
-int8 model at b1/s128 on 2 AVX2 cores, 1.28-1.58 ms spinning vs 1.60-1.64 ms not). Whether one
-thread beats ORT's default (one per physical core) depends on the model and the host (issue 42: the
-demo's edge int8 graph ran 1.29 ms on one thread and 3.95 ms on two vCPUs of an Intel Xeon, and
-2.39 against 1.39 ms the other way round on 2 AMD cores) and on the length of the texts (fourteenth
-session, Intel: one thread 0.27 ms against 0.33 at 24 tokens, 1.22 against 1.09 at 128; the fifteenth,
-same host: 0.38 against 0.43 at 25 tokens but 2.30 against 1.25 at 128). So each bundle is timed where its
-task's texts are, batch 1 at the mean token count of the rows its bundle stage checks parity on, and at
+worker threads that spin while they wait for work, is usually the faster. Whether one thread beats
+ORT's default (one per physical core) depends on the model, the host (two vCPUs that share a core
+favour one thread) and the length of the texts (one thread can win on short texts and lose at 128
+tokens on the same host). So each bundle is timed where its task's texts are, batch 1 at the mean token count of the rows its bundle stage checks parity on, and at
 b1/s128 (b1/s128 alone where it has no rows: an embedding bundle), at its base setting (ORT's thread
 default, spinning on) and at each alternative left to measure (spinning off; one thread), each in a fresh
 process of its own (its own predict.py --benchmark, so no torch and nothing of the kit's), the settings
-taken in turn over ROUNDS rounds and each read as the median of its rounds: on a shared VM one 30-call
-sample per setting was not enough (the demo's edge graph on an Intel Xeon model 207, one thread at
-b1/s128: 2.17 ms in the bundle stage's single sample; rebuilt alike and timed interleaved minutes later,
-1.33 ms on one thread against 1.79 on two, bench/graph_variants.py). An alternative replaces the base
+taken in turn over ROUNDS rounds and each read as the median of its rounds: on a shared VM a single
+sample per setting can be off by more than the difference it decides (bench/graph_variants.py times
+the settings interleaved). An alternative replaces the base
 only where it measures clearly faster at the task's length and not clearly slower at 128 tokens: a
 user's longer text must not pay for the short ones.
 labels.json "runtime" holds the choice (the Predictor's defaults), the manifest the figures. It also

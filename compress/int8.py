@@ -26,12 +26,10 @@ CALIBRATIONS = ("minmax", "entropy", "percentile")
 
 
 WEIGHT_TYPES = ("s8", "u8")
-# What each instruction set gets unless the user overrides it. Measured with bench/int8.py on a
-# fine-tuned MiniLM teacher, ORT 1.31, AMD EPYC family 25 (AVX2, no VNNI), 1,007 test rows:
-# per-channel beat per-tensor everywhere (-1.19 -> +0.20 pt unfused); on the O2-fused path that ships,
-# per-channel + reduce_range lost 0.00 pt at 1.52x (per-tensor: -0.79 pt); unfused it lost 0.70 pt.
-# u8u8 kept accuracy unfused (0.00 pt) but ran 1.24x instead of 1.46x, so reduce_range is the x86
-# default (issue 15's family-23 EPYC also measured per-channel + reduce_range best). VNNI and ARM
+# What each instruction set gets unless the user overrides it, chosen with bench/int8.py on a fine-tuned
+# MiniLM teacher (its figures are in bench/results). On x86 without VNNI, per-channel kept more accuracy
+# than per-tensor, and per-channel + reduce_range kept it on the O2-fused path that ships at full int8
+# speed; u8u8 kept accuracy too but ran slower, so reduce_range is the x86 default. VNNI and ARM
 # kernels do not saturate: full range there.
 ISA_DEFAULTS = {
     "avx2": {"per_channel": True, "reduce_range": True, "weight_type": "s8",
@@ -96,7 +94,7 @@ def quantization_config(isa: str, static: bool, per_channel: bool | None, exclud
     return qconfig, choice
 
 
-# Static int8: what stays float by default (the ops users keep out of static int8, optimum issue 151).
+# Static int8: what stays float by default (the ops users commonly keep out of static int8).
 FLOAT_KINDS = ("layernorm", "gelu", "residual_add", "softmax_input")
 STATIC_OPS = ["MatMul", "Gemm", "Gather"]  # Gather: the embedding tables (weight-only, no activation range)
 

@@ -1,10 +1,9 @@
-"""Keep or undo ONNX Runtime's SkipLayerNormalization fusion, whichever runs faster on this host (issue 42).
+"""Keep or undo ONNX Runtime's SkipLayerNormalization fusion, whichever runs faster on this host.
 
-O2 fuses each residual Add and the LayerNorm after it into one SkipLayerNormalization node. On an AMD
-EPYC (family 25 model 17, AVX-512) with onnxruntime 1.23 that node costs several times an Add plus a
-LayerNormalization: the demo's edge int8 model ran 1.26x faster at b1/s128 (2 threads) and 1.66x on one
-thread with the fusion undone, its fp32 graph 1.17x, the int8 teacher 1.17x (docs/latency.md). Whether
-that holds elsewhere is the host's business, so the export stage times both graphs, interleaved, on
+O2 fuses each residual Add and the LayerNorm after it into one SkipLayerNormalization node. On some
+hosts (AMD EPYC with AVX-512, for one) that node costs several times an Add plus a LayerNormalization,
+and small int8 graphs gain most from undoing it (bench/skip_layer_norm.py measures both graphs). Which
+holds is the host's business, so the export stage times both graphs, interleaved, on
 the host it runs on and keeps the faster, and the quantize stage does the same for an int8 graph that
 still has the node (the int8 graph gains most: a fp32 graph's choice is no guide to it); each
 manifest records both figures and the choice.
@@ -29,8 +28,8 @@ def unfuse(model) -> int:
     """Replace every SkipLayerNormalization node of an onnx ModelProto by Add(s) + LayerNormalization,
     in place; returns how many were replaced. A node whose mean or variance output is read is kept.
     The residual is added first and the bias after it: ONNX Runtime's optimiser, at session load, fuses a
-    product + bias + residual + LayerNormalization chain back into the node, and the other order gave it
-    that chain (the demo's edge int8 graph ran 2x slower, bench/graph_variants.py)."""
+    product + bias + residual + LayerNormalization chain back into the node, and the other order would give it
+    that chain back (a slower graph: bench/graph_variants.py compares them)."""
     from onnx import helper
 
     read = {name for node in model.graph.node for name in node.input} | {o.name for o in model.graph.output}
@@ -97,7 +96,7 @@ def _interleaved_ms(files: list[str], length: int, vocab_size: int, threads: int
 
 def timed_apart(files: list[Path], length: int, vocab_size: int, threads: int) -> list[float]:
     """`_interleaved_ms` in a fresh process with no torch: a stage's own process holds PyTorch's thread
-    pool, which slowed a small ONNX graph beside it (docs/latency.md), and a bundle runs alone."""
+    pool, which slows a small ONNX graph beside it, and a bundle runs alone."""
     import json
     import subprocess
     import sys

@@ -3,9 +3,9 @@
 Copied into every embedding bundle beside predict.py. A tokenizer whose pre-tokenizer splits at
 whitespace first (BERT's, `Whitespace`) and whose normalizer changes characters one at a time
 (BERT's, lowercasing, accent stripping) tokenizes each whitespace-separated word on its own, so a
-text's ids are its words' ids one after another, and each word's ids can be kept. At batch 1 on a
-128-token text, `encode` takes about 0.2 ms on a 2-core Xeon, most of a static student's time; the
-cached lookup about 0.02 ms (bench/token_ids.py, docs/latency.md).
+text's ids are its words' ids one after another, and each word's ids can be kept. At batch 1, `encode` is
+most of a static student's time, and the cached lookup a small part of it (bench/token_ids.py times
+both).
 
 Where the two could differ the text goes through `encode` as before: any text that is not ASCII
 (Unicode whitespace and control characters are split by Python and cleaned by BERT's normalizer

@@ -1,8 +1,8 @@
 """The texts every embedding parity check runs (export: graph against PyTorch; bundle: the bundle's
 Predictor against its model): short sentences, an empty one, accents, and texts at and past the
 model's max_length. A bundle that truncates, pads or normalises differently from its model differs
-only on the long ones, so no check may use short texts alone (issue 41: a bundle cut at half its
-max_length passed every check that did)."""
+only on the long ones, so no check may use short texts alone (a bundle cut at half its max_length
+passes every check that does)."""
 from __future__ import annotations
 
 PARITY_SENTENCES = ["A man is playing a guitar.", "The stock market fell sharply today.", "a cat", "",

@@ -49,11 +49,10 @@ TRAIN_STATE = "train_state.json"
 RESUME_NEUTRAL = {"resume", "num_workers", "log_every", "log_with", "checkpoint_every", "project_dir"}
 
 
-# `auto` turns CPU bf16 autocast on from this model width (hidden size) up: bench/cpu_bf16.py measured a
-# training step 1.23x faster at H160 and 1.6x at H384 on an AMD EPYC with avx512_bf16 (batch 32 x 32 tokens),
-# and 0.95x at the tests' H32; the frontier's 2L/H160 student kept the same accuracy over 3 seeds (paired
-# +0.0 [-0.5, +0.5], docs/benchmarks.md). On a GPU `auto` stays fp32: bf16 measured 1.3-3x slower there for
-# MiniLM and MPNet at batch 32 of short rows (launch-bound); base-sized models at long batches ask for bf16.
+# `auto` turns CPU bf16 autocast on from this model width (hidden size) up: below it a bf16 step is no
+# faster than fp32, from it up faster at the same accuracy (bench/cpu_bf16.py times a step per width).
+# On a GPU `auto` stays fp32: small models at batches of short rows are launch-bound there, and bf16 ran
+# them slower; base-sized models at long batches ask for bf16.
 AUTO_BF16_MIN_HIDDEN = 160
 
 
@@ -237,9 +236,8 @@ def _count_tokens(batch) -> int:
 
 
 # On a CPU, SDPA runs its flash kernel where attention dropout is 0 (`distill --dropout 0`, ModernBERT's
-# default), which trains short batches slower than its math kernel and long ones faster:
-# bench/cpu_attention_kernel.py, the demo's 2-layer H384 student in bf16, 95 against 158 ms a step at
-# 32 x 28 tokens, 219 against 271 at 16 x 128, 545 against 417 at 16 x 256 (Intel Xeon family 6 model 207).
+# default), which trains short batches slower than its math kernel and long ones faster; up to this many
+# tokens the math kernel runs (bench/cpu_attention_kernel.py times both kernels by batch length).
 MATH_ATTENTION_UP_TO = 128
 
 

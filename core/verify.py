@@ -1,6 +1,6 @@
 """Artifacts checked on load: every stage that reads an artifact compares its files with the sizes
 and sha256 its shrinkbert.json recorded when it was written, so a damaged or hand-edited weight file
-stops the chain in one line instead of flowing on into a bundle (issue 41).
+stops the chain in one line instead of flowing on into a bundle.
 
 Size first (free), then the content hash, which is remembered per file by path, size and mtime in
 <cache>/verified/ so a 440 MB teacher is hashed once, not at every stage. `--no-verify` on any

@@ -1,5 +1,5 @@
 """The host's floor: what its cores reach on large matrix products, and how long a model's own matrix
-products would take at that rate (issue 42).
+products would take at that rate.
 
     rates = host_rates(threads=2)                       # GOP/s: int8 and fp32 in ONNX Runtime, fp32 in PyTorch
     macs = multiply_adds(encoder_shape(config), batch=1, tokens=128)

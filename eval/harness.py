@@ -66,7 +66,7 @@ def floor_rates(config: EvalConfig, settings, cache: MeasurementCache, variants)
     from shrinkbert.eval.cache import cache_key
     from shrinkbert.eval.floor import host_rates
 
-    # a quick look times the products briefly too: 2 rounds of 2 calls, about 0.3 s against 2.7 s
+    # a quick look times the products briefly too: 2 rounds of 2 calls, a fraction of the full timing
     rounds, calls = (2, 2) if config.quick else (5, 5)
     key = cache_key("host-rates", describe_machine(), settings.threads, rounds, calls)
     all_cached = all(case.label in v.cached for v in variants if v.ok for case in settings.cases)

@@ -194,8 +194,8 @@ def _identify(variant: Variant, notes: _Notes) -> None:
         variant.content_hash = artifact_hash(variant.path)
         code = Path(variant.path) / "predict.py"
         identity = [variant.content_hash, code.read_text() if code.is_file() else "", variant.kind]
-        # A kind measured differently from before (a token classifier, once loaded as a sequence
-        # one) adds to its key, so nothing measured the old way is reused; sequence keys are unchanged.
+        # A kind that is measured its own way (a token classifier) adds to its key, so nothing measured
+        # as another kind is reused; sequence keys are the plain identity.
         identity.extend(artifact_kind(variant.path).cache_identity)
         variant.key = cache_key(*identity)
         variant.lineage = lineage(variant.path, variant.manifest or None)

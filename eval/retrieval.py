@@ -1,5 +1,5 @@
 """Retrieval on SQuAD articles: paragraphs are the documents, each question's gold document is its
-paragraph (the generalisation issue's measure of whether a student holds in a teacher's index).
+paragraph: a measure of whether a student holds in a teacher's index on text it was not distilled on.
 
 Three settings, each with recall@1, recall@10 and MRR@10 and a bootstrap interval over questions:
 

@@ -9,8 +9,9 @@
   p and the mid-p (Fagerland et al. 2013 recommend mid-p: the exact test is conservative).
 - `compare`: both at once, from two 0/1 correctness vectors, as the report and the frontier show it.
 
-1,007 test rows carry about ±1.2 points per accuracy difference: a difference whose interval covers
-zero is reported as not significant ("n.s."), not as a gain.
+A test split of a thousand rows leaves about a point of uncertainty either way on an accuracy
+difference: a difference whose interval covers zero is reported as not significant ("n.s."), not as a
+gain.
 """
 from __future__ import annotations
 

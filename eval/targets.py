@@ -77,7 +77,8 @@ def judge(record: dict[str, Any], runtime: str, row: dict[str, Any]) -> dict[str
 
 
 def describe(result: dict[str, Any]) -> str:
-    """'4ms ✓', '25% ✗ (31.0%)', '20MB –' for the table."""
+    """The table's cell: the target, then ✓ (met), ✗ and the measured figure (not met) or – (not
+    judged), e.g. '4ms ✓', '20MB –'."""
     if result["met"] is None:
         return f"{result['target']} –"
     mark = "✓" if result["met"] else "✗"

@@ -233,7 +233,7 @@ def main() -> int:
 
 if __name__ == "__main__":
     code = main()
-    # Skip the interpreter's teardown (about 0.5 s with torch loaded): the report closes its workers one by
+    # Skip the interpreter's teardown (slow with torch loaded): the report closes its workers one by
     # one, and nothing here holds a file that needs flushing beyond the reply stream, flushed per reply.
     sys.stderr.flush()
     os._exit(code)

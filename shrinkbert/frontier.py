@@ -16,9 +16,9 @@ accuracy / teacher PyTorch test accuracy) as mean ± sd over seeds, speed-up aga
 PyTorch fp32 and against the teacher's O2 + int8 ONNX, the file size, and the difference in retention
 to --compare-to (the teacher, or another point) with its paired bootstrap 95% interval over the test
 rows (eval/stats.py: each row's share of a point's seeds that got it right, paired with the
-reference's; "n.s." where the interval covers zero); frontier.png plots retention against speed-up. --shapes adds students of shapes you name, measured in the same run (no
-target: their speed-up is what that run measures), to compare, say, deep-narrow shapes with the picker's
-choice. Artifacts already in the output folder are reused (--no-resume redoes them), and so is the
+reference's; "n.s." where the interval covers zero); frontier.png plots retention against speed-up.
+--shapes adds students of shapes you name, measured in the same run (no target: their speed-up is
+what that run measures), to compare, say, deep-narrow shapes with the picker's choice. Artifacts already in the output folder are reused (--no-resume redoes them), and so is the
 teacher's probe (teacher-probe.json), so that a re-run keeps the targets its students were made for.
 """
 from __future__ import annotations
@@ -112,8 +112,8 @@ def probe_teacher_ms(teacher: str, max_length: int, threads: int) -> float:
 def teacher_reference_ms(teacher: str, max_length: int, threads: int, out: Path, resume: bool) -> tuple[float, bool]:
     """The speed-up targets' reference, probed once per output folder and stored in teacher-probe.json:
     a re-run probes again only for another teacher, length or thread count (or --no-resume). Probing
-    on every run moved the targets with the machine's noise (23.3 vs 24.8 ms on one host), which made
-    every target's students stale and re-picked their shapes. Returns (p50 ms, whether it was reused)."""
+    on every run would move the targets with the machine's noise, making every target's students stale
+    and re-picking their shapes. Returns (p50 ms, whether it was reused)."""
     probe_file = out / "teacher-probe.json"
     key = {"teacher_hash": artifact_hash(teacher), "max_length": max_length, "threads": threads}
     if resume and probe_file.is_file():

@@ -2,15 +2,15 @@
 
 Every stage is a process of its own (its memory is returned when it ends; a crash cannot take the
 runner down), but a fresh `python -m MODULE` pays the imports of torch, transformers, datasets and
-accelerate again each time: ~5 s a stage on the 2-core machines this kit targets, a minute over the
-demo's 13 stages. So on Linux the runner imports those libraries once and forks a child per stage,
+accelerate again each time: seconds a stage on the small machines this kit targets, which add up
+over a recipe's stages. So on Linux the runner imports those libraries once and forks a child per stage,
 which calls the stage module's `main(argv)` (what its `python -m` entry calls). The libraries start
 no threads on import, so the fork is clean (the children start their own thread pools on first use).
 `accelerate launch` stages and other platforms always get a fresh interpreter, and `--spawn` asks
 for one everywhere.
 
 A stage has no time limit unless $SHRINKBERT_STAGE_TIMEOUT (seconds) sets one (the tests do: a hung
-gloo run must not hold CI for its 90 minutes); past it the stage is killed and the runner reports
+gloo run must not hold CI until its own time limit); past it the stage is killed and the runner reports
 exit code 124. A forked stage also dies with its runner (Linux PR_SET_PDEATHSIG), so a runner killed
 by a timeout above it leaves no stage behind.
 """

@@ -1,6 +1,6 @@
 """A transfer set for task distillation: perturbed copies of the training texts, labelled by the teacher.
 
-A small student learns more from the teacher than 8k labelled sentences can carry: on texts the
+A small student learns more from the teacher than a few thousand labelled sentences can carry: on texts the
 teacher has an opinion about but no gold label exists for, its soft logits still teach. Following
 Tang et al. 2019 ("Distilling task-specific knowledge from BERT into simple neural networks"),
 each copy of a training text is made by

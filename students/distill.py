@@ -200,8 +200,8 @@ def distill_logits(cfg: Config) -> Path:
 
     def teacher_loader():
         if "model" not in teacher_holder:
-            # on the process's device (a GPU where there is one): the teacher's outputs are cached there,
-            # which ran on the CPU at 3.4 batches/s for a 110M teacher on a lent H200
+            # on the process's device (a GPU where there is one): the teacher's pass over the rows is
+            # most of a cache miss's time, and slow on a CPU for a base-sized teacher
             teacher_holder["model"] = load_teacher(cfg, need_attentions=bool(weights.attention)).to(process_state().device)
         return teacher_holder["model"]
 
@@ -213,9 +213,8 @@ def distill_logits(cfg: Config) -> Path:
         hidden_layers = distill_loss.teacher_hidden_layers() if distill_loss.needs_hidden else []
         attention_layers = distill_loss.teacher_attention_layers()
         # The teacher's pass runs in the precision --mixed-precision resolves to for the teacher's width: under
-        # `auto`, bf16 on a CPU with bf16 for a teacher of H160 and up. The demo's 24,056 rows took 90 s of MiniLM in fp32 on an AMX
-        # CPU, 2.2x less in bf16 (bench/teacher_outputs_bf16.py); the demo's edge chain kept the same accuracy
-        # over 3 seeds with it (bench/edge_arms.py's bf16-teacher arm: -0.1 [-0.8, +0.5] on test, docs/benchmarks.md).
+        # `auto`, bf16 on a CPU with bf16 for a teacher of H160 and up: a faster pass, and students as
+        # accurate (bench/teacher_outputs_bf16.py times the pass; bench/edge_arms.py compares the students).
         teacher_precision = resolve_mixed_precision(cfg.mixed_precision, width=teacher_config.hidden_size)
         with process_state().main_process_first():  # the others then find the main process's cache
             cache, cache_file, hit = load_or_compute(teacher_source(cfg.teacher, cfg.temperature), teacher_loader, train_set, collate,

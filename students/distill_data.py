@@ -61,7 +61,7 @@ def with_row_index(dataset, kind=None):
     return dataset.add_column("row_idx", list(range(len(dataset))))
 
 
-SMALL_DATA_ROWS = 5_000  # issue 39: a 1,380-row pair task's student kept 89.5% with the task's rows alone
+SMALL_DATA_ROWS = 5_000  # below this, a pair task's rows alone teach a student too little (bench/small_data.py)
 SMALL_DATA_AUGMENT = 8  # teacher-labelled perturbed copies per row (TinyBERT's task phase uses 20)
 SMALL_DATA_ENV = "SHRINKBERT_SMALL_DATA"  # "off": as --small-data off on every run (the test suite's tiny runs)
 

@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # the stage's Config, for annotations only (distill.py import
 
 def init_embeddings(asked: str, student_hidden: int, teacher_hidden: int, general: bool = False) -> str:
     """The stream init students/init.py applies: "auto" is pca for a task student narrower than its
-    teacher (2L/H160: +0.8 points of accuracy over columns, ahead on each of 6 seeds, docs/plateau.md)
+    teacher (where it keeps more of the teacher than columns: bench/plateau.py compares the inits)
     and columns at the teacher's width (there the columns are the whole stream, and a full-width
     rotation would only disturb LayerNorm) or in general distillation (not measured); "projected"
     starts as pca."""

@@ -45,7 +45,7 @@ from shrinkbert.students.processes import log_main
 READS = frozenset(f.name for f in (*dataclasses.fields(DataConfig), *dataclasses.fields(TrainConfig))) | {
     "teacher", "mode", "corpus", "student", "target", "layers", "hidden", "heads", "intermediate",
     "dim", "hidden_weight", "max_length", "max_train_rows", "max_eval_rows", "output_dir"} | EMBEDDING_ONLY_OPTIONS
-DEFAULT_LAYERS = 3  # the measured shape: 3 of 6 layers, 5.4x as int8 (docs/embeddings.md)
+DEFAULT_LAYERS = 3  # half of MiniLM's 6 layers: the shape bench/embedding_student.py measures
 STATIC = "static"
 # model2vec's static student tunes its table in the same loop, with an optimizer of its own (Adam at
 # a constant 1e-3, no decay or clipping: students/static.py) and batches of 64 unless --batch-size

@@ -333,7 +333,7 @@ def selection_score(found: dict, keep_by: str = KEEP_BY[0]) -> float:
     never trained on where measured, so an epoch that gains on STS-B by drifting from the teacher on
     other text is not kept for it. keep_by "validation": the Spearman alone, for a student meant to
     rank pairs as the teacher does rather than to share its coordinates (a similarity-weighted loss
-    gives up agreement on purpose; with it the sum kept the untrained start, docs/embeddings.md)."""
+    gives up agreement on purpose, and the sum would keep the untrained start)."""
     if keep_by not in KEEP_BY:
         raise ShrinkbertError(f"keep_by {keep_by!r}: one of {', '.join(KEEP_BY)}")
     agreement = found.get("unseen_agreement", 0.0) if keep_by == KEEP_BY[0] else 0.0

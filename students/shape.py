@@ -49,8 +49,8 @@ class Shape(Widths):
     def prior(self) -> tuple[int, int, int]:
         """The capacity prior: bigger is preferred (layers x hidden^2, about the encoder's weights, then
         hidden, then FFN). Width counts squared because, at equal budget, a wider shallower student
-        distilled better and ran faster here: 3L/H128 reached 81.1% on movie-snippets at 5.2 ms
-        against 6L/H64's 73.9% at 6.2 ms (batch 1, seq 128, same run; see the README)."""
+        distils better and runs faster than a deeper narrower one (`shrinkbert frontier --shapes`
+        compares shapes on accuracy and speed)."""
         return (self.layers * self.hidden * self.hidden, self.hidden, self.intermediate)
 
 
@@ -311,8 +311,7 @@ def onnx_timer(runtime: str, threads: int, warmup: int, runs: int, neighbour_con
 
     Timed the way the report times (eval/latency.py): interleaved. The report runs every variant in
     turn, so each call of one follows calls of the others, with their caches and thread wake-ups;
-    back to back, a small model measured up to 1.7x faster here than in the report (a 2-layer
-    H288 int8 student: 3.18 ms alone, 5.62 ms p50 in the report). With `neighbour_config` (the
+    timed back to back, a small model reads much faster than the report will find it. With `neighbour_config` (the
     teacher's), a model of that shape in fp32 ONNX runs before every timed call."""
     import tempfile
 
@@ -384,8 +383,8 @@ def _pick_by_latency(teacher_config, target: Target, *, seq_len, threads, runs, 
         quarters = {max(head_dim, int(round(teacher_config.hidden_size * q / 4 / head_dim)) * head_dim)
                     for q in (1, 2, 3, 4)}
         hidden_steps = sorted(quarters)
-    # Half-width FFNs too: at the frontier's 5x target, 3L/H384 with half the FFN kept 98.8% ± 0.8 of the
-    # teacher at 5.38x where the full-FFN pick, 2L/H384, kept 97.1% ± 0.6 at 6.00x (3 seeds each, README).
+    # Half-width FFNs too: at the same latency, a deeper student with half the FFN can keep more of the
+    # teacher than a shallower one with the full FFN (the frontier compares such shapes).
     shapes = candidate_shapes(teacher_config, hidden_steps=hidden_steps, ffn_fractions=LATENCY_FFN_FRACTIONS, **fixed)
     if timer is None:  # interleaved with a teacher-sized model on every runtime, as the report times
         timer = (torch_timer(warmup, runs, neighbour_config=teacher_config) if runtime == "torch"

@@ -246,7 +246,7 @@ class TaskKind(ABC):
     def long_parity_rows(self, max_length: int, task) -> list[dict[str, Any]]:
         """Unlabelled rows at and past `max_length` tokens that a bundle's parity check adds to its
         task rows: a bundle that truncates or pads differently from its model differs only there
-        (issue 41). Default: a text of exactly max_length tokens and one of about 2.5x (a token row
+        Default: a text of exactly max_length tokens and one about 2.5 times as long (a token row
         whose last words fall outside the window; a QA context that needs several windows)."""
         return self.example_rows(parity_texts(max_length)[-2:])
 

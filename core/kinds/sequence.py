@@ -68,7 +68,7 @@ class SequenceKind(TaskKind):
         return [{"text": t, "text_pair": None, "label": None} for t in sentences]
 
     def long_parity_rows(self, max_length: int, task) -> list[dict[str, Any]]:
-        """A text of exactly max_length tokens, one of about 2.5x, and for a pair task a short first
+        """A text of exactly max_length tokens, one about 2.5 times as long, and for a pair task a short first
         text with a long second one (truncation must cut the pair as the model was trained on it)."""
         rows = super().long_parity_rows(max_length, task)
         past_limit = rows[-1]["text"]
