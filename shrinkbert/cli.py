@@ -15,7 +15,8 @@ RUN_SUMMARY = "run a recipe: every stage from corpus to edge bundle and report"
 
 
 def _help() -> str:
-    lines = [USAGE, "", "Make BERT-family encoders (classifiers, taggers, extractive QA, sentence embedders) small and fast, with one honest report.", "", "commands:"]
+    lines = [USAGE, "", "Make BERT-family encoders small and fast — sentence and pair classifiers, token taggers (NER, POS), "
+             "extractive QA and sentence embedders: distillation, pruning, int8 ONNX, edge bundles, one honest report.", "", "commands:"]
     lines.append(f"  {'run':<11} {RUN_SUMMARY}")
     for name, stage in STAGES.items():
         lines.append(f"  {name:<11} {stage.summary}")
