@@ -1,5 +1,5 @@
-"""Breaks the test suite must catch (issue 41): each mutant below is a hand-written change of one
-line, of the kind that once passed every test (a bundle cutting texts at half its max_length), applied
+"""Breaks the test suite must catch: each mutant below is a hand-written change of one line, of the
+kind a suite of short inputs alone lets through (a bundle cutting texts at half its max_length), applied
 to a copy of the working tree; the tests named beside it run there, and a mutant whose tests all pass
 has survived. The script exits 1 if any survives, 0 when every one is caught.
 
@@ -117,7 +117,7 @@ def run_mutant(mutant: Mutant, repo: Path) -> tuple[bool, float, str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Apply each hand-written mutant to a copy of the tree and check "
-                                                 "that its tests fail (issue 41).")
+                                                 "that its tests fail.")
     parser.add_argument("words", nargs="*", help="run only mutants whose name holds one of these words")
     parser.add_argument("--list", action="store_true", help="list the mutants and their tests, run nothing")
     args = parser.parse_args(argv)
