@@ -6,8 +6,9 @@ stage registry, shrinkbert.stages), the `shrinkbert` CLI (shrinkbert.cli) and th
 shrinkbert.teachers, .students, .compress, .eval, and the plumbing in .core.
 """
 from shrinkbert.api import Artifact
+from shrinkbert.deploy.corpus import predict_corpus
 from shrinkbert.functions import (bundle, distill, export, finetune, pretrain, prune, quantize, report, sparsify,
                                   trim_vocab)
 
 __all__ = ["Artifact", "pretrain", "finetune", "distill", "prune", "sparsify", "trim_vocab", "export", "quantize",
-           "bundle", "report"]
+           "bundle", "report", "predict_corpus"]

@@ -12,12 +12,14 @@ from shrinkbert.stages import STAGES
 
 USAGE = "usage: shrinkbert COMMAND [options]   (shrinkbert COMMAND --help for its options)"
 RUN_SUMMARY = "run a recipe: every stage from corpus to edge bundle and report"
+PREDICT_SUMMARY = "run a bundle over a corpus (csv, jsonl, parquet, text) into Parquet shards; resumable, on Dask"
 
 
 def _help() -> str:
     lines = [USAGE, "", "Make BERT-family encoders small and fast — sentence and pair classifiers, token taggers (NER, POS), "
              "extractive QA and sentence embedders: distillation, pruning, int8 ONNX, edge bundles, one honest report.", "", "commands:"]
     lines.append(f"  {'run':<11} {RUN_SUMMARY}")
+    lines.append(f"  {'predict':<11} {PREDICT_SUMMARY}")
     for name, stage in STAGES.items():
         lines.append(f"  {name:<11} {stage.summary}")
     return "\n".join(lines)
@@ -31,8 +33,12 @@ def main(argv: list[str] | None = None) -> int:
     command, rest = argv[0], argv[1:]
     if command == "run":
         return recipe.main(rest)
+    if command == "predict":  # writes a table, not an artifact: no stage
+        from shrinkbert.deploy.corpus_cli import main as predict_main
+
+        return predict_main(rest)
     if command not in STAGES:
-        print(f"error: unknown command '{command}'; commands: run, {', '.join(STAGES)}", file=sys.stderr)
+        print(f"error: unknown command '{command}'; commands: run, predict, {', '.join(STAGES)}", file=sys.stderr)
         return 2
     return STAGES[command].cli(rest)
 

@@ -1,0 +1,274 @@
+"""A bundle over a whole corpus: `shrinkbert predict` and `shrinkbert.predict_corpus`.
+
+The input is streamed (deploy/corpus_input.py) and cut into shards of `shard_rows` rows in input order;
+a shard is the unit of work, of output and of resume. Within a shard, rows are sorted by token count
+in windows of `window` rows and run in batches of at most `batch_tokens` tokens (rows x the longest
+row), so little is padding; the answers go back to input order. Each shard is written as
+OUT/part-NNNNN.parquet through a temporary name in OUT that is renamed when complete, and then recorded
+in OUT/_manifest.json (written the same way): the bundle's identity, the input files with their sizes and
+modification times, the options that decide the output, and the shards done with their row ranges.
+Run again after a kill, the same command skips the shards the manifest records and writes the rest, so
+every input row is in the output exactly once; a manifest of another bundle, input or options is refused.
+On Dask (deploy/corpus_dask.py) each shard is one task; the output is the same.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.progress import progress_bar
+from shrinkbert.deploy.corpus_input import InputFile, column_names, count_rows, open_inputs, read_chunks
+from shrinkbert.deploy.corpus_kinds import Outputs, bundle_identity, kind_of, load_predictor, outputs_for
+
+MANIFEST = "_manifest.json"
+PART = "part-{:05d}.parquet"
+TEMP_PREFIX = ".part-"  # a shard being written; readers of the folder (pyarrow, pandas, Spark) skip dot files
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What a shard needs to be computed anywhere: the columns, the batching and the runtime."""
+    bundle: str
+    columns: tuple[str, ...]
+    text_column: str | None
+    text_pair_column: str | None
+    dtype: str = "float32"
+    batch_tokens: int = 16384
+    window: int = 4096
+    threads: int | None = None
+
+    def outputs(self, predictor) -> Outputs:
+        return outputs_for(predictor, self.text_column, self.text_pair_column, self.dtype)
+
+
+def host_threads() -> int:
+    """The cores this process may run on: a corpus run keeps them all busy."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def token_batches(lengths: list[int], order: list[int], batch_tokens: int) -> Iterator[list[int]]:
+    """Runs of `order` (row indices sorted by length) whose padded size, rows x the longest, stays within
+    `batch_tokens` (a row longer than that runs alone)."""
+    batch, longest = [], 0
+    for index in order:
+        size = max(longest, lengths[index])
+        if batch and size * (len(batch) + 1) > batch_tokens:
+            yield batch
+            batch, size = [], lengths[index]
+        batch.append(index)
+        longest = size
+    if batch:
+        yield batch
+
+
+def predict_rows(outputs: Outputs, rows: list[dict], schema: pa.Schema, window: int, batch_tokens: int,
+                 advance: Callable[[int], None] = lambda n: None) -> pa.Table:
+    """The output table of `rows` (one shard), in their order: each window of rows sorted by length and run
+    in batches of at most `batch_tokens` tokens."""
+    tables = []
+    for start in range(0, len(rows), window):
+        part = rows[start:start + window]
+        lengths = outputs.lengths(part)
+        order = sorted(range(len(part)), key=lengths.__getitem__)
+        done, pieces = [], []
+        for batch in token_batches(lengths, order, batch_tokens):
+            pieces.append(outputs.predict([part[i] for i in batch]))
+            done.extend(batch)
+        back = pa.array(np.argsort(np.asarray(done), kind="stable"))  # sorted position of each row in input order
+        columns = {"id": pa.array([r["id"] for r in part], pa.string())}
+        for name in pieces[0]:
+            columns[name] = pa.concat_arrays([piece[name] for piece in pieces]).take(back)
+        tables.append(pa.Table.from_pydict(columns, schema=schema))
+        advance(len(part))
+    return pa.concat_tables(tables)
+
+
+def output_schema(outputs: Outputs, bundle: dict) -> pa.Schema:
+    fields = [pa.field("id", pa.string())] + outputs.fields()
+    return pa.schema(fields, metadata={"shrinkbert.bundle": json.dumps(bundle), **outputs.metadata()})
+
+
+def shards(files: list[InputFile], options: RunOptions, id_column: str | None,
+           shard_rows: int) -> Iterator[tuple[int, int, list[dict]]]:
+    """(shard index, its first row's number in the whole input, its rows), in input order."""
+    index, first, rows = 0, 0, []
+    for chunk in read_chunks(files, list(options.columns), id_column, min(shard_rows, 8192)):
+        rows.extend(chunk)
+        while len(rows) >= shard_rows:
+            yield index, first, rows[:shard_rows]
+            index, first, rows = index + 1, first + shard_rows, rows[shard_rows:]
+    if rows:
+        yield index, first, rows
+
+
+class ShardWriter:
+    """Writes shards atomically into the output folder and records each in the manifest."""
+
+    def __init__(self, out: Path, identity: dict, done: dict[int, dict]):
+        self.out, self.identity, self.done = out, identity, done
+
+    def write(self, index: int, first_row: int, table: pa.Table) -> None:
+        self.out.mkdir(parents=True, exist_ok=True)
+        name = PART.format(index)
+        temp = self.out / f".{name}.tmp"
+        pq.write_table(table, temp)
+        _sync(temp)
+        os.replace(temp, self.out / name)
+        self.done[index] = {"index": index, "file": name, "first_row": first_row, "rows": table.num_rows}
+        self.save()
+
+    def save(self, **extra) -> None:
+        body = {**self.identity, "shards": [self.done[i] for i in sorted(self.done)], **extra}
+        temp = self.out / f".{MANIFEST}.tmp"
+        temp.write_text(json.dumps(body, indent=1))
+        _sync(temp)
+        os.replace(temp, self.out / MANIFEST)
+
+
+def predict_corpus(bundle: str | os.PathLike, inputs: str | list[str], output: str | os.PathLike, *,
+                   text_column: str | None = None, text_pair_column: str | None = None, id_column: str | None = None,
+                   batch_tokens: int = 16384, window: int = 4096, shard_rows: int = 20000,
+                   threads: int | None = None, dtype: str = "float32", cluster: str | None = None,
+                   scheduler: str | None = None, progress: bool = True) -> Path:
+    """Run a bundle over every row of `inputs` and write the answers as Parquet shards in `output`.
+
+    Args:
+        bundle: a bundle folder (`shrinkbert bundle`) of any kind.
+        inputs: files or globs: .csv, .tsv, .jsonl, .parquet, or .txt (one text a line).
+        output: a new or empty folder, or one holding this same run's shards (it resumes).
+        text_column: the text column (default "text"; a QA bundle's question column, default "question"; a
+            tagger's text or word-list column, default "text", else "tokens").
+        text_pair_column: a pair classifier's second text, or a QA bundle's context (default "context").
+        id_column: the input's id column, written as text; default: the file's name and the row's line.
+        batch_tokens: most tokens a batch holds (rows x the longest row).
+        window: rows sorted by length together; larger pads less and holds more in memory.
+        shard_rows: rows a shard (an output file, a unit of resume and of Dask work) holds.
+        threads: ONNX Runtime threads; default, every core of this process (one process), or of a Dask worker.
+        dtype: an embedding bundle's vectors, float32 or float16.
+        cluster: "local:N" runs on a dask.distributed LocalCluster of N one-thread worker processes.
+        scheduler: a Dask scheduler's address (tcp://HOST:8786); its workers must see the bundle at `bundle`.
+        progress: a progress bar (rows/s and an ETA) on stderr.
+
+    Returns:
+        The output folder.
+
+    Raises:
+        ShrinkbertError: an unreadable input, a missing column, an empty input, an output folder that holds
+            something else or another run; nothing is written outside the temporary shard.
+    """
+    inputs = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
+    out = Path(output)
+    for name, value in (("batch_tokens", batch_tokens), ("window", window), ("shard_rows", shard_rows)):
+        if value < 1:
+            raise ShrinkbertError(f"--{name.replace('_', '-')} must be 1 or more (got {value})")
+    if cluster and scheduler:
+        raise ShrinkbertError("give --cluster local:N or --scheduler ADDRESS, not both")
+    done = existing_shards(out)
+    predictor = load_predictor(bundle, threads or host_threads())
+    if kind_of(predictor) == "token" and not text_column:
+        text_column = tagger_column(inputs)
+    options = RunOptions(str(Path(bundle).resolve()), (), text_column, text_pair_column, dtype, batch_tokens, window,
+                         threads)
+    outputs = options.outputs(predictor)
+    options = RunOptions(**{**asdict(options), "columns": tuple(outputs.columns)})
+    files = open_inputs(inputs, outputs.columns, id_column)
+    identity = {"bundle": bundle_identity(bundle), "inputs": [f.identity() for f in files],
+                "options": {"columns": list(outputs.columns), "id_column": id_column, "shard_rows": shard_rows,
+                            "dtype": dtype}}
+    if done:
+        check_same_run(out, done, identity)
+    writer = ShardWriter(out, identity, {s["index"]: s for s in (done or {}).get("shards", [])})
+    if (done or {}).get("complete"):
+        return out
+    schema = output_schema(outputs, identity["bundle"])
+    total = sum(count_rows(f) for f in files)
+    bar = progress_bar(total=total, unit="rows", desc="predict", dynamic_ncols=True, disable=not progress,
+                       smoothing=0.05)
+    try:
+        pending = _pending(shards(files, options, id_column, shard_rows), writer, bar)
+        if cluster or scheduler:
+            from shrinkbert.deploy.corpus_dask import run_on_dask
+
+            run_on_dask(cluster or scheduler, options, schema, pending, writer, bar)
+        else:
+            for index, first, rows in pending:
+                writer.write(index, first, predict_rows(outputs, rows, schema, window, batch_tokens, bar.update))
+        bar.total = bar.n  # the count of rows was an estimate (a header, blank lines)
+    finally:
+        bar.close()
+    if not writer.done:
+        raise ShrinkbertError(f"no rows in {', '.join(map(str, inputs))}: nothing to predict")
+    _remove_temp(out)
+    writer.save(complete=True, rows=sum(s["rows"] for s in writer.done.values()))
+    return out
+
+
+def _pending(stream, writer: ShardWriter, bar) -> Iterator[tuple[int, int, list[dict]]]:
+    """The shards the manifest does not record yet (the rest count as done on the bar)."""
+    for index, first, rows in stream:
+        if index in writer.done:
+            bar.update(len(rows))
+            continue
+        yield index, first, rows
+
+
+def tagger_column(inputs: list[str]) -> str:
+    """A tagger reads "text", or "tokens" (word lists) where the first input has that and no "text"."""
+    files = open_inputs(inputs, [], None)
+    names = column_names(files[0])
+    return "tokens" if "tokens" in names and "text" not in names else "text"
+
+
+def existing_shards(out: Path) -> dict | None:
+    """The output folder's manifest (a run to resume), {} for a folder to start in, None for none yet; one
+    line where `out` is a file or a folder holding something else."""
+    if out.exists() and not out.is_dir():
+        raise ShrinkbertError(f"--output {out} is a file: name a folder (new, empty, or a run to resume)")
+    if not out.is_dir():
+        return None
+    manifest = out / MANIFEST
+    if manifest.is_file():
+        try:
+            return json.loads(manifest.read_text())
+        except (OSError, json.JSONDecodeError) as err:
+            raise ShrinkbertError(f"{manifest} cannot be read ({err}): not a corpus run's output") from err
+    if any(not p.name.startswith(TEMP_PREFIX) for p in out.iterdir()):
+        raise ShrinkbertError(f"--output {out} holds other files and no {MANIFEST}: name a new or empty folder")
+    return {}
+
+
+def check_same_run(out: Path, manifest: dict, identity: dict) -> None:
+    """One line where the output folder holds a run of another bundle, input or options."""
+    for key, what in (("bundle", "bundle"), ("inputs", "input"), ("options", "options")):
+        if manifest.get(key) != identity[key]:
+            raise ShrinkbertError(f"--output {out} holds a run of another {what} ({_differs(manifest.get(key), identity[key])}): "
+                                  "name another --output, or delete it to start again")
+
+
+def _differs(old, new) -> str:
+    if isinstance(old, dict) and isinstance(new, dict):
+        keys = [k for k in new if old.get(k) != new.get(k)]
+        return "; ".join(f"{k}: {old.get(k)} there, {new.get(k)} now" for k in keys[:2])
+    if isinstance(old, list) and isinstance(new, list):
+        gone = [o["path"] for o in old if o not in new]
+        return f"{', '.join(gone[:2]) or 'files'} changed or added"
+    return "it differs"
+
+
+def _remove_temp(out: Path) -> None:
+    for temp in out.glob(f"{TEMP_PREFIX}*.tmp"):
+        temp.unlink(missing_ok=True)
+
+
+def _sync(path: Path) -> None:
+    """The file's bytes on disk before it is renamed into place (a crash leaves the old name or the new, whole)."""
+    with open(path, "rb") as handle:
+        os.fsync(handle.fileno())

@@ -1,0 +1,193 @@
+"""What a corpus run asks of a bundle: its own Predictor, the columns it reads, and its answers as Arrow columns.
+
+The bundle's predict.py is loaded from the bundle itself, so a row gets exactly what `Predictor`
+returns for it. One small class per kind of answer turns a batch of rows into the output's columns:
+
+- embedding: `embedding`, a fixed_size_list<float32> (or float16) of the bundle's unit vectors;
+- sequence: `label`, `score` and `scores` (every label's probability, in the order of the schema's
+  "labels" metadata);
+- token: `words` (a list of {word, tag, score, start, end}) and `entities` ({entity_group, word, score,
+  start, end}, as transformers' token-classification pipeline groups them); a column of word lists is
+  tagged word by word (`predict_words`: no offsets, no entities);
+- qa: `answer`, a struct {text, start, end, score} (text "" and nulls where a SQuAD v2 bundle finds none).
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from shrinkbert.core.errors import ShrinkbertError
+
+DTYPES = {"float32": (np.float32, pa.float32()), "float16": (np.float16, pa.float16())}
+WORD = pa.struct([("word", pa.string()), ("tag", pa.string()), ("score", pa.float64()), ("start", pa.int64()),
+                  ("end", pa.int64())])
+ENTITY = pa.struct([("entity_group", pa.string()), ("word", pa.string()), ("score", pa.float64()),
+                    ("start", pa.int64()), ("end", pa.int64())])
+ANSWER = pa.struct([("text", pa.string()), ("start", pa.int64()), ("end", pa.int64()), ("score", pa.float64())])
+
+
+def bundle_identity(bundle: str | Path) -> dict:
+    """The bundle's path and the sha256 of its shrinkbert.json (which records every file's sha256), so a
+    changed bundle is a different one; a folder without one is hashed file by file."""
+    root = Path(bundle)
+    digest = hashlib.sha256()
+    manifest = root / "shrinkbert.json"
+    for file in [manifest] if manifest.is_file() else sorted(p for p in root.rglob("*") if p.is_file()):
+        digest.update(file.relative_to(root).as_posix().encode() + b"\0" + file.read_bytes())
+    return {"path": str(root.resolve()), "sha256": digest.hexdigest()}
+
+
+def load_predictor(bundle: str | Path, threads: int | None):
+    """The bundle's own `Predictor` (its predict.py), with `threads` ONNX Runtime threads (None: the bundle's)."""
+    root = Path(bundle)
+    script = root / "predict.py"
+    if not script.is_file():
+        raise ShrinkbertError(f"{bundle} is not a bundle (it has no predict.py): make one with `shrinkbert bundle`")
+    name = "_shrinkbert_bundle_" + hashlib.sha1(str(script.resolve()).encode()).hexdigest()[:12]
+    spec = importlib.util.spec_from_file_location(name, script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    try:
+        return module.Predictor(root, threads=threads)
+    except module.BundleDamaged as err:
+        raise ShrinkbertError(str(err)) from err
+
+
+def kind_of(predictor) -> str:
+    """embedding, sequence, token or qa: what the bundle's Predictor answers."""
+    return "embedding" if hasattr(predictor, "embed") else predictor.kind
+
+
+class Outputs:
+    """The output columns of one kind; `columns` are the input columns it reads, in order."""
+    columns: list[str]
+
+    def __init__(self, predictor, columns: list[str]):
+        self.predictor, self.columns = predictor, columns
+        self.counter = _counting_tokenizer(predictor)
+
+    def lengths(self, rows: list[dict]) -> list[int]:
+        """Tokens each row runs as (what a batch pads to), or characters where the bundle has no padding."""
+        first = [r[self.columns[0]] for r in rows]
+        if self.counter is None:
+            return [len(x) for x in first]
+        if rows and isinstance(first[0], (list, tuple)):
+            return [len(e.ids) for e in self.counter.encode_batch([list(x) for x in first], is_pretokenized=True)]
+        if len(self.columns) == 2:
+            return [len(e.ids) for e in self.counter.encode_batch(list(zip(first, [r[self.columns[1]] for r in rows])))]
+        return [len(e.ids) for e in self.counter.encode_batch(first)]
+
+    def fields(self) -> list[pa.Field]:
+        raise NotImplementedError
+
+    def metadata(self) -> dict[str, str]:
+        return {}
+
+    def predict(self, rows: list[dict]) -> dict[str, pa.Array]:
+        """The output columns for `rows`, in their order, one Predictor call."""
+        raise NotImplementedError
+
+
+class Embeddings(Outputs):
+    def __init__(self, predictor, columns, dtype: str = "float32"):
+        super().__init__(predictor, columns)
+        self.numpy_dtype, self.arrow_dtype = DTYPES[dtype]
+
+    def fields(self):
+        return [pa.field("embedding", pa.list_(self.arrow_dtype, self.predictor.dim))]
+
+    def predict(self, rows):
+        vectors = self.predictor.embed([r[self.columns[0]] for r in rows], batch_size=max(1, len(rows)))
+        flat = pa.array(np.ascontiguousarray(vectors, dtype=self.numpy_dtype).ravel(), type=self.arrow_dtype)
+        return {"embedding": pa.FixedSizeListArray.from_arrays(flat, self.predictor.dim)}
+
+
+class Labels(Outputs):
+    def fields(self):
+        return [pa.field("label", pa.string()), pa.field("score", pa.float64()),
+                pa.field("scores", pa.list_(pa.float64()))]
+
+    def metadata(self):
+        return {"labels": json.dumps(self.predictor.labels)}
+
+    def predict(self, rows):
+        texts = [r[self.columns[0]] for r in rows]
+        pairs = [r[self.columns[1]] for r in rows] if len(self.columns) == 2 else None
+        results = self.predictor.predict(texts, pairs, batch_size=max(1, len(rows)))
+        labels = self.predictor.labels
+        return {"label": pa.array([r["label"] for r in results], pa.string()),
+                "score": pa.array([r["score"] for r in results], pa.float64()),
+                "scores": pa.array([[r["scores"][name] for name in labels] for r in results], pa.list_(pa.float64()))}
+
+
+class Tags(Outputs):
+    def fields(self):
+        return [pa.field("words", pa.list_(WORD)), pa.field("entities", pa.list_(ENTITY))]
+
+    def metadata(self):
+        return {"labels": json.dumps(self.predictor.labels)}
+
+    def predict(self, rows):
+        values = [r[self.columns[0]] for r in rows]
+        lists = [isinstance(v, (list, tuple)) for v in values]
+        if any(lists) and not all(lists):
+            raise ShrinkbertError(f"column '{self.columns[0]}' holds both texts and word lists: give one or the other")
+        if lists and lists[0]:
+            tagged = self.predictor.predict_words([list(v) for v in values], batch_size=max(1, len(rows)))
+            words = [[{**w, "start": None, "end": None} for w in row] for row in tagged]
+            entities = [None] * len(rows)
+        else:
+            results = self.predictor.predict(values, batch_size=max(1, len(rows)))
+            words, entities = [r["words"] for r in results], [r["entities"] for r in results]
+        return {"words": pa.array(words, pa.list_(WORD)), "entities": pa.array(entities, pa.list_(ENTITY))}
+
+
+class Spans(Outputs):
+    def fields(self):
+        return [pa.field("answer", ANSWER)]
+
+    def predict(self, rows):
+        question, context = self.columns
+        return {"answer": pa.array([self.predictor.answer(r[question], r[context]) for r in rows], ANSWER)}
+
+
+def outputs_for(predictor, text_column: str | None, text_pair_column: str | None, dtype: str = "float32") -> Outputs:
+    """The kind's Outputs, reading the columns the stages name (text, text_pair; question and context for QA;
+    a tagger's word lists under any of them) unless others are given."""
+    kind = kind_of(predictor)
+    if dtype not in DTYPES:
+        raise ShrinkbertError(f"--dtype {dtype}: choose {' or '.join(DTYPES)}")
+    if dtype != "float32" and kind != "embedding":
+        raise ShrinkbertError(f"--dtype {dtype} is for embedding bundles; this bundle is a {kind} model "
+                              "(its scores are float64, as its Predictor returns them)")
+    if kind == "qa":
+        return Spans(predictor, [text_column or "question", text_pair_column or "context"])
+    if text_pair_column and kind != "sequence":
+        raise ShrinkbertError(f"--text-pair-column is for pair classifiers (and a QA bundle's context); this bundle "
+                              f"is a {kind} model")
+    columns = [text_column or "text"] + ([text_pair_column] if text_pair_column else [])
+    if kind == "embedding":
+        return Embeddings(predictor, columns, dtype)
+    if kind == "token":
+        return Tags(predictor, columns)
+    if kind == "sequence":
+        return Labels(predictor, columns)
+    raise ShrinkbertError(f"this bundle's kind '{kind}' has no corpus output")
+
+
+def _counting_tokenizer(predictor):
+    """A copy of the bundle's tokenizer that truncates as it does but pads nothing (token counts), or None
+    where the bundle pads nothing (a static embedding table's mean)."""
+    graph = getattr(predictor, "graph", predictor)
+    if graph is None or getattr(graph, "tokenizer", None) is None:
+        return None
+    from tokenizers import Tokenizer
+
+    counter = Tokenizer.from_str(graph.tokenizer.to_str())
+    counter.no_padding()
+    return counter
