@@ -32,18 +32,28 @@ from shrinkbert.core.artifacts import atomic_artifact, write_manifest
 from shrinkbert.core.config import stage_main, to_dict
 from shrinkbert.core.errors import require
 from shrinkbert.core.kinds import kind_for_stage
+from shrinkbert.deploy import serve as server
 
 
-def requirements(onnx: bool = True) -> str:
-    """requirements.txt: the installed minor version of each library the Predictor imports, as a floor."""
+def floors(needed: list[tuple[str, str]]) -> str:
+    """Requirement lines: the installed minor version of each (name, default floor), as a floor."""
     def floor(name: str, default: str) -> str:
         try:
             major, minor = metadata.version(name).split(".")[:2]
             return f"{name}>={major}.{minor}"
         except metadata.PackageNotFoundError:
             return f"{name}>={default}"
-    needed = ([("onnxruntime", "1.17")] if onnx else []) + [("tokenizers", "0.15"), ("numpy", "1.24")]
     return "\n".join(floor(name, default) for name, default in needed) + "\n"
+
+
+def requirements(onnx: bool = True) -> str:
+    """requirements.txt: the installed minor version of each library the Predictor imports, as a floor."""
+    return floors(([("onnxruntime", "1.17")] if onnx else []) + [("tokenizers", "0.15"), ("numpy", "1.24")])
+
+
+def serve_requirements() -> str:
+    """requirements-serve.txt: what the bundle's serve.py adds to requirements.txt (its HTTP server)."""
+    return floors([("starlette", "0.37"), ("uvicorn", "0.30"), ("prometheus-client", "0.20")])
 
 
 def bundle_parts(src_dir: Path, cfg):
@@ -69,6 +79,8 @@ def run(cfg: Config) -> Path:
         for helper in parts.helpers:  # modules the predictor imports from beside itself
             shutil.copy2(helper, tmp / Path(helper).name)
         (tmp / "requirements.txt").write_text(requirements(onnx=parts.runs_graph))
+        shutil.copy2(server.__file__, tmp / "serve.py")  # the bundle serves itself over HTTP (deploy/serve.py)
+        (tmp / "requirements-serve.txt").write_text(serve_requirements())
         metrics, checks = parts.check(tmp)  # raises where the bundle is not its source: nothing is kept
         if parts.runs_graph:  # also the meta file's "runtime": the Predictor's defaults
             metrics["runtime"] = choose_runtime(tmp, parts.max_length, cfg.spin, meta_file=parts.meta_file,

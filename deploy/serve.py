@@ -1,0 +1,742 @@
+"""A bundle's HTTP server: its Predictor behind the routes clients already speak, with dynamic batching.
+
+Copied into every bundle as serve.py beside predict.py, so a bundle serves itself in its own venv
+(`pip install -r requirements.txt -r requirements-serve.txt`), without torch and without the kit:
+
+    python serve.py --port 8080                  # this folder's bundle on 127.0.0.1:8080
+    python serve.py --bundle DIR --workers 2     # another bundle, two worker processes
+
+Routes (each answers what the bundle's Predictor answers for a row):
+
+    POST /v1/embeddings   OpenAI's embeddings (input, model, encoding_format float|base64, usage in tokens)
+    POST /embed           text-embeddings-inference's (inputs, normalize, truncate)
+    POST /predict         classifiers in text-embeddings-inference's form (inputs: a text, a list, or
+                          pairs [[a, b], ...]; raw_scores, truncate); taggers and QA in the transformers
+                          pipeline's output form (entity dicts; {score, start, end, answer})
+    GET  /health          503 until the model answered a warm-up call, then 200
+    GET  /info            kind, labels, max_length, the bundle's lineage and what it kept of its source
+    GET  /metrics         Prometheus: requests and errors by route and code, latency and batch-size
+                          histograms, queue depth, rows
+
+Each worker process holds one Predictor and one asyncio batching queue: rows from many requests are
+gathered (up to --max-batch-rows rows and --max-batch-tokens padded tokens, waiting at most
+--max-wait-ms for more), sorted by length so long and short texts are not padded together, and run
+on one thread beside the event loop, which keeps accepting meanwhile. Past --queue-size waiting rows
+a request gets 429 with Retry-After. The standard library, numpy, starlette, uvicorn and
+prometheus-client only, and the bundle's own predict.py: nothing of shrinkbert.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import dataclasses
+import hmac
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+CONFIG_ENV = "SHRINKBERT_SERVE_CONFIG"  # how the supervisor hands the options to its worker processes
+API_KEY_ENV = "SHRINKBERT_API_KEY"
+ROUTES = ("/v1/embeddings", "/embed", "/predict", "/health", "/info", "/metrics")
+OPEN_ROUTES = ("/health",)  # a load balancer's health check needs no key
+
+
+@dataclasses.dataclass
+class Options:
+    """The server's options; each is a flag of `python serve.py` and a keyword of `shrinkbert.serve`."""
+    bundle: str = str(HERE)
+    host: str = "127.0.0.1"
+    port: int = 8080
+    workers: int = 1
+    threads: int = 0  # ONNX Runtime intra-op threads per worker; 0: the cores divided among the workers
+    spin: bool = False  # threads that spin between batches take the CPU the event loop needs
+    max_batch_rows: int = 32
+    max_batch_tokens: int = 8192  # rows x their longest text, per model call
+    max_wait_ms: float = 0.0  # 0: batch what queued while the model ran, never hold an idle client
+    queue_size: int = 1024  # rows waiting per worker; past it, 429
+    max_client_batch: int = 256  # inputs per request; past it, 413
+    max_input_chars: int = 100_000  # characters per text; past it, 413
+    max_body_bytes: int = 4 << 20
+    auto_truncate: bool = False  # truncate texts past max_length when a request does not say
+    api_key: str = ""
+    drain_timeout: float = 30.0  # seconds SIGTERM waits for accepted requests
+    max_connections: int = 4096  # past it uvicorn answers 503 before reading a body
+    access_log: bool = False
+
+
+class Invalid(Exception):
+    """A request refused before it reaches the model: its HTTP status, the message and the field."""
+
+    def __init__(self, status: int, message: str, field: str | None = None, retry_after: int | None = None):
+        super().__init__(message)
+        self.status, self.message, self.field, self.retry_after = status, message, field, retry_after
+
+
+# ------------------------------------------------------------------------------------------------
+# The model: the bundle's own predict.py, and what a row of each kind becomes
+
+
+def load_predict_module(root: Path):
+    """The bundle's predict.py as a module (its helpers, bundle_files.py and the kind's file, beside it)."""
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    spec = importlib.util.spec_from_file_location("bundle_predict", root / "predict.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def check_bundle(root: Path) -> None:
+    """Raise (the bundle's own BundleDamaged, or FileNotFoundError) where the bundle cannot be served."""
+    if not (root / "predict.py").is_file():
+        raise FileNotFoundError(f"{root} is not a bundle (no predict.py)")
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    spec = importlib.util.spec_from_file_location("bundle_files", root / "bundle_files.py")
+    if spec is not None and (root / "bundle_files.py").is_file():
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        module.check_files(root)
+
+
+class Model:
+    """The bundle's Predictor and what the server asks of it: each row's group (rows of one group run
+    in one call), its token count (for limits, usage and batching) and the call itself."""
+
+    def __init__(self, root: Path, threads: int, spin: bool):
+        from tokenizers import Tokenizer
+
+        self.root = root
+        module = load_predict_module(root)
+        self.manifest = json.loads((root / "shrinkbert.json").read_text()) if (root / "shrinkbert.json").is_file() else {}
+        if (root / "labels.json").is_file():
+            self.meta = json.loads((root / "labels.json").read_text(encoding="utf-8"))
+            self.kind = self.meta.get("kind", "sequence")
+            self.max_length: int | None = int(self.meta.get("max_length", 128))
+        else:  # an embedding bundle: a graph (embedding.json) or a static table
+            meta_file = root / "embedding.json"
+            self.meta = json.loads(meta_file.read_text()) if meta_file.is_file() else {}
+            self.kind = "embedding"
+            self.max_length = int(self.meta["max_length"]) if "max_length" in self.meta else None  # a mean has none
+        self.predictor = module.Predictor(root, threads=threads or None, spin=spin)
+        self.labels = list(getattr(self.predictor, "labels", []) or [])
+        self.dim = int(self.predictor.dim) if self.kind == "embedding" else None
+        self.counter = Tokenizer.from_file(str(root / "tokenizer.json"))  # counts tokens: no padding, no cut
+        self.counter.no_padding()
+        self.counter.no_truncation()
+
+    def count(self, inputs: list) -> list[int]:
+        """Tokens of each input (specials included): a text, a (text, text) pair, or QA's (question, context)."""
+        return [len(e.ids) for e in self.counter.encode_batch([tuple(i) if isinstance(i, list) else i for i in inputs])]
+
+    def run(self, group: str, payloads: list) -> list:
+        """One model call for rows of one group; one result per row."""
+        p = self.predictor
+        if group == "embed":
+            return list(p.embed(payloads, batch_size=len(payloads)))
+        if group == "single":
+            return list(p.logits(payloads))
+        if group == "pair":
+            return list(p.logits([a for a, _ in payloads], [b for _, b in payloads]))
+        if group == "tag":
+            return p.predict(payloads, batch_size=len(payloads))
+        if group == "qa":  # a question's windows are its batch (predict.py's answer)
+            return [p.answer(question, context) for question, context in payloads]
+        raise ValueError(f"unknown row group {group!r}")
+
+    def warm_up(self) -> None:
+        """One call of the bundle's own kind, so the first client does not pay for ONNX Runtime's first run."""
+        group = {"embedding": "embed", "token": "tag", "qa": "qa"}.get(self.kind, "single")
+        self.run(group, [("Who wrote it?", "It was written by someone.")] if group == "qa" else ["warm up"])
+
+    def info(self) -> dict:
+        metrics = self.manifest.get("metrics") or {}
+        kept = {key: metrics[key] for key in ("vs_source", "vs_reference", "val_accuracy_bundle") if key in metrics}
+        lineage = [{"stage": parent.get("stage", ""), "name": Path(parent.get("path", "")).name,
+                    "hash": parent.get("hash", "")} for parent in self.manifest.get("parents") or []]
+        return {"model": self.root.name, "kind": self.kind, "labels": self.labels, "max_length": self.max_length,
+                "dim": self.dim, "hash": self.manifest.get("hash"), "created": self.manifest.get("created"),
+                "lineage": lineage, "retention": kept}
+
+
+# ------------------------------------------------------------------------------------------------
+# Dynamic batching
+
+
+class QueueFull(Exception):
+    pass
+
+
+@dataclasses.dataclass
+class Row:
+    payload: object
+    tokens: int
+    future: asyncio.Future
+    arrived: float
+
+
+class Batcher:
+    """Rows from every request of one worker, gathered into model calls on one thread.
+
+    A call takes rows of one group, oldest first, up to max_batch_rows; they run sorted by length in
+    sub-batches whose padded size (rows x longest) stays within max_batch_tokens and whose longest
+    row is at most twice the shortest (plus 8 tokens), so short texts are not padded to long ones."""
+
+    def __init__(self, model: Model, opts: Options, metrics: "Metrics"):
+        self.model, self.opts, self.metrics = model, opts, metrics
+        self.pending: dict[str, list[Row]] = {}
+        self.waiting = 0
+        self.arrived = asyncio.Event()
+        self.executor = ThreadPoolExecutor(1, thread_name_prefix="model")  # one call at a time: ORT's threads do the rest
+        self.task: asyncio.Task | None = None
+
+    def submit(self, group: str, payloads: list, tokens: list[int]) -> list[asyncio.Future]:
+        if self.waiting + len(payloads) > self.opts.queue_size:
+            raise QueueFull()
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        rows = [Row(p, t, loop.create_future(), now) for p, t in zip(payloads, tokens)]
+        self.pending.setdefault(group, []).extend(rows)
+        self.waiting += len(rows)
+        self.metrics.queue.set(self.waiting)
+        self.arrived.set()
+        return [row.future for row in rows]
+
+    def start(self) -> None:
+        self.task = asyncio.get_running_loop().create_task(self.loop())
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            try:
+                await self.task
+            except asyncio.CancelledError:
+                pass
+        self.executor.shutdown(wait=False)
+
+    def _take(self) -> tuple[str, list[Row]]:
+        group = min((g for g, rows in self.pending.items() if rows), key=lambda g: self.pending[g][0].arrived)
+        rows = self.pending[group][:self.opts.max_batch_rows]
+        del self.pending[group][:len(rows)]
+        self.waiting -= len(rows)
+        self.metrics.queue.set(self.waiting)
+        return group, rows
+
+    def split(self, rows: list[Row]) -> list[list[Row]]:
+        """Sub-batches of rows sorted by length: within max_batch_tokens padded, lengths within 2x + 8."""
+        batches: list[list[Row]] = []
+        for row in sorted(rows, key=lambda r: r.tokens):
+            current = batches[-1] if batches else None
+            if current and ((len(current) + 1) * row.tokens <= self.opts.max_batch_tokens
+                            and row.tokens <= 2 * current[0].tokens + 8):
+                current.append(row)
+            else:
+                batches.append([row])
+        return batches
+
+    async def loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        wait = self.opts.max_wait_ms / 1000.0
+        while True:
+            if not self.waiting:
+                self.arrived.clear()
+                await self.arrived.wait()
+            if wait > 0 and self.waiting < self.opts.max_batch_rows:
+                oldest = min(rows[0].arrived for rows in self.pending.values() if rows)
+                while self.waiting < self.opts.max_batch_rows and loop.time() < oldest + wait:
+                    self.arrived.clear()
+                    try:
+                        await asyncio.wait_for(self.arrived.wait(), oldest + wait - loop.time())
+                    except asyncio.TimeoutError:
+                        break
+            group, rows = self._take()
+            for batch in self.split(rows):
+                await self._run(loop, group, batch)
+
+    async def _run(self, loop, group: str, batch: list[Row]) -> None:
+        live = [row for row in batch if not row.future.done()]  # a client that left is not computed for
+        if not live:
+            return
+        try:
+            results = await loop.run_in_executor(self.executor, self.model.run, group, [r.payload for r in live])
+        except Exception as err:  # the model failed on these rows: their requests get 500, the worker lives
+            for row in live:
+                if not row.future.done():
+                    row.future.set_exception(err)
+            return
+        self.metrics.batch_rows.observe(len(live))
+        self.metrics.rows.inc(len(live))
+        for row, result in zip(live, results):
+            if not row.future.done():
+                row.future.set_result(result)
+
+
+# ------------------------------------------------------------------------------------------------
+# Metrics
+
+
+class Metrics:
+    """prometheus-client's metrics of one worker; with several workers (PROMETHEUS_MULTIPROC_DIR set
+    before the worker starts) every worker writes its own files and /metrics sums them."""
+
+    def __init__(self):
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+        self.multiprocess = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+        self.registry = None if self.multiprocess else CollectorRegistry()
+        kw = {"registry": self.registry}
+        self.requests = Counter("shrinkbert_requests", "HTTP requests answered, by route and status code",
+                                ["route", "code"], **kw)
+        self.errors = Counter("shrinkbert_request_errors", "HTTP requests answered with a 4xx or 5xx code",
+                              ["route", "code"], **kw)
+        self.latency = Histogram("shrinkbert_request_seconds", "time from a request's arrival to its answer",
+                                 ["route"], buckets=(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10),
+                                 **kw)
+        self.batch_rows = Histogram("shrinkbert_batch_rows", "rows per model call",
+                                    buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256), **kw)
+        self.rows = Counter("shrinkbert_rows", "rows run through the model (rate(): rows/s)", **kw)
+        self.queue = Gauge("shrinkbert_queue_rows", "rows waiting for the model", multiprocess_mode="livesum", **kw)
+
+    def exposition(self) -> bytes:
+        from prometheus_client import CollectorRegistry, generate_latest, multiprocess
+
+        if not self.multiprocess:
+            return generate_latest(self.registry)
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+        return generate_latest(registry)
+
+
+class Observe:
+    """ASGI middleware: the API key (constant-time compare), and each request's count, code and latency."""
+
+    def __init__(self, app, metrics: Metrics, api_key: str):
+        self.app, self.metrics, self.key = app, metrics, api_key.encode()
+
+    def _authorized(self, scope) -> bool:
+        if not self.key or scope["path"] in OPEN_ROUTES:
+            return True
+        headers = dict(scope.get("headers") or [])
+        given = headers.get(b"authorization", b"")
+        given = given[7:] if given[:7].lower() == b"bearer " else headers.get(b"x-api-key", b"")
+        return hmac.compare_digest(given, self.key)
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        route = scope["path"] if scope["path"] in ROUTES else "other"
+        start, status = time.perf_counter(), [500]
+
+        async def sending(message):
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+        try:
+            if self._authorized(scope):
+                await self.app(scope, receive, sending)
+            else:
+                await error_response(route, Invalid(401, "a valid API key is needed: Authorization: Bearer KEY"))(
+                    scope, receive, sending)
+        finally:
+            code = str(status[0])
+            self.metrics.requests.labels(route, code).inc()
+            if status[0] >= 400:
+                self.metrics.errors.labels(route, code).inc()
+            self.metrics.latency.labels(route).observe(time.perf_counter() - start)
+
+
+# ------------------------------------------------------------------------------------------------
+# Requests: explicit checks, each naming its field
+
+
+def error_response(route: str, err: Invalid):
+    """text-embeddings-inference's error body ({"error", "error_type"}); OpenAI's on /v1/ routes."""
+    from starlette.responses import JSONResponse
+
+    kind = {401: "Unauthorized", 404: "NotFound", 413: "Validation", 422: "Validation", 429: "Overloaded",
+            503: "Unhealthy"}.get(err.status, "Backend")
+    headers = {"Retry-After": str(err.retry_after)} if err.retry_after else None
+    if route.startswith("/v1/"):
+        body = {"error": {"message": err.message, "type": "invalid_request_error" if err.status < 500 else "server_error",
+                          "param": err.field, "code": err.status}}
+    else:
+        body = {"error": err.message, "error_type": kind}
+    return JSONResponse(body, status_code=err.status, headers=headers)
+
+
+async def read_json(request, limit: int) -> dict:
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise Invalid(413, f"body: {int(declared):,} bytes, more than the server's {limit:,}", "body")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise Invalid(413, f"body: more than the server's {limit:,} bytes", "body")
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as err:
+        raise Invalid(422, f"body: not valid JSON ({err})", "body") from None
+    if not isinstance(data, dict):
+        raise Invalid(422, "body: expected a JSON object", "body")
+    return data
+
+
+def flag(data: dict, name: str, default: bool) -> bool:
+    value = data.get(name, default)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise Invalid(422, f"{name}: expected true or false, got {json.dumps(value)[:40]}", name)
+    return value
+
+
+class Server:
+    """The routes of one worker: parse and check a request, queue its rows, shape the answer."""
+
+    def __init__(self, opts: Options):
+        self.opts = opts
+        self.root = Path(opts.bundle).resolve()
+        self.metrics = Metrics()
+        self.model: Model | None = None
+        self.batcher: Batcher | None = None
+        self.ready = False
+        self.failed: str | None = None
+
+    # -- life cycle
+    async def start(self) -> None:
+        """Load the Predictor and answer a warm-up call on a thread; /health says 200 only after."""
+        loop = asyncio.get_running_loop()
+        threads = self.opts.threads or max(1, cpu_count() // max(1, self.opts.workers))
+        try:
+            self.model = await loop.run_in_executor(None, Model, self.root, threads, self.opts.spin)
+            self.batcher = Batcher(self.model, self.opts, self.metrics)
+            await loop.run_in_executor(self.batcher.executor, self.model.warm_up)
+        except Exception as err:  # reported by /health; the worker stays up to say so
+            self.failed = f"{type(err).__name__}: {err}"
+            print(f"error: the bundle's model did not load: {self.failed}", file=sys.stderr)
+            return
+        self.batcher.start()
+        self.ready = True
+
+    # -- helpers
+    def texts(self, value, field: str) -> list[str]:
+        """A text or a non-empty list of texts, each within the server's limits."""
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, list) or not items:
+            raise Invalid(422, f"{field}: expected a text or a non-empty list of texts", field)
+        if len(items) > self.opts.max_client_batch:
+            raise Invalid(413, f"{field}: {len(items)} inputs, more than the server's {self.opts.max_client_batch}",
+                          field)
+        for i, text in enumerate(items):
+            if not isinstance(text, str):
+                raise Invalid(422, f"{field}[{i}]: expected a text, got {type(text).__name__}", f"{field}[{i}]")
+            if len(text) > self.opts.max_input_chars:
+                raise Invalid(413, f"{field}[{i}]: {len(text):,} characters, more than the server's "
+                                   f"{self.opts.max_input_chars:,}", f"{field}[{i}]")
+        return items
+
+    def limit_tokens(self, inputs: list, truncate: bool, field: str) -> list[int]:
+        """Each input's tokens; past max_length, 413 unless `truncate` (then max_length is what it runs)."""
+        counts = self.model.count(inputs)
+        limit = self.model.max_length
+        if limit is None:
+            return counts
+        for i, n in enumerate(counts):
+            if n > limit and not truncate:
+                raise Invalid(413, f"{field}[{i}]: {n} tokens, more than the model's max_length {limit}; send "
+                                   "truncate: true or a shorter text", f"{field}[{i}]")
+        return [min(n, limit) for n in counts]
+
+    def need(self, *kinds: str) -> None:
+        if not self.ready:
+            raise Invalid(503, self.failed or "the model is loading", retry_after=1)
+        if self.model.kind not in kinds:
+            use = "/v1/embeddings or /embed" if self.model.kind == "embedding" else "/predict"
+            raise Invalid(404, f"this bundle is a {self.model.kind} model: use {use}")
+
+    async def answer(self, group: str, payloads: list, tokens: list[int]) -> list:
+        try:
+            futures = self.batcher.submit(group, payloads, tokens)
+        except QueueFull:
+            raise Invalid(429, f"the queue is full ({self.opts.queue_size} rows waiting); retry shortly",
+                          retry_after=1) from None
+        try:
+            return await asyncio.gather(*futures)
+        except asyncio.CancelledError:
+            for future in futures:
+                future.cancel()
+            raise
+
+    # -- routes
+    async def embeddings(self, request):
+        self.need("embedding")
+        data = await read_json(request, self.opts.max_body_bytes)
+        if "input" not in data:
+            raise Invalid(422, "input: missing (a text or a list of texts)", "input")
+        value = data["input"]
+        if isinstance(value, list) and value and not isinstance(value[0], str):
+            raise Invalid(422, "input: token-id arrays are not supported; send texts", "input")
+        texts = self.texts(value, "input")
+        fmt = data.get("encoding_format") or "float"
+        if fmt not in ("float", "base64"):
+            raise Invalid(422, f"encoding_format: expected 'float' or 'base64', got {json.dumps(fmt)[:40]}",
+                          "encoding_format")
+        model = data.get("model")
+        if model is not None and not isinstance(model, str):
+            raise Invalid(422, "model: expected a string", "model")
+        dimensions = data.get("dimensions")
+        if dimensions is not None and dimensions != self.model.dim:
+            raise Invalid(422, f"dimensions: this model's vectors have {self.model.dim}", "dimensions")
+        tokens = self.limit_tokens(texts, self.opts.auto_truncate, "input")
+        vectors = await self.answer("embed", texts, tokens)
+        rows = [{"object": "embedding", "index": i,
+                 "embedding": (base64.b64encode(np.asarray(v, dtype="<f4").tobytes()).decode() if fmt == "base64"
+                               else np.asarray(v, dtype=np.float32).tolist())} for i, v in enumerate(vectors)]
+        used = int(sum(tokens))
+        return json_response({"object": "list", "data": rows, "model": model or self.root.name,
+                              "usage": {"prompt_tokens": used, "total_tokens": used}})
+
+    async def embed(self, request):
+        self.need("embedding")
+        data = await read_json(request, self.opts.max_body_bytes)
+        if "inputs" not in data:
+            raise Invalid(422, "inputs: missing (a text or a list of texts)", "inputs")
+        texts = self.texts(data["inputs"], "inputs")
+        normalize = flag(data, "normalize", True)
+        tokens = self.limit_tokens(texts, flag(data, "truncate", self.opts.auto_truncate), "inputs")
+        vectors = np.stack(await self.answer("embed", texts, tokens)).astype(np.float32, copy=False)
+        if normalize:  # a bundle's vectors are unit length where its model normalises: then this changes nothing
+            vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12)
+        return json_response(vectors.tolist())
+
+    async def predict(self, request):
+        self.need("sequence", "token", "qa")
+        data = await read_json(request, self.opts.max_body_bytes)
+        if "inputs" not in data:
+            raise Invalid(422, "inputs: missing", "inputs")
+        if self.model.kind == "qa":
+            return await self.predict_qa(data["inputs"])
+        truncate = flag(data, "truncate", self.opts.auto_truncate)
+        if self.model.kind == "token":
+            texts = self.texts(data["inputs"], "inputs")
+            results = await self.answer("tag", texts, self.limit_tokens(texts, truncate, "inputs"))
+            entities = [entity_list(result, self.model.labels) for result in results]
+            return json_response(entities[0] if isinstance(data["inputs"], str) else entities)
+        raw = flag(data, "raw_scores", False)
+        value = data["inputs"]
+        paired = isinstance(value, list) and bool(value) and all(isinstance(v, list) for v in value)
+        if paired:
+            for i, pair in enumerate(value):
+                if len(pair) != 2 or not all(isinstance(t, str) for t in pair):
+                    raise Invalid(422, f"inputs[{i}]: a pair is [text, text]", f"inputs[{i}]")
+            self.texts([t for pair in value for t in pair], "inputs")  # the same limits on every text
+            if len(value) > self.opts.max_client_batch:
+                raise Invalid(413, f"inputs: {len(value)} inputs, more than the server's {self.opts.max_client_batch}",
+                              "inputs")
+            payloads, group = [tuple(pair) for pair in value], "pair"
+        else:
+            payloads, group = self.texts(value, "inputs"), "single"
+        logits = await self.answer(group, payloads, self.limit_tokens(payloads, truncate, "inputs"))
+        scored = [label_scores(row, self.model.labels, raw) for row in logits]
+        return json_response(scored[0] if isinstance(value, str) else scored)
+
+    async def predict_qa(self, value):
+        items = [value] if isinstance(value, dict) else value
+        if not isinstance(items, list) or not items:
+            raise Invalid(422, "inputs: expected {\"question\", \"context\"} or a non-empty list of them", "inputs")
+        if len(items) > self.opts.max_client_batch:
+            raise Invalid(413, f"inputs: {len(items)} inputs, more than the server's {self.opts.max_client_batch}",
+                          "inputs")
+        payloads = []
+        for i, item in enumerate(items):
+            if not isinstance(item, dict):
+                raise Invalid(422, f"inputs[{i}]: expected {{\"question\", \"context\"}}", f"inputs[{i}]")
+            for name in ("question", "context"):
+                if not isinstance(item.get(name), str):
+                    raise Invalid(422, f"inputs[{i}].{name}: expected a text", f"inputs[{i}].{name}")
+            self.texts([item["question"], item["context"]], f"inputs[{i}]")
+            payloads.append((item["question"], item["context"]))
+        answers = await self.answer("qa", payloads, self.model.count(payloads))
+        shaped = [{"score": a["score"], "start": a["start"], "end": a["end"], "answer": a["text"]} for a in answers]
+        return json_response(shaped[0] if isinstance(value, dict) else shaped)
+
+    async def health(self, request):
+        from starlette.responses import JSONResponse
+
+        if self.ready:
+            return JSONResponse({"status": "ok"})
+        return JSONResponse({"status": "failed" if self.failed else "loading", "error": self.failed},
+                            status_code=503, headers={"Retry-After": "1"})
+
+    async def info(self, request):
+        if self.model is None:
+            raise Invalid(503, self.failed or "the model is loading", retry_after=1)
+        return json_response({**self.model.info(), "max_batch_rows": self.opts.max_batch_rows,
+                              "max_batch_tokens": self.opts.max_batch_tokens, "max_wait_ms": self.opts.max_wait_ms,
+                              "queue_size": self.opts.queue_size, "max_client_batch": self.opts.max_client_batch,
+                              "workers": self.opts.workers})
+
+    async def prometheus(self, request):
+        from starlette.responses import Response
+
+        return Response(self.metrics.exposition(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+
+def label_scores(logits, labels: list[str], raw: bool) -> list[dict]:
+    """text-embeddings-inference's classifier answer: [{"label", "score"}], best first; probabilities
+    (the bundle's softmax) unless raw_scores."""
+    logits = np.asarray(logits, dtype=np.float64)
+    values = logits if raw else np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum()
+    order = np.argsort(-values, kind="stable")
+    return [{"label": labels[i], "score": float(values[i])} for i in order]
+
+
+def entity_list(result: dict, labels: list[str]) -> list[dict]:
+    """The token-classification pipeline's answer for one text: its entities (B-/I- tags merged); a
+    tag set without B-/I- tags (part of speech) answers one entry per word."""
+    if any(label.startswith(("B-", "I-")) for label in labels):
+        return result["entities"]
+    return [{"entity_group": w["tag"], "score": w["score"], "word": w["word"], "start": w["start"], "end": w["end"]}
+            for w in result["words"]]
+
+
+def json_response(content):
+    from starlette.responses import JSONResponse
+
+    return JSONResponse(content)
+
+
+def cpu_count() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def create_app(opts: Options | None = None):
+    """The ASGI app of one worker (uvicorn's factory: the options come from the supervisor's environment)."""
+    from contextlib import asynccontextmanager
+
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    opts = opts or Options(**json.loads(os.environ[CONFIG_ENV]))
+    server = Server(opts)
+
+    def route(path: str, handler, methods: list[str]):
+        async def endpoint(request):
+            try:
+                return await handler(request)
+            except Invalid as err:
+                return error_response(path, err)
+        return Route(path, endpoint, methods=methods)
+
+    @asynccontextmanager
+    async def lifespan(app):
+        loading = asyncio.get_running_loop().create_task(server.start())  # /health answers 503 meanwhile
+        yield
+        loading.cancel()
+        if server.batcher is not None:
+            await server.batcher.stop()
+
+    routes = [route("/v1/embeddings", server.embeddings, ["POST"]), route("/embed", server.embed, ["POST"]),
+              route("/predict", server.predict, ["POST"]), route("/health", server.health, ["GET"]),
+              route("/info", server.info, ["GET"]), route("/metrics", server.prometheus, ["GET"])]
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.server = server
+    return Observe(app, server.metrics, opts.api_key or os.environ.get(API_KEY_ENV, ""))
+
+
+# ------------------------------------------------------------------------------------------------
+# The command
+
+
+def run(opts: Options) -> int:
+    """Check the bundle, then serve it until SIGTERM or Ctrl-C (accepted requests are answered first)."""
+    import uvicorn
+
+    root = Path(opts.bundle).resolve()
+    try:
+        check_bundle(root)
+    except Exception as err:  # damaged or not a bundle: one line, nothing started
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    opts = dataclasses.replace(opts, bundle=str(root), api_key=opts.api_key or os.environ.get(API_KEY_ENV, ""))
+    common = dict(host=opts.host, port=opts.port, log_level="warning", access_log=opts.access_log,
+                  timeout_graceful_shutdown=int(opts.drain_timeout), limit_concurrency=opts.max_connections)
+    if opts.workers <= 1:
+        uvicorn.run(create_app(opts), **common)
+        return 0
+    # Several workers: uvicorn's supervisor starts them from an import string (and starts a new one
+    # where one dies); each reads the options from the environment and writes its metrics apart.
+    if str(HERE) not in sys.path:
+        sys.path.insert(0, str(HERE))
+    with tempfile.TemporaryDirectory(prefix="shrinkbert-metrics-") as metrics_dir:
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
+        os.environ[CONFIG_ENV] = json.dumps(dataclasses.asdict(opts))
+        uvicorn.run(f"{Path(__file__).stem}:create_app", factory=True, workers=opts.workers, **common)
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    defaults = Options()
+    p = argparse.ArgumentParser(prog="serve.py", description="Serve a bundle over HTTP: OpenAI's /v1/embeddings, "
+                                "text-embeddings-inference's /embed and /predict, /health, /info and /metrics.")
+    p.add_argument("--bundle", default=defaults.bundle, help="the bundle folder (default: the one holding this file)")
+    p.add_argument("--host", default=defaults.host, help="address to bind (default 127.0.0.1: this machine only; "
+                   "0.0.0.0 to accept from the network)")
+    p.add_argument("--port", type=int, default=defaults.port, help="port to bind")
+    p.add_argument("--workers", type=int, default=defaults.workers,
+                   help="worker processes, each with its own model and queue; one that dies is replaced")
+    p.add_argument("--threads", type=int, default=defaults.threads,
+                   help="ONNX Runtime threads per worker (0: the cores divided among the workers)")
+    p.add_argument("--spin", action="store_true", help="let ONNX Runtime's threads spin between batches (faster "
+                   "alone on a quiet machine; takes CPU from the event loop)")
+    p.add_argument("--max-batch-rows", type=int, default=defaults.max_batch_rows, help="most rows per model call")
+    p.add_argument("--max-batch-tokens", type=int, default=defaults.max_batch_tokens,
+                   help="most padded tokens (rows x longest text) per model call")
+    p.add_argument("--max-wait-ms", type=float, default=defaults.max_wait_ms,
+                   help="how long a row waits for others to fill its batch (0: run what queued while the model ran)")
+    p.add_argument("--queue-size", type=int, default=defaults.queue_size,
+                   help="rows waiting per worker; past it a request gets 429 with Retry-After")
+    p.add_argument("--max-client-batch", type=int, default=defaults.max_client_batch,
+                   help="inputs per request; past it 413")
+    p.add_argument("--max-input-chars", type=int, default=defaults.max_input_chars,
+                   help="characters per text; past it 413")
+    p.add_argument("--max-body-bytes", type=int, default=defaults.max_body_bytes, help="request body size; past it 413")
+    p.add_argument("--auto-truncate", action="store_true",
+                   help="truncate texts past max_length when a request does not say (else 413)")
+    p.add_argument("--api-key", default="", help=f"required as 'Authorization: Bearer KEY' on every route but "
+                   f"/health (default: ${API_KEY_ENV}, else none)")
+    p.add_argument("--drain-timeout", type=float, default=defaults.drain_timeout,
+                   help="seconds SIGTERM waits for accepted requests before exiting")
+    p.add_argument("--max-connections", type=int, default=defaults.max_connections,
+                   help="open connections per worker; past it uvicorn answers 503")
+    p.add_argument("--access-log", action="store_true", help="log every request (uvicorn's access log)")
+    return p
+
+
+def options_from(argv: list[str] | None = None) -> Options:
+    args = parser().parse_args(argv)
+    for name in ("workers", "max_batch_rows", "max_batch_tokens", "queue_size", "max_client_batch", "max_input_chars",
+                 "max_body_bytes", "max_connections"):
+        if getattr(args, name) < 1:
+            parser().error(f"--{name.replace('_', '-')} must be at least 1")
+    if args.threads < 0 or args.max_wait_ms < 0 or args.drain_timeout < 0:
+        parser().error("--threads, --max-wait-ms and --drain-timeout cannot be negative")
+    return Options(**vars(args))
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run(options_from(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
