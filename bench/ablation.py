@@ -1,4 +1,4 @@
-"""What each part of two-stage distillation buys, at one student shape, over seeds (issue 14).
+"""What each part of two-stage distillation buys, at one student shape, over seeds.
 
     python bench/ablation.py --frontier runs/frontier --speedup 15 --seeds 3
 

@@ -1,19 +1,18 @@
 #!/usr/bin/env bash
-# Issue 27's ablation at the 15x shape (2L/H160/A5/F640) as one command: today's recipe; + PCA / projected
-# embeddings; + a teacher assistant (the 3L/H384/F768 student); + an ensemble of three teachers; + a
-# pre-trained student (MLM + MLM-KD on every built-in corpus, 10.2M words, one pass); the best combination;
-# 3 seeds each, one interleaved timing run, each arm's retention against today's with a paired 95% interval
+# The plateau ablation at the 15x shape (2L/H160/A5/F640) as one command: the recipe with columns init; + PCA /
+# projected embeddings; + a teacher assistant (the 3L/H384/F768 student); + an ensemble of three teachers; + a
+# pre-trained student (MLM + MLM-KD on every built-in corpus, one pass); the best combination;
+# 3 seeds each, one interleaved timing run, each arm's retention against the first with a paired 95% interval
 # (bench/plateau.py writes runs/bench/plateau/plateau.md and .json).
 #
 # Needs runs/demo/teacher and runs/demo/mlm (bash scripts/demo.sh). Makes what is missing: the assistant
 # students (as bench/frontier.sh's first command makes them) and two more teachers (the demo teacher's
 # fine-tuning at seeds 1 and 2). Everything already made is reused, so a re-run only re-measures.
-# Measured on 2 cores (AVX-512 VNNI) at the reduced budget below: 38 min (docs/plateau.md). At full budget the
-# pretraining alone is about 70 min (MLM-KD at 2,415 words/s over 10.2M words), the 21 students at 16,000 transfer
-# rows about twice the reduced run's: 2-3 hours in all (estimated).
+# On 2 cores the reduced budget below takes under an hour; the full budget a few hours (the pretraining
+# over every built-in corpus and 21 students at 16,000 transfer rows).
 #   bash bench/ablation_plateau.sh            # the real thing
 #   OUT=runs/bench/plateau-6000 ROWS=6000 PRETRAIN_EPOCHS=0.15 bash bench/ablation_plateau.sh   # a smaller budget (the demo's edge recipe's
-#                                             # 6,000 transfer rows for every student and assistant; 1.5M words pretrained)
+#                                             # 6,000 transfer rows for every student and assistant; a short pretraining)
 #   bash bench/ablation_plateau.sh --tiny ... # extra flags go to bench/plateau.py
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,14 +1,14 @@
-"""A teacher assistant at the 15x point (issue 14): does 2L/H160 keep more when it learns from a
+"""A teacher assistant at the 15x point: does 2L/H160 keep more when it learns from a
 3-layer student than from the 6-layer teacher itself? (Mirzadeh et al. 2020, "Improved Knowledge
 Distillation via Teacher Assistant".)
 
     python bench/assistant.py --frontier runs/frontier --seeds 3
 
-For each seed s, the assistant is the frontier's 3L/H384/F768 student of seed s (98.8% ± 0.8 of the
-teacher). A 2L/H160 student is distilled from it with the frontier's recipe (train split + 16,000
+For each seed s, the assistant is the frontier's 3L/H384/F768 student of seed s. A 2L/H160 student
+is distilled from it with the frontier's recipe (train split + 16,000
 IMDB sentences labelled by the assistant, logits + hidden KD, 2 epochs, lr 3e-4, seed s), exported
 (O2) and quantized. One interleaved measurement then times and scores the teacher, the frontier's own
-2L/H160 int8 students (distilled from the teacher) and these, on the 1,007 test rows; retention is
+2L/H160 int8 students (distilled from the teacher) and these, on the same test rows; retention is
 always against the original teacher. Writes runs/bench/assistant/assistant.json and prints the table.
 """
 from __future__ import annotations

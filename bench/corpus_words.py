@@ -1,4 +1,4 @@
-"""Words in each built-in corpus (issue 27: "count the words and say it"): lines and whitespace words
+"""Words in each built-in corpus: lines and whitespace words
 of every corpus `shrinkbert pretrain --corpus all` reads, as built (IMDB and Rotten Tomatoes already
 leak-guarded against movie-snippets), and, with --task, what is left after that task's leak guard
 (the guard `pretrain --teacher` applies when the teacher records a task).

@@ -1,4 +1,4 @@
-"""A student's CPU training step by attention kernel and dropout, interleaved (issue 42's training time).
+"""A student's CPU training step by attention kernel and dropout, interleaved.
 
     python bench/cpu_attention_kernel.py                      # the cases below, 2 threads
     python bench/cpu_attention_kernel.py --cases 32x28 --steps 20
@@ -7,7 +7,7 @@ The demo's wide student shape (2 layers, H384, 12 heads, FFN 1536, BERT's 30,522
 weights, bf16 autocast as the kit trains on a bf16 host, one AdamW step (forward, cross-entropy,
 backward, fused AdamW) per variant per round, the variants interleaved, median over --steps rounds after
 2 untimed. Half of each batch's rows are padded over their last quarter. Variants: SDPA with BERT's
-dropout 0.1 (what a student trained with before `distill --dropout`), also held to SDPA's math kernel and
+dropout 0.1 (a student's dropout unless `distill --dropout` sets one), also held to SDPA's math kernel and
 in eager attention; dropout 0 with SDPA choosing its kernel (on a CPU it picks the flash kernel when
 attention dropout is 0); dropout 0 with SDPA held to its math kernel (what core/train.py does on a CPU for
 batches up to 128 tokens); dropout 0 in eager attention.

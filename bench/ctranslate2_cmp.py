@@ -1,4 +1,4 @@
-"""CTranslate2 as a second runtime (issue 42): a BERT sentence classifier converted to CTranslate2 int8, scored on
+"""CTranslate2 as a second runtime: a BERT sentence classifier converted to CTranslate2 int8, scored on
 its task's test rows against the same model in PyTorch fp32, and timed at b1/s128 interleaved with PyTorch and
 (where given) the kit's ONNX Runtime int8 graph of the same model.
 

@@ -13,7 +13,7 @@
 #       PARTS=/tmp/mpnet bash bench/cuda_mpnet.sh
 #   QUICK=1 bash bench/cuda_mpnet.sh     # here: the same commands on 64 rows, to check them
 #   SWEEP=1 ...                          # instead: the teacher in bf16, then five edge student shapes
-#   GENERAL=1 CORPUS=broad.txt ...       # instead: general distillation first (#38): the recipe's 2L/H256
+#   GENERAL=1 CORPUS=broad.txt ...       # instead: general distillation first: the recipe's 2L/H256
 #                                        # student distilled from the raw teacher on broad text, then the task,
 #                                        # against the plain slice, seeds 0-2 interleaved
 #   PRETRAINED=1 ...                     # instead: pretrained BERT students of the MPNet teacher, re-indexed
@@ -36,7 +36,7 @@ find "$PARTS" -name 'mpnet16.part*' | sort | xargs cat > .device/mpnet16/model.s
 trap 'rm -f .device/mpnet16/model.safetensors' EXIT  # 193 MB that must not ride along on the next call
 describe_machine
 
-if [ "${SWEEP:-0}" = 1 ]; then  # edge shapes for mpnet-movies (#38's 97% goal): layers hidden epochs
+if [ "${SWEEP:-0}" = 1 ]; then  # edge shapes for mpnet-movies: layers hidden epochs
   step teacher-bf16 sb finetune --model .device/mpnet16 --task movie-snippets --epochs 1 --learning-rate 3e-5 \
     --batch-size 32 --max-length 128 --mixed-precision bf16 --checkpoint-every 0 $ROWS --output-dir $R/teacher-bf16
   for shape in "2 256 4" "3 384 3" "4 384 3" "4 512 2" "6 384 2"; do

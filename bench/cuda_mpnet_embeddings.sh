@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# all-mpnet-base-v2's embedding students on a lent GPU (issue 38's mpnet-embeddings goals): the teacher's
+# all-mpnet-base-v2's embedding students on a lent GPU: the teacher's
 # vectors of broad text (IMDB sentences, WordNet glosses, State of the Union paragraphs, SNLI's validation
 # sentences: an equal share each) computed once on the GPU, then two 6-layer H384 students distilled on
 # them through `shrinkbert distill --mode embeddings`, each epoch kept by STS-B validation plus agreement

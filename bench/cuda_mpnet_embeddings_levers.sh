@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
 # Which lever lifts all-MiniLM-L6-v2, distilled into all-mpnet-base-v2's space, above what it scores as it
-# ships (issue 38: STS-B test > 82.03 and >= 97% of MPNet's 83.42)? On a lent GPU, four students from one
-# cached pass of the teacher over more text than the tenth session's (IMDB, WordNet, State of the Union,
-# SNLI's validation sentences and STS-B's training sentences, up to 48,000 lines each; the stage's leak
+# ships? On a lent GPU, four students from one cached pass of the teacher over broad text (IMDB, WordNet,
+# State of the Union, SNLI's validation sentences and STS-B's training sentences, up to 48,000 lines each; the stage's leak
 # guard drops every line that repeats an STS-B validation or test sentence; Brown stays out: it is the
 # report's drop-in index), trained side by side on the one GPU (each is host-bound alone). ROUND=1:
-#   minilm       MSE + cosine to the teacher's vectors, lr 1e-4 (the tenth session's loss)
+#   minilm       MSE + cosine to the teacher's vectors, lr 1e-4 (the plain embedding loss)
 #   minilm-sim   the same plus the in-batch similarity-matrix MSE (--similarity-weight 10, relational KD)
 #   minilm-slow  MSE + cosine at lr 3e-5: nearer MiniLM as it ships
 #   slice        the 6-layer H384 slice of the teacher, lr 4e-4 (the recipe's other student, on the same text)
@@ -22,7 +21,7 @@
 #       mkdir -p /tmp/emb && mv .device/emb-part*/* /tmp/emb/
 #   and call 6 carries .device/whl .device/cache .device/data and runs
 #       PARTS=/tmp/emb bash bench/cuda_mpnet_embeddings_levers.sh
-#   (the eleventh session's second round, in a call beside it: ROUND=2 PICK=validation PARTS=/tmp/emb ...)
+#   (ROUND=2 in a call beside it: ROUND=2 PICK=validation PARTS=/tmp/emb ...)
 #   and, for another student, a call that runs   cp /tmp/keep/NAME.tar.* $OUT/
 #   QUICK=1 PARTS=.device bash bench/cuda_mpnet_embeddings_levers.sh   # here, on slices, to check the commands
 set -uo pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Packs .device/ for bench/cuda_mpnet_embeddings.sh (issue 38's mpnet-embeddings goals on a lent GPU):
+# Packs .device/ for bench/cuda_mpnet_embeddings.sh (on a lent GPU):
 #   - all-mpnet-base-v2 with its whole vocabulary (a general embedding student must keep every token)
 #     and all-MiniLM-L6-v2 (the pretrained student), both in fp16 (loaded back as fp32 there), one tar
 #     cut into five byte parts .device/emb-part{1..5}/ of about 53 MB, each carried by its own call

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Packs .device/ for bench/cuda.sh: what a GPU machine with no registry access needs beyond its own
-# torch, in under the 64 MiB a call may carry (measured: 58 MB).
+# torch, in under the 64 MiB a call may carry.
 #   - the pinned transformers/tokenizers/hub/datasets/evaluate as wheels (its image has transformers 5)
 #   - MiniLM's full tokenizer (BERT-base from scratch uses its 30,522-token vocabulary)
 #   - MiniLM with its vocabulary trimmed to movie-snippets (13,508 tokens) and its weights in fp16:

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The demo's stage-by-stage wall times with this round's training-cost changes off and on (issue 13),
+# The demo's stage-by-stage wall times with its training-cost features off and on,
 # same recipe, same machine, one after the other:
 #   before: --no-group-by-length on every training stage, distillation runs the teacher live for
 #           the hidden/attention losses (cache_hidden false), and every stage starts in a fresh
-#           interpreter (--spawn), as the demo did before the changes;
+#           interpreter (--spawn);
 #   after:  the recipe as it is (runs/demo, re-run from its first stage).
 # Each run gets a fresh teacher-output cache (the registry archives and stored splits are shared), so
 # neither reuses the other's teacher pass (nor its built corpus). Each prints its stage-time table at the end.

@@ -1,4 +1,4 @@
-"""ONNX Runtime with and without denormal floats flushed to zero, on padded input (issue 42).
+"""ONNX Runtime with and without denormal floats flushed to zero, on padded input.
 
     python bench/denormals.py runs/demo/edge-int8/model.onnx:128 runs/squad/student-int8/model.onnx:384
     python bench/denormals.py GRAPH:SEQ ... --real 6 --rounds 5 --calls 40

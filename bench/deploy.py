@@ -1,4 +1,4 @@
-"""One int8 model on every runtime the kit ships it to, timed on one host (issue 40's deploy page).
+"""One int8 model on every runtime the kit ships it to, timed on one host.
 
     python bench/deploy.py --model runs/demo/edge-int8            # the demo's edge model
     python bench/deploy.py --model runs/quick/edge-int8 --rows 100 --rounds 3
@@ -15,7 +15,7 @@ rotates (the machine is shared and noisy: ratios come from one interleaved run):
            ships: one wasm thread
   browser-all  the same page on every core (?threads=N, the page served cross-origin isolated)
 Each process's first 5 calls are warm-up and dropped. Prints p50/p90 ms per runtime, the browser's
-ratio to Node (issue 40's goal: within 3x), label agreement with the Python bundle, and the host's
+ratio to Node (the page is meant to stay within 3x of Node), label agreement with the Python bundle, and the host's
 CPU and ISA; saves runs/bench/deploy.json.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Training an embedding student for drop-in retrieval (issue 39's levers), each lever measured.
+"""Training an embedding student for drop-in retrieval, each lever measured.
 
     python bench/drop_in.py                                  # four arms, 3 seeds (about an hour on 2 cores)
     python bench/drop_in.py --arms recipe,questions --seeds 1
@@ -25,11 +25,11 @@ lr 4e-4, batch 32, 3 epochs, the epoch kept by STS-B validation) per seed:
               half's questions of SQuAD v1.1 and v2.0 dev, every one
   broad       text of several styles instead: IMDB, WordNet, State of the Union paragraphs and SNLI's
               validation sentences (its test file is the NLI measure), an equal share each (the recipe's
-              text since the seventh session)
+              text)
   broad-4l    the broad text, a 4-layer student (its layers the uniform map picks from the teacher's 6): depth
-              for drop-in use (issue 39 asks >= 5x, the 3-layer int8 bundle is 6.2-6.6x)
-  broad-sim   the broad text, plus 300 x the in-batch similarity-matrix MSE (--similarity-weight: the lever
-              that lifted MiniLM in MPNet's space, docs/embeddings.md)
+              for drop-in use, at the cost of some of the int8 bundle's speed-up
+  broad-sim   the broad text, plus 300 x the in-batch similarity-matrix MSE (--similarity-weight: the
+              relational-KD lever)
   broad-rank  the broad text, plus the drop-in term (--drop-in-weight 1: the KL between the teacher's and the
               student's softmax over cosines with 4,096 of the teacher's training vectors, a stand-in for
               the index it will search); broad-rank10 the same at weight 10

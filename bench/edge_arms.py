@@ -7,14 +7,14 @@
 For each seed, the chain recipes/demo.yaml runs for its edge student, in each arm: a 2-layer student at
 the teacher's full width (H384) distilled for 2 epochs, half its heads and three quarters of its FFN
 neurons cut (`shrinkbert prune`), the cut distilled again for 3 epochs (logits + hidden loss, 16,000
-teacher-labelled IMDB sentences, lr 3e-4). Arm `trained` is the recipe as it was before its `dropout: 0.0`
-(seed 0: the demo's own student-wide, edge-cut and student-edge from runs/demo where the demo ran
-before that); the others pass their option to both
+teacher-labelled IMDB sentences, lr 3e-4). Arm `trained` is the recipe with the student's own dropout
+in place of its `dropout: 0.0` (seed 0: the demo's own student-wide, edge-cut and student-edge from
+runs/demo where the demo ran that way); the others pass their option to both
 distillations: `frozen` --freeze-embeddings (the word-embedding table kept as it starts), `no-dropout`
 --dropout 0, `bf16-teacher` --dropout 0 --mixed-precision bf16 (on a bf16 host the students train in
 bf16 under `auto` already: the teacher's cached outputs are what it changes), `wide-1-epoch` that and the wide
-student distilled 1 epoch in place of 2 (the edge distillation as it is; recipes/demo.yaml since the twenty-second
-session). The arms run in turn for each seed, so their training times share the host's minute; a
+student distilled 1 epoch in place of 2 (the edge distillation as it is: recipes/demo.yaml's). The arms run in turn for each seed, so
+their training times share the host's minute; a
 chain already in --out is reused (an arm added later runs alone: its step times then come from
 another minute than the reference's).
 
@@ -41,8 +41,8 @@ from edge_epochs import DISTILL, ROOT, edge_student, print_splits, score, shrink
 BF16_TEACHER = ("--dropout", "0", "--mixed-precision", "bf16")
 ARMS = {"trained": (), "frozen": ("--freeze-embeddings",), "no-dropout": ("--dropout", "0"),
         "bf16-teacher": BF16_TEACHER,
-        # that arm with the wide student's 2 epochs cut to 1 (WIDE_ONLY): the demo's longest stage (#42's 15
-        # minutes); the edge distillation unchanged
+        # that arm with the wide student's 2 epochs cut to 1 (WIDE_ONLY): the demo's longest stage; the
+        # edge distillation unchanged
         "wide-1-epoch": BF16_TEACHER}
 WIDE_ONLY = {"wide-1-epoch": ("--epochs", "1")}  # options of the wide distillation alone, after the recipe's
 STAGES = ("wide", "edge")

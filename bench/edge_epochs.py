@@ -1,4 +1,4 @@
-"""The demo's edge student re-distilled for more epochs (issue 42's "at the same >= 97% retention").
+"""The demo's edge student re-distilled for more epochs: does it keep more of the teacher?
 
     python bench/edge_epochs.py                          # epochs 2 (the recipe's) and 3, seeds 0..2
     python bench/edge_epochs.py --epochs 2,3,4 --seeds 2

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The accuracy–speed frontier on the demo's teacher (issue 14): the tables in docs/frontier.md.
+# The accuracy–speed frontier on the demo's teacher: the tables in docs/frontier.md.
 #   1. the speed-up ladder plus named shapes and one cut (2L/H384 distilled, pruned to 6 heads and FFN
 #      384, distilled again: bench/plateau.py's pruned arm makes the same students), one recipe (train
 #      split + 16,000 teacher-labelled IMDB sentences, logits + hidden KD, 2 epochs), all int8 students
@@ -8,13 +8,11 @@
 #   3. more epochs at the 2L/H160 shape: the recipe of 1 for 6 epochs instead of 2;
 #   4. attention transfer at the 2L/H160 shape: the recipe of 1 plus the attention loss (its 5 heads
 #      against the teacher's 12, both averaged over heads);
-#   5. the old embedding init at the 2L/H160 shape: the recipe of 1 with --init-embeddings columns (the
-#      default before distill's auto picked pca for narrower students), against the same teacher.
+#   5. the columns embedding init at the 2L/H160 shape: the recipe of 1 with --init-embeddings columns
+#      (distill's auto picks pca for narrower students), against the same teacher.
 #   6. bf16 autocast on the CPU (a host with avx512_bf16 or AMX) at the 2L/H160 shape: the recipe of 1
 #      with --mixed-precision bf16; bench/cpu_bf16.py times the step.
-# 3L/H384/F768, named in 1 before the picker tried half-width FFNs, is now its 5x pick on a VNNI host
-# (docs/frontier.md), so 1 no longer names it.
-# Only 1 and 5 ran with distill's auto init (docs/frontier.md says which table came from which).
+# 1 does not name 3L/H384/F768: the picker, which tries half-width FFNs, can reach it at 5x.
 # ONLY=1,5 runs just those commands.
 # Students already in an output folder are reused, so a re-run only re-measures.
 set -euo pipefail

@@ -1,4 +1,4 @@
-"""The host's floor: what int8 and fp32 matrix products reach here, and how far a model is from it (issue 42).
+"""The host's floor: what int8 and fp32 matrix products reach here, and how far a model is from it.
 
     python bench/gemm_floor.py                                 # the GEMM table only
     python bench/gemm_floor.py --bundle runs/demo/bundle       # and a bundle's p50 against its arithmetic floor

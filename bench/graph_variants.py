@@ -1,4 +1,4 @@
-"""Two graph rewrites issue 42 lists, measured on one model: the embedding fusion and the order of the
+"""Two graph rewrites, measured on one model: the embedding fusion and the order of the
 undone SkipLayerNormalization's Adds, each as dynamic int8 with the kit's defaults for this host.
 
     python bench/graph_variants.py runs/demo/edge-trimmed --cases 1x25,1x128 --threads 1,2

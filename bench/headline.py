@@ -9,7 +9,7 @@ same threads, latency calls interleaved round-robin), so machine drift hits both
      fine-tuned teacher: batch-1 latency at sequence 128, test-accuracy retention, file size;
   2. int8 vs fp32 ONNX of the same model, batch 1 and 8 at sequence 128;
   3. the pruned-and-recovered student vs the unpruned student it came from (PyTorch fp32).
-The goals (issues 5 and 7) are printed beside each figure with PASS or SHORT BY. The table is also
+The goals are printed beside each figure with PASS or SHORT BY. The table is also
 written to runs/bench/headline.json and headline.md.
 """
 from __future__ import annotations
@@ -92,7 +92,7 @@ def headline_rows(report: dict) -> list[dict]:
         smaller = ratio(size("edge-onnx"), size("edge-int8"))
         add("int8 vs fp32 ONNX: file size", smaller, "~4x", "PASS" if smaller and smaller >= 3.5 else
             goal_text(smaller, 3.5), "edge-int8", "edge-onnx")
-    # the unpruned student the demo pruned (student-l3 now; student-l4 in earlier demo runs)
+    # the unpruned student the demo pruned (student-l3; student-l4 in a folder an older recipe made)
     unpruned = next((name for name in ("student-l3", "student-l4") if name in variants), None)
     if "pruned-recovered" in variants and unpruned:
         speed = ratio(lat(unpruned, "b1/s128"), lat("pruned-recovered", "b1/s128"))

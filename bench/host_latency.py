@@ -1,4 +1,4 @@
-"""Built graphs and models timed on this host, interleaved, beside its floor rates (issue 42).
+"""Built graphs and models timed on this host, interleaved, beside its floor rates.
 
     taskset -c 0,1 python bench/host_latency.py --torch teacher=runs/demo/teacher \\
         --onnx teacher-int8=runs/demo/teacher-int8/model.onnx --onnx edge-int8=runs/demo/edge-int8/model.onnx
@@ -10,7 +10,7 @@ of the rounds' medians, after the host's GEMM rates at that thread count (eval/f
 host_rates). Prints the CPU (vendor, family/model, ISA, the cores this process may use) and each
 variant's p50 and its speed-up over the first --torch variant. Writes --out (JSON).
 
-A second runtime, for issue 42's question whether one runs faster on this host: `--openvino
+A second runtime, to see whether another one runs faster on this host: `--openvino
 NAME=FILE[@f32|@bf16]` compiles a plain ONNX graph (OpenVINO cannot read ONNX Runtime's fused
 com.microsoft ops, so export with `--optimization none`; a static QDQ int8 graph from `quantize --mode
 static` of that export runs in int8) on OpenVINO's CPU plugin, latency hint, one stream, the same

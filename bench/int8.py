@@ -1,4 +1,4 @@
-"""int8 bench (issue 15): the fine-tuned MiniLM teacher, fp32 ONNX vs every int8 variant, in ONE run.
+"""int8 bench: the fine-tuned MiniLM teacher, fp32 ONNX vs every int8 variant, in ONE run.
 
     flock /tmp/cpu.lock python bench/int8.py --teacher runs/shared-teacher | tee runs/bench/logs/int8.log
 
@@ -6,7 +6,7 @@ Variants (all from the same teacher, ONNX Runtime, CPU):
 - fp32 ONNX (unfused) and fp32 ONNX O2 (fused attention);
 - dynamic int8 on the unfused graph: per-tensor s8, per-channel s8, per-channel + reduce_range s8,
   u8u8 (per-channel u8 weights, full range), and the ISA's defaults (whatever compress.int8 picks here);
-- O2 + dynamic int8 with the ISA's defaults (quantize_dynamic, DefaultTensorType) and with the old
+- O2 + dynamic int8 with the ISA's defaults (quantize_dynamic, DefaultTensorType) and with the
   per-tensor full-range setting, for comparison;
 - static int8 (QDQ, MatMul/Gemm only; LayerNorm, GELU, residual Add, Softmax inputs kept float), one
   per calibration method (minmax, entropy, percentile);
@@ -190,7 +190,7 @@ def main(argv=None) -> int:
               f"| {name} | {desc} | {r['test_accuracy']:.4f} | {delta:+.2f} | n/a | n/a | {r['mb']:.1f} |")
     for line in errors:
         print("timing error:", line)
-    # Against the goals (issue 15).
+    # Against the goals.
     se = 100 * float(np.sqrt(base_acc * (1 - base_acc) / len(rows)))
     print()
     print(f"goals: int8 >= 1.5x vs fp32 ONNX at {case.label} losing <= 0.5 pt; static within 1 pt "

@@ -1,4 +1,4 @@
-"""Latency as deployed (issue 29): the same variants timed four ways, in one run.
+"""Latency as deployed: the same variants timed four ways, in one run.
 
     flock /tmp/cpu.lock python bench/latency_isolation.py [--out runs/bench/latency-isolation]
 
@@ -6,7 +6,7 @@ Variants, demo-like but untrained (speed does not depend on the weights): the Mi
 shape as a PyTorch classifier ("teacher"), its int8 ONNX ("teacher-int8"), a 2-layer H312 edge
 student's int8 ONNX ("edge-int8") and its edge bundle ("bundle"); built once under --out.
 Latency at b1/s128 (a row padded to 128 tokens), model call only, p50 ms, --threads threads:
-  shared     all variants in this one process, round-robin call by call, ORT spinning off (the old report)
+  shared     all variants in this one process, round-robin call by call, ORT spinning off (in-process timing)
   workers    each variant in a worker process of its own, round-robin in bursts of 5
   workers+lead_in  the same, one untimed call before each burst
   workers+settle  the same, 50 ms idle and one untimed call before each burst (the report's default)

@@ -8,7 +8,7 @@ plus 12 x L x s x h for the attention scores and their mixing at s tokens per ex
 appendix's accounting), plus the MLM head's 6 x (h^2 + h V) for the share of tokens it runs on:
 the kit's pretraining runs the head on the masked positions only (teachers/pretrain.masked_forward),
 so that share is the run's masking probability (15%), not every token. `--full-head` counts it on
-every token, as a model that projects every position would (the fifth session's 21.2% did).
+every token, as a model that projects every position would.
 MFU = tokens/s x FLOPs per token / the chip's dense bf16 peak (989.4 TFLOP/s for an H100 SXM or an
 H200). Printed for the whole run (compile time and warm-up included) and for the logging windows
 after the first ("warm").

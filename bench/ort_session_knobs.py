@@ -1,6 +1,5 @@
 """ONNX Runtime's thread-pool settings on one graph, every setting's session in one process, timed in interleaved
-rounds: whether any of them shortens a 1-2 ms int8 call (issue 42: most of the edge model's time is not
-arithmetic).
+rounds: whether any of them shortens a short int8 call (most of a small model's time is not arithmetic).
 
     python bench/ort_session_knobs.py runs/demo/edge-int8/model.onnx --cases 1x128,1x27 --rounds 15
 

@@ -1,4 +1,4 @@
-"""Students past the 94% plateau (issue 27): an ablation at the 15x shape, 2L/H160/A5/F640.
+"""Students past the frontier's retention plateau: an ablation at the 15x shape, 2L/H160/A5/F640.
 
     python bench/plateau.py                                   # every arm, 3 seeds (hours on 2 cores)
     python bench/plateau.py --arms today,pca --seeds 1        # a subset
@@ -7,8 +7,8 @@
 
 Arms (each a set of distill options on top of the frontier's recipe: train split + 16,000
 teacher-labelled IMDB sentences, logits + hidden KD, 2 epochs, lr 3e-4, max_length 128):
-  today      the recipe as it was: the student's residual stream = the teacher's 160 largest-norm dims
-             (--init-embeddings columns; distill's default is now auto, pca at this shape)
+  today      the recipe with columns init: the student's residual stream = the teacher's 160 largest-norm dims
+             (--init-embeddings columns; distill's default is auto, pca at this shape)
   pca        --init-embeddings pca: the stream projected on the top 160 principal components of the
              teacher's embedding table (every weight that reads or writes it is projected too)
   projected  --init-embeddings projected: pca, then the teacher's table through a learned 384->160
@@ -18,7 +18,7 @@ teacher-labelled IMDB sentences, logits + hidden KD, 2 epochs, lr 3e-4, max_leng
   ensemble   --teacher T1,T2,...: the teachers' soft labels averaged at T (--ensemble; skipped without)
   pretrained --student = a student of the shape pretrained first (`shrinkbert pretrain --teacher`): sliced
              from --pretrain-from (default the demo's domain-MLM teacher runs/demo/mlm, so its MLM head
-             comes too), MLM + MLM-KD against it on --pretrain-corpus (default all: 10.2M words) for
+             comes too), MLM + MLM-KD against it on --pretrain-corpus (default all) for
              --pretrain-epochs; one pretrained student (seed 0, cached by content) serves every seed
   wide       a full-width student (--wide-shape, default 2L/H384/A12/F1536): the teacher's whole residual
              stream and two of its layers, no projection at all (slower than 15x as it is)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # docs/qa.md's "Longer and deeper students": the recipe's QA student distilled for EPOCHS epochs (default 6)
-# with LAYERS layers (default 3; the recipe now ships 4 for 2 epochs), every other setting the recipe's, exported O2, dynamic
+# with LAYERS layers (default 3; the recipe ships 4 for 2 epochs), every other setting the recipe's, exported O2, dynamic
 # int8, bundled, and measured in one eval run against the teacher and the 3-epoch int8 student of
 # bench/qa_student.sh (same 1,055 test questions, timed interleaved, each variant in a process of its own).
 # Needs runs/squad/teacher and runs/qa-exp/unpruned-int8 (bash bench/qa_student.sh). The distillation

@@ -1,4 +1,4 @@
-"""A linear query adapter for drop-in retrieval (issue 39), fitted after training: measured, not kept.
+"""A linear query adapter for drop-in retrieval, fitted after training.
 
     python bench/query_adapter.py runs/bench/drop-in-adapter/broad/seed0 runs/bench/drop-in-adapter/broad/seed1 ...
 
@@ -7,14 +7,12 @@ articles, a student's questions searched in it. The adapter is a square map W ap
 student's vectors (then normalised), fitted by least squares towards the teacher's vectors of the
 same texts, shrunk towards the identity (ridge on W - I, weight lambda): it would correct the student
 where it errs the same way on query-like text and leave it alone elsewhere, and fold into its
-projection (sentence-transformers' Dense) for export. It did not help (docs/embeddings.md), so the kit
-has no such option: this script is the record. Its text is the training
+projection (sentence-transformers' Dense) for export. The kit has no such option; this script
+measures whether one would help. Its text is the training
 half's questions of SQuAD v1.1 and v2.0 dev (core/data/qa_data.article_half; the measure's held-out
 articles never enter it). lambda is chosen without labels, as a user with a query log and no
 relevance judgements would: the mean cosine with the teacher on a fifth of those questions (by a
-checksum of each), fitted on the rest; W is then fitted on all of them. (The weight that cosine picks
-is the smallest; a gold-labelled check on the training half's own paragraphs found no weight that
-lifts recall either.)
+checksum of each), fitted on the rest; W is then fitted on all of them.
 
 Prints, for each student and as mean ± sd over them: recall@1 and @10 as shares of the teacher's own,
 before and after the adapter, the paired difference over questions (all students together), and STS-B

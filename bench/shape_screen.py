@@ -1,4 +1,4 @@
-"""Latency of candidate student shapes on the runtime they ship in, before any is trained (issue 14).
+"""Latency of candidate student shapes on the runtime they ship in, before any is trained.
 
     python bench/shape_screen.py --teacher runs/demo/teacher --speedup 15 --hidden 96,128,160,192,288
 

@@ -1,4 +1,4 @@
-"""ORT's SkipLayerNormalization fusion against Add + LayerNormalization, through the kit's own stages (issue 42).
+"""ORT's SkipLayerNormalization fusion against Add + LayerNormalization, through the kit's own stages.
 
     python bench/skip_layer_norm.py runs/demo/edge-trimmed runs/demo/teacher     # PyTorch artifacts
 

@@ -1,4 +1,4 @@
-"""A small pair task with the defaults (issue 39): does an int8 student keep >= 95% of its teacher
+"""A small pair task with the defaults: does an int8 student keep >= 95% of its teacher
 on about 1,400 training rows?
 
     python bench/small_data.py                       # both arms, 3 seeds (about 20 minutes on 2 cores)
@@ -6,11 +6,11 @@ on about 1,400 training rows?
 
 The task: SNLI (../shared/data/snli, three labels), 1,400 training and 500 validation pairs drawn
 from its validation file and 1,000 test pairs from its test file, written as a user's CSV folder
-(premise, hypothesis, label). The teacher: all-MiniLM-L6-v2 fine-tuned on it, 5 epochs (the issue's
-setting). Each arm distils a 3-layer H384 student (3 epochs) per seed, exports it and quantizes it
+(premise, hypothesis, label). The teacher: all-MiniLM-L6-v2 fine-tuned on it, 5 epochs. Each arm distils a 3-layer H384 student (3 epochs) per seed, exports it
+and quantizes it
 (dynamic int8); every int8 student and the teacher are scored on the same 1,000 test rows.
-  defaults    distill's options as they were before issue 39: logits loss only, the task's rows only
-  small-data  what distill now switches on below 5,000 rows (students/distill.py SMALL_DATA):
+  defaults    distill with --small-data off: logits loss only, the task's rows only
+  small-data  what distill switches on below 5,000 rows (students/distill.py SMALL_DATA):
               the hidden-state loss and teacher-labelled perturbed copies of each row (--augment)
 Prints retention mean ± sd over seeds, each arm's accuracy difference to `defaults` with a paired
 bootstrap 95% interval over the test rows, and the host's CPU and ISA; saves --out/small_data.json.

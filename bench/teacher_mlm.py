@@ -1,11 +1,10 @@
-"""Does domain-adaptive MLM help the teacher? Fine-tune with and without it, over seeds (issue 14).
+"""Does domain-adaptive MLM help the teacher? Fine-tune with and without it, over seeds.
 
     python bench/teacher_mlm.py --mlm runs/demo/mlm --seeds 3
 
-For each seed, fine-tunes the teacher twice on movie-snippets with the settings the demo had when
-this was measured (2 epochs, batch 32, lr 1e-4, max_length 128; --epochs 1 for today's demo): once
-from the PyPI MiniLM, once from the domain-MLM artifact (--mlm: the demo's `mlm` stage, then 80
-steps on IMDB review sentences at 128 tokens, now 50 at 64). Same stored split (split_seed 0) for
+For each seed, fine-tunes the teacher twice on movie-snippets with fixed settings (2 epochs,
+batch 32, lr 1e-4, max_length 128; --epochs changes the first): once from the PyPI MiniLM, once from the
+domain-MLM artifact (--mlm: the demo's `mlm` stage, continued MLM on IMDB review sentences). Same stored split (split_seed 0) for
 all; the seed changes the new head's initialisation and the batch order. Prints test accuracy per
 run and mean ± sd per arm, and writes runs/bench/teacher_mlm.json.
 """
