@@ -194,7 +194,8 @@ def main(argv: list[str] | None = None) -> int:
         stale = [path for path, text in wanted.items() if not path.exists() or path.read_text() != text]
         if stale:
             names = " and ".join(str(path.relative_to(ROOT)) for path in stale)
-            print(f"error: {names} differ from bench/results/*.jsonl: run python bench/results.py",
+            verb = "differs" if len(stale) == 1 else "differ"
+            print(f"error: {names} {verb} from bench/results/*.jsonl: run python bench/results.py",
                   file=sys.stderr)
             return 1
         return 0
