@@ -1,4 +1,4 @@
-"""A BERT student of a teacher of another family that shares its tokenizer's pieces (issue 38: all-MiniLM-L6-v2
+"""A BERT student of a teacher of another family that shares its tokenizer's pieces (all-MiniLM-L6-v2
 for an MPNet classifier): `distill --student` re-indexes the student's word embeddings to the teacher's ids
 (students/vocab_map.py), trains it on the teacher's tokenized rows, saves it with the teacher's tokenizer, and
 the chain export -> quantize -> bundle runs on. Tiny random models: an MPNet teacher whose vocabulary is the

@@ -1,4 +1,4 @@
-"""Training an embedding student for drop-in retrieval (issue 39's levers): questions of the training
+"""Training an embedding student for drop-in retrieval: questions of the training
 half of SQuAD's articles as distillation text, the held-out half as the retrieval measure, a question's
 target pulled towards its paragraph's teacher vector, and an equal share from each corpus."""
 from __future__ import annotations

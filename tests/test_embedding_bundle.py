@@ -171,7 +171,7 @@ def test_artifact_load_gives_the_embedding_bundles_predictor(which, student_dir,
 
 
 def test_a_mobile_embedding_bundle_holds_an_ort_file_that_gives_the_bundles_vectors(int8_graph, student_dir, tmp_path):
-    """`bundle --target mobile` of an embedding graph (issue 40): mobile/model.ort beside the graph,
+    """`bundle --target mobile` of an embedding graph: mobile/model.ort beside the graph,
     checked against the bundle's own vectors; a static student (no graph) refuses it and the web target."""
     out = run(int8_graph, tmp_path / "bundle", spin="on", target="mobile")  # what the bundle stage calls
     meta = json.loads((out / "embedding.json").read_text())

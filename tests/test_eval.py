@@ -229,7 +229,7 @@ def test_multiply_adds_follow_the_shape_pruning_and_gated_ffn(tmp_path):
 
     from shrinkbert.eval.floor import encoder_shape, graph_runs_int8, multiply_adds, product_graph
 
-    # the demo's edge student: 2 layers at H384, cut to 6 of 12 heads and FFN 384: 164M at b1/s128 (issue 42)
+    # the demo's edge student: 2 layers at H384, cut to 6 of 12 heads and FFN 384: 164M at b1/s128
     cut = BertConfig(hidden_size=384, num_hidden_layers=2, num_attention_heads=12, intermediate_size=384,
                      pruned_heads={0: list(range(6)), 1: list(range(6, 12))})
     assert encoder_shape(cut).attention == (192, 192)

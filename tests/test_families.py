@@ -1,4 +1,4 @@
-"""Every encoder family through the five-stage chain a user runs on their own teacher (issue 38):
+"""Every encoder family through the five-stage chain a user runs on their own teacher:
 finetune -> distill -> export -> quantize -> bundle, each family a tiny random model made here from
 its transformers config (tests/fixtures.make_tiny_family), with its own tokenizer model (WordPiece,
 byte-level BPE for RoBERTa, Unigram for DeBERTa-v2)."""

@@ -68,7 +68,7 @@ def test_frontier_on_tiny_models_writes_the_table_and_plot(tiny_csv, tmp_path, m
 
     monkeypatch.setenv("SHRINKBERT_CACHE", str(tmp_path / "cache"))
     # Shapes are picked by a fixed clock, not this machine's: at these sizes a call's overhead is the
-    # whole of its time, so on a real clock the 1.3x target was met or not by noise (CI once saw no fit).
+    # whole of its time, so on a real clock the 1.3x target would be met or not by noise.
     monkeypatch.setattr("shrinkbert.frontier.teacher_reference_ms", lambda *args: (1.0, False))
     monkeypatch.setattr("shrinkbert.students.shape.torch_timer", lambda *args, **kwargs:
                         lambda model, ids: 0.5 if model.config.hidden_size < 64 else 2.0)

@@ -1,4 +1,4 @@
-"""Students past the plateau (issue 27): PCA-projected embeddings, a learned projection folded
+"""Students past the plateau: PCA-projected embeddings, a learned projection folded
 into the table, several teachers averaged, a student as the teacher (an assistant)."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""int8 that reads the CPU (issue 15): the ISA decides the defaults, the manifest records them, the user
+"""int8 that reads the CPU: the ISA decides the defaults, the manifest records them, the user
 overrides each; static int8 keeps LayerNorm/GELU/residual Add/Softmax inputs float; an accuracy-aware
 tolerance that cannot be met says so in one line. Tiny models only."""
 from __future__ import annotations

@@ -44,7 +44,7 @@ def test_no_module_outside_the_kinds_branches_on_a_kind():
     assert not found, f"branches on a task kind outside core/kinds (ask the kind instead): {found}"
 
 
-# Stages that run one code path for every kind (issue 37): none hands a kind's models to code of
+# Stages that run one code path for every kind: none hands a kind's models to code of
 # their own through the kinds (the retired `own_stages`); what differs follows what the kind's models
 # give (`sentence_vectors`: logits or sentence vectors), as in bundle, eval and distill.
 ONE_PATH_STAGES = {"eval": "eval/harness.py", "distill": "students/distill.py", "finetune": "teachers/finetune.py",

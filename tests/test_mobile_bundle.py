@@ -1,4 +1,4 @@
-"""The mobile target (issue 40): `bundle --target mobile` writes ONNX Runtime Mobile's .ort file and
+"""The mobile target: `bundle --target mobile` writes ONNX Runtime Mobile's .ort file and
 the required-operators config a minimal build reads, and the bundle stage checks the .ort file's
 outputs against the bundle's on its parity rows (long texts included) before writing anything."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Pre-trained students (issue 27): `shrinkbert pretrain --teacher T` of a student shape, its words
+"""Pre-trained students: `shrinkbert pretrain --teacher T` of a student shape, its words
 counted, reused by content (teachers/reuse.py), MLM-KD against an MLM teacher, then distilled."""
 from pathlib import Path
 

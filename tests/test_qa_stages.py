@@ -178,7 +178,7 @@ def test_bundle_answers_equal_the_int8_models_with_torch_blocked(chain, tmp_path
     checks = {c["name"]: c["passed"] for c in chain["bundle"].checks}
     assert checks == {"parity": True, "predictions_identical": True}
     long_texts = read_manifest(chain["bundle"].path)["metrics"]["vs_source"]["long_texts"]
-    # a context of about 2.5x max_length (issue 41): its windows' tokens outnumber one window's
+    # a context of about 2.5x max_length: its windows' tokens outnumber one window's
     assert long_texts["rows"] > MAX_LENGTH and long_texts["max_abs_logit_diff"] < 1e-3
     meta = json.loads((chain["bundle"].path / "labels.json").read_text())
     assert meta["kind"] == "qa" and meta["version_2_with_negative"] is False and meta["max_length"] == MAX_LENGTH

@@ -321,8 +321,8 @@ def test_teacher_outputs_under_bf16_autocast_are_their_own_cache_entry_and_near_
 def test_auto_runs_the_teachers_cached_pass_in_the_precision_it_picks_for_the_teachers_width(teacher4, tiny_csv,
                                                                                               cache_env, tmp_path,
                                                                                               monkeypatch):
-    """Under `auto` the teacher's cached pass follows the width rule (bench/edge_arms.py's bf16-teacher arm:
-    neutral over 3 seeds): fp32 for the tests' H32 teacher, bf16 once H32 counts as wide on a bf16 CPU."""
+    """Under `auto` the teacher's cached pass follows the width rule (bench/edge_arms.py's bf16-teacher arm
+    compares the two): fp32 for the tests' H32 teacher, bf16 once H32 counts as wide on a bf16 CPU."""
     import shrinkbert.core.train as train_module
     import shrinkbert.students.distill as distill
     from shrinkbert.core.artifacts import read_manifest
@@ -437,7 +437,7 @@ def test_logits_only_distillation_with_warm_cache_never_runs_the_teacher(teacher
 
 def test_general_distillation_from_a_sentence_encoder_with_no_mlm_head(teacher4, tmp_path, cache_env, capsys):
     """all-mpnet-base-v2 as it ships is an encoder with no MLM head: mode general distils its hidden
-    states alone (asking it for logits crashed, issue 38), and asking for its MLM logits is one line."""
+    states alone (asking it for logits would fail), and asking for its MLM logits is one line."""
     from transformers import AutoModelForMaskedLM, BertModel
 
     from fixtures import restamp, tiny_sentences

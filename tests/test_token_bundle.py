@@ -65,7 +65,7 @@ def test_token_bundle_parity_is_word_level(tok_bundle, tok_int8):
     words = sum(len(s.split()) for s in BUILTIN_SENTENCES[:16])
     assert m["kind"] == "token" and m["parity_texts"] == 16
     assert m["vs_source"]["passed"] and m["vs_source"]["rows"] == words, m["vs_source"]
-    # and words at and past max_length (issue 41): the long rows score the words that fit
+    # and words at and past max_length: the long rows score the words that fit
     assert m["vs_source"]["long_texts"]["rows"] > 0 and m["vs_source"]["long_texts"]["max_abs_logit_diff"] < 1e-3
     assert m["vs_reference"]["passed"] and m["vs_reference"]["rows"] == words
     assert m["vs_reference"]["label_agreement"] >= 0.9

@@ -1,4 +1,4 @@
-"""Artifacts are checked on load against the sizes and hashes their manifests recorded (issue 41):
+"""Artifacts are checked on load against the sizes and hashes their manifests recorded:
 a weight file flipped in place or cut short stops the next stage in one line; --no-verify lets a
 deliberately edited artifact through and says so in the child's manifest."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The web target (issue 40): `bundle --target web` writes the folder transformers.js loads as it is,
+"""The web target: `bundle --target web` writes the folder transformers.js loads as it is,
 and transformers.js gives the Python bundle's outputs on 100 rows, one call a row: in Node (the same
 graph through onnxruntime-node) and in the bundle's own page in a real headless browser (Debian's
 chromium driven by puppeteer-core; ONNX Runtime Web's wasm). A classifier: labels equal,
