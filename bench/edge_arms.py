@@ -51,7 +51,7 @@ STAGES = ("wide", "edge")
 def chain(args, seed: int, arm: str) -> dict[str, Path]:
     """{stage: artifact} of one arm's chain for one seed, made where missing."""
     demo = Path(args.demo)
-    if seed == 0 and arm == "trained" and _dropout_of(demo / "student-edge") is None:  # a demo before `dropout: 0.0`
+    if seed == 0 and arm == "trained" and _dropout_of(demo / "student-edge") is None:  # a demo made without `dropout: 0.0`
         made = {"wide": demo / "student-wide", "cut": demo / "edge-cut", "edge": demo / "student-edge"}
         if not (made["edge"] / "shrinkbert.json").is_file():
             raise SystemExit(f"error: {made['edge']} is missing: run `bash scripts/demo.sh` first")

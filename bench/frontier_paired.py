@@ -49,7 +49,7 @@ def main() -> None:
     def outcomes(paths: list[str]) -> list[list[int]]:
         found = [correctness(variants[p], rows) for p in paths]
         for path, result in zip(paths, found):
-            if isinstance(result, str):  # no per-row outcomes (a token task measured before they were kept)
+            if isinstance(result, str):  # no per-row outcomes (a report that did not keep them)
                 raise SystemExit(f"error: {path}: {result}")
         return [result[0] for result in found]
 
