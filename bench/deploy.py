@@ -144,6 +144,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"browser / node p50: {result['browser_over_node']:.2f}x (goal: within 3x)")
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(result, indent=2))
+    from record import record
+    record("deploy-by-length" if args.words else "deploy-runtimes", section="deploy-targets",
+           title=("Python, Node and the browser by text length" if args.words
+                  else "One int8 model in Python, its .ort file, Node and the browser"),
+           rows=[{"runtime": name, "p50 ms": round(row["p50_ms"], 2), "p90 ms": round(row["p90_ms"], 2),
+                  "labels = Python bundle": f"{row['labels_equal_python']:.0%}"} for name, row in summary.items()],
+           note=f"{Path(args.model).name}; {result['case']}; {len(texts)} rows x {args.rounds} interleaved rounds.")
     return 0
 
 

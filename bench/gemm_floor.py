@@ -74,6 +74,17 @@ def main(argv=None) -> int:
         report["bundle"] = {"path": str(bundle), "macs": macs, "floor_ms": floors, "p50_ms": p50}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=2))
+    from record import record
+    record("gemm-rates", section="latency", title="The host's matrix-product rates",
+           rows=[{"shape": row["shape"], "case": row["case"], "ms": round(row["ms"], 3), "GOP/s": round(row["gops"])}
+                 for row in rows],
+           note=f"Single nodes, {args.threads} threads, median of {args.rounds} interleaved rounds of {args.calls} calls.")
+    if args.bundle:
+        key = "square 1024|ORT MatMulInteger"
+        record("bundle-floor", section="latency", title="The demo's bundle against the host's int8 floor, alone",
+               rows=[{"int8 rate GOP/s (MatMulInteger 1024^3)": round(timed[key]["gops"]), "bundle p50 ms": round(p50, 2),
+                      "floor ms": round(floors[key], 2), "p50 / floor": f"{p50 / floors[key]:.1f}x"}],
+               note=f"{Path(args.bundle).name}, b1/s128, {args.threads} threads.")
     return 0
 
 

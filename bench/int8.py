@@ -211,6 +211,17 @@ def main(argv=None) -> int:
     (out / "results.json").write_text(json.dumps({"cpu": cpu, "ort": onnxruntime.__version__, "threads": args.threads,
                                                   "case": case.label, "rounds": args.rounds, "test_rows": len(rows),
                                                   "build_s": build_s, "results": results}, indent=1))
+    from record import record
+    record("int8-settings", section="int8", title="Every int8 setting against the fp32 ONNX graph",
+           rows=[{"variant": f"{name}: {desc}", "test acc": round(results[name]["test_accuracy"], 4),
+                  "vs fp32": f"{100 * (results[name]['test_accuracy'] - base_acc):+.2f} pt",
+                  "p50 ms": round(results[name]["p50_ms"], 2) if results[name].get("p50_ms") else None,
+                  "vs fp32 ONNX": f"{base_ms / results[name]['p50_ms']:.2f}x"
+                  if results[name].get("p50_ms") and base_ms else None,
+                  "MB": round(results[name]["mb"], 1)}
+                 for name, _src, _values, desc in table if name in results],
+           note=f"ONNX Runtime {onnxruntime.__version__}, {args.threads} threads; {len(rows)} test rows; "
+                f"{case.label}, p50 of {args.rounds} interleaved rounds.")
     return 0
 
 

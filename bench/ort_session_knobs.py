@@ -55,6 +55,7 @@ def main(argv=None) -> int:
                 for name, (threads, entries) in chosen.items()}
     names = {i.name for i in next(iter(sessions.values())).get_inputs()}
     print(f"machine: {describe_machine()}; {args.graph}, {args.rounds} interleaved rounds of {args.calls} calls")
+    table = []
     for case in args.cases.split(","):
         batch, length = (int(x) for x in case.split("x"))
         feed = graph_feed(random_inputs(batch, length, vocab=5000), names)
@@ -72,6 +73,12 @@ def main(argv=None) -> int:
         base = float(np.median(p50s["base"]))
         print(f"b{batch}/s{length}: " + ", ".join(
             f"{name} {float(np.median(v)):.3f} ms ({base / float(np.median(v)):.2f}x)" for name, v in p50s.items()))
+        table.append({"case": f"b{batch}/s{length}", **{name: f"{float(np.median(v)):.3f} ({base / float(np.median(v)):.2f}x)"
+                                                         for name, v in p50s.items()}})
+    from record import record
+    record("ort-session-knobs", section="latency", title="ONNX Runtime's thread-pool settings on one graph", rows=table,
+           note=f"{Path(args.graph).parent.name}/{Path(args.graph).name}; every setting's session in one process, "
+                f"{args.rounds} interleaved rounds of {args.calls} calls, denormals flushed; median p50 ms (x the base).")
     return 0
 
 

@@ -92,12 +92,19 @@ def main(argv=None) -> int:
     header = " | ".join(f"{versions[py]} ms" + ("" if py == base else f" | x {versions[base]}") for py in args.python)
     print(f"| graph | case | {header} |")
     print("|---|---|" + "--:|" * (2 * len(args.python) - 1))
+    table = []
     for key in rounds[0][base]:
         graph, case = key.split("|")
         medians = {py: float(np.median([r[py][key] for r in rounds])) for py in args.python}
         cells = " | ".join(f"{medians[py]:.3f}" + ("" if py == base else f" | {medians[base] / medians[py]:.2f}x")
                            for py in args.python)
         print(f"| {Path(graph).parent.name}/{Path(graph).name} | {case} | {cells} |")
+        table.append({"graph": f"{Path(graph).parent.name}/{Path(graph).name}", "case": case,
+                      **{f"{versions[py]} ms": round(medians[py], 3) for py in args.python}})
+    from record import record
+    record("ort-versions", section="latency", title="ONNX Runtime releases against each other", rows=table,
+           note=f"Each round every release in fresh processes, every other round reversed; {args.threads} threads; "
+                f"median of {args.rounds} rounds' p50.")
     if args.json:
         Path(args.json).write_text(json.dumps({"machine": describe_machine(), "versions": versions, "rounds": rounds},
                                               indent=1))

@@ -124,6 +124,14 @@ def main(argv: list[str] | None = None) -> int:
               f"{difference_text(versus.to_dict()) if versus else '–'}")
     (out / "small_data.json").write_text(json.dumps({"host": host, "test_rows": len(rows), "teacher_accuracy":
                                                      teacher_accuracy, "arms": table}, indent=2))
+    from record import record
+    record("small-data", section="small-data",
+           title="A 1,400-row SNLI pair task: int8 students with the old defaults and with --small-data auto",
+           rows=[{"arm": arm, "int8 accuracy": f"{row['accuracy'][0]:.4f} ± {row['accuracy'][1]:.4f}",
+                  "retention": f"{row['retention'][0]:.1%} ± {row['retention'][1]:.1%}",
+                  "vs defaults (paired 95%)": difference_text(row["vs_defaults"]) if row["vs_defaults"] else "–"}
+                 for arm, row in table.items()],
+           note=f"{len(rows)} SNLI test pairs; teacher {teacher_accuracy:.4f}; {args.seeds} seeds, mean ± sd.")
     return 0
 
 
