@@ -501,7 +501,7 @@ def test_an_option_the_tasks_report_does_not_read_is_one_line(tiny_bert, tiny_cs
 def test_torch_device_cuda_without_a_gpu_is_one_line(tiny_bert, tiny_csv, tmp_path, monkeypatch, capsys):
     """`--torch-device cuda` where torch sees no GPU stops before anything is measured, in one line;
     a sentence-vector report, which times text -> vector on the CPU, does not read the option. The
-    GPU path itself is checked on a lent GPU (bench/cuda.sh's report step, docs/benchmarks.md)."""
+    GPU path itself is checked on a lent GPU (bench/cuda.sh's report step)."""
     import torch
 
     from shrinkbert.eval.configs import EvalConfig, unread_options
