@@ -1,4 +1,4 @@
-"""shrinkbert: make BERT models small and fast without losing what they know.
+"""shrinkbert: make BERT-family encoders small and fast: classifiers, taggers, extractive QA, sentence embedders.
 
 The front door: the Python API below (shrinkbert/functions.py, typed functions generated from the
 stage registry, shrinkbert.stages), the `shrinkbert` CLI (shrinkbert.cli) and the recipe runner
