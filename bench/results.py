@@ -109,7 +109,10 @@ def _numeric(value: Any) -> bool:
 def table(rows: list[dict[str, Any]]) -> list[str]:
     """A Markdown table: the first row's keys as columns, numeric columns right-aligned."""
     columns = list(rows[0])
-    align = ["--:" if all(_numeric(row[col]) for row in rows) else "---" for col in columns]
+    def right(col: str) -> bool:
+        values = [row[col] for row in rows if row[col] not in (None, "–", "-", "")]
+        return bool(values) and all(_numeric(value) for value in values)
+    align = ["--:" if right(col) else "---" for col in columns]
     lines = ["| " + " | ".join(columns) + " |", "|" + "|".join(align) + "|"]
     lines += ["| " + " | ".join(cell(row[col]) for col in columns) + " |" for row in rows]
     return lines
