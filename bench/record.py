@@ -147,9 +147,9 @@ def commit() -> str:
     """The checkout's short commit, with '+' when the tree has uncommitted changes to tracked files."""
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                              text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "."], cwd=ROOT).returncode != 0
-    except (OSError, subprocess.CalledProcessError):
+                              text=True, check=True, timeout=60).stdout.strip()
+        dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "."], cwd=ROOT, timeout=60).returncode != 0
+    except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired):
         return "unknown"
     return head + ("+" if dirty else "")
 

@@ -28,7 +28,8 @@ def result_lines():
 
 
 def test_the_page_is_current_with_the_data():
-    done = subprocess.run([sys.executable, "bench/results.py", "--check"], cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "bench/results.py", "--check"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
     assert done.returncode == 0, done.stderr
 
 
