@@ -247,9 +247,9 @@ def existing_shards(out: Path) -> dict | None:
 
 def check_same_run(out: Path, manifest: dict, identity: dict) -> None:
     """One line where the output folder holds a run of another bundle, input or options."""
-    for key, what in (("bundle", "bundle"), ("inputs", "input"), ("options", "options")):
+    for key, what in (("bundle", "of another bundle"), ("inputs", "of other inputs"), ("options", "with other options")):
         if manifest.get(key) != identity[key]:
-            raise ShrinkbertError(f"--output {out} holds a run of another {what} ({_differs(manifest.get(key), identity[key])}): "
+            raise ShrinkbertError(f"--output {out} holds a run {what} ({_differs(manifest.get(key), identity[key])}): "
                                   "name another --output, or delete it to start again")
 
 
