@@ -116,6 +116,13 @@ def main(argv=None) -> int:
               f"torch loaded: {result['torch_loaded']}")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
+    from record import record
+    record("bundle-load", section="deploy-targets", title="100,000 predictions: throughput and resident memory",
+           rows=[{"runtime": kind, "predictions/s": round(r["predictions_per_s"]), "RSS warm MB": round(r["rss_warm_mb"]),
+                  "RSS at the end MB": round(r["rss_end_mb"]), "growth MB": round(r["rss_growth_mb"], 1),
+                  "torch loaded": r["torch_loaded"]} for kind, r in zip(("bundle", "runner"), results)],
+           note=f"{args.predictions:,} predictions, test sentences cycled, {args.threads} thread(s), each runtime "
+                f"in its own fresh process.")
     return 0
 
 

@@ -33,7 +33,6 @@ SECTION_BENCH = {
     "latency": "bench/gemm_floor.py",
     "deploy-targets": "bench/deploy.py",
     "training": "bench/mfu.py",
-    "serving": "bench/load.py",
 }
 
 INTRO = """\
