@@ -7,6 +7,8 @@ span, its character offsets and a score. Slices keep it to about ten minutes on 
 
     python examples/answer_questions.py SQUAD_JSON [OUTPUT_DIR]
     python examples/answer_questions.py ../shared/data/squad/squad-dev-v1.1.json
+
+SQUAD_JSON may also be a dataset name found in the data folders of $SHRINKBERT_DATA (docs/data.md).
 """
 import sys
 from pathlib import Path

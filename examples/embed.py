@@ -8,6 +8,9 @@ minutes on a laptop CPU.
 
     python examples/embed.py STSB_FOLDER [OUTPUT_DIR]
     python examples/embed.py ../shared/data/stsb            # train.csv, validation.csv, test.csv
+
+STSB_FOLDER may also be a dataset name found in the data folders of $SHRINKBERT_DATA
+(sentence-transformers/stsb; docs/data.md).
 """
 import sys
 from pathlib import Path
