@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CUDA figures, on a lent GPU (docs/benchmarks.md, "On a GPU"): BERT-base MLM pretraining
+# The CUDA figures, on a lent GPU (docs/results.md#training): BERT-base MLM pretraining
 # throughput and MFU in bf16 (and fp32 beside it), then fine-tuning and distillation through the
 # kit's own stages on CUDA: the MiniLM teacher on movie-snippets and its 3-layer student (the demo's
 # student-l3 settings), and a 110M BERT-base teacher (the MLM run above, fine-tuned) with a 6-layer

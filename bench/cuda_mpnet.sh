@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The MPNet teacher on CUDA (docs/benchmarks.md, "On a GPU"): all-mpnet-base-v2 (110M) fine-tuned on
+# The MPNet teacher on CUDA (docs/results.md#base-size-teachers): all-mpnet-base-v2 (110M) fine-tuned on
 # movie-snippets through the kit's own finetune stage in bf16 and fp32, then distilled in bf16 to the
 # mpnet-movies recipe's edge student (2 layers, hidden 256, logits + hidden KD, an IMDB transfer set)
 # and to a 6-layer full-width student.
@@ -94,7 +94,7 @@ for precision in $PRECISIONS; do
     --batch-size 32 --max-length 128 --mixed-precision $precision --checkpoint-every 0 $ROWS --output-dir $R/teacher-$precision
 done
 # the teacher runs live beside the student: the hidden-state cache copies each batch to the CPU, which
-# on a GPU costs more than the teacher (docs/benchmarks.md)
+# on a GPU costs more than the teacher (docs/results.md#training)
 [ -n "$PRECISIONS" ] && step student-edge-bf16 sb distill --teacher $R/teacher-bf16 --layers 2 --hidden 256 --epochs $STUDENT_EPOCHS \
   --learning-rate 3e-4 --logits-weight 1 --hidden-weight 1 --no-cache-hidden --transfer-corpus .device/imdb-sentences.txt \
   --max-transfer-rows $TRANSFER --mixed-precision bf16 --checkpoint-every 0 $ROWS --output-dir $R/student-edge-bf16

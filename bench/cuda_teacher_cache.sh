@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The distill stage's teacher-output cache on a lent GPU (docs/benchmarks.md, "On a GPU"): a BERT-base
+# The distill stage's teacher-output cache on a lent GPU (docs/results.md#training): a BERT-base
 # teacher (MLM-initialised for one step: its weights do not matter to the rate) fine-tuned on 500
 # movie-snippets rows, then a 6-layer student whose logits and hidden states come from the cache, so
 # the cache is computed for all 8,056 training rows; the log's "teacher outputs" line gives the rate.

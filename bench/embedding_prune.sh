@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# docs/embeddings.md's "A pruned teacher": all-MiniLM-L6-v2 as it ships, HEADS of its attention heads and
+# A pruned embedding teacher: all-MiniLM-L6-v2 as it ships, HEADS of its attention heads and
 # NEURONS of its FFN neurons removed (defaults 0.5 and 0.75: about the 3-layer student's compute, 6
 # layers kept), ranked by the neighbour loss on STS-B train sentences; recovered by distillation from the
 # unpruned teacher on the recipe's corpus and settings; exported, dynamic int8; then one eval run with

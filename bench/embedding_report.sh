@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# docs/embeddings.md's "What the report measured": the embeddings recipe's artifacts (runs/embeddings, made by
+# The embeddings figures of docs/results.md#embeddings: the embeddings recipe's artifacts (runs/embeddings, made by
 # `shrinkbert run recipes/embeddings.yaml`) plus the teacher itself exported and dynamic int8 (what int8
 # alone buys and costs), in one eval run: every variant on the same STS-B test pairs, drop-in recall@10
 # against the teacher's index of 10,000 Brown sentences, and latency with each variant in a process of its

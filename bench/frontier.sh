@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The accuracy–speed frontier on the demo's teacher: the tables in docs/frontier.md.
+# The accuracy–speed frontier on the demo's teacher: docs/results.md#frontier.
 #   1. the speed-up ladder plus named shapes and one cut (2L/H384 distilled, pruned to 6 heads and FFN
 #      384, distilled again: bench/plateau.py's pruned arm makes the same students), one recipe (train
 #      split + 16,000 teacher-labelled IMDB sentences, logits + hidden KD, 2 epochs), all int8 students

@@ -1,10 +1,10 @@
 """Re-draw a frontier plot from a frontier's own figures, without re-running anything.
 
-    python bench/frontier_plot.py runs/frontier/frontier.json docs/frontier.png    # from frontier.json
-    python bench/frontier_plot.py docs/frontier.md docs/frontier.png               # from the raw table
+    python bench/frontier_plot.py runs/frontier/frontier.json runs/frontier/frontier.png  # from frontier.json
+    python bench/frontier_plot.py runs/frontier/frontier.md runs/frontier/frontier.png    # from the raw table
 
 The second form reads the raw table `shrinkbert frontier` wrote into frontier.md (the one
-docs/frontier.md keeps under "The raw table"): teacher and int8 rows, then per point its target,
+tests/data/frontier_table.md keeps one of): teacher and int8 rows, then per point its target,
 shape A/H/L/F, seeds, retention mean ± sd and speed-ups. The plot is eval/plot.py's frontier_plot.
 """
 from __future__ import annotations

@@ -229,7 +229,7 @@ def run_cli(args: list[str], cwd: str | Path, timeout: int = 240, **env: str):
                           env={**os.environ, "OMP_NUM_THREADS": "1", **env}, timeout=timeout)
 
 
-# The encoder families a user brings (docs/families.md): a tiny random model of each, made from its
+# The encoder families a user brings (docs/teachers.md): a tiny random model of each, made from its
 # transformers config. BERT-style families read the tiny WordPiece vocabulary; RoBERTa gets a
 # byte-level BPE and DeBERTa-v2 a Unigram (SentencePiece-style) tokenizer trained here on the tiny
 # sentences, so the bundle's tokenizer.json runtime meets both.

@@ -1,5 +1,5 @@
 """eval/plot.py's frontier plot: the line joins the Pareto points only; labels do not overlap
-(on the frontier figures docs/frontier.md keeps, re-read by bench/frontier_plot.py)."""
+(on a table `shrinkbert frontier` wrote, tests/data/frontier_table.md, read by bench/frontier_plot.py)."""
 from pathlib import Path
 
 from fixtures import load_bench
@@ -16,10 +16,10 @@ def test_the_line_joins_only_points_nothing_beats_slowest_first():
     assert frontier_line(points) == [0, 2, 3, 5]
 
 
-def test_the_frontier_plot_of_the_docs_table_has_clear_labels(tmp_path):
+def test_the_frontier_plot_of_a_written_table_has_clear_labels(tmp_path):
     from shrinkbert.eval.plot import frontier_plot
 
-    table = load_bench("frontier_plot").table_from_markdown((ROOT / "docs" / "frontier.md").read_text())
+    table = load_bench("frontier_plot").table_from_markdown((ROOT / "tests" / "data" / "frontier_table.md").read_text())
     assert table["test_rows"] == 1007 and len(table["points"]) == 7
     drawn = frontier_plot(table, tmp_path / "frontier.png")
     assert (tmp_path / "frontier.png").stat().st_size > 10_000

@@ -123,4 +123,4 @@ class Family:
                 f"a {self.name} student initialised from its teacher keeps the teacher's widths (hidden "
                 f"{teacher.hidden}, {teacher.heads} heads, FFN {teacher.intermediate}) and takes fewer layers; "
                 f"asked for hidden {widths.hidden}, {widths.heads} heads, FFN {widths.intermediate}. Give --layers "
-                "only, or --init random for a narrower student (docs/families.md)")
+                "only, or --init random for a narrower student (docs/teachers.md)")
