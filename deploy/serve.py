@@ -35,6 +35,7 @@ import hmac
 import importlib.util
 import json
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -465,6 +466,8 @@ class Server:
             raise Invalid(404, f"this bundle is a {self.model.kind} model: use {use}")
 
     async def answer(self, group: str, payloads: list, tokens: list[int]) -> list:
+        if len(payloads) > self.opts.queue_size:  # could never be queued: no retry helps
+            raise Invalid(413, f"inputs: {len(payloads)} rows, more than the server's queue of {self.opts.queue_size}")
         try:
             futures = self.batcher.submit(group, payloads, tokens)
         except QueueFull:
@@ -672,6 +675,10 @@ def run(opts: Options) -> int:
     common = dict(host=opts.host, port=opts.port, log_level="warning", access_log=opts.access_log,
                   timeout_graceful_shutdown=int(opts.drain_timeout), limit_concurrency=opts.max_connections)
     if opts.workers <= 1:
+        # uvicorn drains on SIGTERM/SIGINT, then raises the signal again for the handler it found: a
+        # quiet one here, so a drained server exits 0 instead of dying of the signal afterwards
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: None)
         uvicorn.run(create_app(opts), **common)
         return 0
     # Several workers: uvicorn's supervisor starts them from an import string (and starts a new one
