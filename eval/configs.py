@@ -54,11 +54,12 @@ class EvalConfig(DataConfig):
     query_sentences: int = field(1000, "embeddings: query sentences (recall@10, agreement, throughput)", min=1)
     classify: str = field("movie-snippets,bbc-news", "embeddings: labelled tasks for MTEB's frozen-embedding classification "
                                                       "(logistic regression on each variant's vectors; '' for none)")
-    retrieval: str = field("", "embeddings: a SQuAD JSON file whose paragraphs are searched with its questions "
-                               "(recall@1/@10, MRR@10 in the baseline's index, drop-in, and in each variant's own; "
-                               "'' for none)")
+    retrieval: str = field("", "embeddings: a SQuAD JSON file (a path, or a name in $SHRINKBERT_DATA: squad) whose "
+                               "paragraphs are searched with its questions (recall@1/@10, MRR@10 in the baseline's "
+                               "index, drop-in, and in each variant's own; '' for none)")
     retrieval_questions: int = field(1000, "embeddings: questions sampled for --retrieval (200 with --quick)", min=1)
-    nli: str = field("", "embeddings: a premise,hypothesis,label CSV (SNLI's) whose entailed and contradicted pairs "
+    nli: str = field("", "embeddings: a premise,hypothesis,label CSV (SNLI's; a path, or a name in $SHRINKBERT_DATA: "
+                         "snli:test) whose entailed and contradicted pairs "
                          "each variant ranks by cosine (ROC AUC x100: similarity on another style of text than "
                          "STS-B's; '' for none)")
     nli_pairs: int = field(1000, "embeddings: pairs of each label read from --nli (300 with --quick)", min=1)

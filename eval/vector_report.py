@@ -165,6 +165,7 @@ def size_mb(path: str) -> float | None:
 def measure_vectors(config, rows, artifacts: list[str], baseline: str | None) -> dict:
     """Measure every artifact and the baseline (the first artifact unless given; measured first where it
     is not among them, as a model name such as minilm may be); the report."""
+    from shrinkbert.core.data.datafolder import data_file
     from shrinkbert.core.data.scored_pairs import ScoredPairs
     from shrinkbert.core.device import describe_machine, set_threads
     from shrinkbert.core.kinds.embedding import agreement
@@ -176,6 +177,10 @@ def measure_vectors(config, rows, artifacts: list[str], baseline: str | None) ->
     quick = config.quick
     runs, warmup = (8, 2) if quick else (config.runs, config.warmup)
     pairs = ScoredPairs(list(rows.texts), list(rows.pairs), np.asarray(rows.labels, dtype=np.float64))
+    # a path or a name in the data folders of $SHRINKBERT_DATA ("squad", "snli:test"), resolved first so that a
+    # name found nowhere fails before anything is measured; the report records the file read
+    retrieval_file = data_file(config.retrieval, "--retrieval") if config.retrieval else None
+    nli_file = data_file(config.nli, "--nli") if config.nli else None
     base = baseline or artifacts[0]
     if base not in artifacts:
         artifacts = [base, *artifacts]
@@ -185,14 +190,14 @@ def measure_vectors(config, rows, artifacts: list[str], baseline: str | None) ->
     index_texts, query_texts = index_and_queries(config.index_corpus, 500 if quick else config.index_sentences,
                                                  100 if quick else config.query_sentences, config.split_seed or 0)
     retrieval = None
-    if config.retrieval:  # SQuAD paragraphs searched with its questions (eval/retrieval.py)
+    if retrieval_file:  # SQuAD paragraphs searched with its questions (eval/retrieval.py)
         from shrinkbert.eval.retrieval import gold_ranks, paired_difference, read_squad_retrieval, scores_of
 
-        retrieval = read_squad_retrieval(config.retrieval, 200 if quick else config.retrieval_questions,
+        retrieval = read_squad_retrieval(retrieval_file, 200 if quick else config.retrieval_questions,
                                          config.split_seed or 0, max_articles=8 if quick else 0,
                                          articles=config.retrieval_articles)
         base_docs = base_ranks = None
-    nli = read_nli_pairs(config.nli, 300 if quick else config.nli_pairs) if config.nli else None
+    nli = read_nli_pairs(nli_file, 300 if quick else config.nli_pairs) if nli_file else None
     tokenizer = baseline_tokenizer(base)
     text = [timed_text(pairs.first + pairs.second, max_length, tokenizer)]
     variants, timed, opened = [], {}, {}
@@ -273,8 +278,8 @@ def measure_vectors(config, rows, artifacts: list[str], baseline: str | None) ->
                           "max_length": max_length, "runs": runs, "warmup": warmup,
                           "process": "shared" if in_process else "own",
                           "other_cpu_cores": next((stats.get("other_cpu_cores") for stats in latency.values()), None)},
-              "nli": ({"file": str(config.nli), "pairs": len(nli[2])} if nli is not None else None),
-              "retrieval": ({"file": str(config.retrieval), "articles": config.retrieval_articles,
+              "nli": ({"file": str(nli_file), "pairs": len(nli[2])} if nli is not None else None),
+              "retrieval": ({"file": str(retrieval_file), "articles": config.retrieval_articles,
                              "paragraphs": len(retrieval.paragraphs),
                              "questions": len(retrieval.questions)} if retrieval is not None else None),
               "variants": variants, "cache": {"hits": 0, "dir": "", "enabled": False}}

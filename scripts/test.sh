@@ -7,6 +7,9 @@ bash scripts/setup.sh
 # transformers.js for the web bundle's Node test (tests/test_web_bundle.py skips without node, fails on CI)
 if command -v npm >/dev/null; then bash scripts/web_install.sh; fi
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+# Dataset names (squad, sentence-transformers/stsb, snli:test) resolve from $SHRINKBERT_DATA: the shared
+# copies beside the clone, unless the caller named another folder.
+if [ -z "${SHRINKBERT_DATA:-}" ] && [ -d ../shared/data ]; then export SHRINKBERT_DATA="$(cd .. && pwd)/shared/data"; fi
 # -q with the reason of every skip (pyproject addopts adds -rs), and a per-test time limit (pytest-timeout).
 # Two workers (pytest-xdist), each test file on one of them: most tests wait on a subprocess, an import
 # or the disk with one torch thread, so two at once take about half the time of one by one on 2 cores.

@@ -17,6 +17,11 @@ os.environ.setdefault("SHRINKBERT_STAGE_TIMEOUT", "280")
 # distill's small-data defaults (8 teacher-labelled copies of each row) would make every tiny distil
 # nine times longer; the suite runs them off, and tests/test_students.py switches them on where tested
 os.environ.setdefault("SHRINKBERT_SMALL_DATA", "off")
+# Dataset names (squad, sentence-transformers/stsb, snli:test) resolve from $SHRINKBERT_DATA, as for a user:
+# here the shared copies beside the clone (CI has them), unless the run names another folder.
+SHARED_DATA = ROOT.parent / "shared" / "data"
+if not os.environ.get("SHRINKBERT_DATA") and SHARED_DATA.is_dir():
+    os.environ["SHRINKBERT_DATA"] = str(SHARED_DATA)
 
 
 def _shared_cache(run_id: str) -> Path:
@@ -80,6 +85,18 @@ def _torch_threads_as_found():
 def on_ci() -> bool:
     """Whether this run is CI's (CI=true, as GitHub Actions, GitLab and .ci/run set it)."""
     return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+def shared_data(relative: str = "") -> Path:
+    """A path under the shared data copies (../shared/data beside the clone: SQuAD, STS-B, SNLI), skipping
+    the test with its reason where they are absent, and failing it under CI=true, where they are always present."""
+    path = SHARED_DATA / relative
+    if not path.exists():
+        reason = f"{path} is absent (the shared data copies are not beside the clone)"
+        if on_ci():
+            pytest.fail(f"{reason} (CI=true: real-data tests may not skip)", pytrace=False)
+        pytest.skip(reason)
+    return path
 
 
 def fetch_or_skip(*names: str) -> None:

@@ -11,6 +11,7 @@ user's rows with userdata and qa_data: the kinds sit above those readers and bel
   brown_tags    Brown corpus tags -> the 12 universal tags
   leakguard     the filter that keeps validation/test text (and near-duplicates) out of training text
   userdata      a user's files: tables, CoNLL, directories of train/validation/test
+  datafolder    names resolved offline from the data folders of $SHRINKBERT_DATA (sentence-transformers/stsb, snli:test)
   qa_data       extractive QA (SQuAD) rows: read, checked, split by article
   scored_pairs  scored sentence pairs (STS-B's shape) for embedding tasks
   catalogue     the built-in tasks' declarations (plain data: --help lists them without the kinds)

@@ -1,7 +1,8 @@
 """Tasks' datasets in one shape, split once by seed and stored, so every variant sees the same rows.
 
 `load_task` turns a built-in name, a user file (.csv .tsv .jsonl .json .parquet), a directory of
-train/validation/test files, or a hub name into a DatasetDict with splits train/validation/test
+train/validation/test files, a name found in the data folders of $SHRINKBERT_DATA (datafolder.py:
+`sentence-transformers/stsb`, `squad`, `snli:validation`), or a hub name into a DatasetDict with splits train/validation/test
 and columns "text", optional "text_pair", "label" (ClassLabel index into task.label_names).
 Each task kind (core/kinds) has its own columns and reads the sources it recognises: a token task
 (brown-pos, wnut16-ner, .conll/.txt/CoNLL-like .tsv files, tables of word lists) has columns
@@ -27,6 +28,7 @@ import datasets
 from shrinkbert.core.verify import file_sha256
 from shrinkbert.core.data import builtin, builtin_data
 from shrinkbert.core.data.cache import default_cache_dir
+from shrinkbert.core.data.datafolder import data_file, find, searched, split_suffix, task_path
 from shrinkbert.core.data.qa_data import QA_SUFFIXES, training_questions
 from shrinkbert.core.data.tasks import BUILTIN_TASKS, Task
 from shrinkbert.core.data.userdata import (SPLIT_NAMES, check_utf8, first_line, is_conll, looks_like_path,
@@ -110,17 +112,25 @@ def _read_user_splits(path: Path, text_columns: Sequence[str],
 
 
 def _read_hub(name: str, cache_root: Path) -> dict[str, datasets.Dataset]:
+    """A hub dataset's splits; with a :SPLIT suffix that split alone, as the rows to split."""
+    base, wanted = split_suffix(name)
     hub_log = logging.getLogger("huggingface_hub")
     level = hub_log.level
     hub_log.setLevel(logging.CRITICAL)  # its retry warnings would bury the one line we raise
     try:
         with quiet_datasets():
-            loaded = datasets.load_dataset(name, cache_dir=str(cache_root / "hub"))
+            loaded = datasets.load_dataset(base, cache_dir=str(cache_root / "hub"))
     except Exception as err:  # offline, unknown name, gated, bad config: all one line for the user
         raise ShrinkbertError(f"cannot load '{name}': not a built-in task ({', '.join(BUILTIN_TASKS)}), not an "
-                              f"existing file, and not loadable from the hub ({first_line(err)})") from None
+                              f"existing file, not in the data folders ({searched()}), and not loadable from "
+                              f"the hub ({first_line(err)})") from None
     finally:
         hub_log.setLevel(level)
+    if wanted:
+        found = next((alias for alias in SPLIT_NAMES[wanted] if alias in loaded), None)
+        if found is None:
+            raise ShrinkbertError(f"hub dataset '{base}' has no {wanted} split (splits: {', '.join(loaded)})")
+        return {"train": loaded[found]}
     splits = {}
     for split, aliases in SPLIT_NAMES.items():
         for alias in aliases:
@@ -143,19 +153,23 @@ def _drop_unlabelled(splits: dict[str, datasets.Dataset], label_column: str) -> 
     return kept
 
 
-def _source(name_or_path: str, options: dict, cache_root: Path) -> tuple[str, str, object]:
-    """(origin: builtin, path or hub; display name; identity) of a source; identity decides where its splits are stored."""
+def _source(name_or_path: str) -> tuple[str, str, object, str]:
+    """(origin: builtin, path or hub; display name; identity; what to read: the name, or the resolved
+    path) of a source. The identity decides where its splits are stored: a path's is its files'
+    hashes, so the same files reached by another path or data folder share one store."""
     if name_or_path in BUILTIN_TASKS:
-        return "builtin", name_or_path, builtin.source_identity(name_or_path)
-    path = Path(name_or_path).expanduser()
-    if path.is_dir():
-        files = split_files(path)
-        return "path", path.name, {s: file_sha256(f) for s, f in files.items()}
-    if path.is_file():
-        return "path", path.stem, file_sha256(path)
+        return "builtin", name_or_path, builtin.source_identity(name_or_path), name_or_path
+    found = find(name_or_path)
+    if found is not None:
+        path = task_path(found, name_or_path)
+        if path.is_dir():
+            files = split_files(path)
+            return "path", path.name, {s: file_sha256(f) for s, f in files.items()}, str(path)
+        return "path", path.stem, file_sha256(path), str(path)
     if looks_like_path(name_or_path):
-        raise ShrinkbertError(f"data file {path} does not exist")
-    return "hub", name_or_path, name_or_path
+        raise ShrinkbertError(f"data file {Path(name_or_path).expanduser()} does not exist (nor in the data "
+                              f"folders: {searched()})")
+    return "hub", name_or_path, name_or_path, name_or_path
 
 
 def _build(origin: str, name_or_path: str, display: str, options: dict, seed: int,
@@ -224,7 +238,9 @@ def load_task(name_or_path: str, *, text_column: str = "text", text_pair_column:
 
     name_or_path: a built-in task (movie-snippets, bbc-news, nyt-next-sentence, imdb, brown-pos,
     wnut16-ner), a .csv/.tsv/.jsonl/.json/.parquet file, a tagged file (.conll, .txt, or a .tsv that
-    userdata.is_conll takes for CoNLL), a directory of train/validation/test files, or a hub dataset.
+    userdata.is_conll takes for CoNLL), a directory of train/validation/test files, a name found in
+    the data folders of $SHRINKBERT_DATA (datafolder.py; NAME:SPLIT for one split's file), or a hub
+    dataset.
     For a tagged file label_column picks the tag field: "label" the last, a number that 0-based field;
     a table whose text column holds word lists (or, at the default options, with list columns
     "tokens" and "tags") is a token task too. Its labels are the data's, "O" first, then sorted.
@@ -245,7 +261,7 @@ def load_task(name_or_path: str, *, text_column: str = "text", text_pair_column:
                "metrics": list(metrics) if metrics else None}
     if tsv_quoting:  # only when set, so every store made before the option existed keeps its name
         options["tsv_quoting"] = True
-    origin, display, identity = _source(name_or_path, options, cache_root)
+    origin, display, identity, location = _source(name_or_path)
     # The store is named by content, not by path: the same file reached another way shares it.
     source = {"kind": origin, "name": display, "identity": identity,  # "kind": the key stored splits are named by
               "options": options if origin != "builtin" else {}, "store_version": STORE_VERSION}
@@ -253,7 +269,7 @@ def load_task(name_or_path: str, *, text_column: str = "text", text_pair_column:
         raise ShrinkbertError(f"split_seed must be an integer >= 0, got {split_seed!r}")
     store = cache_root / "tasks" / f"{_safe_name(display)}-{_digest(source)}-seed{int(split_seed)}"
     if not (store / TASK_FILE).is_file():
-        task, splits = _build(origin, name_or_path, display, options, int(split_seed), cache_root)
+        task, splits = _build(origin, location, display, options, int(split_seed), cache_root)
         _store(store, task, splits, source)
     task, splits = _load_store(store)
     if max_rows:
@@ -297,7 +313,8 @@ def tokenize_task(dataset_dict: datasets.DatasetDict, tokenizer, task: Task,
 
 def load_corpus(names_or_paths: list[str] | str, max_lines: int | None = None, cache_dir=None) -> list[str]:
     """Raw text items (a paragraph or sentence each) for MLM: built-ins "sotu", "wordnet", "imdb",
-    "rotten-tomatoes", .txt files (one item per non-empty line) or folders of them, .csv files
+    "rotten-tomatoes", names in the data folders (datafolder.py: "snli:validation", "stsb:train"),
+    .txt files (one item per non-empty line) or folders of them, .csv files
     (every distinct cell of their text columns, CORPUS_CSV_COLUMNS: SNLI's premises and hypotheses),
     and SQuAD files (.json, .jsonl, .parquet: the questions of the training half of their articles,
     qa_data.article_half, so a retrieval measure on the other half searches articles never seen).
@@ -337,11 +354,12 @@ def _corpus_lines(source: str, limit: int | None, cache_dir=None) -> list[str]:
     if source in builtin_data.CORPORA:
         lines = builtin_data.corpus(source, cache_dir)
     else:
-        path = Path(source).expanduser()
-        files = sorted(path.glob("*.txt")) if path.is_dir() else [path]
-        if not path.exists() or not files:
-            raise ShrinkbertError(f"corpus '{source}' is neither a built-in ({', '.join(builtin_data.CORPORA)}) "
-                                  "nor an existing .txt or .csv file or folder of .txt files")
+        path = find(source)
+        if path is None:
+            raise ShrinkbertError(f"corpus '{source}' is neither a built-in ({', '.join(builtin_data.CORPORA)}), "
+                                  f"nor an existing file or folder, nor in the data folders ({searched()})")
+        # a folder: its .txt files, else its one split file (a folder of several asks for NAME:SPLIT)
+        files = (sorted(path.glob("*.txt")) or [data_file(source, "corpus")]) if path.is_dir() else [path]
         lines = []
         for file in files:
             check_utf8(file)

@@ -26,6 +26,7 @@ import datasets
 import numpy as np
 from sklearn.model_selection import GroupShuffleSplit
 
+from shrinkbert.core.data.datafolder import find, task_path
 from shrinkbert.core.data.userdata import check_utf8, first_line, quiet_datasets, read_table, split_files
 from shrinkbert.core.errors import ShrinkbertError
 
@@ -281,8 +282,10 @@ def check_unique_across(splits: dict[str, datasets.Dataset], where: str) -> None
 def read_qa_splits(source: str | Path, seed: int = 0,
                    version_2_with_negative: bool | None = None) -> datasets.DatasetDict:
     """train/validation/test of a QA source: a file (split by article), a directory of split files,
-    or the hub's squad/squad_v2 (where a hub is reachable). Rows checked; ids unique across splits."""
-    path = Path(str(source)).expanduser()
+    a name in the data folders of $SHRINKBERT_DATA (datafolder.py), or the hub's squad/squad_v2 (where
+    a hub is reachable). Rows checked; ids unique across splits."""
+    found = find(str(source))
+    path = task_path(found, str(source)) if found is not None else Path(str(source)).expanduser()
     if path.is_dir():
         splits = {split: read_qa_file(file, version_2_with_negative) for split, file in split_files(path).items()}
     elif path.exists() or str(source) not in HUB_DATASETS:

@@ -24,6 +24,7 @@ LOADERS = {".csv": ("csv", {}), ".tsv": ("csv", {"delimiter": "\t"}), ".jsonl": 
 CONLL_SUFFIXES = (".conll", ".txt")  # one word per line; .tsv too when it looks so (is_conll)
 DATA_SUFFIXES = (*LOADERS, *CONLL_SUFFIXES)
 SPLIT_NAMES = {"train": ("train",), "validation": ("validation", "valid", "val", "dev"), "test": ("test",)}
+VERSION_MARK = re.compile(r"(?<![A-Za-z0-9])v(\d+(?:\.\d+)*)(?![A-Za-z0-9])")  # "v1.1" in dev-v1.1.json
 
 
 @contextlib.contextmanager
@@ -150,18 +151,53 @@ def read_table(path: str | Path, text_columns: Sequence[str] = (), tsv_quoting: 
     return table
 
 
-def split_files(directory: Path) -> dict[str, Path]:
-    found = {}
-    for split, aliases in SPLIT_NAMES.items():
-        candidates = [p for alias in aliases for p in sorted(directory.glob(f"{alias}.*"))
-                      if p.suffix.lower() in DATA_SUFFIXES]
+def _version(stem: str) -> tuple[int, ...] | None:
+    """The version a file name carries ('squad-dev-v1.1' -> (1, 1)), or None."""
+    found = VERSION_MARK.search(stem)
+    return tuple(int(part) for part in found.group(1).split(".")) if found else None
+
+
+def _one_per_split(directory: Path, found: dict[str, list[Path]]) -> dict[str, Path]:
+    """One file per split; several files of one split that differ only in their version mark
+    ('dev-v1.1.json', 'dev-v2.0.json') give the lowest version, anything else is refused."""
+    chosen = {}
+    for split in (split for split in SPLIT_NAMES if split in found):  # train, validation, test
+        candidates = found[split]
         if len(candidates) > 1:
-            raise ShrinkbertError(f"{directory} holds several {split} files: {', '.join(p.name for p in candidates)}")
-        if candidates:
-            found[split] = candidates[0]
+            unversioned = {VERSION_MARK.sub("", p.stem).lower() for p in candidates}
+            if len(unversioned) > 1 or any(_version(p.stem) is None for p in candidates):
+                raise ShrinkbertError(f"{directory} holds several {split} files: "
+                                      f"{', '.join(p.name for p in candidates)}")
+            candidates = sorted(candidates, key=lambda p: _version(p.stem))
+        chosen[split] = candidates[0]
+    return chosen
+
+
+def files_by_split(directory: Path) -> dict[str, Path]:
+    """{split: file} of a folder's data files: those named after a split (train.csv, validation.json,
+    dev.tsv, test.parquet); in a folder with none of those, those whose name holds a split's name
+    as a word (SQuAD's train-v1.1.json and dev-v1.1.json, squad-dev-v1.1.json). Files that name no
+    split are not read. Several versions of one split: the lowest (see _one_per_split)."""
+    files = [p for p in sorted(directory.iterdir()) if p.is_file() and p.suffix.lower() in DATA_SUFFIXES]
+    exact: dict[str, list[Path]] = {}
+    worded: dict[str, list[Path]] = {}
+    for file in files:
+        words = [w for w in re.split(r"[-_.\s]+", file.stem.lower()) if w]
+        named = [split for split, aliases in SPLIT_NAMES.items() if any(alias in words for alias in aliases)]
+        if len(named) != 1:  # no split, or several ("train-test.csv"): not read as a split
+            continue
+        in_name = exact if file.stem.lower() in SPLIT_NAMES[named[0]] else worded
+        in_name.setdefault(named[0], []).append(file)
+    return _one_per_split(directory, exact or worded)
+
+
+def split_files(directory: Path) -> dict[str, Path]:
+    """{split: file} of a directory of split files (files_by_split); it must hold a train file."""
+    found = files_by_split(directory)
     if "train" not in found:
         raise ShrinkbertError(f"{directory} holds no train file (expected train.csv/.tsv/.jsonl/.json/.parquet/"
-                              ".conll/.txt, and optionally validation.* and test.*)")
+                              ".conll/.txt, or a name such as train-v1.1.json, and optionally validation.* and "
+                              "test.*)")
     return found
 
 
