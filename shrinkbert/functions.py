@@ -519,8 +519,9 @@ def distill(
 
     Student shape:
         target: str = ''
-            size target: 25% (of the teacher's parameters), 20MB (fp32 file) or 4ms (batch-1 latency at
-            max_length); explicit shape fields below pin dimensions
+            size target: 25% (of the teacher's parameters), 20MB (fp32 file), 4ms (batch-1 latency at max_length
+            on --latency-runtime) or 10x (that latency at most the teacher's own there / 10; the teacher is
+            timed once); explicit shape fields below pin dimensions
         layers: int = 0
             student layers (0: from the target, else the teacher's) [>= 0]
         hidden: int = 0
@@ -1340,14 +1341,15 @@ def report(
             embeddings: labelled tasks for MTEB's frozen-embedding classification (logistic regression on each
             variant's vectors; '' for none)
         retrieval: str = ''
-            embeddings: a SQuAD JSON file whose paragraphs are searched with its questions (recall@1/@10, MRR@10
-            in the baseline's index, drop-in, and in each variant's own; '' for none)
+            embeddings: a SQuAD JSON file (a path, or a name in $SHRINKBERT_DATA: squad) whose paragraphs are
+            searched with its questions (recall@1/@10, MRR@10 in the baseline's index, drop-in, and in each
+            variant's own; '' for none)
         retrieval_questions: int = 1000
             embeddings: questions sampled for --retrieval (200 with --quick) [>= 1]
         nli: str = ''
-            embeddings: a premise,hypothesis,label CSV (SNLI's) whose entailed and contradicted pairs each
-            variant ranks by cosine (ROC AUC x100: similarity on another style of text than STS-B's; '' for
-            none)
+            embeddings: a premise,hypothesis,label CSV (SNLI's; a path, or a name in $SHRINKBERT_DATA:
+            snli:test) whose entailed and contradicted pairs each variant ranks by cosine (ROC AUC x100:
+            similarity on another style of text than STS-B's; '' for none)
         nli_pairs: int = 1000
             embeddings: pairs of each label read from --nli (300 with --quick) [>= 1]
         retrieval_articles: str = 'all'

@@ -50,8 +50,10 @@ class DistillConfig(TrainConfig, DataConfig):
                                       "so the teacher's pass over them is cached once (0: all)", min=0, group="data")
     output_dir: str = field("runs/student", "where the student artifact is written", group="output")
     # The student
-    target: str = field("", "size target: 25% (of the teacher's parameters), 20MB (fp32 file) or 4ms "
-                            "(batch-1 latency at max_length); explicit shape fields below pin dimensions", group="student shape")
+    target: str = field("", "size target: 25% (of the teacher's parameters), 20MB (fp32 file), 4ms (batch-1 "
+                            "latency at max_length on --latency-runtime) or 10x (that latency at most the teacher's "
+                            "own there / 10; the teacher is timed once); explicit shape fields below pin dimensions",
+                        group="student shape")
     layers: int = field(0, "student layers (0: from the target, else the teacher's)", min=0, group="student shape")
     hidden: int = field(0, "student hidden size (0: from the target, else the teacher's)", min=0, group="student shape")
     heads: int = field(0, "student attention heads (0: hidden / the teacher's head size)", min=0, group="student shape")

@@ -3,6 +3,8 @@
     --target 25%     at most 25% of the teacher's parameters
     --target 20MB    fp32 weights file of at most 20 MB (1 MB = 10^6 bytes; MiB also accepted)
     --target 4ms     batch-1 p50 latency at `seq_len` tokens on this machine, threads stated
+    --target 10x     a tenth of the teacher's own batch-1 p50 there: the teacher is timed once, the
+                     same way, and the target becomes a latency target (teacher ms / 10)
 
 Explicit fields (layers, hidden, heads, intermediate) may be given with or without a target: with
 no target they are the shape (unset ones default to the teacher's); with a target they pin that
@@ -56,20 +58,28 @@ class Shape(Widths):
 
 @dataclasses.dataclass(frozen=True)
 class Target:
-    kind: str  # "fraction" | "bytes" | "ms"
+    kind: str  # "fraction" | "bytes" | "ms" | "speedup"
     value: float
     text: str
 
 
 def parse_target(text: str) -> Target:
-    """'25%' -> fraction 0.25; '20MB'/'20MiB'/'1.5GB' -> bytes; '4ms' -> ms."""
-    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(%|[kKmMgG]i?[bB]|ms)\s*", str(text))
+    """'25%' -> fraction 0.25; '20MB'/'20MiB'/'1.5GB' -> bytes; '4ms' -> ms; '10x' -> speedup 10.
+
+    Raises:
+        ShrinkbertError: text that is none of these, not positive, over 100%, or a speed-up of 1x or less.
+    """
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(%|[kKmMgG]i?[bB]|ms|[xX])\s*", str(text))
     if not match:
         raise ShrinkbertError(f"target {text!r} not understood: give a share of the teacher ('25%'), "
-                              "a file size ('20MB') or a batch-1 latency ('4ms')")
+                              "a file size ('20MB'), a batch-1 latency ('4ms') or a speed-up over the teacher ('10x')")
     number, unit = float(match.group(1)), match.group(2)
     if number <= 0:
         raise ShrinkbertError(f"target {text!r} must be positive")
+    if unit in "xX":
+        if number <= 1:
+            raise ShrinkbertError(f"target {text!r}: a speed-up over the teacher must be above 1x")
+        return Target("speedup", number, text)
     if unit == "%":
         if number > 100:
             raise ShrinkbertError(f"target {text!r} is more than the whole teacher")
@@ -351,6 +361,31 @@ def onnx_timer(runtime: str, threads: int, warmup: int, runs: int, neighbour_con
     return timer
 
 
+def latency_timer(teacher_config, runtime: str, threads: int, warmup: int, runs: int) -> Callable:
+    """The timer a latency target's candidates (and, for a speed-up target, the teacher) are timed
+    with: on `runtime`, interleaved with a teacher-sized model, as the report times."""
+    if runtime == "torch":
+        return torch_timer(warmup, runs, neighbour_config=teacher_config)
+    return onnx_timer(runtime, threads, warmup, runs, neighbour_config=teacher_config)
+
+
+def teacher_latency_ms(teacher_config, *, seq_len: int = 128, threads: int | None = None, runs: int = 10,
+                       warmup: int = 2, runtime: str = "torch") -> float:
+    """The teacher's own batch-1 p50 ms at `seq_len` tokens on `runtime`, timed as pick_by_latency
+    times its candidates (a random-init model of the teacher's shape, the same timer and threads):
+    the reference a speed-up target ('10x') divides. torch's thread count is left as found."""
+    import torch
+
+    if runtime not in RUNTIMES:
+        raise ShrinkbertError(f"latency runtime must be one of {', '.join(RUNTIMES)}, got '{runtime}'")
+    with torch_threads(threads) as threads_used:
+        timer = latency_timer(teacher_config, runtime, threads_used, warmup, runs)
+        ids = torch.randint(0, 1000, (1, min(seq_len, teacher_config.max_position_embeddings)))
+        model = _timing_model(teacher_config)
+        with torch.inference_mode():
+            return float(timer(model, ids))
+
+
 def pick_by_latency(teacher_config, target: Target, *, seq_len: int = 128, threads: int | None = None,
                     runs: int = 10, warmup: int = 2, hidden_steps: list[int] | None = None,
                     timer: Callable | None = None, log: Callable[[str], None] = print,
@@ -386,9 +421,7 @@ def _pick_by_latency(teacher_config, target: Target, *, seq_len, threads, runs, 
     # Half-width FFNs too: at the same latency, a deeper student with half the FFN can keep more of the
     # teacher than a shallower one with the full FFN (the frontier compares such shapes).
     shapes = candidate_shapes(teacher_config, hidden_steps=hidden_steps, ffn_fractions=LATENCY_FFN_FRACTIONS, **fixed)
-    if timer is None:  # interleaved with a teacher-sized model on every runtime, as the report times
-        timer = (torch_timer(warmup, runs, neighbour_config=teacher_config) if runtime == "torch"
-                 else onnx_timer(runtime, threads, warmup, runs, neighbour_config=teacher_config))
+    timer = timer or latency_timer(teacher_config, runtime, threads, warmup, runs)
     seq_len = min(seq_len, teacher_config.max_position_embeddings)
     ids = torch.randint(0, 1000, (1, seq_len))
     rows, fitting, too_slow = [], [], set()
@@ -455,6 +488,14 @@ def choose_shape(teacher_config, *, target: str | None = None, layers: int | Non
         record = {"how": "explicit"}
     else:
         parsed = parse_target(target)
+        speedup = {}
+        if parsed.kind == "speedup":  # the teacher timed once, as the candidates are: a latency target
+            teacher_ms = teacher_latency_ms(teacher_config, seq_len=seq_len, threads=threads, runtime=runtime)
+            limit = teacher_ms / parsed.value
+            log(f"target {target}: the teacher takes {teacher_ms:.2f} ms at batch 1, seq {seq_len} on {runtime}; "
+                f"a student of at most {limit:.2f} ms")
+            speedup = {"speedup": target, "teacher_ms": teacher_ms}
+            parsed = Target("ms", limit, f"{limit:.4f}ms")
         if parsed.kind == "ms":
             shape, rows = pick_by_latency(teacher_config, parsed, seq_len=seq_len, threads=threads, log=log,
                                           runtime=runtime, **fixed)
@@ -463,7 +504,9 @@ def choose_shape(teacher_config, *, target: str | None = None, layers: int | Non
             fitting_rows = sorted((r for r in rows if r["fits"]), key=lambda r: -r["params"])
             log(format_table(fitting_rows[:10], f"{len(fitting_rows)} of {len(rows)} candidate shapes fit "
                                                 f"{target}; the 10 largest:"))
-        record = {"how": f"target {target}", "target": target, "rule": "max layers*hidden, then hidden, then FFN",
+        # "target" is what the student is judged by (eval/targets.py): a speed-up's resolved latency
+        record = {"how": f"target {target}", "target": parsed.text, **speedup,
+                  "rule": "max layers*hidden, then hidden, then FFN",
                   "latency_runtime": runtime if parsed.kind == "ms" else None,
                   "candidates": rows}
         validate_shape(shape)
