@@ -643,7 +643,11 @@ def create_app(opts: Options | None = None):
 
     @asynccontextmanager
     async def lifespan(app):
-        loading = asyncio.get_running_loop().create_task(server.start())  # /health answers 503 meanwhile
+        # One worker loads in the background, /health answering 503 meanwhile. One of several (a new
+        # one replacing a worker that died) loads before it accepts: the others take its share.
+        loading = asyncio.get_running_loop().create_task(server.start())
+        if opts.workers > 1:
+            await loading
         yield
         loading.cancel()
         if server.batcher is not None:

@@ -377,3 +377,29 @@ def test_the_server_binds_this_machine_only_unless_told(bundles):
         sys.path.remove(str(bundles["static"]))
     assert module.options_from([]).host == "127.0.0.1"
     assert module.options_from(["--host", "0.0.0.0"]).host == "0.0.0.0"
+
+
+def workers_of(pid: int) -> list[int]:
+    """The worker processes uvicorn's supervisor `pid` started (not multiprocessing's resource tracker)."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return [int(c) for c in children if b"spawn_main" in Path(f"/proc/{c}/cmdline").read_bytes()]
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads worker processes from /proc")
+def test_two_workers_share_the_metrics_and_a_killed_one_is_replaced(bundles):
+    with serving(bundles["sequence"], "--workers", "2") as server:
+        for _ in range(8):
+            post(server, "/predict", {"inputs": TEXTS[0]})
+        assert metric(server, "shrinkbert_rows_total") == 8  # both workers' counts, summed
+        before = workers_of(server.process.pid)
+        assert len(before) == 2
+        os.kill(before[0], signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and (len(workers_of(server.process.pid)) < 2
+                                               or before[0] in workers_of(server.process.pid)):
+            time.sleep(0.1)
+        after = workers_of(server.process.pid)
+        assert len(after) == 2 and before[0] not in after
+        assert all(post(server, "/predict", {"inputs": text})[0]["label"] for text in TEXTS)
+        server.process.send_signal(signal.SIGTERM)
+        assert server.process.wait(timeout=30) == 0
