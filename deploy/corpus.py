@@ -41,7 +41,7 @@ class RunOptions:
     text_column: str | None
     text_pair_column: str | None
     dtype: str = "float32"
-    batch_tokens: int = 16384
+    batch_tokens: int = 8192
     window: int = 4096
     threads: int | None = None
 
@@ -135,7 +135,7 @@ class ShardWriter:
 
 def predict_corpus(bundle: str | os.PathLike, inputs: str | list[str], output: str | os.PathLike, *,
                    text_column: str | None = None, text_pair_column: str | None = None, id_column: str | None = None,
-                   batch_tokens: int = 16384, window: int = 4096, shard_rows: int = 20000,
+                   batch_tokens: int = 8192, window: int = 4096, shard_rows: int = 20000,
                    threads: int | None = None, dtype: str = "float32", cluster: str | None = None,
                    scheduler: str | None = None, progress: bool = True) -> Path:
     """Run a bundle over every row of `inputs` and write the answers as Parquet shards in `output`.

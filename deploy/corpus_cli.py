@@ -23,7 +23,7 @@ def parser() -> argparse.ArgumentParser:
                                               "(default: context)")
     p.add_argument("--id-column", help="the input's id column, carried to the output's id (default: the file's "
                                        "name and the row's line number)")
-    p.add_argument("--batch-tokens", type=int, default=16384,
+    p.add_argument("--batch-tokens", type=int, default=8192,
                    help="most tokens a batch holds, rows x the longest row (default: %(default)s)")
     p.add_argument("--window", type=int, default=4096,
                    help="rows sorted by length together: larger pads less (default: %(default)s)")

@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from shrinkbert.core.errors import ShrinkbertError
 
+LENGTH_ROWS = 256  # rows whose tokens are counted at once
 DTYPES = {"float32": (np.float32, pa.float32()), "float16": (np.float16, pa.float16())}
 WORD = pa.struct([("word", pa.string()), ("tag", pa.string()), ("score", pa.float64()), ("start", pa.int64()),
                   ("end", pa.int64())])
@@ -72,15 +73,23 @@ class Outputs:
         self.counter = _counting_tokenizer(predictor)
 
     def lengths(self, rows: list[dict]) -> list[int]:
-        """Tokens each row runs as (what a batch pads to), or characters where the bundle has no padding."""
+        """Tokens each row runs as (what a batch pads to), or characters where the bundle has no padding.
+        Counted LENGTH_ROWS rows at a time: a truncated encoding keeps the rest of its text as overflow."""
         first = [r[self.columns[0]] for r in rows]
         if self.counter is None:
             return [len(x) for x in first]
-        if rows and isinstance(first[0], (list, tuple)):
-            return [len(e.ids) for e in self.counter.encode_batch([list(x) for x in first], is_pretokenized=True)]
-        if len(self.columns) == 2:
-            return [len(e.ids) for e in self.counter.encode_batch(list(zip(first, [r[self.columns[1]] for r in rows])))]
-        return [len(e.ids) for e in self.counter.encode_batch(first)]
+        lengths, encode = [], getattr(self.counter, "encode_batch_fast", self.counter.encode_batch)  # no offsets
+        for start in range(0, len(rows), LENGTH_ROWS):
+            part = first[start:start + LENGTH_ROWS]
+            if isinstance(part[0], (list, tuple)):
+                encodings = encode([list(x) for x in part], is_pretokenized=True)
+            elif len(self.columns) == 2:
+                pairs = [r[self.columns[1]] for r in rows[start:start + LENGTH_ROWS]]
+                encodings = encode(list(zip(part, pairs)))
+            else:
+                encodings = encode(part)
+            lengths.extend(len(e.ids) for e in encodings)
+        return lengths
 
     def fields(self) -> list[pa.Field]:
         raise NotImplementedError
