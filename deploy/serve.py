@@ -196,7 +196,7 @@ class Batcher:
         self.model, self.opts, self.metrics = model, opts, metrics
         self.pending: dict[str, list[Row]] = {}
         self.waiting = 0
-        self.arrived = asyncio.Event()
+        self.wakeup: asyncio.Future | None = None  # resolved by the next submit
         self.executor = ThreadPoolExecutor(1, thread_name_prefix="model")  # one call at a time: ORT's threads do the rest
         self.task: asyncio.Task | None = None
 
@@ -209,7 +209,8 @@ class Batcher:
         self.pending.setdefault(group, []).extend(rows)
         self.waiting += len(rows)
         self.metrics.queue.set(self.waiting)
-        self.arrived.set()
+        if self.wakeup is not None and not self.wakeup.done():
+            self.wakeup.set_result(None)
         return [row.future for row in rows]
 
     def start(self) -> None:
@@ -244,19 +245,22 @@ class Batcher:
                 batches.append([row])
         return batches
 
+    async def next_arrival(self, timeout: float | None) -> None:
+        """Until the next submit (asyncio.TimeoutError after `timeout` seconds; None: no limit)."""
+        self.wakeup = asyncio.get_running_loop().create_future()
+        await asyncio.wait_for(self.wakeup, timeout)
+
     async def loop(self) -> None:
         loop = asyncio.get_running_loop()
         wait = self.opts.max_wait_ms / 1000.0
         while True:
             if not self.waiting:
-                self.arrived.clear()
-                await self.arrived.wait()
+                await self.next_arrival(None)
             if wait > 0 and self.waiting < self.opts.max_batch_rows:
                 oldest = min(rows[0].arrived for rows in self.pending.values() if rows)
                 while self.waiting < self.opts.max_batch_rows and loop.time() < oldest + wait:
-                    self.arrived.clear()
                     try:
-                        await asyncio.wait_for(self.arrived.wait(), oldest + wait - loop.time())
+                        await self.next_arrival(oldest + wait - loop.time())
                     except asyncio.TimeoutError:
                         break
             group, rows = self._take()
@@ -696,11 +700,15 @@ def run(opts: Options) -> int:
     return 0
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(prog: str = "serve.py", bundle_positional: bool = False) -> argparse.ArgumentParser:
+    """The command's options; `bundle_positional`: the bundle is its first argument (`shrinkbert serve BUNDLE`)."""
     defaults = Options()
-    p = argparse.ArgumentParser(prog="serve.py", description="Serve a bundle over HTTP: OpenAI's /v1/embeddings, "
+    p = argparse.ArgumentParser(prog=prog, description="Serve a bundle over HTTP: OpenAI's /v1/embeddings, "
                                 "text-embeddings-inference's /embed and /predict, /health, /info and /metrics.")
-    p.add_argument("--bundle", default=defaults.bundle, help="the bundle folder (default: the one holding this file)")
+    if bundle_positional:
+        p.add_argument("bundle", metavar="BUNDLE", help="the bundle folder to serve")
+    else:
+        p.add_argument("--bundle", default=defaults.bundle, help="the bundle folder (default: the one holding this file)")
     p.add_argument("--host", default=defaults.host, help="address to bind (default 127.0.0.1: this machine only; "
                    "0.0.0.0 to accept from the network)")
     p.add_argument("--port", type=int, default=defaults.port, help="port to bind")
@@ -734,14 +742,16 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def options_from(argv: list[str] | None = None) -> Options:
-    args = parser().parse_args(argv)
+def options_from(argv: list[str] | None = None, prog: str = "serve.py", bundle_positional: bool = False) -> Options:
+    """Options from a command line, each bound checked (argparse's one `error:` line and exit 2 otherwise)."""
+    command = parser(prog, bundle_positional)
+    args = command.parse_args(argv)
     for name in ("workers", "max_batch_rows", "max_batch_tokens", "queue_size", "max_client_batch", "max_input_chars",
                  "max_body_bytes", "max_connections"):
         if getattr(args, name) < 1:
-            parser().error(f"--{name.replace('_', '-')} must be at least 1")
+            command.error(f"--{name.replace('_', '-')} must be at least 1")
     if args.threads < 0 or args.max_wait_ms < 0 or args.drain_timeout < 0:
-        parser().error("--threads, --max-wait-ms and --drain-timeout cannot be negative")
+        command.error("--threads, --max-wait-ms and --drain-timeout cannot be negative")
     return Options(**vars(args))
 
 

@@ -7,8 +7,9 @@ shrinkbert.teachers, .students, .compress, .eval, and the plumbing in .core.
 """
 from shrinkbert.api import Artifact
 from shrinkbert.deploy.corpus import predict_corpus
+from shrinkbert.deploy.launch import serve
 from shrinkbert.functions import (bundle, distill, export, finetune, pretrain, prune, quantize, report, sparsify,
                                   trim_vocab)
 
 __all__ = ["Artifact", "pretrain", "finetune", "distill", "prune", "sparsify", "trim_vocab", "export", "quantize",
-           "bundle", "report", "predict_corpus"]
+           "bundle", "report", "predict_corpus", "serve"]

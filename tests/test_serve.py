@@ -86,12 +86,13 @@ def free_port() -> int:
 class Running:
     """A `python BUNDLE/serve.py` subprocess on 127.0.0.1 and an httpx client to it."""
 
-    def __init__(self, bundle: Path, *args: str, env: dict | None = None):
+    def __init__(self, bundle: Path, *args: str, env: dict | None = None, kit: bool = False):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.process = subprocess.Popen([sys.executable, str(bundle / "serve.py"), "--port", str(self.port), *args],
-                                        cwd=str(bundle), env=env or ENV, stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, text=True)
+        command = ([sys.executable, "-m", "shrinkbert.cli", "serve", str(bundle)] if kit
+                   else [sys.executable, str(bundle / "serve.py")])
+        self.process = subprocess.Popen([*command, "--port", str(self.port), *args], cwd=str(bundle),
+                                        env=env or ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.client = httpx.Client(base_url=self.url, timeout=60)
 
     def wait_ready(self, timeout: float = 60) -> None:
@@ -119,8 +120,8 @@ class Running:
 
 
 @contextmanager
-def serving(bundle: Path, *args: str, env: dict | None = None):
-    server = Running(bundle, *args, env=env)
+def serving(bundle: Path, *args: str, env: dict | None = None, kit: bool = False):
+    server = Running(bundle, *args, env=env, kit=kit)
     try:
         server.wait_ready()
         yield server
@@ -403,3 +404,17 @@ def test_two_workers_share_the_metrics_and_a_killed_one_is_replaced(bundles):
         assert all(post(server, "/predict", {"inputs": text})[0]["label"] for text in TEXTS)
         server.process.send_signal(signal.SIGTERM)
         assert server.process.wait(timeout=30) == 0
+
+
+def test_the_kits_command_serves_a_bundle_with_the_bundles_own_server_and_its_api_key_from_the_environment(bundles):
+    bundle = bundles["static"]
+    with serving(bundle, kit=True, env={**ENV, "SHRINKBERT_API_KEY": "k"}) as server:
+        assert server.client.get("/info").status_code == 401
+        server.client.headers["Authorization"] = "Bearer k"
+        info = server.client.get("/info").json()
+        vector = server.client.post("/embed", json={"inputs": "good movie"}).json()[0]
+    assert info["kind"] == "embedding" and info["max_length"] is None
+    np.testing.assert_allclose(vector, predictor(bundle).embed(["good movie"])[0], atol=1e-6)
+    done = subprocess.run([sys.executable, "-m", "shrinkbert.cli", "serve", str(bundle / "missing")], env=ENV,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stderr.strip().startswith("error: ") and len(done.stderr.splitlines()) == 1
