@@ -138,7 +138,7 @@ texts = open(spec["input"], encoding="utf-8").read().splitlines()
 try:
     TextEmbedding.add_custom_model(model="local/shrinkbert-bundle", pooling=PoolingType.DISABLED, normalization=True,
                                    sources=ModelSource(hf="local/shrinkbert-bundle"), dim=spec["dim"],
-                                   model_file="model.onnx")
+                                   model_file="model.onnx", output_name=spec["output"])
     model = TextEmbedding("local/shrinkbert-bundle", specific_model_path=spec["model"], threads=spec["threads"])
     list(model.embed(texts[:64]))
 except Exception as err:
@@ -175,9 +175,9 @@ def run_child(arm: str, spec: dict, python: str = sys.executable) -> dict:
 def st_onnx_folder(bundle: Path, work: Path) -> tuple[str, str, str]:
     """(folder, file name, arm name) for sentence-transformers' ONNX backend: the bundle's own graph in the
     student's sentence-transformers folder where the backend loads it, else the backend's own int8 export."""
-    student = next((p for p in parent_folders(bundle) if (p / "modules.json").is_file()), None)
+    student = next((p for p in parent_folders(bundle) if is_st_model(p)), None)
     if student is None:
-        raise RuntimeError("no sentence-transformers folder in the bundle's lineage")
+        raise RuntimeError("no sentence-transformers model with PyTorch weights in the bundle's lineage")
     folder = work / "st-same-graph"
     shutil.copytree(student, folder, dirs_exist_ok=True)
     (folder / "onnx").mkdir(exist_ok=True)
@@ -197,6 +197,29 @@ def st_onnx_folder(bundle: Path, work: Path) -> tuple[str, str, str]:
     export_dynamic_quantized_onnx_model(model, "avx512_vnni" if "avx512_vnni" in cpu_flags() else "avx2", str(own))
     name = next(p.relative_to(own).as_posix() for p in (own / "onnx").glob("model_q*.onnx"))
     return str(own), name, "sentence-transformers onnx, its own int8 export"
+
+
+def is_st_model(folder: Path) -> bool:
+    """A sentence-transformers folder of PyTorch weights (the exports in a bundle's lineage hold a pooled graph)."""
+    return (folder / "modules.json").is_file() and any((folder / n).is_file() for n in
+                                                       ("model.safetensors", "pytorch_model.bin"))
+
+
+def fastembed_folder(bundle: Path, work: Path) -> str:
+    """The bundle's graph and tokenizer.json with the tokenizer's config files fastembed reads besides (from the
+    student's folder in the bundle's lineage): fastembed loads a local model from such a folder."""
+    folder = work / "fastembed-model"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("model.onnx", "tokenizer.json"):
+        shutil.copyfile(bundle / name, folder / name)
+    source = next((p for p in parent_folders(bundle) if (p / "tokenizer_config.json").is_file()), None)
+    for name in ("config.json", "tokenizer_config.json", "special_tokens_map.json"):
+        if source is not None and (source / name).is_file():
+            shutil.copyfile(source / name, folder / name)
+    config = folder / "tokenizer_config.json"  # the bundle's truncation, which fastembed reads from here
+    settings = json.loads(config.read_text()) if config.is_file() else {}
+    config.write_text(json.dumps({**settings, "model_max_length": bundle_max_length(bundle)}))
+    return str(folder)
 
 
 def bundle_max_length(bundle: Path) -> int:
@@ -337,7 +360,8 @@ def main(argv=None) -> int:
         add("shrinkbert predict, Dask LocalCluster 2 x 1 thread", bundle,
             run_child("shrinkbert", {"bundle": str(bundle), "input": str(corpus), "out": str(dask_out),
                                      "cluster": "local:2"}))
-        arms[-1]["note"] = arms[-1]["note"] or json.dumps(largest_difference(one_process[bundle], dask_out))
+        arms[-1]["note"] = arms[-1]["note"] or (json.dumps(largest_difference(one_process[bundle], dask_out))
+                                                + "; peak_mb: the driver's, workers apart")
 
     if embed_bundle in one_process:
         try:
@@ -349,9 +373,11 @@ def main(argv=None) -> int:
         except Exception as err:  # recorded, not fatal: the other arms still stand
             add("sentence-transformers onnx", embed_bundle, {"error": f"{type(err).__name__}: {err}"[:300]})
         if args.fastembed_python:
-            dim = json.loads((embed_bundle / "embedding.json").read_text())["dim"]
-            add("fastembed", embed_bundle, run_child("fastembed", {"model": str(embed_bundle), "input": str(corpus),
-                                                                   "threads": threads, "dim": dim},
+            meta = json.loads((embed_bundle / "embedding.json").read_text())
+            add("fastembed", embed_bundle, run_child("fastembed", {"model": fastembed_folder(embed_bundle, work),
+                                                                   "input": str(corpus),
+                                                                   "threads": threads, "dim": meta["dim"],
+                                                                   "output": meta.get("output", "sentence_embedding")},
                                                      python=args.fastembed_python))
         teacher = args.teacher or teacher_of(embed_bundle)
         add(f"teacher fp32 (sentence-transformers encode, {Path(teacher).name})", embed_bundle,
@@ -404,7 +430,7 @@ def main(argv=None) -> int:
 
 def teacher_of(bundle: Path) -> str:
     """The oldest sentence-transformers folder in the bundle's lineage (the teacher), else the built-in MiniLM."""
-    folders = [p for p in parent_folders(bundle) if (p / "modules.json").is_file()]
+    folders = [p for p in parent_folders(bundle) if is_st_model(p)]
     if folders:
         return str(folders[-1])
     from shrinkbert.core.data.builtin import minilm_path

@@ -3,10 +3,11 @@
 The input is streamed (deploy/corpus_input.py) and cut into shards of `shard_rows` rows in input order;
 a shard is the unit of work, of output and of resume. Within a shard, rows are sorted by token count
 in windows of `window` rows and run in batches of at most `batch_tokens` tokens (rows x the longest
-row), so little is padding; the answers go back to input order. Each shard is written as
-OUT/part-NNNNN.parquet through a temporary name in OUT that is renamed when complete, and then recorded
-in OUT/_manifest.json (written the same way): the bundle's identity, the input files with their sizes and
-modification times, the options that decide the output, and the shards done with their row ranges.
+row), so little is padding; the answers go back to input order. OUT/_manifest.json holds the bundle's
+identity, the input files with their sizes and modification times, the options that decide the output, and
+the shards done with their row ranges; it is written (to a temporary name, then renamed) before the first
+shard and after each. Each shard is written as OUT/part-NNNNN.parquet through a temporary name in OUT that
+is renamed when complete, then recorded.
 Run again after a kill, the same command skips the shards the manifest records and writes the rest, so
 every input row is in the output exactly once; a manifest of another bundle, input or options is refused.
 On Dask (deploy/corpus_dask.py) each shard is one task; the output is the same.
@@ -30,7 +31,7 @@ from shrinkbert.deploy.corpus_kinds import Outputs, bundle_identity, kind_of, lo
 
 MANIFEST = "_manifest.json"
 PART = "part-{:05d}.parquet"
-TEMP_PREFIX = ".part-"  # a shard being written; readers of the folder (pyarrow, pandas, Spark) skip dot files
+TEMP_SUFFIX = ".tmp"  # ".part-NNNNN.parquet.tmp", "._manifest.json.tmp": being written; readers skip dot files
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,9 @@ class ShardWriter:
         self.out, self.identity, self.done = out, identity, done
 
     def write(self, index: int, first_row: int, table: pa.Table) -> None:
-        self.out.mkdir(parents=True, exist_ok=True)
+        if not (self.out / MANIFEST).is_file():  # the folder is the run's before any shard is in it
+            self.out.mkdir(parents=True, exist_ok=True)
+            self.save()
         name = PART.format(index)
         temp = self.out / f".{name}.tmp"
         pq.write_table(table, temp)
@@ -240,7 +243,7 @@ def existing_shards(out: Path) -> dict | None:
             return json.loads(manifest.read_text())
         except (OSError, json.JSONDecodeError) as err:
             raise ShrinkbertError(f"{manifest} cannot be read ({err}): not a corpus run's output") from err
-    if any(not p.name.startswith(TEMP_PREFIX) for p in out.iterdir()):
+    if any(not _is_temp(p) for p in out.iterdir()):
         raise ShrinkbertError(f"--output {out} holds other files and no {MANIFEST}: name a new or empty folder")
     return {}
 
@@ -263,9 +266,14 @@ def _differs(old, new) -> str:
     return "it differs"
 
 
+def _is_temp(path: Path) -> bool:
+    return path.name.startswith(".") and path.name.endswith(TEMP_SUFFIX)
+
+
 def _remove_temp(out: Path) -> None:
-    for temp in out.glob(f"{TEMP_PREFIX}*.tmp"):
-        temp.unlink(missing_ok=True)
+    for temp in out.iterdir():
+        if _is_temp(temp):
+            temp.unlink(missing_ok=True)
 
 
 def _sync(path: Path) -> None:

@@ -225,6 +225,16 @@ def test_a_killed_run_resumes_with_every_row_exactly_once(bundles, tmp_path):
     assert again.returncode == 0 and read(out) == got
 
 
+def test_a_run_killed_before_its_first_shard_starts_again(bundles, tmp_path):
+    path = write_rows(tmp_path / "in.txt", [{"text": t} for t in sentences(5)])
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "._manifest.json.tmp").write_text("{")
+    (out / ".part-00000.parquet.tmp").write_bytes(b"half")
+    shrinkbert.predict_corpus(bundles["static"], str(path), out, progress=False)
+    assert sorted(p.name for p in out.iterdir()) == [MANIFEST, "part-00000.parquet"]
+
+
 def test_a_local_cluster_gives_the_one_process_table(bundles, tmp_path):
     path = write_rows(tmp_path / "in.csv", [{"text": t} for t in sentences(300, seed=5)])
     one = read(shrinkbert.predict_corpus(bundles["token"], str(path), tmp_path / "one", shard_rows=50,
