@@ -97,8 +97,8 @@ def find(name: str) -> Path | None:
 
 def not_found(name: str, what: str = "data") -> ShrinkbertError:
     """The one error line for a name found nowhere: what was tried, and the data folders searched."""
-    return ShrinkbertError(f"{what} '{name}' is not an existing file or folder, nor in the data folders ({searched()}): "
-                           f"set {DATA_ENV} to the folder that holds it, or give its path")
+    return ShrinkbertError(f"{what} '{name}' is not an existing file or folder, nor in the data folders "
+                           f"({searched()}): set {DATA_ENV} to the folder that holds it, or give its path")
 
 
 def one_file(path: Path, name: str) -> Path:

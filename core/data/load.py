@@ -2,8 +2,9 @@
 
 `load_task` turns a built-in name, a user file (.csv .tsv .jsonl .json .parquet), a directory of
 train/validation/test files, a name found in the data folders of $SHRINKBERT_DATA (datafolder.py:
-`sentence-transformers/stsb`, `squad`, `snli:validation`), or a hub name into a DatasetDict with splits train/validation/test
-and columns "text", optional "text_pair", "label" (ClassLabel index into task.label_names).
+`sentence-transformers/stsb`, `squad`, `snli:validation`), or a hub name into a DatasetDict with
+splits train/validation/test and columns "text", optional "text_pair", "label" (ClassLabel index
+into task.label_names).
 Each task kind (core/kinds) has its own columns and reads the sources it recognises: a token task
 (brown-pos, wnut16-ner, .conll/.txt/CoNLL-like .tsv files, tables of word lists) has columns
 "tokens" (Sequence of strings) and "tags" (Sequence of ClassLabel).
