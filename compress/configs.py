@@ -119,7 +119,7 @@ class BundleConfig(DataConfig):
     allow_parity_failure: bool = field(False, "write the bundle even when parity fails (recorded)")
     target: str = field("python", "python: predict.py with onnxruntime, tokenizers and numpy; web: also the folder "
                         "transformers.js loads as it is (config.json, tokenizer files, onnx/model_quantized.onnx, one "
-                        "copy of the graph) and a static page; checked against transformers.js for sequence classifiers only; "
+                        "copy of the graph) and a static page, for every kind; "
                         "mobile: also mobile/model.ort and its required_operators.config for ONNX Runtime Mobile, its "
                         "outputs checked against the bundle's", choices=("python", "web", "mobile"))
     spin: str = field("auto", "the Predictor's default for ONNX Runtime's spinning threads: 'auto' times the bundle both "

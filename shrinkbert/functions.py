@@ -1182,9 +1182,8 @@ def bundle(
         target: str = 'python'
             python: predict.py with onnxruntime, tokenizers and numpy; web: also the folder transformers.js
             loads as it is (config.json, tokenizer files, onnx/model_quantized.onnx, one copy of the graph) and
-            a static page; checked against transformers.js for sequence classifiers only; mobile: also
-            mobile/model.ort and its required_operators.config for ONNX Runtime Mobile, its outputs checked
-            against the bundle's [one of python, web, mobile]
+            a static page, for every kind; mobile: also mobile/model.ort and its required_operators.config for
+            ONNX Runtime Mobile, its outputs checked against the bundle's [one of python, web, mobile]
         spin: str = 'auto'
             the Predictor's default for ONNX Runtime's spinning threads: 'auto' times the bundle both ways and
             keeps spinning unless off is clearly faster (two builds may differ); 'on'/'off' sets it untimed [one
