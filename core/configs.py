@@ -58,7 +58,8 @@ class DataConfig:
     """The data fields every stage shares; empty means "what the parent artifact was made on"."""
     OPTION_GROUP = "data"  # the --help section these fields are listed in (core.config.declared_group)
     task: str = field("", f"built-in task ({', '.join(BUILTIN_TASK_SPECS)}) or a data file/dir (.csv .tsv .jsonl .json "
-                          ".parquet; .conll/.txt for token tags); "
+                          ".parquet; .conll/.txt for token tags), or a dataset name (squad, sentence-transformers/stsb, "
+                          "NAME:SPLIT) found in the folders of $SHRINKBERT_DATA, else on the hub; "
                           "empty: the task the parent artifact was made on")
     text_column: str = field("", "column holding the text, or a token task's word lists (user files; empty: "
                                  "inherited, else 'text', or 'tokens' where the file has it)")

@@ -5,10 +5,9 @@ train, validation and test), distilled into a 4-layer student over the teacher's
 logits of every 384-token window, exported, quantized and bundled; the bundle answers with the text
 span, its character offsets and a score. Slices keep it to about ten minutes on a laptop CPU.
 
-    python examples/answer_questions.py SQUAD_JSON [OUTPUT_DIR]
-    python examples/answer_questions.py ../shared/data/squad/squad-dev-v1.1.json
-
-SQUAD_JSON may also be a dataset name found in the data folders of $SHRINKBERT_DATA (docs/data.md).
+    python examples/answer_questions.py SQUAD [OUTPUT_DIR]
+    python examples/answer_questions.py path/to/dev-v1.1.json     # a SQuAD JSON file
+    python examples/answer_questions.py squad                     # a dataset name, found in $SHRINKBERT_DATA (docs/data.md)
 """
 import sys
 from pathlib import Path
@@ -16,7 +15,7 @@ from pathlib import Path
 import shrinkbert
 
 if len(sys.argv) < 2:
-    sys.exit("usage: python examples/answer_questions.py SQUAD_JSON [OUTPUT_DIR]")
+    sys.exit("usage: python examples/answer_questions.py SQUAD [OUTPUT_DIR]")
 data, out = sys.argv[1], Path(sys.argv[2] if len(sys.argv) > 2 else "runs/examples/qa")
 
 teacher = shrinkbert.finetune(model="minilm", task=data, epochs=1, max_train_rows=1500, max_eval_rows=200,

@@ -6,11 +6,9 @@ the best epoch and scores the student. The student is exported with pooling and 
 one graph, quantized to int8 and bundled; its vectors can query an index the teacher built. A few
 minutes on a laptop CPU.
 
-    python examples/embed.py STSB_FOLDER [OUTPUT_DIR]
-    python examples/embed.py ../shared/data/stsb            # train.csv, validation.csv, test.csv
-
-STSB_FOLDER may also be a dataset name found in the data folders of $SHRINKBERT_DATA
-(sentence-transformers/stsb; docs/data.md).
+    python examples/embed.py STSB [OUTPUT_DIR]
+    python examples/embed.py path/to/stsb                    # a folder of train.csv, validation.csv, test.csv
+    python examples/embed.py sentence-transformers/stsb      # a dataset name, found in $SHRINKBERT_DATA (docs/data.md)
 """
 import sys
 from pathlib import Path
@@ -18,7 +16,7 @@ from pathlib import Path
 import shrinkbert
 
 if len(sys.argv) < 2:
-    sys.exit("usage: python examples/embed.py STSB_FOLDER [OUTPUT_DIR]")
+    sys.exit("usage: python examples/embed.py STSB [OUTPUT_DIR]")
 data, out = sys.argv[1], Path(sys.argv[2] if len(sys.argv) > 2 else "runs/examples/embed")
 
 student = shrinkbert.distill(mode="embeddings", teacher="minilm", task=data, corpus="imdb", layers=3,

@@ -258,8 +258,9 @@ def finetune(
     Data:
         task: str = ''
             built-in task (movie-snippets, bbc-news, nyt-next-sentence, imdb, brown-pos, wnut16-ner) or a data
-            file/dir (.csv .tsv .jsonl .json .parquet; .conll/.txt for token tags); empty: the task the parent
-            artifact was made on
+            file/dir (.csv .tsv .jsonl .json .parquet; .conll/.txt for token tags), or a dataset name (squad,
+            sentence-transformers/stsb, NAME:SPLIT) found in the folders of $SHRINKBERT_DATA, else on the hub;
+            empty: the task the parent artifact was made on
         text_column: str = ''
             column holding the text, or a token task's word lists (user files; empty: inherited, else 'text', or
             'tokens' where the file has it)
@@ -459,8 +460,9 @@ def distill(
     Data:
         task: str = ''
             built-in task (movie-snippets, bbc-news, nyt-next-sentence, imdb, brown-pos, wnut16-ner) or a data
-            file/dir (.csv .tsv .jsonl .json .parquet; .conll/.txt for token tags); empty: the task the parent
-            artifact was made on
+            file/dir (.csv .tsv .jsonl .json .parquet; .conll/.txt for token tags), or a dataset name (squad,
+            sentence-transformers/stsb, NAME:SPLIT) found in the folders of $SHRINKBERT_DATA, else on the hub;
+            empty: the task the parent artifact was made on
         text_column: str = ''
             column holding the text, or a token task's word lists (user files; empty: inherited, else 'text', or
             'tokens' where the file has it)
@@ -697,8 +699,9 @@ def prune(
     Data:
         task: str = ''
             built-in task (movie-snippets, bbc-news, nyt-next-sentence, imdb, brown-pos, wnut16-ner) or a data
-            file/dir (.csv .tsv .jsonl .json .parquet; .conll/.txt for token tags); empty: the task the parent
-            artifact was made on
+            file/dir (.csv .tsv .jsonl .json .parquet; .conll/.txt for token tags), or a dataset name (squad,
+            sentence-transformers/stsb, NAME:SPLIT) found in the folders of $SHRINKBERT_DATA, else on the hub;
+            empty: the task the parent artifact was made on
         text_column: str = ''
             column holding the text, or a token task's word lists (user files; empty: inherited, else 'text', or
             'tokens' where the file has it)
@@ -781,8 +784,9 @@ def sparsify(
     Data:
         task: str = ''
             built-in task (movie-snippets, bbc-news, nyt-next-sentence, imdb, brown-pos, wnut16-ner) or a data
-            file/dir (.csv .tsv .jsonl .json .parquet; .conll/.txt for token tags); empty: the task the parent
-            artifact was made on
+            file/dir (.csv .tsv .jsonl .json .parquet; .conll/.txt for token tags), or a dataset name (squad,
+            sentence-transformers/stsb, NAME:SPLIT) found in the folders of $SHRINKBERT_DATA, else on the hub;
+            empty: the task the parent artifact was made on
         text_column: str = ''
             column holding the text, or a token task's word lists (user files; empty: inherited, else 'text', or
             'tokens' where the file has it)
@@ -857,8 +861,9 @@ def trim_vocab(
     Data:
         task: str = ''
             built-in task (movie-snippets, bbc-news, nyt-next-sentence, imdb, brown-pos, wnut16-ner) or a data
-            file/dir (.csv .tsv .jsonl .json .parquet; .conll/.txt for token tags); empty: the task the parent
-            artifact was made on
+            file/dir (.csv .tsv .jsonl .json .parquet; .conll/.txt for token tags), or a dataset name (squad,
+            sentence-transformers/stsb, NAME:SPLIT) found in the folders of $SHRINKBERT_DATA, else on the hub;
+            empty: the task the parent artifact was made on
         text_column: str = ''
             column holding the text, or a token task's word lists (user files; empty: inherited, else 'text', or
             'tokens' where the file has it)
@@ -937,8 +942,9 @@ def export(
     Data:
         task: str = ''
             built-in task (movie-snippets, bbc-news, nyt-next-sentence, imdb, brown-pos, wnut16-ner) or a data
-            file/dir (.csv .tsv .jsonl .json .parquet; .conll/.txt for token tags); empty: the task the parent
-            artifact was made on
+            file/dir (.csv .tsv .jsonl .json .parquet; .conll/.txt for token tags), or a dataset name (squad,
+            sentence-transformers/stsb, NAME:SPLIT) found in the folders of $SHRINKBERT_DATA, else on the hub;
+            empty: the task the parent artifact was made on
         text_column: str = ''
             column holding the text, or a token task's word lists (user files; empty: inherited, else 'text', or
             'tokens' where the file has it)
@@ -1033,8 +1039,9 @@ def quantize(
     Data:
         task: str = ''
             built-in task (movie-snippets, bbc-news, nyt-next-sentence, imdb, brown-pos, wnut16-ner) or a data
-            file/dir (.csv .tsv .jsonl .json .parquet; .conll/.txt for token tags); empty: the task the parent
-            artifact was made on
+            file/dir (.csv .tsv .jsonl .json .parquet; .conll/.txt for token tags), or a dataset name (squad,
+            sentence-transformers/stsb, NAME:SPLIT) found in the folders of $SHRINKBERT_DATA, else on the hub;
+            empty: the task the parent artifact was made on
         text_column: str = ''
             column holding the text, or a token task's word lists (user files; empty: inherited, else 'text', or
             'tokens' where the file has it)
@@ -1146,8 +1153,9 @@ def bundle(
     Data:
         task: str = ''
             built-in task (movie-snippets, bbc-news, nyt-next-sentence, imdb, brown-pos, wnut16-ner) or a data
-            file/dir (.csv .tsv .jsonl .json .parquet; .conll/.txt for token tags); empty: the task the parent
-            artifact was made on
+            file/dir (.csv .tsv .jsonl .json .parquet; .conll/.txt for token tags), or a dataset name (squad,
+            sentence-transformers/stsb, NAME:SPLIT) found in the folders of $SHRINKBERT_DATA, else on the hub;
+            empty: the task the parent artifact was made on
         text_column: str = ''
             column holding the text, or a token task's word lists (user files; empty: inherited, else 'text', or
             'tokens' where the file has it)
@@ -1255,8 +1263,9 @@ def report(
     Data:
         task: str = ''
             built-in task (movie-snippets, bbc-news, nyt-next-sentence, imdb, brown-pos, wnut16-ner) or a data
-            file/dir (.csv .tsv .jsonl .json .parquet; .conll/.txt for token tags); empty: the task the parent
-            artifact was made on
+            file/dir (.csv .tsv .jsonl .json .parquet; .conll/.txt for token tags), or a dataset name (squad,
+            sentence-transformers/stsb, NAME:SPLIT) found in the folders of $SHRINKBERT_DATA, else on the hub;
+            empty: the task the parent artifact was made on
         text_column: str = ''
             column holding the text, or a token task's word lists (user files; empty: inherited, else 'text', or
             'tokens' where the file has it)

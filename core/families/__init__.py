@@ -1,4 +1,4 @@
-"""Encoder families (../shared/DESIGN.md, "Encoder families"): one module per family behind
+"""Encoder families (docs/contributing.md): one module per family behind
 core/families/base.py's interface; `family_of` is the only place a model_type is read."""
 from __future__ import annotations
 
