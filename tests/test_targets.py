@@ -54,3 +54,15 @@ def test_share_and_size_targets(tmp_path):
 def test_no_target_no_judgement(tmp_path):
     plain = _artifact(tmp_path / "s", {"stage": "distill", "student": {"how": "explicit"}})
     assert target_record({"stage": "export"}, [{"path": str(plain), "stage": "distill"}]) is None
+
+
+def test_a_speedup_target_is_judged_on_its_resolved_ms_and_shown_as_asked(tmp_path):
+    student = _artifact(tmp_path / "student", {
+        "stage": "distill", "config": {"max_length": 128},
+        "student": {"target": "2.5000ms", "speedup": "10x", "teacher_ms": 25.0, "latency_runtime": "torch"}})
+    record = target_record({"stage": "distill", "config": {"max_length": 128},
+                            "student": json.loads((student / "shrinkbert.json").read_text())["student"]}, [])
+    assert record["target"] == "2.5000ms" and record["asked"] == "10x"
+    slow = judge(record, "torch", {"latency_ms": {"b1/s128": {"p50": 3.1}}})
+    assert slow["met"] is False and describe(slow) == "10x ✗ (3.10 ms)"
+    assert describe(judge(record, "torch", {"latency_ms": {"b1/s128": {"p50": 2.4}}})) == "10x ✓"
