@@ -5,6 +5,9 @@ from a small input to a large one, kill -9 at random moments, and a Dask LocalCl
     python bench/corpus_throughput.py --rows 3000 --memory-rows 2000,8000 --kills 2 --no-record   # a smoke run
     python bench/corpus_throughput.py --fastembed-python /tmp/fastembed-venv/bin/python   # fastembed's arm too
 
+fastembed lives in a venv of its own, never the kit's: `python -m venv /tmp/fastembed-venv &&
+/tmp/fastembed-venv/bin/pip install "fastembed>=0.9,<0.10"`.
+
 Rows are the first --rows lines of the kit's IMDB corpus (core/data/load.py load_corpus("imdb")), cycled where
 more are asked for. Each arm runs in a process of its own (its peak resident memory is its own), at --threads
 threads, one after the other on the same rows:

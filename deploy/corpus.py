@@ -16,85 +16,27 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.progress import progress_bar
+from shrinkbert.deploy.corpus_batches import RunOptions, output_schema, predict_rows
 from shrinkbert.deploy.corpus_input import InputFile, column_names, count_rows, open_inputs, read_chunks
-from shrinkbert.deploy.corpus_kinds import Outputs, bundle_identity, kind_of, load_predictor, outputs_for
+from shrinkbert.deploy.corpus_kinds import bundle_identity, kind_of, load_predictor
 
 MANIFEST = "_manifest.json"
 PART = "part-{:05d}.parquet"
 TEMP_SUFFIX = ".tmp"  # ".part-NNNNN.parquet.tmp", "._manifest.json.tmp": being written; readers skip dot files
 
 
-@dataclass(frozen=True)
-class RunOptions:
-    """What a shard needs to be computed anywhere: the columns, the batching and the runtime."""
-    bundle: str
-    columns: tuple[str, ...]
-    text_column: str | None
-    text_pair_column: str | None
-    dtype: str = "float32"
-    batch_tokens: int = 8192
-    window: int = 4096
-    threads: int | None = None
-
-    def outputs(self, predictor) -> Outputs:
-        return outputs_for(predictor, self.text_column, self.text_pair_column, self.dtype)
-
-
 def host_threads() -> int:
     """The cores this process may run on: a corpus run keeps them all busy."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
-def token_batches(lengths: list[int], order: list[int], batch_tokens: int) -> Iterator[list[int]]:
-    """Runs of `order` (row indices sorted by length) whose padded size, rows x the longest, stays within
-    `batch_tokens` (a row longer than that runs alone)."""
-    batch, longest = [], 0
-    for index in order:
-        size = max(longest, lengths[index])
-        if batch and size * (len(batch) + 1) > batch_tokens:
-            yield batch
-            batch, size = [], lengths[index]
-        batch.append(index)
-        longest = size
-    if batch:
-        yield batch
-
-
-def predict_rows(outputs: Outputs, rows: list[dict], schema: pa.Schema, window: int, batch_tokens: int,
-                 advance: Callable[[int], None] = lambda n: None) -> pa.Table:
-    """The output table of `rows` (one shard), in their order: each window of rows sorted by length and run
-    in batches of at most `batch_tokens` tokens."""
-    tables = []
-    for start in range(0, len(rows), window):
-        part = rows[start:start + window]
-        lengths = outputs.lengths(part)
-        order = sorted(range(len(part)), key=lengths.__getitem__)
-        done, pieces = [], []
-        for batch in token_batches(lengths, order, batch_tokens):
-            pieces.append(outputs.predict([part[i] for i in batch]))
-            done.extend(batch)
-        back = pa.array(np.argsort(np.asarray(done), kind="stable"))  # sorted position of each row in input order
-        columns = {"id": pa.array([r["id"] for r in part], pa.string())}
-        for name in pieces[0]:
-            columns[name] = pa.concat_arrays([piece[name] for piece in pieces]).take(back)
-        tables.append(pa.Table.from_pydict(columns, schema=schema))
-        advance(len(part))
-    return pa.concat_tables(tables)
-
-
-def output_schema(outputs: Outputs, bundle: dict) -> pa.Schema:
-    fields = [pa.field("id", pa.string())] + outputs.fields()
-    return pa.schema(fields, metadata={"shrinkbert.bundle": json.dumps(bundle), **outputs.metadata()})
 
 
 def shards(files: list[InputFile], options: RunOptions, id_column: str | None,
@@ -181,7 +123,7 @@ def predict_corpus(bundle: str | os.PathLike, inputs: str | list[str], output: s
     options = RunOptions(str(Path(bundle).resolve()), (), text_column, text_pair_column, dtype, batch_tokens, window,
                          threads)
     outputs = options.outputs(predictor)
-    options = RunOptions(**{**asdict(options), "columns": tuple(outputs.columns)})
+    options = replace(options, columns=tuple(outputs.columns))
     files = open_inputs(inputs, outputs.columns, id_column)
     identity = {"bundle": bundle_identity(bundle), "inputs": [f.identity() for f in files],
                 "options": {"columns": list(outputs.columns), "id_column": id_column, "shard_rows": shard_rows,

@@ -15,18 +15,17 @@ from typing import Iterator
 import pyarrow as pa
 
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.deploy.corpus_batches import RunOptions, predict_rows
 from shrinkbert.deploy.corpus_kinds import load_predictor
 
 TASKS_PER_WORKER = 2  # one running, one waiting: workers never idle, the driver holds few shards
 _OUTPUTS: dict = {}  # per worker process: the loaded bundle's Outputs, by the run's options
 
 
-def predict_shard(options, schema: pa.Schema, rows: pa.Table) -> pa.Table:
+def predict_shard(options: RunOptions, schema: pa.Schema, rows: pa.Table) -> pa.Table:
     """A worker's task: the shard's output table (the bundle loaded once per worker process and options).
     The rows travel as one Arrow table, which Dask sends as it is instead of walking a list of dicts."""
     from distributed import get_worker
-
-    from shrinkbert.deploy.corpus import predict_rows
 
     outputs = _OUTPUTS.get(options)
     if outputs is None:
@@ -54,7 +53,7 @@ def open_client(where: str):
         raise ShrinkbertError(f"--scheduler {where}: cannot reach a Dask scheduler there ({err})") from err
 
 
-def run_on_dask(where: str, options, schema: pa.Schema, pending: Iterator[tuple[int, int, list[dict]]],
+def run_on_dask(where: str, options: RunOptions, schema: pa.Schema, pending: Iterator[tuple[int, int, list[dict]]],
                 writer, bar) -> None:
     """Every pending shard as a task on the cluster at `where`; each result written by `writer` as it comes."""
     from distributed import as_completed

@@ -1,0 +1,71 @@
+"""One shard's answers: its rows sorted by token count within windows, run in batches sized in tokens, and put
+back in input order as an Arrow table; the same function in one process, on a Dask worker or in a Spark UDF.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from shrinkbert.deploy.corpus_kinds import Outputs, outputs_for
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What a shard needs to be computed anywhere: the columns, the batching and the runtime."""
+    bundle: str
+    columns: tuple[str, ...]
+    text_column: str | None
+    text_pair_column: str | None
+    dtype: str = "float32"
+    batch_tokens: int = 8192
+    window: int = 4096
+    threads: int | None = None
+
+    def outputs(self, predictor) -> Outputs:
+        return outputs_for(predictor, self.text_column, self.text_pair_column, self.dtype)
+
+
+def token_batches(lengths: list[int], order: list[int], batch_tokens: int) -> Iterator[list[int]]:
+    """Runs of `order` (row indices sorted by length) whose padded size, rows x the longest, stays within
+    `batch_tokens` (a row longer than that runs alone)."""
+    batch, longest = [], 0
+    for index in order:
+        size = max(longest, lengths[index])
+        if batch and size * (len(batch) + 1) > batch_tokens:
+            yield batch
+            batch, size = [], lengths[index]
+        batch.append(index)
+        longest = size
+    if batch:
+        yield batch
+
+
+def predict_rows(outputs: Outputs, rows: list[dict], schema: pa.Schema, window: int, batch_tokens: int,
+                 advance: Callable[[int], None] = lambda n: None) -> pa.Table:
+    """The output table of `rows` (one shard), in their order: each window of rows sorted by length and run
+    in batches of at most `batch_tokens` tokens."""
+    tables = []
+    for start in range(0, len(rows), window):
+        part = rows[start:start + window]
+        lengths = outputs.lengths(part)
+        order = sorted(range(len(part)), key=lengths.__getitem__)
+        done, pieces = [], []
+        for batch in token_batches(lengths, order, batch_tokens):
+            pieces.append(outputs.predict([part[i] for i in batch]))
+            done.extend(batch)
+        back = pa.array(np.argsort(np.asarray(done), kind="stable"))  # sorted position of each row in input order
+        columns = {"id": pa.array([r["id"] for r in part], pa.string())}
+        for name in pieces[0]:
+            columns[name] = pa.concat_arrays([piece[name] for piece in pieces]).take(back)
+        tables.append(pa.Table.from_pydict(columns, schema=schema))
+        advance(len(part))
+    return pa.concat_tables(tables)
+
+
+def output_schema(outputs: Outputs, bundle: dict) -> pa.Schema:
+    fields = [pa.field("id", pa.string())] + outputs.fields()
+    return pa.schema(fields, metadata={"shrinkbert.bundle": json.dumps(bundle), **outputs.metadata()})
