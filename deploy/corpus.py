@@ -191,8 +191,13 @@ def existing_shards(out: Path) -> dict | None:
 
 
 def check_same_run(out: Path, manifest: dict, identity: dict) -> None:
-    """One line where the output folder holds a run of another bundle, input or options."""
-    for key, what in (("bundle", "of another bundle"), ("inputs", "of other inputs"), ("options", "with other options")):
+    """One line where the output folder holds a run of another bundle (its content: a copy elsewhere is the
+    same bundle), other inputs or other options."""
+    old_bundle, new_bundle = (manifest.get("bundle") or {}).get("sha256", ""), identity["bundle"]["sha256"]
+    if old_bundle != new_bundle:
+        raise ShrinkbertError(f"--output {out} holds a run of another bundle (sha256 {old_bundle[:12]} there, "
+                              f"{new_bundle[:12]} now): name another --output, or delete it to start again")
+    for key, what in (("inputs", "of other inputs"), ("options", "with other options")):
         if manifest.get(key) != identity[key]:
             raise ShrinkbertError(f"--output {out} holds a run {what} ({_differs(manifest.get(key), identity[key])}): "
                                   "name another --output, or delete it to start again")
@@ -203,8 +208,8 @@ def _differs(old, new) -> str:
         keys = [k for k in new if old.get(k) != new.get(k)]
         return "; ".join(f"{k}: {old.get(k)} there, {new.get(k)} now" for k in keys[:2])
     if isinstance(old, list) and isinstance(new, list):
-        gone = [o["path"] for o in old if o not in new]
-        return f"{', '.join(gone[:2]) or 'files'} changed or added"
+        changed = [n["path"] for n in new if n not in old] + [o["path"] for o in old if o not in new]
+        return f"{', '.join(dict.fromkeys(changed[:2]))} changed, added or gone"
     return "it differs"
 
 

@@ -38,7 +38,7 @@ class InputFile:
     mtime_ns: int
 
     def identity(self) -> dict:
-        return {"path": str(self.path), "size": self.size, "mtime_ns": self.mtime_ns}
+        return {"path": str(self.path.resolve()), "size": self.size, "mtime_ns": self.mtime_ns}
 
 
 def expand_inputs(patterns: list[str]) -> list[Path]:
