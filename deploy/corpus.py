@@ -117,7 +117,8 @@ def predict_corpus(bundle: str | os.PathLike, inputs: str | list[str], output: s
     if cluster and scheduler:
         raise ShrinkbertError("give --cluster local:N or --scheduler ADDRESS, not both")
     done = existing_shards(out)
-    predictor = load_predictor(bundle, threads or host_threads())
+    on_dask = bool(cluster or scheduler)  # then the workers run the bundle: here it only answers what it is
+    predictor = load_predictor(bundle, 1 if on_dask else threads or host_threads())
     if kind_of(predictor) == "token" and not text_column:
         text_column = tagger_column(inputs)
     options = RunOptions(str(Path(bundle).resolve()), (), text_column, text_pair_column, dtype, batch_tokens, window,
@@ -125,9 +126,7 @@ def predict_corpus(bundle: str | os.PathLike, inputs: str | list[str], output: s
     outputs = options.outputs(predictor)
     options = replace(options, columns=tuple(outputs.columns))
     files = open_inputs(inputs, outputs.columns, id_column)
-    identity = {"bundle": bundle_identity(bundle), "inputs": [f.identity() for f in files],
-                "options": {"columns": list(outputs.columns), "id_column": id_column, "shard_rows": shard_rows,
-                            "dtype": dtype}}
+    identity = run_identity(bundle, files, options, id_column, shard_rows)
     if done:
         check_same_run(out, done, identity)
     writer = ShardWriter(out, identity, {s["index"]: s for s in (done or {}).get("shards", [])})
@@ -139,8 +138,8 @@ def predict_corpus(bundle: str | os.PathLike, inputs: str | list[str], output: s
                        smoothing=0.05)
     try:
         pending = _pending(shards(files, options, id_column, shard_rows), writer, bar)
-        if cluster or scheduler:
-            from shrinkbert.deploy.corpus_dask import run_on_dask
+        if on_dask:
+            from shrinkbert.deploy.corpus_dask import run_on_dask  # deferred: dask is imported only to use it
 
             run_on_dask(cluster or scheduler, options, schema, pending, writer, bar)
         else:
@@ -154,6 +153,15 @@ def predict_corpus(bundle: str | os.PathLike, inputs: str | list[str], output: s
     _remove_temp(out)
     writer.save(complete=True, rows=sum(s["rows"] for s in writer.done.values()))
     return out
+
+
+def run_identity(bundle, files: list[InputFile], options: RunOptions, id_column: str | None, shard_rows: int) -> dict:
+    """What decides a run's output, which the manifest keeps and a resumed run must match: the bundle, the input
+    files, and the options that choose a shard's rows and a row's columns (batching and threads only move the
+    last digits of an int8 graph's floats, so they may change between two runs)."""
+    return {"bundle": bundle_identity(bundle), "inputs": [f.identity() for f in files],
+            "options": {"columns": list(options.columns), "id_column": id_column, "shard_rows": shard_rows,
+                        "dtype": options.dtype}}
 
 
 def _pending(stream, writer: ShardWriter, bar) -> Iterator[tuple[int, int, list[dict]]]:

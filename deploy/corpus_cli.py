@@ -51,6 +51,10 @@ def main(argv: list[str] | None = None) -> int:
                              batch_tokens=args.batch_tokens, window=args.window, shard_rows=args.shard_rows,
                              threads=args.threads, dtype=args.dtype, cluster=args.cluster, scheduler=args.scheduler,
                              progress=args.progress)
+    except KeyboardInterrupt:
+        print(f"interrupted: the shards in {args.output} are kept; run the same command again to resume",
+              file=sys.stderr)
+        return 130
     except Exception as err:  # a user's error or the machine's is one line; anything else is a bug
         line = error_line(err)
         if line is None:
