@@ -36,6 +36,7 @@ import importlib.util
 import json
 import os
 import signal
+import socket
 import sys
 import tempfile
 import time
@@ -43,6 +44,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
 HERE = Path(__file__).resolve().parent
 CONFIG_ENV = "SHRINKBERT_SERVE_CONFIG"  # how the supervisor hands the options to its worker processes
@@ -63,7 +65,7 @@ class Options:
     max_batch_rows: int = 32
     max_batch_tokens: int = 8192  # rows x their longest text, per model call
     max_wait_ms: float = 0.0  # 0: batch what queued while the model ran, never hold an idle client
-    queue_size: int = 1024  # rows waiting per worker; past it, 429
+    queue_size: int = 256  # rows waiting per worker (their wait: queue_size / rows/s); past it, 429
     max_client_batch: int = 256  # inputs per request; past it, 413
     max_input_chars: int = 100_000  # characters per text; past it, 413
     max_body_bytes: int = 4 << 20
@@ -669,6 +671,22 @@ def create_app(opts: Options | None = None):
 # The command
 
 
+class NoDelayHTTP(AutoHTTPProtocol):
+    """uvicorn's HTTP protocol with Nagle's algorithm off on every connection. asyncio turns it off
+    itself only for a socket it knows as TCP; a worker's socket, handed over from the supervisor,
+    loses that, and a response written as headers then body then waits for the client's delayed ACK
+    (about 40 ms on Linux) on every keep-alive request."""
+
+    def connection_made(self, transport) -> None:
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+        super().connection_made(transport)
+
+
 def run(opts: Options) -> int:
     """Check the bundle, then serve it until SIGTERM or Ctrl-C (accepted requests are answered first)."""
     import uvicorn
@@ -687,7 +705,7 @@ def run(opts: Options) -> int:
         # quiet one here, so a drained server exits 0 instead of dying of the signal afterwards
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: None)
-        uvicorn.run(create_app(opts), **common)
+        uvicorn.run(create_app(opts), http=NoDelayHTTP, **common)
         return 0
     # Several workers: uvicorn's supervisor starts them from an import string (and starts a new one
     # where one dies); each reads the options from the environment and writes its metrics apart.
@@ -696,7 +714,8 @@ def run(opts: Options) -> int:
     with tempfile.TemporaryDirectory(prefix="shrinkbert-metrics-") as metrics_dir:
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
         os.environ[CONFIG_ENV] = json.dumps(dataclasses.asdict(opts))
-        uvicorn.run(f"{Path(__file__).stem}:create_app", factory=True, workers=opts.workers, **common)
+        uvicorn.run(f"{Path(__file__).stem}:create_app", factory=True, workers=opts.workers,
+                    http=f"{Path(__file__).stem}:NoDelayHTTP", **common)
     return 0
 
 

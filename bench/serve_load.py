@@ -1,0 +1,507 @@
+"""Load on `shrinkbert serve`: rows/s and latency under closed and open loops, against the bundle's own
+Predictor offline, the same server unbatched, and infinity-emb on the same model, in one run.
+
+    python bench/serve_load.py                                   # the demo's classifier, the embeddings recipe's bundle
+    python bench/serve_load.py --bundle runs/demo/bundle --clients 1 8 32 128 --seconds 20
+    python bench/serve_load.py --soak 600                        # also a locust soak at 70% of the measured maximum
+    python bench/serve_load.py --bundle DIR --smoke              # a few seconds a point: the plumbing, no figures
+
+For each bundle (all on 127.0.0.1, the load generator an asyncio httpx process beside the server):
+
+- offline: the bundle's Predictor in this process, batch 1 (p50 of one row's call) and its best
+  rows/s over batch sizes (the ceiling a server adds its cost to);
+- closed loop at each --clients count, one row a request, against each server: `shrinkbert serve` at
+  each --layouts workers x threads, the same server with --max-batch-rows 1 (the plain loop: one model
+  call per request, unbatched), and infinity-emb 0.0.78 (embedding bundles; its own venv, --infinity-venv,
+  skipped with the reason printed where it is absent or does not start);
+- open loop at --rates (fractions of the best closed-loop rows/s; 2.0 is the overload: refused requests
+  must be 429s, never 5xx) with latency counted from each request's scheduled time, and the seconds until
+  one request's latency is back within 1.5x of idle after the load stops;
+- --kill: two workers under 32 clients, one killed with SIGKILL halfway: the seconds until requests are
+  answered again, and the requests that failed;
+- --soak SECONDS: locust (its own venv, --locust-venv) at 70% of the best rows/s: errors, the first and last
+  minute's p99, and the server's resident memory growth.
+
+Printed per point: rows/s, p50/p95/p99 ms, errors, and the host; recorded in bench/results/serving.jsonl
+(bench/record.py) unless --smoke or --no-record.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import csv
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from record import host, host_label, record  # noqa: E402  (bench/ is scripts, not a package)
+
+DEFAULT_BUNDLES = [ROOT / "runs/demo/bundle", ROOT / "runs/embeddings/bundle"]
+INFINITY_VENV = Path("/tmp/infinity-venv")
+LOCUST_VENV = Path("/tmp/locust-venv")
+LOCUSTFILE = Path(__file__).resolve().with_name("serve_locustfile.py")
+ENV = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def bundle_kind(bundle: Path) -> str:
+    labels = bundle / "labels.json"
+    return json.loads(labels.read_text()).get("kind", "sequence") if labels.is_file() else "embedding"
+
+
+def texts_for(args) -> list[str]:
+    """The rows sent: --texts FILE (one a line), else the kit's built-in sentences."""
+    if args.texts:
+        return [line.strip() for line in Path(args.texts).read_text(encoding="utf-8").splitlines() if line.strip()]
+    from shrinkbert.compress.common import BUILTIN_SENTENCES
+
+    return list(BUILTIN_SENTENCES)
+
+
+def request_for(kind: str, text: str) -> tuple[str, dict]:
+    """(route, body) of one row for a bundle of `kind` (a QA row asks a question of the text)."""
+    if kind == "embedding":
+        return "/embed", {"inputs": text, "truncate": True}
+    if kind == "qa":
+        return "/predict", {"inputs": {"question": "What is it about?", "context": text}}
+    return "/predict", {"inputs": text, "truncate": True}
+
+
+def summary(latencies: list[float], errors: dict, seconds: float, rows_per_request: int = 1) -> dict:
+    ms = np.asarray(latencies) * 1000 if latencies else np.asarray([np.nan])
+    return {"rows_s": round(len(latencies) * rows_per_request / seconds, 1), "p50_ms": round(float(np.percentile(ms, 50)), 2),
+            "p95_ms": round(float(np.percentile(ms, 95)), 2), "p99_ms": round(float(np.percentile(ms, 99)), 2),
+            "ok": len(latencies), "errors": sum(errors.values()), "codes": dict(sorted(errors.items()))}
+
+
+# ------------------------------------------------------------------------------------------------
+# Servers
+
+
+class Server:
+    """A server subprocess on 127.0.0.1: its command, readiness by a GET, and SIGTERM."""
+
+    def __init__(self, name: str, command: list[str], health: str = "/health", cwd: Path | None = None):
+        self.name, self.port = name, free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = tempfile.NamedTemporaryFile("w+", prefix="serve-load-", suffix=".log")
+        self.process = subprocess.Popen([part.replace("{port}", str(self.port)) for part in command], cwd=cwd,
+                                        env=ENV, stdout=self.log, stderr=subprocess.STDOUT)
+        self.health = health
+
+    def wait_ready(self, timeout: float) -> str | None:
+        """None once ready, else why not (the log's last line)."""
+        import httpx
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                break
+            try:
+                if httpx.get(self.url + self.health, timeout=2).status_code == 200:
+                    return None
+            except httpx.TransportError:
+                pass
+            time.sleep(0.2)
+        self.log.seek(0)
+        lines = [line for line in self.log.read().splitlines() if line.strip()]
+        return lines[-1] if lines else f"not ready within {timeout:.0f} s"
+
+    def pids(self) -> list[int]:
+        """The server and its worker processes (for resident memory)."""
+        children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
+        return [self.process.pid] + ([int(c) for c in children.read_text().split()] if children.is_file() else [])
+
+    def rss_mb(self) -> float:
+        total = 0.0
+        for pid in self.pids():
+            try:
+                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1]) / 1024
+            except OSError:
+                continue
+        return total
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=30)
+        self.log.close()
+
+
+def shrinkbert_server(bundle: Path, workers: int, threads: int, *extra: str) -> Server:
+    name = f"shrinkbert {workers}x{threads}" + (" unbatched" if "--max-batch-rows" in extra else "")
+    return Server(name, [sys.executable, str(bundle / "serve.py"), "--port", "{port}", "--workers", str(workers),
+                         "--threads", str(threads), *extra], cwd=bundle)
+
+
+def infinity_model(bundle: Path) -> Path | None:
+    """The folder infinity-emb loads for this bundle: the nearest ancestor (by the manifests' parents)
+    that holds a transformers model with weights (its torch engine) or *.onnx beside a config (optimum)."""
+    seen, queue = set(), [bundle]
+    while queue:
+        folder = queue.pop(0)
+        if folder in seen or not folder.is_dir():
+            continue
+        seen.add(folder)
+        if folder != bundle and (folder / "config.json").is_file() and any(folder.glob("*.safetensors")):
+            return folder
+        manifest = folder / "shrinkbert.json"
+        if manifest.is_file():
+            queue += [Path(p["path"]) for p in json.loads(manifest.read_text()).get("parents") or []]
+    return None
+
+
+def infinity_server(args, bundle: Path) -> tuple[Server | None, str]:
+    """infinity-emb on the bundle's model, or (None, why not)."""
+    binary = Path(args.infinity_venv) / "bin" / "infinity_emb"
+    if not binary.is_file():
+        return None, f"infinity-emb skipped: {binary} is absent (python3 -m venv {args.infinity_venv} && " \
+                     f"{args.infinity_venv}/bin/pip install 'infinity-emb[optimum,server,torch]==0.0.78')"
+    model = Path(args.infinity_model) if args.infinity_model else infinity_model(bundle)
+    if model is None:
+        return None, "infinity-emb skipped: no model folder among the bundle's ancestors (give --infinity-model)"
+    engine = "optimum" if any(model.glob("*.onnx")) else "torch"
+    server = Server(f"infinity-emb {engine}", [str(binary), "v2", "--model-id", str(model), "--engine", engine,
+                                                "--device", "cpu", "--host", "127.0.0.1", "--port", "{port}",
+                                                "--batch-size", "32"])
+    return server, f"{model} ({engine} engine)"
+
+
+# ------------------------------------------------------------------------------------------------
+# Load
+
+
+async def closed_loop(url: str, requests: list[tuple[str, dict]], clients: int, seconds: float) -> dict:
+    """`clients` tasks, each sending its next request as soon as the last is answered, for `seconds`."""
+    import httpx
+
+    latencies, errors = [], {}
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as client:
+        stop = time.perf_counter() + seconds
+
+        async def one(worker: int):
+            i = worker
+            while time.perf_counter() < stop:
+                route, body = requests[i % len(requests)]
+                i += clients
+                start = time.perf_counter()
+                try:
+                    response = await client.post(route, json=body)
+                    code = response.status_code
+                except httpx.HTTPError as err:
+                    code = type(err).__name__
+                if code == 200:
+                    latencies.append(time.perf_counter() - start)
+                else:
+                    errors[str(code)] = errors.get(str(code), 0) + 1
+        began = time.perf_counter()
+        await asyncio.gather(*(one(w) for w in range(clients)))
+        return summary(latencies, errors, time.perf_counter() - began)
+
+
+async def open_loop(url: str, requests: list[tuple[str, dict]], rate: float, seconds: float) -> dict:
+    """Requests at `rate` a second on a fixed schedule, whatever the answers; latency from the scheduled time."""
+    import httpx
+
+    latencies, errors = [], {}
+    async with httpx.AsyncClient(base_url=url, timeout=60, limits=httpx.Limits(max_connections=1024)) as client:
+        began = time.perf_counter()
+
+        async def one(i: int, due: float):
+            route, body = requests[i % len(requests)]
+            try:
+                response = await client.post(route, json=body)
+                code = response.status_code
+            except httpx.HTTPError as err:
+                code = type(err).__name__
+            if code == 200:
+                latencies.append(time.perf_counter() - due)
+            else:
+                errors[str(code)] = errors.get(str(code), 0) + 1
+        tasks, n = [], int(rate * seconds)
+        for i in range(n):
+            due = began + i / rate
+            await asyncio.sleep(max(0.0, due - time.perf_counter()))
+            tasks.append(asyncio.create_task(one(i, due)))
+        await asyncio.gather(*tasks)
+        return {"rate": round(rate, 1), **summary(latencies, errors, seconds)}
+
+
+def recovery_seconds(url: str, request: tuple[str, dict], idle_ms: float, limit: float = 30.0) -> float | None:
+    """Seconds from now until one request is answered within 1.5x of idle latency (None: not within `limit`)."""
+    import httpx
+
+    began = time.perf_counter()
+    with httpx.Client(base_url=url, timeout=30) as client:
+        while time.perf_counter() - began < limit:
+            start = time.perf_counter()
+            ok = client.post(request[0], json=request[1]).status_code == 200
+            if ok and (time.perf_counter() - start) * 1000 <= 1.5 * idle_ms:
+                return round(time.perf_counter() - began, 2)
+            time.sleep(0.05)
+    return None
+
+
+def offline(bundle: Path, texts: list[str], kind: str, seconds: float) -> dict:
+    """The bundle's Predictor in this process: p50 of one row alone, and its best rows/s over batch sizes."""
+    import importlib.util
+
+    sys.path.insert(0, str(bundle))
+    spec = importlib.util.spec_from_file_location("bench_bundle_predict", bundle / "predict.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    predictor = module.Predictor(bundle)
+    sys.path.remove(str(bundle))
+
+    def call(rows):
+        if kind == "embedding":
+            return predictor.embed(rows, batch_size=len(rows))
+        if kind == "qa":
+            return [predictor.answer("What is it about?", row) for row in rows]
+        return predictor.predict(rows, batch_size=len(rows))
+    single, stop = [], time.perf_counter() + seconds
+    i = 0
+    while time.perf_counter() < stop:
+        start = time.perf_counter()
+        call([texts[i % len(texts)]])
+        single.append(time.perf_counter() - start)
+        i += 1
+    best = {"batch": 1, "rows_s": len(single) / seconds}
+    for batch in (8, 32, 64):
+        done, stop = 0, time.perf_counter() + seconds
+        began = time.perf_counter()
+        while time.perf_counter() < stop:
+            call([texts[(done + j) % len(texts)] for j in range(batch)])
+            done += batch
+        rate = done / (time.perf_counter() - began)
+        if rate > best["rows_s"]:
+            best = {"batch": batch, "rows_s": rate}
+    return {"p50_ms_b1": round(float(np.median(single)) * 1000, 3), "best_batch": best["batch"],
+            "best_rows_s": round(best["rows_s"], 1)}
+
+
+# ------------------------------------------------------------------------------------------------
+# Phases
+
+
+def kill_phase(args, bundle: Path, requests, threads: int) -> dict:
+    """Two workers under 32 clients; one killed with SIGKILL halfway: failures and seconds until served again."""
+    server = shrinkbert_server(bundle, 2, threads)
+    try:
+        why = server.wait_ready(args.start_timeout)
+        if why:
+            return {"error": why}
+        workers = [pid for pid in server.pids()[1:] if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+        killed_at: list[float] = []
+
+        def kill():
+            time.sleep(args.seconds / 2)
+            os.kill(workers[0], signal.SIGKILL)
+            killed_at.append(time.perf_counter())
+        threading.Thread(target=kill, daemon=True).start()
+        result = asyncio.run(closed_loop(server.url, requests, 32, args.seconds))
+        served_again = recovery_seconds(server.url, requests[0], idle_ms=1e9)
+        return {"failed": result["errors"], "codes": result["codes"], "served_again_s": served_again,
+                "rows_s": result["rows_s"]}
+    finally:
+        server.stop()
+
+
+def soak_phase(args, bundle: Path, kind: str, rate: float, threads: int) -> dict:
+    """locust at `rate` requests/s for --soak seconds: errors, first and last minute's p99, memory growth."""
+    locust = Path(args.locust_venv) / "bin" / "locust"
+    if not locust.is_file():
+        return {"skipped": f"{locust} is absent (python3 -m venv {args.locust_venv} && "
+                           f"{args.locust_venv}/bin/pip install locust)"}
+    server = shrinkbert_server(bundle, args.soak_workers, threads)
+    try:
+        why = server.wait_ready(args.start_timeout)
+        if why:
+            return {"error": why}
+        users = 32
+        out = Path(tempfile.mkdtemp(prefix="serve-soak-"))
+        env = {**ENV, "SERVE_LOAD_KIND": kind, "SERVE_LOAD_RATE": str(rate / users),
+               "SERVE_LOAD_TEXTS": json.dumps(texts_for(args)[:200])}
+        rss = []
+        window = min(60.0, args.soak / 4)
+
+        def sample():
+            time.sleep(window)
+            rss.append(server.rss_mb())
+        threading.Thread(target=sample, daemon=True).start()
+        subprocess.run([str(locust), "-f", str(LOCUSTFILE), "--headless", "-u", str(users), "-r", str(users),
+                        "-t", f"{int(args.soak)}s", "--host", server.url, "--csv", str(out / "soak"),
+                        "--csv-full-history", "--only-summary"], env=env, capture_output=True, text=True,
+                       timeout=args.soak + 120)
+        rss.append(server.rss_mb())
+        return {"rate": round(rate, 1), "seconds": args.soak, **locust_figures(out / "soak", window),
+                "rss_mb_first": round(rss[0], 1), "rss_mb_last": round(rss[-1], 1),
+                "rss_growth": f"{(rss[-1] / rss[0] - 1) * 100:.1f}%" if rss[0] else None}
+    finally:
+        server.stop()
+
+
+def locust_figures(prefix: Path, window: float) -> dict:
+    """From locust's CSVs: requests, failures, and the p99 of the first and of the last `window` seconds."""
+    with open(f"{prefix}_stats.csv") as handle:
+        total = next(row for row in csv.DictReader(handle) if row["Name"] == "Aggregated")
+    with open(f"{prefix}_stats_history.csv") as handle:
+        history = [row for row in csv.DictReader(handle) if row["Name"] == "Aggregated" and row["99%"] not in ("N/A", "")]
+    stamps = [int(row["Timestamp"]) for row in history]
+
+    def p99(rows):
+        return float(np.median([float(row["99%"]) for row in rows])) if rows else None
+    first = [r for r, t in zip(history, stamps) if t < stamps[0] + window] if history else []
+    last = [r for r, t in zip(history, stamps) if t > stamps[-1] - window] if history else []
+    return {"requests": int(total["Request Count"]), "failures": int(total["Failure Count"]),
+            "p99_ms_first": p99(first), "p99_ms_last": p99(last)}
+
+
+def run_bundle(args, bundle: Path) -> dict[str, list[dict]]:
+    """Every phase on one bundle: the rows of each figure recorded ("serve-load", "serve-kill", "serve-soak")."""
+    kind, texts = bundle_kind(bundle), texts_for(args)
+    requests = [request_for(kind, text) for text in texts]
+    cores = len(os.sched_getaffinity(0))
+    print(f"\n== {bundle} ({kind}) on {host_label(host())}")
+    base = offline(bundle, texts, kind, args.seconds)
+    print(f"offline Predictor: b1 p50 {base['p50_ms_b1']} ms; best {base['best_rows_s']} rows/s at batch "
+          f"{base['best_batch']}")
+    rows = [{"bundle": bundle.name, "kind": kind, "server": "Predictor offline", "mode": f"batch {base['best_batch']}",
+             "clients": 0, "rows_s": base["best_rows_s"], "p50_ms": base["p50_ms_b1"], "p95_ms": None,
+             "p99_ms": None, "errors": 0}]
+    servers = []
+    for layout in args.layouts:
+        workers, threads = (int(x) for x in layout.split("x"))
+        servers.append(lambda w=workers, t=threads: shrinkbert_server(bundle, w, t))
+    servers.append(lambda: shrinkbert_server(bundle, 1, cores, "--max-batch-rows", "1"))
+    best_rate = 0.0
+    for make in servers + ([lambda: infinity_server(args, bundle)] if kind == "embedding" else []):
+        made = make()
+        server, what = made if isinstance(made, tuple) else (made, "")
+        if server is None:
+            print(what)
+            continue
+        why = server.wait_ready(args.start_timeout)
+        if why:
+            print(f"{server.name} did not start: {why}")
+            server.stop()
+            continue
+        try:
+            if server.name.startswith("infinity"):
+                model = json.loads(__import__("httpx").get(server.url + "/models", timeout=10).text)["data"][0]["id"]
+                load = [("/embeddings", {"model": model, "input": t}) for t in texts]
+                print(f"{server.name}: {what}")
+            else:
+                load = requests
+            idle_ms = asyncio.run(closed_loop(server.url, load, 1, min(2.0, args.seconds)))["p50_ms"]
+            for clients in args.clients:
+                point = asyncio.run(closed_loop(server.url, load, clients, args.seconds))
+                print(f"{server.name:<26} closed {clients:>4} clients: {point['rows_s']:>8} rows/s  p50 {point['p50_ms']:>7} "
+                      f"p95 {point['p95_ms']:>7} p99 {point['p99_ms']:>7} ms  errors {point['errors']} {point['codes']}")
+                rows.append({"bundle": bundle.name, "kind": kind, "server": server.name, "mode": "closed",
+                             "clients": clients, **{k: point[k] for k in ("rows_s", "p50_ms", "p95_ms", "p99_ms",
+                                                                          "errors")}})
+                if server.name.startswith("shrinkbert") and "unbatched" not in server.name:
+                    best_rate = max(best_rate, point["rows_s"])
+            if server is not None and server.name == f"shrinkbert {args.layouts[0]}" and best_rate:
+                for fraction in args.rates:
+                    point = asyncio.run(open_loop(server.url, load, fraction * best_rate, args.seconds))
+                    back = recovery_seconds(server.url, load[0], idle_ms)
+                    print(f"{server.name:<26} open {point['rate']:>7}/s ({fraction}x): p50 {point['p50_ms']} p99 "
+                          f"{point['p99_ms']} ms, codes {point['codes']}, back to idle in {back} s")
+                    rows.append({"bundle": bundle.name, "kind": kind, "server": server.name,
+                                 "mode": f"open {fraction}x ({point['rate']}/s)", "clients": 0,
+                                 **{k: point[k] for k in ("rows_s", "p50_ms", "p95_ms", "p99_ms", "errors")}})
+        finally:
+            server.stop()
+    figures = {"serve-load": rows}
+    if args.kill:
+        killed = kill_phase(args, bundle, requests, max(1, cores // 2))
+        print(f"kill -9 of one of two workers: {killed}")
+        if "error" not in killed:
+            figures["serve-kill"] = [{"bundle": bundle.name, "failed": killed["failed"],
+                                      "served_again_s": killed["served_again_s"], "rows_s": killed["rows_s"]}]
+    if args.soak:
+        soaked = soak_phase(args, bundle, kind, 0.7 * best_rate, max(1, cores // args.soak_workers))
+        print(f"soak: {soaked}")
+        if "requests" in soaked:
+            figures["serve-soak"] = [{"bundle": bundle.name, **soaked}]
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--bundle", action="append", help="a bundle to load (repeatable; default: the demo's and the "
+                   "embeddings recipe's)")
+    p.add_argument("--texts", help="a file of rows, one a line (default: the kit's built-in sentences)")
+    p.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32, 128], help="closed-loop client counts")
+    p.add_argument("--rates", type=float, nargs="+", default=[0.5, 0.9, 2.0],
+                   help="open-loop rates as fractions of the best closed-loop rows/s (2.0: overload)")
+    p.add_argument("--layouts", nargs="+", default=["1x2", "2x1"], help="workers x threads of `shrinkbert serve`")
+    p.add_argument("--seconds", type=float, default=20.0, help="seconds per point")
+    p.add_argument("--kill", action="store_true", help="also kill one of two workers under load")
+    p.add_argument("--soak", type=float, default=0.0, help="seconds of locust soak at 70%% of the maximum (0: none)")
+    p.add_argument("--soak-workers", type=int, default=1, help="workers of the soaked server")
+    p.add_argument("--infinity-venv", default=str(INFINITY_VENV), help="the venv holding infinity-emb 0.0.78")
+    p.add_argument("--infinity-model", help="the folder infinity-emb loads (default: the bundle's nearest ancestor "
+                   "with weights)")
+    p.add_argument("--locust-venv", default=str(LOCUST_VENV), help="the venv holding locust")
+    p.add_argument("--start-timeout", type=float, default=120.0, help="seconds a server may take to be ready")
+    p.add_argument("--smoke", action="store_true", help="2 s a point, 1 and 8 clients, the kill and a 6 s soak: "
+                   "proves the plumbing; nothing recorded")
+    p.add_argument("--no-record", action="store_true", help="print only")
+    args = p.parse_args(argv)
+    if args.smoke:
+        args.seconds, args.clients, args.kill, args.no_record = 2.0, [1, 8], True, True
+        args.soak = args.soak or 6.0
+    bundles = [Path(b) for b in (args.bundle or DEFAULT_BUNDLES)]
+    missing = [str(b) for b in bundles if not (b / "serve.py").is_file()]
+    if missing:
+        print(f"error: no bundle with serve.py at {', '.join(missing)} (run its recipe, or `shrinkbert bundle` "
+              "again to add serve.py)", file=sys.stderr)
+        return 2
+    figures: dict[str, list[dict]] = {}
+    for bundle in bundles:
+        for figure, rows in run_bundle(args, bundle).items():
+            figures.setdefault(figure, []).extend(rows)
+    if args.no_record:
+        return 0
+    titles = {"serve-load": ("Serving: rows/s and latency under load",
+                             f"one row a request on 127.0.0.1, the load generator beside the server; {args.seconds:.0f} s "
+                             "a point; open-loop latency from each request's scheduled time"),
+              "serve-kill": ("Serving: one of two workers killed under load",
+                             "32 closed-loop clients; SIGKILL to one worker halfway; requests failed and seconds until "
+                             "one is answered again"),
+              "serve-soak": ("Serving: soak at 70% of the maximum",
+                             f"locust, 32 users at a fixed total rate, {args.soak:.0f} s; p99 of the first and last "
+                             "minute; the server's resident memory after the first minute and at the end")}
+    for figure, rows in figures.items():
+        record(figure, section="serving", title=titles[figure][0], rows=rows, note=titles[figure][1])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
