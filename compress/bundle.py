@@ -3,9 +3,10 @@ onnxruntime only, no torch, for every task kind.
 
 Every bundle holds predict.py (its Predictor and command line), bundle_files.py (the check of its own
 files, kept with their sizes and sha256 in its shrinkbert.json), the modules its predictor imports
-from beside itself (an embedding bundle's token_ids.py), requirements.txt and what its model
-needs. What that is, and how the written bundle is checked against its source before anything is
-kept, depends on what the model gives (its kind's `sentence_vectors`):
+from beside itself (an embedding bundle's token_ids.py), requirements.txt, serve.py (its HTTP
+server, deploy/serve.py) with requirements-serve.txt, and what its model needs. What that is, and
+how the written bundle is checked against its source before anything is kept, depends on what the
+model gives (its kind's `sentence_vectors`):
 
 - logits (sequence and pair classifiers, taggers, QA): the ONNX graph, tokenizer.json, labels.json
   and the kind's postprocessing file; parity with the source graph on the task's rows, and label

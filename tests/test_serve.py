@@ -25,7 +25,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-from fixtures import make_decisive, make_int8_embedding_graph, make_tiny_qa
+from fixtures import import_blocker, make_decisive, make_int8_embedding_graph, make_tiny_qa
 
 # Largest |difference| allowed between a row's scores (or vector entries) served in a batch and the
 # same row run alone: dynamic int8 computes each batch's activation scale over the whole batch.
@@ -86,11 +86,12 @@ def free_port() -> int:
 class Running:
     """A `python BUNDLE/serve.py` subprocess on 127.0.0.1 and an httpx client to it."""
 
-    def __init__(self, bundle: Path, *args: str, env: dict | None = None, kit: bool = False):
+    def __init__(self, bundle: Path, *args: str, env: dict | None = None, kit: bool = False,
+                 command: list[str] | None = None):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        command = ([sys.executable, "-m", "shrinkbert.cli", "serve", str(bundle)] if kit
-                   else [sys.executable, str(bundle / "serve.py")])
+        command = command or ([sys.executable, "-m", "shrinkbert.cli", "serve", str(bundle)] if kit
+                              else [sys.executable, str(bundle / "serve.py")])
         self.process = subprocess.Popen([*command, "--port", str(self.port), *args], cwd=str(bundle),
                                         env=env or ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.client = httpx.Client(base_url=self.url, timeout=60)
@@ -120,8 +121,8 @@ class Running:
 
 
 @contextmanager
-def serving(bundle: Path, *args: str, env: dict | None = None, kit: bool = False):
-    server = Running(bundle, *args, env=env, kit=kit)
+def serving(bundle: Path, *args: str, env: dict | None = None, kit: bool = False, command: list[str] | None = None):
+    server = Running(bundle, *args, env=env, kit=kit, command=command)
     try:
         server.wait_ready()
         yield server
@@ -418,3 +419,16 @@ def test_the_kits_command_serves_a_bundle_with_the_bundles_own_server_and_its_ap
     done = subprocess.run([sys.executable, "-m", "shrinkbert.cli", "serve", str(bundle / "missing")], env=ENV,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and done.stderr.strip().startswith("error: ") and len(done.stderr.splitlines()) == 1
+
+
+def test_the_bundles_server_needs_neither_torch_nor_transformers_nor_the_kit(bundles):
+    """serve.py and the Predictor it loads run with torch, transformers, optimum and shrinkbert blocked."""
+    bundle = bundles["sequence"]
+    script = import_blocker() + "import runpy, sys\nsys.argv[0] = 'serve.py'\nrunpy.run_path('serve.py', run_name='__main__')"
+    env = {k: v for k, v in ENV.items() if k != "PYTHONPATH"}
+    with serving(bundle, command=[sys.executable, "-c", script], env=env) as server:
+        answer = post(server, "/predict", {"inputs": TEXTS[0]})
+    assert answer[0]["label"] == predictor(bundle).predict([TEXTS[0]])[0]["label"]
+    assert {"serve.py", "requirements-serve.txt"} <= {p.name for p in bundle.iterdir()}
+    assert {line.split(">=")[0] for line in (bundle / "requirements-serve.txt").read_text().split()} == \
+           {"starlette", "uvicorn", "prometheus-client"}
