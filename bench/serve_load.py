@@ -74,13 +74,24 @@ def texts_for(args) -> list[str]:
     return list(BUILTIN_SENTENCES)
 
 
+QUESTION = "What is it about?"  # a QA bundle's rows ask it of each text
+# Per kind of bundle: (route, body) of one row, the Predictor's call on rows offline, and whether
+# infinity-emb serves the same model (its embeddings route).
+KINDS = {
+    "sequence": (lambda t: ("/predict", {"inputs": t, "truncate": True}),
+                 lambda p, rows: p.predict(rows, batch_size=len(rows)), False),
+    "token": (lambda t: ("/predict", {"inputs": t, "truncate": True}),
+              lambda p, rows: p.predict(rows, batch_size=len(rows)), False),
+    "qa": (lambda t: ("/predict", {"inputs": {"question": QUESTION, "context": t}}),
+           lambda p, rows: [p.answer(QUESTION, row) for row in rows], False),
+    "embedding": (lambda t: ("/embed", {"inputs": t, "truncate": True}),
+                  lambda p, rows: p.embed(rows, batch_size=len(rows)), True),
+}
+
+
 def request_for(kind: str, text: str) -> tuple[str, dict]:
-    """(route, body) of one row for a bundle of `kind` (a QA row asks a question of the text)."""
-    if kind == "embedding":
-        return "/embed", {"inputs": text, "truncate": True}
-    if kind == "qa":
-        return "/predict", {"inputs": {"question": "What is it about?", "context": text}}
-    return "/predict", {"inputs": text, "truncate": True}
+    """(route, body) of one row for a bundle of `kind`."""
+    return KINDS[kind][0](text)
 
 
 def summary(latencies: list[float], errors: dict, seconds: float, rows_per_request: int = 1) -> dict:
@@ -277,11 +288,7 @@ def offline(bundle: Path, texts: list[str], kind: str, seconds: float) -> dict:
     sys.path.remove(str(bundle))
 
     def call(rows):
-        if kind == "embedding":
-            return predictor.embed(rows, batch_size=len(rows))
-        if kind == "qa":
-            return [predictor.answer("What is it about?", row) for row in rows]
-        return predictor.predict(rows, batch_size=len(rows))
+        return KINDS[kind][1](predictor, rows)
     single, stop = [], time.perf_counter() + seconds
     i = 0
     while time.perf_counter() < stop:
@@ -398,7 +405,7 @@ def run_bundle(args, bundle: Path) -> dict[str, list[dict]]:
         servers.append(lambda w=workers, t=threads: shrinkbert_server(bundle, w, t))
     servers.append(lambda: shrinkbert_server(bundle, 1, cores, "--max-batch-rows", "1"))
     best_rate = 0.0
-    for make in servers + ([lambda: infinity_server(args, bundle)] if kind == "embedding" else []):
+    for make in servers + ([lambda: infinity_server(args, bundle)] if KINDS[kind][2] else []):
         made = make()
         server, what = made if isinstance(made, tuple) else (made, "")
         if server is None:

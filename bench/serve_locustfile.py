@@ -9,9 +9,16 @@ import os
 
 from locust import HttpUser, constant_throughput, task
 
-KIND = os.environ.get("SERVE_LOAD_KIND", "sequence")
 TEXTS = json.loads(os.environ.get("SERVE_LOAD_TEXTS", '["a short review of a film"]'))
 ROWS = itertools.cycle(TEXTS)
+# (route, body) of one row, per kind of bundle (bench/serve_load.py's requests)
+REQUESTS = {
+    "sequence": lambda t: ("/predict", {"inputs": t, "truncate": True}),
+    "token": lambda t: ("/predict", {"inputs": t, "truncate": True}),
+    "qa": lambda t: ("/predict", {"inputs": {"question": "What is it about?", "context": t}}),
+    "embedding": lambda t: ("/embed", {"inputs": t, "truncate": True}),
+}
+REQUEST = REQUESTS[os.environ.get("SERVE_LOAD_KIND", "sequence")]
 
 
 class Client(HttpUser):
@@ -19,10 +26,5 @@ class Client(HttpUser):
 
     @task
     def one_row(self):
-        text = next(ROWS)
-        if KIND == "embedding":
-            self.client.post("/embed", json={"inputs": text, "truncate": True})
-        elif KIND == "qa":
-            self.client.post("/predict", json={"inputs": {"question": "What is it about?", "context": text}})
-        else:
-            self.client.post("/predict", json={"inputs": text, "truncate": True})
+        route, body = REQUEST(next(ROWS))
+        self.client.post(route, json=body)

@@ -132,7 +132,8 @@ class Model:
             self.max_length = int(self.meta["max_length"]) if "max_length" in self.meta else None  # a mean has none
         self.predictor = module.Predictor(root, threads=threads or None, spin=spin)
         self.labels = list(getattr(self.predictor, "labels", []) or [])
-        self.dim = int(self.predictor.dim) if self.kind == "embedding" else None
+        self.dim = getattr(self.predictor, "dim", None)  # an embedder's
+        self.serving = SERVING[self.kind]()
         self.counter = Tokenizer.from_file(str(root / "tokenizer.json"))  # counts tokens: no padding, no cut
         self.counter.no_padding()
         self.counter.no_truncation()
@@ -143,23 +144,11 @@ class Model:
 
     def run(self, group: str, payloads: list) -> list:
         """One model call for rows of one group; one result per row."""
-        p = self.predictor
-        if group == "embed":
-            return list(p.embed(payloads, batch_size=len(payloads)))
-        if group == "single":
-            return list(p.logits(payloads))
-        if group == "pair":
-            return list(p.logits([a for a, _ in payloads], [b for _, b in payloads]))
-        if group == "tag":
-            return p.predict(payloads, batch_size=len(payloads))
-        if group == "qa":  # a question's windows are its batch (predict.py's answer)
-            return [p.answer(question, context) for question, context in payloads]
-        raise ValueError(f"unknown row group {group!r}")
+        return self.serving.run(self.predictor, group, payloads)
 
     def warm_up(self) -> None:
         """One call of the bundle's own kind, so the first client does not pay for ONNX Runtime's first run."""
-        group = {"embedding": "embed", "token": "tag", "qa": "qa"}.get(self.kind, "single")
-        self.run(group, [("Who wrote it?", "It was written by someone.")] if group == "qa" else ["warm up"])
+        self.run(*self.serving.warm_up)
 
     def info(self) -> dict:
         metrics = self.manifest.get("metrics") or {}
@@ -169,6 +158,100 @@ class Model:
         return {"model": self.root.name, "kind": self.kind, "labels": self.labels, "max_length": self.max_length,
                 "dim": self.dim, "hash": self.manifest.get("hash"), "created": self.manifest.get("created"),
                 "lineage": lineage, "retention": kept}
+
+
+# ------------------------------------------------------------------------------------------------
+# What each kind of bundle serves: its routes, its rows' groups and model calls, /predict's answer
+
+
+class Embedder:
+    """An embedding bundle: texts to vectors, on OpenAI's and text-embeddings-inference's routes."""
+    routes = ("/v1/embeddings", "/embed")
+    warm_up = ("embed", ["warm up"])
+
+    def run(self, p, group: str, payloads: list) -> list:
+        return list(p.embed(payloads, batch_size=len(payloads)))
+
+    async def predict(self, server: "Server", data: dict):
+        raise Invalid(404, "an embedding bundle answers /v1/embeddings and /embed")
+
+
+class Classifier:
+    """A sequence classifier, of single texts or pairs: text-embeddings-inference's /predict."""
+    routes = ("/predict",)
+    warm_up = ("single", ["warm up"])
+
+    def run(self, p, group: str, payloads: list) -> list:
+        if group == "pair":
+            return list(p.logits([a for a, _ in payloads], [b for _, b in payloads]))
+        return list(p.logits(payloads))  # the Predictor's own softmax of these is its answer
+
+    async def predict(self, server: "Server", data: dict):
+        opts, value = server.opts, data["inputs"]
+        truncate, raw = flag(data, "truncate", opts.auto_truncate), flag(data, "raw_scores", False)
+        paired = isinstance(value, list) and bool(value) and all(isinstance(v, list) for v in value)
+        if paired:
+            for i, pair in enumerate(value):
+                if len(pair) != 2 or not all(isinstance(t, str) for t in pair):
+                    raise Invalid(422, f"inputs[{i}]: a pair is [text, text]", f"inputs[{i}]")
+            server.texts([t for pair in value for t in pair], "inputs")  # the same limits on every text
+            if len(value) > opts.max_client_batch:
+                raise Invalid(413, f"inputs: {len(value)} inputs, more than the server's {opts.max_client_batch}",
+                              "inputs")
+            payloads, group = [tuple(pair) for pair in value], "pair"
+        else:
+            payloads, group = server.texts(value, "inputs"), "single"
+        logits = await server.answer(group, payloads, server.limit_tokens(payloads, truncate, "inputs"))
+        scored = [label_scores(row, server.model.labels, raw) for row in logits]
+        return scored[0] if isinstance(value, str) else scored
+
+
+class Tagger:
+    """A token classifier: the token-classification pipeline's entities per text."""
+    routes = ("/predict",)
+    warm_up = ("tag", ["warm up"])
+
+    def run(self, p, group: str, payloads: list) -> list:
+        return p.predict(payloads, batch_size=len(payloads))
+
+    async def predict(self, server: "Server", data: dict):
+        texts = server.texts(data["inputs"], "inputs")
+        truncate = flag(data, "truncate", server.opts.auto_truncate)
+        results = await server.answer("tag", texts, server.limit_tokens(texts, truncate, "inputs"))
+        entities = [entity_list(result, server.model.labels) for result in results]
+        return entities[0] if isinstance(data["inputs"], str) else entities
+
+
+class QuestionAnswerer:
+    """An extractive QA bundle: the question-answering pipeline's span per {question, context}."""
+    routes = ("/predict",)
+    warm_up = ("qa", [("Who wrote it?", "It was written by someone.")])
+
+    def run(self, p, group: str, payloads: list) -> list:
+        return [p.answer(question, context) for question, context in payloads]  # its windows are its batch
+
+    async def predict(self, server: "Server", data: dict):
+        value, limit = data["inputs"], server.opts.max_client_batch
+        items = [value] if isinstance(value, dict) else value
+        if not isinstance(items, list) or not items:
+            raise Invalid(422, "inputs: expected {\"question\", \"context\"} or a non-empty list of them", "inputs")
+        if len(items) > limit:
+            raise Invalid(413, f"inputs: {len(items)} inputs, more than the server's {limit}", "inputs")
+        payloads = []
+        for i, item in enumerate(items):
+            if not isinstance(item, dict):
+                raise Invalid(422, f"inputs[{i}]: expected {{\"question\", \"context\"}}", f"inputs[{i}]")
+            for name in ("question", "context"):
+                if not isinstance(item.get(name), str):
+                    raise Invalid(422, f"inputs[{i}].{name}: expected a text", f"inputs[{i}].{name}")
+            server.texts([item["question"], item["context"]], f"inputs[{i}]")
+            payloads.append((item["question"], item["context"]))
+        answers = await server.answer("qa", payloads, server.model.count(payloads))
+        shaped = [{"score": a["score"], "start": a["start"], "end": a["end"], "answer": a["text"]} for a in answers]
+        return shaped[0] if isinstance(value, dict) else shaped
+
+
+SERVING = {"embedding": Embedder, "sequence": Classifier, "token": Tagger, "qa": QuestionAnswerer}  # by labels.json "kind"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -464,12 +547,12 @@ class Server:
                                    "truncate: true or a shorter text", f"{field}[{i}]")
         return [min(n, limit) for n in counts]
 
-    def need(self, *kinds: str) -> None:
+    def need(self, route: str) -> None:
+        """503 while the model loads; 404 for a route the bundle's kind does not answer."""
         if not self.ready:
             raise Invalid(503, self.failed or "the model is loading", retry_after=1)
-        if self.model.kind not in kinds:
-            use = "/v1/embeddings or /embed" if self.model.kind == "embedding" else "/predict"
-            raise Invalid(404, f"this bundle is a {self.model.kind} model: use {use}")
+        if route not in self.model.serving.routes:
+            raise Invalid(404, f"this bundle is a {self.model.kind} model: use {' or '.join(self.model.serving.routes)}")
 
     async def answer(self, group: str, payloads: list, tokens: list[int]) -> list:
         if len(payloads) > self.opts.queue_size:  # could never be queued: no retry helps
@@ -488,7 +571,7 @@ class Server:
 
     # -- routes
     async def embeddings(self, request):
-        self.need("embedding")
+        self.need("/v1/embeddings")
         data = await read_json(request, self.opts.max_body_bytes)
         if "input" not in data:
             raise Invalid(422, "input: missing (a text or a list of texts)", "input")
@@ -516,7 +599,7 @@ class Server:
                               "usage": {"prompt_tokens": used, "total_tokens": used}})
 
     async def embed(self, request):
-        self.need("embedding")
+        self.need("/embed")
         data = await read_json(request, self.opts.max_body_bytes)
         if "inputs" not in data:
             raise Invalid(422, "inputs: missing (a text or a list of texts)", "inputs")
@@ -529,55 +612,11 @@ class Server:
         return json_response(vectors.tolist())
 
     async def predict(self, request):
-        self.need("sequence", "token", "qa")
+        self.need("/predict")
         data = await read_json(request, self.opts.max_body_bytes)
         if "inputs" not in data:
             raise Invalid(422, "inputs: missing", "inputs")
-        if self.model.kind == "qa":
-            return await self.predict_qa(data["inputs"])
-        truncate = flag(data, "truncate", self.opts.auto_truncate)
-        if self.model.kind == "token":
-            texts = self.texts(data["inputs"], "inputs")
-            results = await self.answer("tag", texts, self.limit_tokens(texts, truncate, "inputs"))
-            entities = [entity_list(result, self.model.labels) for result in results]
-            return json_response(entities[0] if isinstance(data["inputs"], str) else entities)
-        raw = flag(data, "raw_scores", False)
-        value = data["inputs"]
-        paired = isinstance(value, list) and bool(value) and all(isinstance(v, list) for v in value)
-        if paired:
-            for i, pair in enumerate(value):
-                if len(pair) != 2 or not all(isinstance(t, str) for t in pair):
-                    raise Invalid(422, f"inputs[{i}]: a pair is [text, text]", f"inputs[{i}]")
-            self.texts([t for pair in value for t in pair], "inputs")  # the same limits on every text
-            if len(value) > self.opts.max_client_batch:
-                raise Invalid(413, f"inputs: {len(value)} inputs, more than the server's {self.opts.max_client_batch}",
-                              "inputs")
-            payloads, group = [tuple(pair) for pair in value], "pair"
-        else:
-            payloads, group = self.texts(value, "inputs"), "single"
-        logits = await self.answer(group, payloads, self.limit_tokens(payloads, truncate, "inputs"))
-        scored = [label_scores(row, self.model.labels, raw) for row in logits]
-        return json_response(scored[0] if isinstance(value, str) else scored)
-
-    async def predict_qa(self, value):
-        items = [value] if isinstance(value, dict) else value
-        if not isinstance(items, list) or not items:
-            raise Invalid(422, "inputs: expected {\"question\", \"context\"} or a non-empty list of them", "inputs")
-        if len(items) > self.opts.max_client_batch:
-            raise Invalid(413, f"inputs: {len(items)} inputs, more than the server's {self.opts.max_client_batch}",
-                          "inputs")
-        payloads = []
-        for i, item in enumerate(items):
-            if not isinstance(item, dict):
-                raise Invalid(422, f"inputs[{i}]: expected {{\"question\", \"context\"}}", f"inputs[{i}]")
-            for name in ("question", "context"):
-                if not isinstance(item.get(name), str):
-                    raise Invalid(422, f"inputs[{i}].{name}: expected a text", f"inputs[{i}].{name}")
-            self.texts([item["question"], item["context"]], f"inputs[{i}]")
-            payloads.append((item["question"], item["context"]))
-        answers = await self.answer("qa", payloads, self.model.count(payloads))
-        shaped = [{"score": a["score"], "start": a["start"], "end": a["end"], "answer": a["text"]} for a in answers]
-        return json_response(shaped[0] if isinstance(value, dict) else shaped)
+        return json_response(await self.model.serving.predict(self, data))
 
     async def health(self, request):
         from starlette.responses import JSONResponse
