@@ -12,8 +12,8 @@ For each bundle (all on 127.0.0.1, the load generator an asyncio httpx process b
   rows/s over batch sizes (the ceiling a server adds its cost to);
 - closed loop at each --clients count, one row a request, against each server: `shrinkbert serve` at
   each --layouts workers x threads, the same server with --max-batch-rows 1 (the plain loop: one model
-  call per request, unbatched), and infinity-emb 0.0.78 (embedding bundles; its own venv, --infinity-venv,
-  skipped with the reason printed where it is absent or does not start);
+  call per request, unbatched), and infinity-emb 0.0.78 (embedders and classifiers: /embeddings, /classify;
+  its own venv, --infinity-venv, skipped with the reason printed where it is absent or does not start);
 - open loop at --rates (fractions of the best closed-loop rows/s; 2.0 is the overload: refused requests
   must be 429s, never 5xx) with latency counted from each request's scheduled time, and the seconds until
   one request's latency is back within 1.5x of idle after the load stops;
@@ -75,17 +75,19 @@ def texts_for(args) -> list[str]:
 
 
 QUESTION = "What is it about?"  # a QA bundle's rows ask it of each text
-# Per kind of bundle: (route, body) of one row, the Predictor's call on rows offline, and whether
-# infinity-emb serves the same model (its embeddings route).
+# Per kind of bundle: (route, body) of one row, the Predictor's call on rows offline, and infinity-emb's
+# (route, body) for one row of its model id (None: infinity-emb serves no such model).
 KINDS = {
     "sequence": (lambda t: ("/predict", {"inputs": t, "truncate": True}),
-                 lambda p, rows: p.predict(rows, batch_size=len(rows)), False),
+                 lambda p, rows: p.predict(rows, batch_size=len(rows)),
+                 lambda model, t: ("/classify", {"model": model, "input": [t]})),
     "token": (lambda t: ("/predict", {"inputs": t, "truncate": True}),
-              lambda p, rows: p.predict(rows, batch_size=len(rows)), False),
+              lambda p, rows: p.predict(rows, batch_size=len(rows)), None),
     "qa": (lambda t: ("/predict", {"inputs": {"question": QUESTION, "context": t}}),
-           lambda p, rows: [p.answer(QUESTION, row) for row in rows], False),
+           lambda p, rows: [p.answer(QUESTION, row) for row in rows], None),
     "embedding": (lambda t: ("/embed", {"inputs": t, "truncate": True}),
-                  lambda p, rows: p.embed(rows, batch_size=len(rows)), True),
+                  lambda p, rows: p.embed(rows, batch_size=len(rows)),
+                  lambda model, t: ("/embeddings", {"model": model, "input": [t]})),
 }
 
 
@@ -419,7 +421,7 @@ def run_bundle(args, bundle: Path) -> dict[str, list[dict]]:
         try:
             if server.name.startswith("infinity"):
                 model = json.loads(__import__("httpx").get(server.url + "/models", timeout=10).text)["data"][0]["id"]
-                load = [("/embeddings", {"model": model, "input": t}) for t in texts]
+                load = [KINDS[kind][2](model, t) for t in texts]
                 print(f"{server.name}: {what}")
             else:
                 load = requests
