@@ -67,5 +67,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     opts = kit_server.options_from(argv, prog=PROG, bundle_positional=True)  # --help and bad options end here
     module = server_module(opts.bundle)
-    return module.run(module.Options(**{f.name: getattr(opts, f.name) for f in dataclasses.fields(module.Options)
-                                        if hasattr(opts, f.name)}))
+    known = {f.name for f in dataclasses.fields(module.Options)}
+    defaults = kit_server.Options()
+    unread = [name for name in vars(opts) if name not in known and getattr(opts, name) != getattr(defaults, name)]
+    if unread:  # a bundle written by an older kit: its server lacks the option, so it is refused, not ignored
+        print(f"error: {opts.bundle}/serve.py has no --{unread[0].replace('_', '-')}; write the bundle again to "
+              "get the kit's server", file=sys.stderr)
+        return 2
+    return module.run(module.Options(**{name: value for name, value in vars(opts).items() if name in known}))
