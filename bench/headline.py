@@ -146,7 +146,10 @@ def record_report(report: dict, report_dir: Path) -> None:
     sys.path.insert(0, str(ROOT / "bench"))
     from record import record
 
-    rows = markdown_table((report_dir / "report.md").read_text())
+    # the columns a reader compares variants by; the report keeps the rest (lineage, memory, agreement)
+    keep = ("variant", report["primary_metric"], "p50 ms", "speed-up", "size MB", "x smaller", "retention")
+    rows = [{key: value for key, value in row.items() if key in keep or key.startswith("Δ")}
+            for row in markdown_table((report_dir / "report.md").read_text())]
     settings = report.get("settings") or {}
     record("demo-report", section="demo", title="The demo's report: every variant against the teacher",
            rows=rows, command="bash scripts/demo.sh && python bench/headline.py --no-run",

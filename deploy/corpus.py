@@ -27,7 +27,7 @@ from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.progress import progress_bar
 from shrinkbert.deploy.corpus_batches import RunOptions, output_schema, predict_rows
 from shrinkbert.deploy.corpus_input import InputFile, column_names, count_rows, open_inputs, read_chunks
-from shrinkbert.deploy.corpus_kinds import bundle_identity, kind_of, load_predictor
+from shrinkbert.deploy.corpus_kinds import bundle_identity, load_predictor, outputs_for
 
 MANIFEST = "_manifest.json"
 PART = "part-{:05d}.parquet"
@@ -119,10 +119,10 @@ def predict_corpus(bundle: str | os.PathLike, inputs: str | list[str], output: s
     done = existing_shards(out)
     on_dask = bool(cluster or scheduler)  # then the workers run the bundle: here it only answers what it is
     predictor = load_predictor(bundle, 1 if on_dask else threads or host_threads())
-    if kind_of(predictor) == "token" and not text_column:
-        text_column = tagger_column(inputs)
-    options = RunOptions(str(Path(bundle).resolve()), (), text_column, text_pair_column, dtype, batch_tokens, window,
-                         threads)
+    # the kind names the columns it reads (a tagger reads "tokens" where an input has word lists and no "text")
+    columns = outputs_for(predictor, text_column, text_pair_column, dtype, first_input_columns(inputs)).columns
+    options = RunOptions(str(Path(bundle).resolve()), (), columns[0], columns[1] if len(columns) > 1 else None, dtype,
+                         batch_tokens, window, threads)
     outputs = options.outputs(predictor)
     options = replace(options, columns=tuple(outputs.columns))
     files = open_inputs(inputs, outputs.columns, id_column)
@@ -173,11 +173,9 @@ def _pending(stream, writer: ShardWriter, bar) -> Iterator[tuple[int, int, list[
         yield index, first, rows
 
 
-def tagger_column(inputs: list[str]) -> str:
-    """A tagger reads "text", or "tokens" (word lists) where the first input has that and no "text"."""
-    files = open_inputs(inputs, [], None)
-    names = column_names(files[0])
-    return "tokens" if "tokens" in names and "text" not in names else "text"
+def first_input_columns(inputs: list[str]) -> list[str]:
+    """The column names of the first input file (what a kind's default columns are chosen from)."""
+    return column_names(open_inputs(inputs, [], None)[0])
 
 
 def existing_shards(out: Path) -> dict | None:

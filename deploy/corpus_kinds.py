@@ -65,10 +65,26 @@ def kind_of(predictor) -> str:
 
 
 class Outputs:
-    """The output columns of one kind; `columns` are the input columns it reads, in order."""
-    columns: list[str]
+    """The output columns of one kind; `columns` are the input columns it reads, in order.
 
-    def __init__(self, predictor, columns: list[str]):
+    A subclass answers for its kind: which Predictor kind it serves (`kind`), the input columns it reads by
+    default (`default_columns`), whether it reads a second text column (`reads_pairs`) and whether it can
+    write its numbers in another dtype (`dtypes`)."""
+    columns: list[str]
+    kind: str = ""
+    default_columns: tuple[str, ...] = ("text",)
+    reads_pairs = False
+    dtypes: tuple[str, ...] = ("float32",)
+
+    @classmethod
+    def columns_for(cls, text_column: str | None, text_pair_column: str | None, names: list[str]) -> list[str]:
+        """The input columns read: those given, else the defaults (`names`: the first input's columns)."""
+        if text_pair_column and not cls.reads_pairs:
+            raise ShrinkbertError(f"--text-pair-column is for pair classifiers (and a QA bundle's context); this "
+                                  f"bundle is a {cls.kind} model")
+        return [text_column or cls.default_columns[0]] + ([text_pair_column] if text_pair_column else [])
+
+    def __init__(self, predictor, columns: list[str], dtype: str = "float32"):
         self.predictor, self.columns = predictor, columns
         self.counter = _counting_tokenizer(predictor)
 
@@ -103,6 +119,9 @@ class Outputs:
 
 
 class Embeddings(Outputs):
+    kind = "embedding"
+    dtypes = tuple(DTYPES)
+
     def __init__(self, predictor, columns, dtype: str = "float32"):
         super().__init__(predictor, columns)
         self.numpy_dtype, self.arrow_dtype = DTYPES[dtype]
@@ -117,6 +136,9 @@ class Embeddings(Outputs):
 
 
 class Labels(Outputs):
+    kind = "sequence"
+    reads_pairs = True
+
     def fields(self):
         return [pa.field("label", pa.string()), pa.field("score", pa.float64()),
                 pa.field("scores", pa.list_(pa.float64()))]
@@ -135,6 +157,15 @@ class Labels(Outputs):
 
 
 class Tags(Outputs):
+    kind = "token"
+
+    @classmethod
+    def columns_for(cls, text_column, text_pair_column, names):
+        """"text", or "tokens" (word lists) where the input has that and no "text"."""
+        if not text_column and "tokens" in names and "text" not in names:
+            text_column = "tokens"
+        return super().columns_for(text_column, text_pair_column, names)
+
     def fields(self):
         return [pa.field("words", pa.list_(WORD)), pa.field("entities", pa.list_(ENTITY))]
 
@@ -157,6 +188,12 @@ class Tags(Outputs):
 
 
 class Spans(Outputs):
+    kind = "qa"
+
+    @classmethod
+    def columns_for(cls, text_column, text_pair_column, names):
+        return [text_column or "question", text_pair_column or "context"]
+
     def fields(self):
         return [pa.field("answer", ANSWER)]
 
@@ -165,28 +202,24 @@ class Spans(Outputs):
         return {"answer": pa.array([self.predictor.answer(r[question], r[context]) for r in rows], ANSWER)}
 
 
-def outputs_for(predictor, text_column: str | None, text_pair_column: str | None, dtype: str = "float32") -> Outputs:
+OUTPUTS: dict[str, type[Outputs]] = {outputs.kind: outputs for outputs in (Embeddings, Labels, Tags, Spans)}
+
+
+def outputs_for(predictor, text_column: str | None, text_pair_column: str | None, dtype: str = "float32",
+                names: list[str] | None = None) -> Outputs:
     """The kind's Outputs, reading the columns the stages name (text, text_pair; question and context for QA;
-    a tagger's word lists under any of them) unless others are given."""
+    a tagger's word lists under "tokens") unless others are given. `names`: the first input's columns."""
     kind = kind_of(predictor)
+    if kind not in OUTPUTS:
+        raise ShrinkbertError(f"this bundle's kind '{kind}' has no corpus output")
+    outputs = OUTPUTS[kind]
     if dtype not in DTYPES:
         raise ShrinkbertError(f"--dtype {dtype}: choose {' or '.join(DTYPES)}")
-    if dtype != "float32" and kind != "embedding":
+    if dtype not in outputs.dtypes:
         raise ShrinkbertError(f"--dtype {dtype} is for embedding bundles; this bundle is a {kind} model "
                               "(its scores are float64, as its Predictor returns them)")
-    if kind == "qa":
-        return Spans(predictor, [text_column or "question", text_pair_column or "context"])
-    if text_pair_column and kind != "sequence":
-        raise ShrinkbertError(f"--text-pair-column is for pair classifiers (and a QA bundle's context); this bundle "
-                              f"is a {kind} model")
-    columns = [text_column or "text"] + ([text_pair_column] if text_pair_column else [])
-    if kind == "embedding":
-        return Embeddings(predictor, columns, dtype)
-    if kind == "token":
-        return Tags(predictor, columns)
-    if kind == "sequence":
-        return Labels(predictor, columns)
-    raise ShrinkbertError(f"this bundle's kind '{kind}' has no corpus output")
+    columns = outputs.columns_for(text_column, text_pair_column, names or [])
+    return outputs(predictor, columns, dtype)
 
 
 def _counting_tokenizer(predictor):

@@ -40,9 +40,9 @@ def student_dir(tmp_path_factory):
 
 def test_the_bundle_runs_without_torch_and_gives_the_students_vectors(student_dir, tmp_path):
     bundle = run(student_dir, tmp_path / "bundle")
-    assert sorted(p.name for p in bundle.iterdir()) == ["bundle_files.py", "predict.py", "requirements.txt",
-                                                         "shrinkbert.json", "token_ids.py", "tokenizer.json",
-                                                         "vectors.npy"]
+    assert sorted(p.name for p in bundle.iterdir()) == ["bundle_files.py", "predict.py", "requirements-serve.txt",
+                                                         "requirements.txt", "serve.py", "shrinkbert.json",
+                                                         "token_ids.py", "tokenizer.json", "vectors.npy"]
     assert "torch" not in (bundle / "requirements.txt").read_text()
     script = import_blocker(NOT_IN_A_BUNDLE + ("onnxruntime",)) + f"""
 import json, sys
@@ -111,8 +111,8 @@ def test_the_onnx_bundle_runs_without_torch_and_gives_the_int8_models_vectors(in
 
     bundle = run(int8_graph, tmp_path / "bundle")
     assert sorted(p.name for p in bundle.iterdir()) == ["bundle_files.py", "embedding.json", "model.onnx",
-                                                         "predict.py", "requirements.txt", "shrinkbert.json",
-                                                         "token_ids.py", "tokenizer.json"]
+                                                         "predict.py", "requirements-serve.txt", "requirements.txt",
+                                                         "serve.py", "shrinkbert.json", "token_ids.py", "tokenizer.json"]
     requirements = (bundle / "requirements.txt").read_text()
     assert "onnxruntime" in requirements and "torch" not in requirements
     texts = TEXTS + ["a much longer sentence about a good movie with a great plot and a bad ending"]
