@@ -54,7 +54,10 @@ def requirements(onnx: bool = True) -> str:
 
 def serve_requirements() -> str:
     """requirements-serve.txt: what the bundle's serve.py adds to requirements.txt (its HTTP server)."""
-    return floors([("starlette", "0.37"), ("uvicorn", "0.30"), ("prometheus-client", "0.20")])
+    # httptools and uvloop: uvicorn picks them up when present, and they take a good share off each
+    # request's cost (bench/serve_load.py); uvloop has no Windows build
+    uvloop = floors([("uvloop", "0.19")]).strip() + '; sys_platform != "win32"\n'
+    return floors([("starlette", "0.37"), ("uvicorn", "0.30"), ("prometheus-client", "0.20"), ("httptools", "0.6")]) + uvloop
 
 
 def bundle_parts(src_dir: Path, cfg):
