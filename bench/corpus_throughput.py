@@ -43,6 +43,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def bundle_label(bundle: Path) -> str:
+    """A bundle's folder with its parent (demo/bundle, embeddings/bundle): the name alone is often "bundle"."""
+    return f"{bundle.parent.name}/{bundle.name}"
 sys.path.insert(0, str(ROOT))
 for name, value in (("HF_HUB_OFFLINE", "1"), ("HF_DATASETS_OFFLINE", "1"), ("TOKENIZERS_PARALLELISM", "false")):
     os.environ.setdefault(name, value)
@@ -344,7 +349,7 @@ def main(argv=None) -> int:
 
     def add(name: str, bundle: Path, result: dict) -> None:
         seconds = result.get("seconds")
-        arms.append({"arm": name, "bundle": bundle.name, "rows": rows,
+        arms.append({"arm": name, "bundle": bundle_label(bundle), "rows": rows,
                      "rows_s": round(rows / seconds, 1) if seconds else None,
                      "peak_mb": round(result["peak_mb"], 1) if result.get("peak_mb") else None,
                      "note": result.get("error", "")})
@@ -391,8 +396,8 @@ def main(argv=None) -> int:
     for bundle in one_process:
         floor = floor_rows_s(bundle, lines, threads)
         if floor:
-            mine = next(a["rows_s"] for a in arms if a["bundle"] == bundle.name and a["arm"].startswith("shrinkbert predict,"))
-            floors.append({"bundle": bundle.name, **floor, "floor_rows_s": round(floor["floor_rows_s"], 1),
+            mine = next(a["rows_s"] for a in arms if a["bundle"] == bundle_label(bundle) and a["arm"].startswith("shrinkbert predict,"))
+            floors.append({"bundle": bundle_label(bundle), **floor, "floor_rows_s": round(floor["floor_rows_s"], 1),
                            "rows_s": mine, "times_floor": round(floor["floor_rows_s"] / mine, 2) if mine else None})
             print(floors[-1])
 
@@ -403,7 +408,7 @@ def main(argv=None) -> int:
             path = lines_file(lines, size, work / f"memory-{size}.txt")
             result = run_child("shrinkbert", {"bundle": str(target), "input": str(path), "out": str(work / f"mem-{size}"),
                                               "threads": threads})
-            memory.append({"bundle": target.name, "rows": size, "peak_mb": round(result.get("peak_mb", 0), 1),
+            memory.append({"bundle": bundle_label(target), "rows": size, "peak_mb": round(result.get("peak_mb", 0), 1),
                            "rows_s": round(size / result["seconds"], 1) if result.get("seconds") else None})
             print(memory[-1])
             path.unlink()

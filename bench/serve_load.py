@@ -44,6 +44,11 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def bundle_label(bundle: Path) -> str:
+    """A bundle's folder with its parent (demo/bundle, embeddings/bundle): the name alone is often "bundle"."""
+    return f"{bundle.parent.name}/{bundle.name}"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from record import host, host_label, record  # noqa: E402  (bench/ is scripts, not a package)
 
@@ -406,7 +411,7 @@ def run_bundle(args, bundle: Path) -> dict[str, list[dict]]:
     base = offline(bundle, texts, kind, args.seconds)
     print(f"offline Predictor: b1 p50 {base['p50_ms_b1']} ms; best {base['best_rows_s']} rows/s at batch "
           f"{base['best_batch']}")
-    rows = [{"bundle": bundle.name, "kind": kind, "server": "Predictor offline", "mode": f"batch {base['best_batch']}",
+    rows = [{"bundle": bundle_label(bundle), "kind": kind, "server": "Predictor offline", "mode": f"batch {base['best_batch']}",
              "clients": 0, "rows_s": base["best_rows_s"], "p50_ms": base["p50_ms_b1"], "p95_ms": None,
              "p99_ms": None, "errors": 0}]
     servers = []
@@ -438,7 +443,7 @@ def run_bundle(args, bundle: Path) -> dict[str, list[dict]]:
                 point = asyncio.run(closed_loop(server.url, load, clients, args.seconds))
                 print(f"{server.name:<26} closed {clients:>4} clients: {point['rows_s']:>8} rows/s  p50 {point['p50_ms']:>7} "
                       f"p95 {point['p95_ms']:>7} p99 {point['p99_ms']:>7} ms  errors {point['errors']} {point['codes']}")
-                rows.append({"bundle": bundle.name, "kind": kind, "server": server.name, "mode": "closed",
+                rows.append({"bundle": bundle_label(bundle), "kind": kind, "server": server.name, "mode": "closed",
                              "clients": clients, **{k: point[k] for k in ("rows_s", "p50_ms", "p95_ms", "p99_ms",
                                                                           "errors")}})
                 if server.name.startswith("shrinkbert") and "unbatched" not in server.name:
@@ -449,7 +454,7 @@ def run_bundle(args, bundle: Path) -> dict[str, list[dict]]:
                     back = recovery_seconds(server.url, load[0], idle_ms)
                     print(f"{server.name:<26} open {point['rate']:>7}/s ({fraction}x): p50 {point['p50_ms']} p99 "
                           f"{point['p99_ms']} ms, codes {point['codes']}, back to idle in {back} s")
-                    rows.append({"bundle": bundle.name, "kind": kind, "server": server.name,
+                    rows.append({"bundle": bundle_label(bundle), "kind": kind, "server": server.name,
                                  "mode": f"open {fraction}x ({point['rate']}/s)", "clients": 0,
                                  **{k: point[k] for k in ("rows_s", "p50_ms", "p95_ms", "p99_ms", "errors")}})
         finally:
@@ -459,13 +464,13 @@ def run_bundle(args, bundle: Path) -> dict[str, list[dict]]:
         killed = kill_phase(args, bundle, requests, max(1, cores // 2))
         print(f"kill -9 of one of two workers: {killed}")
         if "error" not in killed:
-            figures["serve-kill"] = [{"bundle": bundle.name, "failed": killed["failed"],
+            figures["serve-kill"] = [{"bundle": bundle_label(bundle), "failed": killed["failed"],
                                       "served_again_s": killed["served_again_s"], "rows_s": killed["rows_s"]}]
     if args.soak:
         soaked = soak_phase(args, bundle, kind, 0.7 * best_rate, max(1, cores // args.soak_workers))
         print(f"soak: {soaked}")
         if "requests" in soaked:
-            figures["serve-soak"] = [{"bundle": bundle.name, **soaked}]
+            figures["serve-soak"] = [{"bundle": bundle_label(bundle), **soaked}]
     return figures
 
 
