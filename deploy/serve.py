@@ -714,7 +714,7 @@ class NoDelayHTTP(AutoHTTPProtocol):
     """uvicorn's HTTP protocol with Nagle's algorithm off on every connection. asyncio turns it off
     itself only for a socket it knows as TCP; a worker's socket, handed over from the supervisor,
     loses that, and a response written as headers then body then waits for the client's delayed ACK
-    (about 40 ms on Linux) on every keep-alive request."""
+    (Linux's delayed-ACK timer) on every keep-alive request."""
 
     def connection_made(self, transport) -> None:
         sock = transport.get_extra_info("socket")
