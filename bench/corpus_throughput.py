@@ -331,6 +331,9 @@ def main(argv=None) -> int:
     parser.add_argument("--kills", type=int, default=5, help="runs killed with SIGKILL at a random moment")
     parser.add_argument("--fastembed-python", default="", help="a python with fastembed installed (its own venv)")
     parser.add_argument("--work", default="", help="scratch folder (default: a temporary one)")
+    parser.add_argument("--parts", default="throughput,memory,kills",
+                        help="what to measure, comma-separated: throughput (the arms, Dask and the floor), memory "
+                             "(peak memory at each of --memory-rows), kills (kill -9 and resume)")
     parser.add_argument("--no-record", action="store_true", help="print the figures, write no results line")
     args = parser.parse_args(argv)
     if args.child:
@@ -355,12 +358,15 @@ def main(argv=None) -> int:
                      "note": result.get("error", "")})
         print(arms[-1])
 
+    parts = {part.strip() for part in args.parts.split(",") if part.strip()}
     one_process = {}
     for bundle in (embed_bundle, class_bundle):
         if not bundle.is_dir():
             print(f"{bundle}: no bundle there (run its recipe first); skipped")
             continue
         one_process[bundle] = work / f"out-{bundle.name}-{len(one_process)}"
+        if "throughput" not in parts:
+            continue
         add(f"shrinkbert predict, {threads} threads", bundle,
             run_child("shrinkbert", {"bundle": str(bundle), "input": str(corpus), "out": str(one_process[bundle]),
                                      "threads": threads}))
@@ -371,7 +377,7 @@ def main(argv=None) -> int:
         arms[-1]["note"] = arms[-1]["note"] or (json.dumps(largest_difference(one_process[bundle], dask_out))
                                                 + "; peak_mb: the driver's, workers apart")
 
-    if embed_bundle in one_process:
+    if embed_bundle in one_process and "throughput" in parts:
         try:
             folder, file_name, name = st_onnx_folder(embed_bundle, work)
             add(name, embed_bundle, run_child("sentence-transformers", {"backend": "onnx", "model": folder,
@@ -393,7 +399,7 @@ def main(argv=None) -> int:
                                                 "threads": threads, "max_length": bundle_max_length(embed_bundle)}))
 
     floors = []
-    for bundle in one_process:
+    for bundle in one_process if "throughput" in parts else ():
         floor = floor_rows_s(bundle, lines, threads)
         if floor:
             mine = next(a["rows_s"] for a in arms if a["bundle"] == bundle_label(bundle) and a["arm"].startswith("shrinkbert predict,"))
@@ -404,7 +410,7 @@ def main(argv=None) -> int:
     memory, kills = [], []
     target = next(iter(one_process), None)
     if target is not None:
-        for size in (int(s) for s in args.memory_rows.split(",") if s.strip()):
+        for size in (int(s) for s in args.memory_rows.split(",") if s.strip() and "memory" in parts):
             path = lines_file(lines, size, work / f"memory-{size}.txt")
             result = run_child("shrinkbert", {"bundle": str(target), "input": str(path), "out": str(work / f"mem-{size}"),
                                               "threads": threads})
@@ -413,14 +419,15 @@ def main(argv=None) -> int:
             print(memory[-1])
             path.unlink()
             shutil.rmtree(work / f"mem-{size}", ignore_errors=True)
-        kills = killed_runs(target, corpus, work, args.kills, threads)
+        kills = killed_runs(target, corpus, work, args.kills, threads) if "kills" in parts else []
         for line in kills:
             print(line)
 
-    if not args.no_record and arms:
+    if not args.no_record and arms:  # each figure its own line: a run of some parts leaves the others' latest
         note = (f"{rows:,} IMDB lines truncated to the bundle's max_length in every arm, {threads} threads an arm (Dask: "
                 "2 workers x 1 thread, its cluster's start included), each arm a process of its own")
         record("corpus-throughput", section=SECTION, title="Rows/s and peak memory over a corpus", rows=arms, note=note)
+    if not args.no_record:
         if floors:
             record("corpus-floor", section=SECTION, title="Distance from the host's int8 floor", rows=floors,
                    note="floor: the encoder's multiply-adds a row at the corpus's mean tokens, at the host's "

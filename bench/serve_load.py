@@ -4,9 +4,10 @@ Predictor offline, the same server unbatched, and infinity-emb on the same model
     python bench/serve_load.py                                   # the demo's classifier, the embeddings recipe's bundle
     python bench/serve_load.py --bundle runs/demo/bundle --clients 1 8 32 128 --seconds 20
     python bench/serve_load.py --soak 600                        # also a locust soak at 70% of the measured maximum
+    python bench/serve_load.py --bundle runs/demo/bundle --soak 600 --soak-only   # the soak alone
     python bench/serve_load.py --bundle DIR --smoke              # a few seconds a point: the plumbing, no figures
 
-For each bundle (all on 127.0.0.1, the load generator an asyncio aiohttp client beside the server):
+For each bundle (all on 127.0.0.1, the load generator a keep-alive HTTP/1.1 client on asyncio beside the server):
 
 - offline: the bundle's Predictor in this process, batch 1 (p50 of one row's call) and its best
   rows/s over batch sizes (the ceiling a server adds its cost to);
@@ -208,87 +209,141 @@ def infinity_server(args, bundle: Path) -> tuple[Server | None, str]:
 
 
 # ------------------------------------------------------------------------------------------------
-# Load
+# Load: a keep-alive HTTP/1.1 client on asyncio's protocol layer. Each request's bytes are built once
+# before the clock starts, so a request costs the generator one write and one parse of a response
+# head: a fraction of an HTTP library's cost, which on shared cores would be taken from the server.
 
 
-async def _post(session, url: str, route: str, body: dict):
-    """One request's status code, or the exception's name where none came back."""
-    import aiohttp
+class Connection(asyncio.Protocol):
+    """One keep-alive connection: one request at a time, the answer framed by its Content-Length."""
 
-    try:
-        async with session.post(url + route, json=body) as response:
-            await response.read()
-            return response.status
-    except (aiohttp.ClientError, asyncio.TimeoutError) as err:
-        return type(err).__name__
+    def __init__(self):
+        self.buffer, self.waiter, self.end, self.status = bytearray(), None, None, 0
+        self.transport = None
+
+    def connection_made(self, transport):
+        self.transport = transport
+
+    def data_received(self, data: bytes):
+        self.buffer += data
+        if self.end is None:
+            head_end = self.buffer.find(b"\r\n\r\n")
+            if head_end < 0:
+                return
+            lines = bytes(self.buffer[:head_end]).decode("latin-1").split("\r\n")
+            self.status = int(lines[0].split(" ", 2)[1])
+            length = next((int(line.split(":", 1)[1]) for line in lines[1:]
+                           if line.lower().startswith("content-length:")), 0)
+            self.end = head_end + 4 + length
+        if len(self.buffer) >= self.end:
+            del self.buffer[:self.end]
+            self.end = None
+            if self.waiter is not None and not self.waiter.done():
+                self.waiter.set_result(self.status)
+
+    def connection_lost(self, exc):
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_exception(ConnectionResetError("the server closed the connection"))
+
+    async def send(self, data: bytes) -> int:
+        self.waiter = asyncio.get_running_loop().create_future()
+        self.transport.write(data)
+        return await self.waiter
 
 
-def _session(connections: int):
-    """The load generator's client: aiohttp, whose per-request cost on the shared cores is a fraction of
-    httpx's, so the figures are the server's and not the client's."""
-    import aiohttp
+def encoded(url: str, requests: list[tuple[str, dict]]) -> list[bytes]:
+    """Each (route, body) as the bytes of one POST."""
+    host = url.split("//", 1)[1]
+    out = []
+    for route, body in requests:
+        payload = json.dumps(body).encode()
+        out.append(f"POST {route} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+                   f"Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
+    return out
 
-    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=connections, force_close=False),
-                                 timeout=aiohttp.ClientTimeout(total=60))
+
+class Pool:
+    """Connections to one server, reused; a broken one is dropped and replaced on the next request."""
+
+    def __init__(self, url: str):
+        host, port = url.split("//", 1)[1].split(":")
+        self.host, self.port, self.free = host, int(port), []
+
+    async def post(self, data: bytes):
+        """One request's status code, or the exception's name where none came back."""
+        try:
+            conn = self.free.pop() if self.free else (
+                await asyncio.get_running_loop().create_connection(Connection, self.host, self.port))[1]
+            status = await asyncio.wait_for(conn.send(data), 60)
+        except (OSError, asyncio.TimeoutError) as err:
+            return type(err).__name__
+        self.free.append(conn)
+        return status
+
+    def close(self):
+        for conn in self.free:
+            conn.transport.close()
 
 
 async def closed_loop(url: str, requests: list[tuple[str, dict]], clients: int, seconds: float) -> dict:
     """`clients` tasks, each sending its next request as soon as the last is answered, for `seconds`."""
-    latencies, errors = [], {}
-    async with _session(clients) as session:
-        stop = time.perf_counter() + seconds
+    latencies, errors, pool, data = [], {}, Pool(url), encoded(url, requests)
+    stop = time.perf_counter() + seconds
 
-        async def one(worker: int):
-            i = worker
-            while time.perf_counter() < stop:
-                route, body = requests[i % len(requests)]
-                i += clients
-                start = time.perf_counter()
-                code = await _post(session, url, route, body)
-                if code == 200:
-                    latencies.append(time.perf_counter() - start)
-                else:
-                    errors[str(code)] = errors.get(str(code), 0) + 1
-        began = time.perf_counter()
-        await asyncio.gather(*(one(w) for w in range(clients)))
-        return summary(latencies, errors, time.perf_counter() - began)
+    async def one(worker: int):
+        i = worker
+        while time.perf_counter() < stop:
+            start = time.perf_counter()
+            code = await pool.post(data[i % len(data)])
+            i += clients
+            if code == 200:
+                latencies.append(time.perf_counter() - start)
+            else:
+                errors[str(code)] = errors.get(str(code), 0) + 1
+    began = time.perf_counter()
+    await asyncio.gather(*(one(w) for w in range(clients)))
+    pool.close()
+    return summary(latencies, errors, time.perf_counter() - began)
 
 
 async def open_loop(url: str, requests: list[tuple[str, dict]], rate: float, seconds: float) -> dict:
     """Requests at `rate` a second on a fixed schedule, whatever the answers; latency from the scheduled time."""
-    latencies, errors = [], {}
-    async with _session(1024) as session:
-        began = time.perf_counter()
+    latencies, errors, pool, data = [], {}, Pool(url), encoded(url, requests)
+    began = time.perf_counter()
 
-        async def one(i: int, due: float):
-            route, body = requests[i % len(requests)]
-            code = await _post(session, url, route, body)
-            if code == 200:
-                latencies.append(time.perf_counter() - due)
-            else:
-                errors[str(code)] = errors.get(str(code), 0) + 1
-        tasks, n = [], int(rate * seconds)
-        for i in range(n):
-            due = began + i / rate
-            await asyncio.sleep(max(0.0, due - time.perf_counter()))
-            tasks.append(asyncio.create_task(one(i, due)))
-        await asyncio.gather(*tasks)
-        return {"rate": round(rate, 1), **summary(latencies, errors, seconds)}
+    async def one(i: int, due: float):
+        code = await pool.post(data[i % len(data)])
+        if code == 200:
+            latencies.append(time.perf_counter() - due)
+        else:
+            errors[str(code)] = errors.get(str(code), 0) + 1
+    tasks, n = [], int(rate * seconds)
+    for i in range(n):
+        due = began + i / rate
+        await asyncio.sleep(max(0.0, due - time.perf_counter()))
+        tasks.append(asyncio.create_task(one(i, due)))
+    await asyncio.gather(*tasks)
+    pool.close()
+    return {"rate": round(rate, 1), **summary(latencies, errors, seconds)}
 
 
 def recovery_seconds(url: str, request: tuple[str, dict], idle_ms: float, limit: float = 30.0) -> float | None:
     """Seconds from now until one request is answered within 1.5x of idle latency (None: not within `limit`)."""
-    import httpx
 
-    began = time.perf_counter()
-    with httpx.Client(base_url=url, timeout=30) as client:
-        while time.perf_counter() - began < limit:
-            start = time.perf_counter()
-            ok = client.post(request[0], json=request[1]).status_code == 200
-            if ok and (time.perf_counter() - start) * 1000 <= 1.5 * idle_ms:
-                return round(time.perf_counter() - began, 2)
-            time.sleep(0.05)
-    return None
+    async def probe() -> float | None:
+        pool, data = Pool(url), encoded(url, [request])[0]
+        began = time.perf_counter()
+        try:
+            while time.perf_counter() - began < limit:
+                start = time.perf_counter()
+                ok = await pool.post(data) == 200
+                if ok and (time.perf_counter() - start) * 1000 <= 1.5 * idle_ms:
+                    return round(time.perf_counter() - began, 2)
+                await asyncio.sleep(0.05)
+            return None
+        finally:
+            pool.close()
+    return asyncio.run(probe())
 
 
 def offline(bundle: Path, texts: list[str], kind: str, seconds: float) -> dict:
@@ -402,12 +457,31 @@ def locust_figures(prefix: Path, window: float) -> dict:
             "p99_ms_first": p99(first), "p99_ms_last": p99(last)}
 
 
+def soak_only(args, bundle: Path, kind: str, requests, cores: int) -> list[dict]:
+    """The soak alone: the maximum from 32 closed-loop clients for --seconds, then locust at 70% of it."""
+    workers = args.soak_workers
+    server = shrinkbert_server(bundle, workers, max(1, cores // workers))
+    try:
+        why = server.wait_ready(args.start_timeout)
+        if why:
+            print(f"{server.name} did not start: {why}")
+            return []
+        best_rate = asyncio.run(closed_loop(server.url, requests, 32, args.seconds))["rows_s"]
+    finally:
+        server.stop()
+    soaked = soak_phase(args, bundle, kind, 0.7 * best_rate, max(1, cores // workers))
+    print(f"soak at 70% of {best_rate} rows/s: {soaked}")
+    return [{"bundle": bundle_label(bundle), "max_rows_s": best_rate, **soaked}] if "requests" in soaked else []
+
+
 def run_bundle(args, bundle: Path) -> dict[str, list[dict]]:
     """Every phase on one bundle: the rows of each figure recorded ("serve-load", "serve-kill", "serve-soak")."""
     kind, texts = bundle_kind(bundle), texts_for(args)
     requests = [request_for(kind, text) for text in texts]
     cores = len(os.sched_getaffinity(0))
     print(f"\n== {bundle} ({kind}) on {host_label(host())}")
+    if args.soak_only:
+        return {"serve-soak": soak_only(args, bundle, kind, requests, cores)}
     base = offline(bundle, texts, kind, args.seconds)
     print(f"offline Predictor: b1 p50 {base['p50_ms_b1']} ms; best {base['best_rows_s']} rows/s at batch "
           f"{base['best_batch']}")
@@ -456,7 +530,8 @@ def run_bundle(args, bundle: Path) -> dict[str, list[dict]]:
                           f"{point['p99_ms']} ms, codes {point['codes']}, back to idle in {back} s")
                     rows.append({"bundle": bundle_label(bundle), "kind": kind, "server": server.name,
                                  "mode": f"open {fraction}x ({point['rate']}/s)", "clients": 0,
-                                 **{k: point[k] for k in ("rows_s", "p50_ms", "p95_ms", "p99_ms", "errors")}})
+                                 **{k: point[k] for k in ("rows_s", "p50_ms", "p95_ms", "p99_ms", "errors")},
+                                 "refused_429": point["codes"].get("429", 0), "back_to_idle_s": back})
         finally:
             server.stop()
     figures = {"serve-load": rows}
@@ -475,6 +550,9 @@ def run_bundle(args, bundle: Path) -> dict[str, list[dict]]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import uvloop  # the server's own loop: the generator's cost per request is smaller on it too
+
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--bundle", action="append", help="a bundle to load (repeatable; default: the demo's and the "
                    "embeddings recipe's)")
@@ -487,6 +565,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kill", action="store_true", help="also kill one of two workers under load")
     p.add_argument("--soak", type=float, default=0.0, help="seconds of locust soak at 70%% of the maximum (0: none)")
     p.add_argument("--soak-workers", type=int, default=1, help="workers of the soaked server")
+    p.add_argument("--soak-only", action="store_true", help="only the soak (its maximum from 32 closed-loop clients "
+                   "for --seconds first)")
     p.add_argument("--infinity-venv", default=str(INFINITY_VENV), help="the venv holding infinity-emb 0.0.78")
     p.add_argument("--infinity-model", help="the folder infinity-emb loads (default: the bundle's nearest ancestor "
                    "with weights)")

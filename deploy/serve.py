@@ -548,11 +548,17 @@ class Server:
         return [min(n, limit) for n in counts]
 
     def need(self, route: str) -> None:
-        """503 while the model loads; 404 for a route the bundle's kind does not answer."""
+        """503 while the model loads; 404 for a route the bundle's kind does not answer; 429 while the
+        queue is full, before the body is read or tokenized: under overload a refusal costs little."""
         if not self.ready:
             raise Invalid(503, self.failed or "the model is loading", retry_after=1)
         if route not in self.model.serving.routes:
             raise Invalid(404, f"this bundle is a {self.model.kind} model: use {' or '.join(self.model.serving.routes)}")
+        if self.batcher.waiting >= self.opts.queue_size:
+            raise self.full()
+
+    def full(self) -> Invalid:
+        return Invalid(429, f"the queue is full ({self.opts.queue_size} rows waiting); retry shortly", retry_after=1)
 
     async def answer(self, group: str, payloads: list, tokens: list[int]) -> list:
         if len(payloads) > self.opts.queue_size:  # could never be queued: no retry helps
@@ -560,8 +566,7 @@ class Server:
         try:
             futures = self.batcher.submit(group, payloads, tokens)
         except QueueFull:
-            raise Invalid(429, f"the queue is full ({self.opts.queue_size} rows waiting); retry shortly",
-                          retry_after=1) from None
+            raise self.full() from None
         try:
             return await asyncio.gather(*futures)
         except asyncio.CancelledError:
