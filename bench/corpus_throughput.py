@@ -414,8 +414,7 @@ def main(argv=None) -> int:
             path = lines_file(lines, size, work / f"memory-{size}.txt")
             result = run_child("shrinkbert", {"bundle": str(target), "input": str(path), "out": str(work / f"mem-{size}"),
                                               "threads": threads})
-            memory.append({"bundle": bundle_label(target), "rows": size, "peak_mb": round(result.get("peak_mb", 0), 1),
-                           "rows_s": round(size / result["seconds"], 1) if result.get("seconds") else None})
+            memory.append({"bundle": bundle_label(target), "rows": size, "peak_mb": round(result.get("peak_mb", 0), 1)})
             print(memory[-1])
             path.unlink()
             shutil.rmtree(work / f"mem-{size}", ignore_errors=True)
