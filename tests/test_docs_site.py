@@ -4,11 +4,10 @@
 page in the nav that does not exist; the build here also shows that each section of the nav made a
 page, that the generated command-line reference names every stage, and that the API reference holds
 every public function. README.md is outside the site, so its relative links are checked here, anchors
-included. The examples are type-checked by pyright (a misspelt keyword is an error) and compiled.
+included. The examples compile (tests/test_static.py type-checks them with pyright).
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -108,19 +107,8 @@ def test_the_readme_is_a_front_page():
 
 
 @pytest.mark.skipif(not EXAMPLES, reason="no examples/")
-def test_the_examples_compile_and_pyright_finds_no_error_in_them(tmp_path):
+def test_the_examples_compile():
+    """(pyright checks their calls in tests/test_static.py, in the suite's one pyright run.)"""
     for example in EXAMPLES:
         subprocess.run([sys.executable, "-m", "py_compile", str(example)], check=True, timeout=60,
                        capture_output=True)
-    # A planted misspelt keyword shows the check can fail (pyright reads pyproject's settings).
-    planted = tmp_path / "misspelt.py"
-    planted.write_text("import shrinkbert\nshrinkbert.distill(teacher='runs/teacher', layer=2)\n")
-    done = subprocess.run([_tool("pyright"), "--outputjson", "--pythonpath", sys.executable, *map(str, EXAMPLES),
-                           str(planted)], cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert done.stdout.strip().startswith("{"), done.stderr[-2000:] or done.stdout[-2000:]
-    errors = [d for d in json.loads(done.stdout)["generalDiagnostics"] if d["severity"] == "error"]
-    on_planted = [d["message"] for d in errors if Path(d["file"]) == planted]
-    assert on_planted == ['No parameter named "layer"'], on_planted
-    in_examples = [f"{Path(d['file']).name}:{d['range']['start']['line'] + 1}: {d['message']}"
-                   for d in errors if Path(d["file"]) != planted]
-    assert not in_examples, "pyright errors in examples/:\n" + "\n".join(in_examples)

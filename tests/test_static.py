@@ -1,7 +1,7 @@
 """Static tools read the package as the interpreter does. pyright, run on tests/ from the repository root,
 resolves every shrinkbert import (shrinkbert/core, /eval, ... are links to the rooms at the top level,
 so no import hook is needed to find them), and sees the API's parameters: a misspelt keyword is
-reported before anything runs."""
+reported before anything runs. The same run type-checks examples/ (one pyright start: it takes a minute)."""
 from __future__ import annotations
 
 import json
@@ -27,7 +27,11 @@ def test_pyright_resolves_every_shrinkbert_import_and_the_apis_parameters(tmp_pa
     probe.write_text("import shrinkbert\n"
                      "from shrinkbert.students.distill import Config\n"
                      "shrinkbert.distill(teacher='runs/teacher', temprature=4.0)\n")
-    diagnostics = _pyright("tests", probe)
+    examples = sorted((ROOT / "examples").glob("*.py"))
+    diagnostics = _pyright("tests", *examples, probe)
+    in_examples = [f"{Path(d['file']).name}:{d['range']['start']['line'] + 1}: {d['message']}" for d in diagnostics
+                   if d["severity"] == "error" and Path(d["file"]).parent == ROOT / "examples"]
+    assert not in_examples, "pyright errors in examples/:\n" + "\n".join(in_examples)
     unresolved = [d["message"] for d in diagnostics if "could not be resolved" in d["message"]]
     assert not unresolved, f"{len(unresolved)} unresolved, e.g. {unresolved[:3]}"
     on_probe = [d["message"] for d in diagnostics if Path(d["file"]) == probe]
