@@ -447,7 +447,7 @@ def teacher_of(bundle: Path) -> str:
     folders = [p for p in parent_folders(bundle) if is_st_model(p)]
     if folders:
         return str(folders[-1])
-    from shrinkbert.core.data.builtin import minilm_path
+    from shrinkbert.core.builtin import minilm_path
 
     return str(minilm_path())
 

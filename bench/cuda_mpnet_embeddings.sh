@@ -38,7 +38,7 @@ step student-slice sb distill $COMMON --layers 6 --hidden 384 --learning-rate 4e
 
 $PY - "$R" "${QUICK:-0}" <<'PY'
 import sys
-from shrinkbert.core.data.scored_pairs import ScoredPairs, read_scored_pairs
+from shrinkbert.core.scored_pairs import ScoredPairs, read_scored_pairs
 from shrinkbert.core.embedder import Embedder
 from shrinkbert.core.sts import sts_spearman
 import torch

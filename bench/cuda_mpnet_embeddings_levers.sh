@@ -69,7 +69,7 @@ done
 
 $PY - "$R" "${QUICK:-0}" "$NAMES" <<'PY'
 import sys
-from shrinkbert.core.data.scored_pairs import ScoredPairs, read_scored_pairs
+from shrinkbert.core.scored_pairs import ScoredPairs, read_scored_pairs
 from shrinkbert.core.embedder import Embedder
 from shrinkbert.core.sts import sts_spearman
 import torch

@@ -119,7 +119,7 @@ def step_times(args, teacher: Path, student_dir: Path) -> dict:
     from shrinkbert.core.data.load import load_task, tokenize_task
     from shrinkbert.core.models import load_model, load_tokenizer
     from shrinkbert.students.cache import load_or_compute
-    from shrinkbert.core.data.cache import default_cache_dir
+    from shrinkbert.core.cache import default_cache_dir
     from shrinkbert.students.distill_data import make_collate, with_row_index
     from shrinkbert.students.distill_loss import make_loss_fn
     from shrinkbert.students.losses import DistillLoss, LossWeights

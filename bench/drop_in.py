@@ -8,7 +8,7 @@
     python bench/drop_in.py --arms broad-60k-4l --base broad-60k-4l --out runs/bench/drop-in-data   # depth and data
 
 The drop-in setting: a deployment keeps the index all-MiniLM-L6-v2 built and swaps in a student for
-the queries. The measure: SQuAD v1.1 dev's held-out articles (core/data/qa_data.article_half: the
+the queries. The measure: SQuAD v1.1 dev's held-out articles (core/qa_data.article_half: the
 half whose questions no arm trains on), every paragraph a document embedded by the teacher, 1,000
 sampled questions (seed 0) embedded by each student; recall@1 and @10 per question, the teacher's
 own as the reference; STS-B test Spearman, so a lever that wins retrieval by losing similarity
@@ -89,7 +89,7 @@ ARMS.update({"static": dict(STATIC, corpus="imdb,wordnet"),
 
 
 def sts_test():
-    from shrinkbert.core.data.scored_pairs import ScoredPairs
+    from shrinkbert.core.scored_pairs import ScoredPairs
 
     with open(DATA / "stsb" / "test.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))

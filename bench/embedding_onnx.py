@@ -28,7 +28,7 @@ from embedding_static import MTEB_TEACHER, STSB, interleaved, long_text  # noqa:
 
 from shrinkbert import export, quantize  # noqa: E402
 from shrinkbert.compress.embedding_onnx import OnnxEmbedder  # noqa: E402
-from shrinkbert.core.data.scored_pairs import read_scored_pairs  # noqa: E402
+from shrinkbert.core.scored_pairs import read_scored_pairs  # noqa: E402
 from shrinkbert.core.device import describe_machine, set_threads  # noqa: E402
 from shrinkbert.core.embedder import Embedder  # noqa: E402
 from shrinkbert.core.sts import sts_spearman  # noqa: E402

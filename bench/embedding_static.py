@@ -38,7 +38,7 @@ import torch  # noqa: E402
 
 from shrinkbert.core.artifacts import atomic_artifact, write_manifest  # noqa: E402
 from shrinkbert.core.data.load import load_corpus  # noqa: E402
-from shrinkbert.core.data.scored_pairs import read_scored_pairs  # noqa: E402
+from shrinkbert.core.scored_pairs import read_scored_pairs  # noqa: E402
 from shrinkbert.core.device import describe_machine, set_threads  # noqa: E402
 from shrinkbert.core.embedder import Embedder  # noqa: E402
 from shrinkbert.core.timing import percentiles  # noqa: E402

@@ -29,7 +29,7 @@ def build(out: Path) -> dict[str, Path]:
     from transformers import AutoModelForSequenceClassification, AutoTokenizer, BertConfig, BertForSequenceClassification
 
     from shrinkbert.compress import bundle, export, quantize
-    from shrinkbert.core.data.builtin import minilm_path
+    from shrinkbert.core.builtin import minilm_path
 
     paths = {"teacher": out / "teacher", "teacher-int8": out / "teacher-int8", "edge-int8": out / "edge-int8",
              "bundle": out / "bundle"}

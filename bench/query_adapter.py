@@ -9,7 +9,7 @@ same texts, shrunk towards the identity (ridge on W - I, weight lambda): it woul
 where it errs the same way on query-like text and leave it alone elsewhere, and fold into its
 projection (sentence-transformers' Dense) for export. The kit has no such option; this script
 measures whether one would help. Its text is the training
-half's questions of SQuAD v1.1 and v2.0 dev (core/data/qa_data.article_half; the measure's held-out
+half's questions of SQuAD v1.1 and v2.0 dev (core/qa_data.article_half; the measure's held-out
 articles never enter it). lambda is chosen without labels, as a user with a query log and no
 relevance judgements would: the mean cosine with the teacher on a fifth of those questions (by a
 checksum of each), fitted on the rest; W is then fitted on all of them.

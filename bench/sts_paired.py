@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-    from shrinkbert.core.data.scored_pairs import read_scored_pairs
+    from shrinkbert.core.scored_pairs import read_scored_pairs
     from shrinkbert.core.sts import distinct_sentences, pair_cosines, spearman_difference, spearman_x100
     from shrinkbert.eval.encoders import open_encoder
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from shrinkbert.core.data.dataspec import load_splits
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.families import base_prefixes, layer_group
 from shrinkbert.core.kinds import kind_of, kind_of_rows, primary_metric
 from shrinkbert.core.models import check_model_dir
 from shrinkbert.core.ortsession import graph_feed
@@ -241,38 +242,26 @@ def file_mb(path: str | Path) -> float:
     return round(Path(path).stat().st_size / 1e6, 3)
 
 
-# Each family's base-model attribute (its `base_model_prefix`), which wraps the encoder in a task
-# model and in its traced graph's node names: "/mpnet/encoder/layer.0/...".
-BASE_PREFIXES = ("bert", "roberta", "distilbert", "model", "mpnet", "electra", "deberta")
-# The layouts whose layers are not BERT's, to BERT's group names (one vocabulary for every family):
-# DistilBERT's transformer.layer.N.{attention, ffn.lin1, ffn.lin2} and ModernBERT's layers.N.{attn,
-# mlp.Wi, mlp.Wo} are attention, intermediate and output.
-_SUBLAYER = {"attention": "attention", "attn": "attention", "lin1": "intermediate", "Wi": "intermediate",
-             "lin2": "output", "Wo": "output"}
+# Every family's base-model attribute, which wraps the encoder in a task model and in its traced
+# graph's node names: "/mpnet/encoder/layer.0/...".
+BASE_PREFIXES = base_prefixes()
+# The group names that need no family: the parts of a model outside its layers.
+_OUTSIDE_LAYERS = ("embeddings", "pooler", "classifier")
 
 
 def module_group(path: str) -> str:
     """Map a dotted or slashed path inside the model to the user-facing module group name.
 
     Groups: embeddings, encoder.layer.N.attention, encoder.layer.N.intermediate,
-    encoder.layer.N.output, pooler, classifier; '' when the path names none of them. Every family
-    the kit knows maps to these names (core/families).
+    encoder.layer.N.output, pooler, classifier; '' when the path names none of them. Each family maps
+    its own layers to these names (`Family.layer_group`, core/families).
     """
     parts = [p for p in path.replace("/", ".").split(".") if p]
     while parts and parts[0] in BASE_PREFIXES:  # a traced graph's wrappers too
         parts = parts[1:]
     if not parts:
         return ""
-    if parts[:2] == ["transformer", "layer"] and len(parts) >= 4 and parts[2].isdigit():  # DistilBERT
-        sub = parts[4] if parts[3] == "ffn" and len(parts) >= 5 else parts[3]
-        return f"encoder.layer.{parts[2]}.{_SUBLAYER[sub]}" if sub in _SUBLAYER else ""
-    if parts[0].startswith("layers") and len(parts) >= 3 and parts[1].isdigit():  # ModernBERT: layers.N.attn
-        sub = parts[3] if parts[2] == "mlp" and len(parts) >= 4 else parts[2]
-        return f"encoder.layer.{parts[1]}.{_SUBLAYER[sub]}" if sub in _SUBLAYER else ""
-    if parts[0] == "encoder" and len(parts) >= 4 and parts[1] == "layer" and parts[2].isdigit():
-        if parts[3] in ("attention", "intermediate", "output"):
-            return ".".join(parts[:4])
-        return ""
-    if parts[0] in ("embeddings", "pooler", "classifier"):
-        return parts[0]
-    return ""
+    group = layer_group(parts)
+    if group is not None:
+        return group
+    return parts[0] if parts[0] in _OUTSIDE_LAYERS else ""

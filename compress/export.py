@@ -28,7 +28,7 @@ from shrinkbert.compress.configs import ExportConfig as Config
 from shrinkbert.compress import skip_layer_norm
 from shrinkbert.core.artifacts import atomic_artifact, check, write_manifest
 from shrinkbert.core.config import stage_main, to_dict
-from shrinkbert.core.data.builtin import resolve_model
+from shrinkbert.core.builtin import resolve_model
 from shrinkbert.core.data.dataspec import resolve_spec, stage_max_length
 from shrinkbert.core.errors import ShrinkbertError, require
 from shrinkbert.core.kinds import kind_for_stage, kind_of

@@ -28,7 +28,7 @@ from shrinkbert.compress.configs import PruneConfig as Config
 from shrinkbert.compress.importance import heads_in, module_at, score, slicing_layout
 from shrinkbert.core.artifacts import save_model_artifact
 from shrinkbert.core.config import stage_main, to_dict
-from shrinkbert.core.data.builtin import resolve_model
+from shrinkbert.core.builtin import resolve_model
 from shrinkbert.core.data.dataspec import resolve_spec, stage_max_length
 from shrinkbert.core.errors import ShrinkbertError, require
 from shrinkbert.core.families import family_of

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from shrinkbert.core.catalogue import BUILTIN_TASK_SPECS
 from shrinkbert.core.config import field
-from shrinkbert.core.data.catalogue import BUILTIN_TASK_SPECS
 from shrinkbert.core.errors import ShrinkbertError
 
 

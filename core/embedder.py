@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shrinkbert.core.data.builtin import resolve_model
+from shrinkbert.core.builtin import resolve_model
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.models import load_model, load_tokenizer
 from shrinkbert.core.quiet import unused_pooler_quiet

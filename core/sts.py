@@ -11,7 +11,7 @@ from typing import Callable, Sequence
 import numpy as np
 from scipy.stats import ConstantInputWarning, spearmanr
 
-from shrinkbert.core.data.scored_pairs import ScoredPairs
+from shrinkbert.core.scored_pairs import ScoredPairs
 
 
 

@@ -1,4 +1,4 @@
-"""Token classification's one home: words to sub-tokens, labels aligned, logits back to words, scores.
+"""Token classification's one home: words to sub-tokens, labels aligned, logits back to words.
 
 A token task's rows are {"tokens": [word, ...], "tags": [label index per word]}. The model sees
 sub-tokens; each word is labelled on its first sub-token (the BERT paper's CoNLL-2003 recipe) and
@@ -10,7 +10,8 @@ Every scorer in the kit works on flat arrays: a token task's predictions become 
 (the word's first sub-token logits) and its gold labels one label per word, so `core.predict.accuracy`,
 the parity checks and the int8 tolerance need no second code path. Words past max_length are not
 scored (they were never seen), nor are words the tokenizer turns into nothing (a zero-width space);
-`word_counts` keeps the sentence boundaries for entity-level F1.
+`word_counts` keeps the sentence boundaries for entity-level F1, which the token kind scores
+(core/kinds/token.py).
 """
 from __future__ import annotations
 
@@ -19,7 +20,6 @@ from typing import Any, Sequence
 import numpy as np
 
 from shrinkbert.core.errors import ShrinkbertError
-from shrinkbert.core.metrics import compute_metrics, load_metric
 
 IGNORE = -100  # the label torch's cross-entropy skips: special tokens, padding, later sub-tokens
 
@@ -100,19 +100,3 @@ def split_rows(flat: Sequence, counts: Sequence[int]) -> list[list]:
     if start != len(flat):
         raise ShrinkbertError(f"{len(flat)} word predictions for {start} words")
     return out
-
-
-def tag_scores(task, predictions: Sequence[int], references: Sequence[int], counts: Sequence[int]) -> dict[str, float]:
-    """Word accuracy, and for a task scored with seqeval entity precision/recall/F1 over its BIO tags."""
-    predictions, references = [int(p) for p in predictions], [int(r) for r in references]
-    if not references:
-        raise ShrinkbertError("no words to score")
-    scores = {"accuracy": compute_metrics(["accuracy"], predictions, references)["accuracy"]}
-    if "seqeval" in task.metrics:
-        names = task.label_names
-        result = load_metric("seqeval").compute(
-            predictions=[[names[p] for p in row] for row in split_rows(predictions, counts)],
-            references=[[names[r] for r in row] for row in split_rows(references, counts)])
-        scores.update(entity_precision=result["overall_precision"], entity_recall=result["overall_recall"],
-                      entity_f1=result["overall_f1"])
-    return scores

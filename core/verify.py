@@ -14,7 +14,7 @@ import json
 import os
 from pathlib import Path
 
-from shrinkbert.core.data.cache import cache_root
+from shrinkbert.core.cache import cache_root
 from shrinkbert.core.errors import ShrinkbertError
 
 SKIP_ENV = "SHRINKBERT_NO_VERIFY"

@@ -44,7 +44,7 @@ def open_encoder(path: str, threads: int, max_length: int, spin: bool = False,
         from shrinkbert.students.static import StaticEmbedder
 
         return StaticEmbedder.load(folder).encode, "numpy (static)"
-    from shrinkbert.core.data.builtin import resolve_model
+    from shrinkbert.core.builtin import resolve_model
     from shrinkbert.core.embedder import Embedder
 
     embedder = Embedder.load(resolve_model(path), max_length=max_length)

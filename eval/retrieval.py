@@ -10,7 +10,7 @@ Three settings, each with recall@1, recall@10 and MRR@10 and a bootstrap interva
 
 The questions are a seeded sample across the articles; every paragraph of the file is indexed (with
 --retrieval-articles held-out, every paragraph of the half of the articles whose questions a
-distillation corpus never takes: core/data/qa_data.article_half). A
+distillation corpus never takes: core/qa_data.article_half). A
 drop-in variant is also compared with the teacher question by question (`paired_difference`): its
 recall minus the teacher's, in points, with the report's paired bootstrap interval (eval/stats.py),
 tighter than the two settings' own intervals suggest.
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shrinkbert.core.data.qa_data import HELD_OUT_HALF, article_half
+from shrinkbert.core.qa_data import HELD_OUT_HALF, article_half
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.eval.stats import paired_bootstrap
 

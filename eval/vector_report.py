@@ -61,7 +61,7 @@ def baseline_tokenizer(path: str):
     """The baseline's `tokenizers.Tokenizer` (its tokenizer.json, or the named model's), or None."""
     from tokenizers import Tokenizer
 
-    from shrinkbert.core.data.builtin import resolve_model
+    from shrinkbert.core.builtin import resolve_model
 
     folder = Path(path) if Path(path).is_dir() else Path(resolve_model(path))
     return Tokenizer.from_file(str(folder / "tokenizer.json")) if (folder / "tokenizer.json").is_file() else None
@@ -154,7 +154,7 @@ def time_in_workers(specs: dict[str, dict], text: str, threads: int, max_length:
 
 
 def size_mb(path: str) -> float | None:
-    from shrinkbert.core.data.builtin import resolve_model
+    from shrinkbert.core.builtin import resolve_model
 
     folder = Path(path) if Path(path).is_dir() else Path(resolve_model(path))  # a name: its installed folder
     if not folder.is_dir():
@@ -165,8 +165,8 @@ def size_mb(path: str) -> float | None:
 def measure_vectors(config, rows, artifacts: list[str], baseline: str | None) -> dict:
     """Measure every artifact and the baseline (the first artifact unless given; measured first where it
     is not among them, as a model name such as minilm may be); the report."""
-    from shrinkbert.core.data.datafolder import data_file
-    from shrinkbert.core.data.scored_pairs import ScoredPairs
+    from shrinkbert.core.datafolder import data_file
+    from shrinkbert.core.scored_pairs import ScoredPairs
     from shrinkbert.core.device import describe_machine, set_threads
     from shrinkbert.core.kinds.embedding import agreement
     from shrinkbert.eval.embedding_eval import drop_in_recall, nli_auc, read_nli_pairs, task_classification, throughput

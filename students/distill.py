@@ -38,7 +38,7 @@ import numpy as np
 
 from shrinkbert.core.artifacts import save_model_artifact
 from shrinkbert.core.config import options, refuse_unread, stage_main, to_dict
-from shrinkbert.core.data.builtin import resolve_model
+from shrinkbert.core.builtin import resolve_model
 from shrinkbert.core.data.dataspec import resolve_spec, stage_max_length
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.families import is_mlm

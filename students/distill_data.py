@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from shrinkbert.core.data.cache import default_cache_dir
+from shrinkbert.core.cache import default_cache_dir
 from shrinkbert.core.data.dataspec import load_splits
 from shrinkbert.core.data.leakguard import LeakGuard, describe
 from shrinkbert.core.errors import ShrinkbertError

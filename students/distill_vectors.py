@@ -27,13 +27,12 @@ from pathlib import Path
 import numpy as np
 
 from shrinkbert.core.artifacts import atomic_artifact, check, write_manifest
-from shrinkbert.core.data.builtin import resolve_model
+from shrinkbert.core.builtin import resolve_model
 from shrinkbert.core.config import options, refuse_unread
 from shrinkbert.core.configs import DataConfig, TrainConfig
-from shrinkbert.core.data.dataspec import resolve_spec
+from shrinkbert.core.data.dataspec import resolve_spec, split_pairs
 from shrinkbert.core.data.load import load_corpus
-from shrinkbert.core.data.qa_data import QA_SUFFIXES, training_questions
-from shrinkbert.core.data.scored_pairs import split_pairs
+from shrinkbert.core.qa_data import QA_SUFFIXES, training_questions
 from shrinkbert.core.embedder import Embedder
 from shrinkbert.students.configs import EMBEDDING_ONLY_OPTIONS
 from shrinkbert.core.errors import ShrinkbertError

@@ -51,8 +51,8 @@ import torch
 
 from shrinkbert.core.artifacts import atomic_artifact, check, write_manifest
 from shrinkbert.core.configs import TrainConfig
-from shrinkbert.core.data.builtin import resolve_model
-from shrinkbert.core.data.cache import default_cache_dir
+from shrinkbert.core.builtin import resolve_model
+from shrinkbert.core.cache import default_cache_dir
 from shrinkbert.core.embedder import Embedder, write_st_layout
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds.embedding import agreement, normalize_rows

@@ -21,6 +21,8 @@ equal to, a slice of the teacher; distillation closes the gap.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from shrinkbert.core.errors import ShrinkbertError
@@ -121,24 +123,36 @@ def stream_basis(teacher, k: int, keep: str = "norm", embeddings: str = "columns
     return torch.eye(table.shape[1], dtype=table.dtype)[:, dims]
 
 
-@torch.no_grad()
-def init_from_teacher(student, teacher, layer_ids: list[int] | None = None, keep: str = "norm",
-                      embeddings: str = "columns") -> dict:
-    """Copy (sliced) teacher weights into `student` in place; return a record of what was kept.
+@dataclasses.dataclass(frozen=True)
+class Selection:
+    """What a student takes from its teacher, decided from the teacher's weights before anything is
+    copied: every weight the student starts from is the teacher's, sliced by these."""
+    layers: list[int]
+    """The 0-based teacher layer of each student layer."""
+    stream: torch.Tensor
+    """The residual stream: the kept dims (1-D indices) or a basis (2-D, [teacher, student])."""
+    attention: list[torch.Tensor | None]
+    """Each student layer's kept dims of the teacher layer's all-head dim (whole heads where the head
+    sizes agree); None where the student's heads are wider than the teacher's (left random)."""
+    ffn: list[torch.Tensor]
+    """Each student layer's kept FFN neurons."""
+    table_heads: torch.Tensor
+    """The heads whose columns the tables shared by every layer keep (`Layout.head_tables`)."""
 
-    Works for any family's classifier / masked-LM / base-model pairs (core/families). `layer_ids` are
-    0-based teacher layers, one per student layer (default: uniform). keep: "norm" or "first".
-    embeddings: "columns" (the residual dims `keep` picks) or "pca" (the stream projected on the
-    teacher word-embedding table's top principal components; heads and FFN neurons still by `keep`).
-    """
+
+@torch.no_grad()
+def select(student_config, teacher, layer_ids: list[int] | None = None, keep: str = "norm",
+           embeddings: str = "columns") -> Selection:
+    """The layers, stream dims, heads and FFN neurons a student of `student_config` takes from `teacher`
+    (`init_from_teacher`'s arguments); a student this family cannot take from its teacher is refused
+    in one line. A family that keeps the teacher's widths (no `Layout`) keeps every dim."""
     if keep not in ("norm", "first"):
         raise ShrinkbertError(f"init keep rule must be 'norm' or 'first', got {keep!r}")
     family = family_of(teacher)
-    family.check_student(teacher.config, family.widths(student.config))
+    family.check_student(teacher.config, family.widths(student_config))
     if embeddings not in EMBEDDINGS:
         raise ShrinkbertError(f"init embeddings must be one of {', '.join(EMBEDDINGS)}, got {embeddings!r}")
-    s_cfg, t_cfg = student.config, teacher.config
-    s, t = _base(student), _base(teacher)
+    s_cfg, t_cfg = student_config, teacher.config
     if t_cfg.vocab_size != s_cfg.vocab_size:
         raise ShrinkbertError(f"student vocabulary ({s_cfg.vocab_size}) differs from the teacher's "
                               f"({t_cfg.vocab_size}); a student shares its teacher's tokenizer")
@@ -158,48 +172,77 @@ def init_from_teacher(student, teacher, layer_ids: list[int] | None = None, keep
         raise ShrinkbertError(f"init layers {[i + 1 for i in layer_ids]} must name {s_cfg.num_hidden_layers} "
                               f"teacher layers between 1 and {t_cfg.num_hidden_layers}")
 
-    if not family.slices_width:  # the teacher's widths: whole layers and everything else copied as they are
-        return _copy_layers(student, teacher, layer_ids, family)
+    if not family.slices_width:  # the teacher's widths: whole layers
+        return Selection(layer_ids, torch.arange(t_h), [torch.arange(t_h)] * len(layer_ids),
+                         [torch.arange(t_w.intermediate)] * len(layer_ids), torch.arange(t_w.heads))
+    layout = family.layout
+    word_t = teacher.base_model.get_submodule(layout.embeddings).get_submodule(layout.word).weight
+    stream = _stream_dims(word_t, s_h, keep, embeddings)
+    t_heads, s_heads = t_w.heads, s_w.heads
+    t_hd, s_hd = t_h // t_heads, s_h // s_heads
+    attention, ffn, first_heads = [], [], None
+    for t_i in layer_ids:
+        tl = family.layers(teacher)[t_i]
+        dims = _attention_dims(tl, layout, s_heads, s_hd, t_heads, t_hd, keep)
+        if dims is not None and first_heads is None:
+            first_heads = dims[::s_hd] // t_hd
+        attention.append(dims)
+        ffn_scores = tl.get_submodule(layout.ffn_in).weight.norm(dim=1) * tl.get_submodule(layout.ffn_out).weight.norm(dim=0)
+        ffn.append(_top(ffn_scores, s_w.intermediate, keep))
+    # the tables shared by every layer: the first layer's heads decide
+    return Selection(layer_ids, stream, attention, ffn, first_heads if first_heads is not None else torch.arange(s_heads))
 
+
+@torch.no_grad()
+def init_from_teacher(student, teacher, layer_ids: list[int] | None = None, keep: str = "norm",
+                      embeddings: str = "columns") -> dict:
+    """Copy (sliced) teacher weights into `student` in place; return a record of what was kept.
+
+    Works for any family's classifier / masked-LM / base-model pairs (core/families). `layer_ids` are
+    0-based teacher layers, one per student layer (default: uniform). keep: "norm" or "first".
+    embeddings: "columns" (the residual dims `keep` picks) or "pca" (the stream projected on the
+    teacher word-embedding table's top principal components; heads and FFN neurons still by `keep`).
+    What is taken is `select`'s.
+    """
+    chosen = select(student.config, teacher, layer_ids, keep, embeddings)
+    family = family_of(teacher)
+    if not family.slices_width:  # the teacher's widths: whole layers and everything else copied as they are
+        return _copy_layers(student, teacher, chosen.layers, family)
+
+    s_cfg = student.config
+    s, t = _base(student), _base(teacher)
     layout = family.layout
     emb_t, emb_s = t.get_submodule(layout.embeddings), s.get_submodule(layout.embeddings)
-    word_t = emb_t.get_submodule(layout.word).weight
-    hid = _stream_dims(word_t, s_h, keep, embeddings)
-    _copy(emb_s.get_submodule(layout.word).weight, _cols(word_t, hid))
+    hid = chosen.stream
+    _copy(emb_s.get_submodule(layout.word).weight, _cols(emb_t.get_submodule(layout.word).weight, hid))
     _copy(emb_s.get_submodule(layout.position).weight,
           _cols(emb_t.get_submodule(layout.position).weight[: s_cfg.max_position_embeddings], hid))
     if layout.token_type:
         _copy(emb_s.get_submodule(layout.token_type).weight, _cols(emb_t.get_submodule(layout.token_type).weight, hid))
     _norm(emb_s.get_submodule(layout.embedding_norm), emb_t.get_submodule(layout.embedding_norm), hid)
 
-    t_heads, s_heads = t_w.heads, s_w.heads
-    t_hd, s_hd = t_h // t_heads, s_h // s_heads
-    random_attention, first_heads = [], None
-    for s_i, t_i in enumerate(layer_ids):
+    random_attention = []
+    for s_i, (t_i, dims, ffn) in enumerate(zip(chosen.layers, chosen.attention, chosen.ffn)):
         sl, tl = family.layers(student)[s_i], family.layers(teacher)[t_i]
         part_s, part_t = sl.get_submodule, tl.get_submodule
-        dims = _attention_dims(tl, layout, s_heads, s_hd, t_heads, t_hd, keep)
         if dims is None:
             random_attention.append(s_i + 1)
         else:
-            first_heads = first_heads if first_heads is not None else dims[::s_hd] // t_hd
             for name in (layout.query, layout.key, layout.value):
                 _linear(part_s(name), part_t(name), dims, hid)
             _linear(part_s(layout.attention_out), part_t(layout.attention_out), hid, dims)
         _norm(part_s(layout.attention_norm), part_t(layout.attention_norm), hid)
-        ffn_scores = part_t(layout.ffn_in).weight.norm(dim=1) * part_t(layout.ffn_out).weight.norm(dim=0)
-        ffn = _top(ffn_scores, s_w.intermediate, keep)
         _linear(part_s(layout.ffn_in), part_t(layout.ffn_in), ffn, hid)
         _linear(part_s(layout.ffn_out), part_t(layout.ffn_out), hid, ffn)
         _norm(part_s(layout.ffn_norm), part_t(layout.ffn_norm), hid)
-    for table in layout.head_tables:  # shared by every layer: the first layer's heads decide
-        heads = first_heads if first_heads is not None else torch.arange(s_heads)
-        _copy(s.get_submodule(table).weight, t.get_submodule(table).weight[:, heads])
+    for table in layout.head_tables:
+        _copy(s.get_submodule(table).weight, t.get_submodule(table).weight[:, chosen.table_heads])
 
     skip = (emb_s, family.layers(student), *(s.get_submodule(table) for table in layout.head_tables))
     carried = ["embeddings"] + _carry_rest(student, teacher, hid, skip=skip)
-    return {"layers_from_teacher": [i + 1 for i in layer_ids], "keep": keep, "embeddings": embeddings,
-            "hidden_dims_kept": s_h, "carried": carried, "random_attention_layers": random_attention}
+    return {"layers_from_teacher": [i + 1 for i in chosen.layers], "keep": keep, "embeddings": embeddings,
+            "hidden_dims_kept": family.widths(s_cfg).hidden, "carried": carried,
+            "random_attention_layers": random_attention}
 
 
 def _where(model, module) -> str:

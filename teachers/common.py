@@ -5,7 +5,7 @@ from pathlib import Path
 
 import torch
 
-from shrinkbert.core.data.builtin import resolve_model
+from shrinkbert.core.builtin import resolve_model
 from shrinkbert.core.errors import ShrinkbertError
 
 PAD_VALUES = {"labels": -100, "token_type_ids": 0, "attention_mask": 0, "special_tokens_mask": 1}

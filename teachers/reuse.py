@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Iterable
 
 from shrinkbert.core.artifacts import atomic_artifact, is_artifact, read_manifest
-from shrinkbert.core.data.cache import cache_root
+from shrinkbert.core.cache import cache_root
 from shrinkbert.students.cache import teacher_identity, text_fingerprint
 
 KEY_VERSION = 1

@@ -103,7 +103,7 @@ def fetch_or_skip(*names: str) -> None:
     """Fetch built-in archives into the run's cache. When a registry or its client (npm, apt-get, an
     apt list) is missing: a skip that says why on a developer's machine, a FAILURE under CI=true, so a
     slim runner cannot stay green while testing none of the real data."""
-    from shrinkbert.core.data import builtin
+    from shrinkbert.core import builtin
     from shrinkbert.core.errors import ShrinkbertError
 
     for name in names:

@@ -65,7 +65,7 @@ def make_tiny_qa(out: Path) -> Path:
     import torch
     from transformers import AutoTokenizer, BertConfig, BertForQuestionAnswering
 
-    from shrinkbert.core.data.builtin import minilm_path
+    from shrinkbert.core.builtin import minilm_path
 
     tokenizer = AutoTokenizer.from_pretrained(str(minilm_path()), use_fast=True)
     torch.manual_seed(0)

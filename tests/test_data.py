@@ -10,7 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shrinkbert.core.data import builtin, load as data
+from shrinkbert.core import builtin
+from shrinkbert.core.data import load as data
 from shrinkbert.core.data.load import load_corpus, load_task, tokenize_task
 from shrinkbert.core.data.tasks import Task
 from shrinkbert.core.errors import ShrinkbertError

@@ -1,4 +1,4 @@
-"""Dataset names resolved offline from the data folders of $SHRINKBERT_DATA (core/data/datafolder.py).
+"""Dataset names resolved offline from the data folders of $SHRINKBERT_DATA (core/datafolder.py).
 
 A name that is neither a built-in nor an existing path is looked up in each data folder, as written and
 without its owner; NAME:SPLIT picks one split's file; the stored splits are named by the files' hashes,
@@ -17,7 +17,7 @@ import yaml
 from conftest import shared_data
 from fixtures import write_tiny_csv
 from shrinkbert.core.data import load as data
-from shrinkbert.core.data.datafolder import DATA_ENV, data_file, find, task_path
+from shrinkbert.core.datafolder import DATA_ENV, data_file, find, task_path
 from shrinkbert.core.data.load import load_corpus, load_task
 from shrinkbert.core.data.tasks import BUILTIN_TASKS
 from shrinkbert.core.errors import ShrinkbertError

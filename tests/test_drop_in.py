@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from shrinkbert.core.data.load import load_corpus
-from shrinkbert.core.data.qa_data import HELD_OUT_HALF, TRAINING_HALF, article_half, training_questions
+from shrinkbert.core.qa_data import HELD_OUT_HALF, TRAINING_HALF, article_half, training_questions
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.eval.retrieval import read_squad_retrieval
 from shrinkbert.students.embedding_distill import pull_towards

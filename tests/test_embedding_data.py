@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from shrinkbert.core.data.load import load_corpus
-from shrinkbert.core.data.scored_pairs import read_scored_pairs
+from shrinkbert.core.scored_pairs import read_scored_pairs
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.sts import cosine_rows, spearman_x100, sts_spearman
 
@@ -77,7 +77,7 @@ def test_sts_embeds_each_sentence_once_on_real_rows(tmp_path):
 
 
 def test_the_spearman_drop_and_its_bootstrap_se_on_hand_made_vectors():
-    from shrinkbert.core.data.scored_pairs import ScoredPairs
+    from shrinkbert.core.scored_pairs import ScoredPairs
     from shrinkbert.core.sts import distinct_sentences, pairs_spearman, spearman_drop
 
     # four pairs whose cosines rank exactly as the gold scores: Spearman 100

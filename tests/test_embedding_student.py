@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from fixtures import make_tiny_bert, tiny_sentences
-from shrinkbert.core.data.builtin import minilm_path
+from shrinkbert.core.builtin import minilm_path
 from shrinkbert.core.data.load import load_corpus
 from shrinkbert.core.embedder import Embedder, read_pooling
 from shrinkbert.core.errors import ShrinkbertError

@@ -99,7 +99,8 @@ def test_imdb_task_has_its_own_seeded_stored_splits(real_data):
 
 
 def test_guarded_corpus_is_built_once_then_read_from_the_cache(real_data, tmp_path, monkeypatch):
-    from shrinkbert.core.data import builtin, builtin_data
+    from shrinkbert.core import builtin
+    from shrinkbert.core.data import builtin_data
 
     # The cache under test is a fresh folder that shares the fetched archives.
     (tmp_path / "downloads").symlink_to(builtin.cache_root(None) / "downloads")

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from shrinkbert.core.data.qa_data import read_qa_file, read_qa_splits
+from shrinkbert.core.qa_data import read_qa_file, read_qa_splits
 from shrinkbert.core.errors import ShrinkbertError
 
 SQUAD_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "squad"

@@ -14,7 +14,7 @@ MAX_LENGTH = 96
 
 @pytest.fixture(scope="module")
 def questions():
-    from shrinkbert.core.data.qa_data import read_qa_file
+    from shrinkbert.core.qa_data import read_qa_file
 
     rows = read_qa_file(SQUAD)
     return rows.select(range(0, len(rows), 300))
@@ -22,7 +22,7 @@ def questions():
 
 @pytest.fixture(scope="module")
 def minilm_dir() -> Path:
-    from shrinkbert.core.data.builtin import minilm_path
+    from shrinkbert.core.builtin import minilm_path
 
     return Path(minilm_path())
 
@@ -49,7 +49,7 @@ def test_bundle_windows_equal_the_kits(questions, minilm_dir):
     from transformers import AutoTokenizer
 
     from shrinkbert.core.kinds.qa import default_doc_stride as doc_stride
-    from shrinkbert.core.qa_windows import encode_batch
+    from shrinkbert.core.kinds.qa_windows import encode_batch
 
     fast = AutoTokenizer.from_pretrained(str(minilm_dir), use_fast=True)
     raw = Tokenizer.from_file(str(minilm_dir / "tokenizer.json"))
@@ -68,7 +68,7 @@ def test_bundle_windows_equal_the_kits(questions, minilm_dir):
 def test_answer_from_logits_without_torch(questions, minilm_dir):
     from tokenizers import Tokenizer
 
-    from shrinkbert.core.qa_windows import answer_positions
+    from shrinkbert.core.kinds.qa_windows import answer_positions
 
     raw = Tokenizer.from_file(str(minilm_dir / "tokenizer.json"))
     spans = []

@@ -30,7 +30,7 @@ def squad_file(tmp_path_factory) -> Path:
 def tokenizer():
     from transformers import AutoTokenizer
 
-    from shrinkbert.core.data.builtin import minilm_path
+    from shrinkbert.core.builtin import minilm_path
 
     return AutoTokenizer.from_pretrained(str(minilm_path()), use_fast=True)
 

@@ -242,7 +242,7 @@ def test_eval_report_scores_every_variant_on_em_and_f1(chain, tmp_path):
 def test_qa_stages_default_to_384_tokens_and_doc_stride_is_for_qa_only(tiny_csv):
     from transformers import AutoTokenizer
 
-    from shrinkbert.core.data.builtin import minilm_path
+    from shrinkbert.core.builtin import minilm_path
     from shrinkbert.core.data.load import load_task, tokenize_task
     from shrinkbert.core.kinds import get_kind
 

@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from shrinkbert.core.errors import ShrinkbertError
-from shrinkbert.core.qa_windows import CLS_INDEX, answer_positions, encode_batch, tokenize_windows
+from shrinkbert.core.kinds.qa_windows import CLS_INDEX, answer_positions, encode_batch, tokenize_windows
 
 SQUAD = Path(__file__).resolve().parents[2] / "shared" / "data" / "squad" / "squad-dev-v1.1.json"
 pytestmark = pytest.mark.skipif(not SQUAD.is_file(), reason="../shared/data/squad is absent (it is on CI)")
@@ -14,14 +14,14 @@ pytestmark = pytest.mark.skipif(not SQUAD.is_file(), reason="../shared/data/squa
 def tokenizer():
     from transformers import AutoTokenizer
 
-    from shrinkbert.core.data.builtin import minilm_path
+    from shrinkbert.core.builtin import minilm_path
 
     return AutoTokenizer.from_pretrained(str(minilm_path()), use_fast=True)
 
 
 @pytest.fixture(scope="module")
 def questions():
-    from shrinkbert.core.data.qa_data import read_qa_file
+    from shrinkbert.core.qa_data import read_qa_file
 
     rows = read_qa_file(SQUAD)
     return rows.select(range(0, len(rows), 45))  # ~200 questions across every article

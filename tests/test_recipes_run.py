@@ -69,7 +69,7 @@ def miniature(recipe, tiny: Path, tiny_mpnet: Path | None = None) -> list[str]:
 
 def builtin_sources(recipe) -> set[str]:
     """The registry archives a recipe's stages read (built-in tasks and corpora)."""
-    from shrinkbert.core.data.builtin import SOURCES
+    from shrinkbert.core.builtin import SOURCES
 
     names = set()
     for stage in recipe.stages:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from shrinkbert.core.data import builtin
+from shrinkbert.core import builtin
 from shrinkbert.core.errors import ShrinkbertError
 
 

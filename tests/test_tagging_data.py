@@ -8,7 +8,8 @@ import datasets
 import pytest
 from conftest import fetch_or_skip
 
-from shrinkbert.core.data import builtin, builtin_data
+from shrinkbert.core import builtin
+from shrinkbert.core.data import builtin_data
 from shrinkbert.core.data.brown_tags import UNIVERSAL_TAGS, universal_tag
 from shrinkbert.core.data.load import load_task
 from shrinkbert.core.data.tasks import BUILTIN_TASKS

@@ -1,7 +1,7 @@
 """The eval harness on token-classification (tagging) variants: PyTorch, ONNX, int8 ONNX, bundle.
 
 A tiny random token classifier is exported and quantized by the compress stages, then measured on
-hand-made BIO rows: word accuracy and entity F1 come from core.tagging.tag_scores, each word scored
+hand-made BIO rows: word accuracy and entity F1 come from core.kinds.token.tag_scores, each word scored
 on its first sub-token, words past max_length dropped with their gold tags.
 """
 from __future__ import annotations
@@ -237,7 +237,7 @@ def test_onnx_runner_predict_words_lines_up_with_gold_words(token_onnx):
 
 def test_a_word_the_tokenizer_drops_loses_its_own_tag_only(token_onnx):
     """A zero-width space makes no sub-token: the word after it keeps its own gold tag."""
-    from shrinkbert.core.tagging import tag_scores
+    from shrinkbert.core.kinds.token import tag_scores
     from shrinkbert.eval.measure import Settings, _accuracy
     from shrinkbert.eval.runners import open_runner
 
@@ -301,7 +301,8 @@ def test_conll_task_through_the_command_line(token_model, token_onnx, tmp_path):
     test = splits["test"]
     file_rows = from_words(task, list(test["tokens"]), list(test["tags"]))
     names = [task.label_names.index(n) for n in TINY_TAGS]  # model output i -> file label index
-    from shrinkbert.core.tagging import encode_words, encoded_word_ids, gather_words, gold_words, tag_scores
+    from shrinkbert.core.kinds.token import tag_scores
+    from shrinkbert.core.tagging import encode_words, encoded_word_ids, gather_words, gold_words
     import torch
     from transformers import AutoModelForTokenClassification, AutoTokenizer
 

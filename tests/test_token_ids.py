@@ -21,7 +21,7 @@ TRICKY = ["hello\x0bworld", "a\x0cb c\x1fd", "[MASK] is a [mask]", "x[SEP]y [UNK
 
 @pytest.fixture(scope="module")
 def minilm_tokenizer() -> Tokenizer:
-    from shrinkbert.core.data.builtin import minilm_path
+    from shrinkbert.core.builtin import minilm_path
 
     tokenizer = Tokenizer.from_file(str(minilm_path() / "tokenizer.json"))
     tokenizer.no_padding()

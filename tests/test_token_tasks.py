@@ -37,7 +37,7 @@ def test_alignment_labels_first_subtoken_only():
 
 
 def test_tag_scores_entity_f1_counts_spans_not_words():
-    from shrinkbert.core.tagging import tag_scores
+    from shrinkbert.core.kinds.token import tag_scores
     from shrinkbert.core.data.tasks import Task
 
     task = Task("t", ("O", "B-PER", "I-PER"), metrics=("seqeval", "accuracy"), kind="token")

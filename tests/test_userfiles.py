@@ -1,4 +1,4 @@
-"""User files as people have them (core/data/userdata.py): a GLUE-style paraphrase .tsv (quote characters
+"""User files as people have them (core/userdata.py): a GLUE-style paraphrase .tsv (quote characters
 inside sentences, CRLF line ends, a UTF-8 byte-order mark before the header) reads as written; a
 quoted .tsv reads with tsv_quoting; a row with the wrong number of fields is one clear line."""
 from __future__ import annotations
@@ -70,7 +70,7 @@ def test_a_bom_and_crlf_csv_finds_its_first_column(tmp_path, cache_env):
 
 @pytest.mark.parametrize("cells, count", [(6, 6), (4, 4)])
 def test_a_row_with_the_wrong_field_count_is_one_clear_line(tmp_path, cells, count):
-    from shrinkbert.core.data.userdata import read_table
+    from shrinkbert.core.userdata import read_table
 
     rows = glue_rows(12)
     rows[6] = (rows[6] + ["stray"])[:cells] if cells > 5 else rows[6][:cells]  # pandas would pad a short row
@@ -103,7 +103,7 @@ def load_pairs_plain(path, **options):
 
 
 def test_a_quoted_csv_row_with_a_stray_field_names_its_line(tmp_path):
-    from shrinkbert.core.data.userdata import read_table
+    from shrinkbert.core.userdata import read_table
 
     path = tmp_path / "bad.csv"
     path.write_text("text,label\n" + "".join(f"movie {i},good\n" for i in range(5)) + "a, b,good\n")

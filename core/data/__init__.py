@@ -1,25 +1,20 @@
-"""The data room inside core: tasks, the data spec, readers of every source, stored splits.
+"""The data room inside core: tasks, the data spec, the built-in tasks' rows, stored splits.
 
     from shrinkbert.core.data.load import load_task, tokenize_task
     task, splits = load_task("movie-snippets")          # also: from shrinkbert.core.data import load_task
 
-The modules, lowest first; each imports only modules listed above it (and core's errors,
-artifacts, config). tasks and load also ask the task kinds (core/kinds), whose modules read a
-user's rows with userdata and qa_data: the kinds sit above those readers and below load.
+The modules, lowest first; each imports only modules listed above it, the task kinds (core/kinds)
+and core's own modules. The readers below the kinds live in core itself (core/userdata.py: a
+user's files; datafolder.py, qa_data.py, scored_pairs.py, builtin.py: the built-in archives;
+cache.py; catalogue.py: the built-in tasks' declarations), so the kinds read rows with them and
+this package asks the kinds, and no import points back.
 
-  cache         where shrinkbert keeps what it fetches and builds ($SHRINKBERT_CACHE)
   brown_tags    Brown corpus tags -> the 12 universal tags
   leakguard     the filter that keeps validation/test text (and near-duplicates) out of training text
-  userdata      a user's files: tables, CoNLL, directories of train/validation/test
-  datafolder    names resolved offline from the data folders of $SHRINKBERT_DATA (sentence-transformers/stsb, snli:test)
-  qa_data       extractive QA (SQuAD) rows: read, checked, split by article
-  scored_pairs  scored sentence pairs (STS-B's shape) for embedding tasks
-  catalogue     the built-in tasks' declarations (plain data: --help lists them without the kinds)
   tasks         Task: a task's declaration (labels, pair, metrics, kind); the built-in tasks
-  builtin       the built-in archives, fetched from package registries, and the built-in model
-  builtin_data  the built-in tasks' rows and corpora, read from those archives
+  builtin_data  the built-in tasks' rows and corpora, read from the built-in archives
   dataspec      DataSpec: the data fields every stage shares (core.configs.DataConfig), inherited along the lineage;
-                load_splits(spec): the stored splits of a spec (imports load when called)
+                load_splits(spec): the stored splits of a spec (imports load when called); split_pairs
   load          load_task, tokenize_task, load_corpus: seeded splits, stored once
 
 This file imports none of them: the names below are looked up on first use (PEP 562), so
@@ -34,7 +29,7 @@ import importlib
 # name -> the module of this package that defines it
 _EXPORTS = {
     "load_task": "load", "load_splits": "dataspec", "tokenize_task": "load", "load_corpus": "load",
-    "limit_rows": "load", "make_splits": "load", "default_cache_dir": "cache",
+    "limit_rows": "load", "make_splits": "load", "default_cache_dir": "load",
     "Task": "tasks", "BUILTIN_TASKS": "tasks", "DataSpec": "dataspec",
     "resolve_spec": "dataspec", "LeakGuard": "leakguard",
 }

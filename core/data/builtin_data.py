@@ -38,7 +38,7 @@ from collections import defaultdict
 
 import datasets
 
-from shrinkbert.core.data import builtin
+from shrinkbert.core import builtin
 from shrinkbert.core.data.brown_tags import universal_tag
 from shrinkbert.core.data.leakguard import LeakGuard, describe
 from shrinkbert.core.data.tasks import BUILTIN_TASKS

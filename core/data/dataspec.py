@@ -117,3 +117,17 @@ def load_splits(spec: DataSpec, cache_dir: str | None = None, max_rows: int | No
     return load_task(spec.task, text_column=spec.text_column, text_pair_column=spec.text_pair_column or None,
                      label_column=spec.label_column, split_seed=spec.split_seed, cache_dir=cache_dir or None,
                      max_rows=max_rows, tsv_quoting=spec.tsv_quoting)
+
+
+def split_pairs(spec, split: str = "validation", max_rows: int = 0, cache_dir: str | None = None):
+    """(the task, the scored pairs of one of its stored splits), the first `max_rows` (0: all): a stage's
+    scored-pairs task as distillation, pruning and quantization read it."""
+    import numpy as np  # deferred, as load is: every stage's --help imports this module
+
+    from shrinkbert.core.scored_pairs import ScoredPairs
+
+    task, splits = load_splits(spec, cache_dir or None)
+    rows = splits[split]
+    if max_rows:
+        rows = rows.select(range(min(max_rows, len(rows))))
+    return task, ScoredPairs(list(rows["sentence1"]), list(rows["sentence2"]), np.asarray(rows["score"]))

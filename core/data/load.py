@@ -26,16 +26,17 @@ from typing import Sequence
 
 import datasets
 
-from shrinkbert.core.verify import file_sha256
-from shrinkbert.core.data import builtin, builtin_data
-from shrinkbert.core.data.cache import default_cache_dir
-from shrinkbert.core.data.datafolder import data_file, find, searched, split_suffix, task_path
-from shrinkbert.core.data.qa_data import QA_SUFFIXES, training_questions
+from shrinkbert.core import builtin
+from shrinkbert.core.cache import default_cache_dir
+from shrinkbert.core.data import builtin_data
 from shrinkbert.core.data.tasks import BUILTIN_TASKS, Task
-from shrinkbert.core.data.userdata import (SPLIT_NAMES, check_utf8, first_line, is_conll, looks_like_path,
-                                           quiet_datasets, read_conll, read_table, split_files)
+from shrinkbert.core.datafolder import data_file, find, searched, split_suffix, task_path
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds import by_read_priority, kind_of
+from shrinkbert.core.qa_data import QA_SUFFIXES, training_questions
+from shrinkbert.core.userdata import (SPLIT_NAMES, check_utf8, first_line, is_conll, looks_like_path,
+                                           quiet_datasets, read_conll, read_table, split_files)
+from shrinkbert.core.verify import file_sha256
 
 # Bump when the way stored splits are built changes, so stale stores are not reused.
 STORE_VERSION = 2

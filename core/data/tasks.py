@@ -9,7 +9,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from shrinkbert.core.data.catalogue import BUILTIN_TASK_SPECS
+from shrinkbert.core.catalogue import BUILTIN_TASK_SPECS
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds import DEFAULT_KIND, all_kinds, check_task
 
@@ -66,5 +66,5 @@ class Task:
                    kind=values.get("kind", DEFAULT_KIND))
 
 
-# The built-in tasks, declared in core/data/catalogue.py (which --help reads without the kinds).
+# The built-in tasks, declared in core/catalogue.py (which --help reads without the kinds).
 BUILTIN_TASKS = {name: Task(name, **spec) for name, spec in BUILTIN_TASK_SPECS.items()}

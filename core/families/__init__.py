@@ -29,6 +29,22 @@ def family_of(config_or_model) -> Family:
     return family
 
 
+def base_prefixes() -> tuple[str, ...]:
+    """Every family's base-model attribute (`Family.base_prefix`): what wraps the encoder in a task
+    model's module paths and in its traced graph's node names."""
+    return tuple(dict.fromkeys(family.base_prefix for family in FAMILIES))
+
+
+def layer_group(parts: list[str]) -> str | None:
+    """The user-facing group of a module path (split, base prefixes removed) inside the layers of the
+    family it belongs to (`Family.layer_group`); None when no family's layers hold it."""
+    for family in FAMILIES:
+        group = family.layer_group(parts)
+        if group is not None:
+            return group
+    return None
+
+
 def next_sentence_prediction(config) -> bool:
     """Whether the config's family pre-trains with next-sentence prediction (BERT's objective alone); an
     unknown family does not (its masked-LM class continues it)."""
@@ -44,4 +60,5 @@ def is_mlm(config) -> bool:
     return any(a.endswith("ForMaskedLM") or a in pretraining for a in (config.architectures or []))
 
 
-__all__ = ["FAMILIES", "Family", "Widths", "family_of", "is_mlm", "next_sentence_prediction"]
+__all__ = ["FAMILIES", "Family", "Widths", "base_prefixes", "family_of", "is_mlm", "layer_group",
+           "next_sentence_prediction"]

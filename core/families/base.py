@@ -52,8 +52,18 @@ class Family:
     model_types: ClassVar[tuple[str, ...]]
     """The transformers `model_type`s of this family's configs."""
 
+    base_prefix: ClassVar[str]
+    """The attribute a task model keeps its base model under (transformers' `base_model_prefix`), which
+    also opens the names of its traced graph's nodes: "/mpnet/encoder/layer.0/..."."""
+
     layers_path: ClassVar[str] = "encoder.layer"
     """Where the transformer layers sit under the base model (`model.base_model`), dotted."""
+
+    sublayer_groups: ClassVar[dict[str, str]] = {"attention": "attention", "intermediate": "intermediate",
+                                                 "output": "output"}
+    """A layer's modules (dotted, relative to one layer) under the group names users give for every
+    family (quantize --exclude, accuracy-aware quantization): attention, intermediate (the FFN's input
+    projection) and output (its output projection)."""
 
     config_fields: ClassVar[dict[str, str]] = {"layers": "num_hidden_layers", "hidden": "hidden_size",
                                                "heads": "num_attention_heads", "intermediate": "intermediate_size"}
@@ -112,6 +122,19 @@ class Family:
         for part in self.layers_path.split("."):
             module = getattr(module, part)
         return module
+
+    def layer_group(self, parts: list[str]) -> str | None:
+        """The user-facing group ("encoder.layer.N.attention", ...) of a module path (split on dots, the
+        base prefix removed) inside one of this family's layers; "" for a part of a layer outside every
+        group (a norm); None when the path is not inside this family's layers."""
+        head = self.layers_path.split(".")
+        if len(parts) <= len(head) + 1 or parts[:len(head)] != head or not parts[len(head)].isdigit():
+            return None
+        index, rest = parts[len(head)], ".".join(parts[len(head) + 1:])
+        for path, group in self.sublayer_groups.items():
+            if rest == path or rest.startswith(path + "."):
+                return f"encoder.layer.{index}.{group}"
+        return ""
 
     def check_student(self, teacher_config, widths: Widths) -> None:
         """Refuse, in one line, a student this family cannot initialise from its teacher."""

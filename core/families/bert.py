@@ -9,6 +9,7 @@ from shrinkbert.core.families.base import Family, Layout, Widths
 class BertFamily(Family):
     name = "BERT"
     model_types = ("bert",)
+    base_prefix = "bert"
     layout = Layout()
     counts_like_bert = True
     ort_fusion = "bert"
@@ -18,12 +19,14 @@ class BertFamily(Family):
 class RobertaFamily(BertFamily):
     name = "RoBERTa/XLM-R"
     model_types = ("roberta", "xlm-roberta", "camembert")
+    base_prefix = "roberta"  # XLM-R's and CamemBERT's classes keep RoBERTa's
     pretraining_class = None  # RoBERTa dropped next-sentence prediction
 
 
 class ElectraFamily(BertFamily):
     name = "ELECTRA"
     model_types = ("electra",)
+    base_prefix = "electra"
     pretraining_class = None  # ElectraForPreTraining is the replaced-token discriminator, no MLM or NSP head
 
     def extra_student_fields(self, teacher_config, widths: Widths) -> dict:

@@ -8,6 +8,7 @@ from shrinkbert.core.families.base import Family, Widths
 class DebertaFamily(Family):
     name = "DeBERTa-v2/v3"
     model_types = ("deberta-v2",)
+    base_prefix = "deberta"
 
     def extra_student_fields(self, teacher_config, widths: Widths) -> dict:
         # The pooler has its own width field; it follows the hidden size unless the teacher set it apart.

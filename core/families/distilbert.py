@@ -8,7 +8,9 @@ from shrinkbert.core.families.base import Family, Layout
 class DistilBertFamily(Family):
     name = "DistilBERT"
     model_types = ("distilbert",)
+    base_prefix = "distilbert"
     layers_path = "transformer.layer"
+    sublayer_groups = {"attention": "attention", "ffn.lin1": "intermediate", "ffn.lin2": "output"}
     config_fields = {"layers": "n_layers", "hidden": "dim", "heads": "n_heads", "intermediate": "hidden_dim"}
     ort_fusion = "bert"
     layout = Layout(query="attention.q_lin", key="attention.k_lin", value="attention.v_lin",

@@ -9,6 +9,7 @@ from shrinkbert.core.families.base import Family, Layout
 class MPNetFamily(Family):
     name = "MPNet"
     model_types = ("mpnet",)
+    base_prefix = "mpnet"
     layout = Layout(query="attention.attn.q", key="attention.attn.k", value="attention.attn.v",
                     attention_out="attention.attn.o", attention_norm="attention.LayerNorm", token_type=None,
                     head_tables=("encoder.relative_attention_bias",))

@@ -32,6 +32,7 @@ An embedding student is distilled on unlabelled text (students/embedding_distill
 """
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -41,6 +42,8 @@ import numpy as np
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds import register
 from shrinkbert.core.kinds.base import TaskKind
+from shrinkbert.core.scored_pairs import STS_RANGE, check_scores
+from shrinkbert.core.userdata import quiet_datasets
 
 COLUMNS = ("sentence1", "sentence2", "score")
 OUTPUT = "sentence_embedding"  # compress/embedding_onnx.py's graph output
@@ -204,8 +207,6 @@ class EmbeddingKind(TaskKind):
                                   f"task (premise,hypothesis pairs: --text-column premise --text-pair-column "
                                   f"hypothesis, with an entailment label); task '{task.name}' has "
                                   f"{'pairs' if task.pair else 'one text per row'}, labels {', '.join(task.label_names)}")
-        from shrinkbert.core.data.tasks import Task  # deferred: the data package
-
         def labelled(split):  # a row without a gold label (a hub dataset's -1) is neither entailed nor contradicted
             return split["text"], split["text_pair"], [names[i] if 0 <= i < len(names) else "" for i in split["label"]]
 
@@ -225,7 +226,7 @@ class EmbeddingKind(TaskKind):
                                       "contradicting hypothesis, so triplet accuracy has nothing to judge")
             adopted[name] = datasets.Dataset.from_dict({column: [t[i] for t in triplets] for i, column in
                                                         enumerate(("sentence1", "sentence2", "negative"))})
-        return Task(task.name, ("0", "1"), pair=True, metrics=(TRIPLETS,), kind=self.name), adopted
+        return dataclasses.replace(task, label_names=("0", "1"), pair=True, metrics=(TRIPLETS,), kind=self.name), adopted
 
     def passes_on(self, task) -> bool:
         return TRIPLETS not in task.metrics  # NLI triplets: an embedding model's later stages score pairs
@@ -236,8 +237,6 @@ class EmbeddingKind(TaskKind):
 
     # -- reading and checking rows ----------------------------------------------------------------
     def read_user_splits(self, read, where, options):
-        from shrinkbert.core.data.scored_pairs import STS_RANGE, check_scores  # deferred: the data package
-
         tables = {split: table for split, (table, _, _) in read.items()}
         if not all({"sentence1", "sentence2", "score"} <= set(table.column_names) for table in tables.values()):
             return None
@@ -291,7 +290,6 @@ class EmbeddingKind(TaskKind):
         negative_input_ids, ...; SentenceEncoder embeds them all in one forward). A scored pair's score
         becomes "labels", scaled from the task's range to 0..1 (sentence-transformers'
         CosineSimilarityLoss target); entailment pairs and triplets have none."""
-        from shrinkbert.core.data.userdata import quiet_datasets  # deferred: the data package
 
         if not isinstance(dataset, datasets.Dataset):  # a DatasetDict: pairs and triplets differ by split
             return datasets.DatasetDict({name: self.tokenize(split, tokenizer, task, max_length)

@@ -1,8 +1,8 @@
 """Extractive question answering (SQuAD style): an answer is a span of the context.
 
 Rows are the hub `squad` dataset's: {"id", "title", "context", "question", "answers": {"text",
-"answer_start"}} (core/data/qa_data.py reads, checks and splits them by article). A question becomes
-one or more overlapping windows (core/qa_windows.py: question first, only the context
+"answer_start"}} (core/qa_data.py reads, checks and splits them by article). A question becomes
+one or more overlapping windows (core/kinds/qa_windows.py: question first, only the context
 truncated); the model is a ForQuestionAnswering with start and end logits per token; training
 targets are each window's start/end_positions (the answer, or [CLS] where the window does not hold
 it). KD compares the softened start and the softened end distributions of every window. An
@@ -21,17 +21,17 @@ from typing import Any, Sequence
 import datasets
 import numpy as np
 
-from shrinkbert.core.data.qa_data import (FEATURES, carve_missing, check_unique_across, looks_like_qa, read_qa_file,
-                                          read_qa_table)
-from shrinkbert.core.data.userdata import quiet_datasets
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds import register
 from shrinkbert.core.kinds.base import TaskKind
 from shrinkbert.core.kinds.edge.qa_edge import answer_question, best_null_threshold
 from shrinkbert.core.kinds.losses import kd_logits_loss
+from shrinkbert.core.kinds.qa_windows import DOC_STRIDE, MAX_LENGTH, context_offsets, encode_batch, tokenize_windows
 from shrinkbert.core.metrics.squad.compute_score import compute_score, question_scores
 from shrinkbert.core.predict import model_inputs
-from shrinkbert.core.qa_windows import DOC_STRIDE, MAX_LENGTH, context_offsets, encode_batch, tokenize_windows
+from shrinkbert.core.qa_data import (FEATURES, carve_missing, check_unique_across, looks_like_qa, read_qa_file,
+                                     read_qa_table)
+from shrinkbert.core.userdata import quiet_datasets
 
 LABEL_NAMES = ("start", "end")  # ForQuestionAnswering's two outputs per token (num_labels 2)
 MODEL_COLUMNS = ("input_ids", "attention_mask", "token_type_ids")

@@ -12,7 +12,6 @@ from typing import Any, Sequence
 import datasets
 import numpy as np
 
-from shrinkbert.core.data.userdata import encode_labels, quiet_datasets, standardize
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds import register
 from shrinkbert.core.kinds.base import TaskKind
@@ -20,6 +19,7 @@ from shrinkbert.core.kinds.losses import hard_loss, kd_logits_loss
 from shrinkbert.core.metrics import compute_metrics
 from shrinkbert.core.parity_texts import PARITY_SENTENCES
 from shrinkbert.core.predict import accuracy, cross_entropy, predict
+from shrinkbert.core.userdata import encode_labels, quiet_datasets, standardize
 
 
 @register

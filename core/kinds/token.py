@@ -14,14 +14,15 @@ from typing import Any, Sequence
 import datasets
 import numpy as np
 
-from shrinkbert.core.data.userdata import encode_tags, quiet_datasets, standardize_tokens, tag_metrics, token_columns
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds import register
 from shrinkbert.core.kinds.base import TaskKind
 from shrinkbert.core.kinds.losses import hard_loss, kd_logits_loss
+from shrinkbert.core.metrics import compute_metrics, load_metric
 from shrinkbert.core.predict import accuracy, cross_entropy, predict
 from shrinkbert.core.tagging import (IGNORE, align_labels, encode_words, encoded_word_ids, flat_labelled, gather_words,
-                                     gold_words, tag_scores, word_counts)
+                                     gold_words, split_rows, word_counts)
+from shrinkbert.core.userdata import encode_tags, quiet_datasets, standardize_tokens, tag_metrics, token_columns
 
 
 class WordLabels(list):
@@ -237,3 +238,19 @@ class TokenKind(TaskKind):
                 "predictions": predictions, "word_counts": counts,
                 # right/wrong per scored word: the report's paired differences (eval/stats.py)
                 "correct": [int(p == g) for p, g in zip(predictions, golds)]}
+
+
+def tag_scores(task, predictions: Sequence[int], references: Sequence[int], counts: Sequence[int]) -> dict[str, float]:
+    """Word accuracy, and for a task scored with seqeval entity precision/recall/F1 over its BIO tags."""
+    predictions, references = [int(p) for p in predictions], [int(r) for r in references]
+    if not references:
+        raise ShrinkbertError("no words to score")
+    scores = {"accuracy": compute_metrics(["accuracy"], predictions, references)["accuracy"]}
+    if "seqeval" in task.metrics:
+        names = task.label_names
+        result = load_metric("seqeval").compute(
+            predictions=[[names[p] for p in row] for row in split_rows(predictions, counts)],
+            references=[[names[r] for r in row] for row in split_rows(references, counts)])
+        scores.update(entity_precision=result["overall_precision"], entity_recall=result["overall_recall"],
+                      entity_f1=result["overall_f1"])
+    return scores

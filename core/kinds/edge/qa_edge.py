@@ -116,7 +116,7 @@ def best_null_threshold(null_score_diffs: Sequence[float], answer_f1: Sequence[f
 
 # ---------------------------------------------------------------------------------------------
 # The bundle's side (p is the bundle's Predictor, compress/edge_predictor.py): windows made with
-# `tokenizers` alone, the same windows core/qa_windows.py makes with transformers' tokenizer.
+# `tokenizers` alone, the same windows core/kinds/qa_windows.py makes with transformers' tokenizer.
 
 NOT_A_TAGGER = "this bundle answers questions: use answer(question, context) or predict(questions, contexts)"
 

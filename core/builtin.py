@@ -23,7 +23,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from shrinkbert.core.data.cache import cache_root
+from shrinkbert.core.cache import cache_root
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.verify import file_sha256, remember, remembered_sha256
 
@@ -296,7 +296,7 @@ def resolve_model(name_or_path: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m shrinkbert.core.data.builtin [NAME...]`: fetch the built-in archives now (e.g. to warm a CI cache)."""
+    """`python -m shrinkbert.core.builtin [NAME...]`: fetch the built-in archives now (e.g. to warm a CI cache)."""
     names = (argv if argv is not None else sys.argv[1:]) or list(ARCHIVES)
     try:
         for key in names:

@@ -24,8 +24,8 @@ import os
 import re
 from pathlib import Path
 
-from shrinkbert.core.data.userdata import SPLIT_NAMES, files_by_split, split_files
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.userdata import SPLIT_NAMES, files_by_split, split_files
 
 DATA_ENV = "SHRINKBERT_DATA"
 SPLIT_SUFFIX = re.compile(r"^(?P<base>[^:]+):(?P<split>[A-Za-z]+)$")

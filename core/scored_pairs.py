@@ -1,6 +1,6 @@
 """Scored sentence pairs (STS-B's shape: `sentence1,sentence2,score`) read from a user's file.
 
-The file goes through `core.data.userdata.read_table`, so an empty, non-UTF-8 or unreadable file is
+The file goes through `core.userdata.read_table`, so an empty, non-UTF-8 or unreadable file is
 already one clear line; here a missing column, a score that is not a number and a score outside
 the declared range each get theirs. Nothing is written: the reader only reads.
 """
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from shrinkbert.core.data.userdata import read_table
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.userdata import read_table
 
 STS_RANGE = (0.0, 5.0)  # STS-B's gold scores: 0 (unrelated) to 5 (same meaning)
 
@@ -53,16 +53,3 @@ def check_scores(values, where, score_range: tuple[float, float] = STS_RANGE) ->
                                   f"{score_range[0]:g}..{score_range[1]:g}")
         scores.append(score)
     return scores
-
-
-def split_pairs(spec, split: str = "validation", max_rows: int = 0, cache_dir: str | None = None):
-    """(the task, the scored pairs of one of its stored splits), the first `max_rows` (0: all): a stage's
-    scored-pairs task as distillation, pruning and quantization read it."""
-    from shrinkbert.core.data.dataspec import load_splits  # deferred: dataspec reads tasks, which read this
-
-    task, splits = load_splits(spec, cache_dir or None)
-    rows = splits[split]
-    if max_rows:
-        rows = rows.select(range(min(max_rows, len(rows))))
-    return task, ScoredPairs(list(rows["sentence1"]), list(rows["sentence2"]), np.asarray(rows["score"]))
-

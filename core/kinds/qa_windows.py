@@ -14,9 +14,9 @@ from typing import Sequence
 
 import datasets
 
-from shrinkbert.core.data.userdata import quiet_datasets
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds.edge.qa_edge import cut_question, question_limit
+from shrinkbert.core.userdata import quiet_datasets
 
 MAX_LENGTH = 384
 DOC_STRIDE = 128

@@ -26,9 +26,9 @@ import datasets
 import numpy as np
 from sklearn.model_selection import GroupShuffleSplit
 
-from shrinkbert.core.data.datafolder import find, task_path
-from shrinkbert.core.data.userdata import check_utf8, first_line, quiet_datasets, read_table, split_files
+from shrinkbert.core.datafolder import find, task_path
 from shrinkbert.core.errors import ShrinkbertError
+from shrinkbert.core.userdata import check_utf8, first_line, quiet_datasets, read_table, split_files
 
 FEATURES = datasets.Features({
     "id": datasets.Value("string"), "title": datasets.Value("string"), "context": datasets.Value("string"),
