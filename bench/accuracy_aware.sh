@@ -9,8 +9,8 @@ out=runs/bench/accuracy-aware
 [ -d "$teacher" ] || { echo "error: $teacher missing: run bash scripts/demo.sh first" >&2; exit 2; }
 sb=.venv/bin/shrinkbert
 [ -d $out/onnx ] || $sb export --model "$teacher" --optimization none --output-dir $out/onnx   # unfused: modules map to nodes
-[ -d $out/int8 ] || $sb quantize --model $out/onnx --mode dynamic --output-dir $out/int8
-[ -d $out/int8-aa ] || $sb quantize --model $out/onnx --mode dynamic --accuracy-aware --tolerance 0.5 --allow-unmet \
+[ -d $out/int8 ] || $sb quantize --model $out/onnx --approach dynamic --output-dir $out/int8
+[ -d $out/int8-aa ] || $sb quantize --model $out/onnx --approach dynamic --accuracy-aware --tolerance 0.5 --allow-unmet \
     --output-dir $out/int8-aa
 $sb eval $out/onnx $out/int8 $out/int8-aa --batch-sizes 1 --seq-lens 128 --memory off --out $out/report
 .venv/bin/python - "$out" <<'PY'

@@ -52,7 +52,7 @@ def main(argv=None) -> int:
         student = where if is_artifact(where) else distill(teacher=str(assistant), seed=seed, output_dir=str(where),
                                                             **RECIPE)
         onnx = export(model=student, optimization="O2", output_dir=str(where) + "-onnx")
-        int8 = quantize(model=onnx, mode="dynamic", output_dir=str(where) + "-int8")
+        int8 = quantize(model=onnx, approach="dynamic", output_dir=str(where) + "-int8")
         direct.append(str(baseline))
         assisted.append(str(int8))
     table = report(args.teacher, *direct, *assisted, batch_sizes=[1], seq_lens=["128"], memory="off",

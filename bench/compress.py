@@ -139,7 +139,7 @@ def main(argv=None) -> int:
     int8 = stage(quantize, out / "onnx-int8", args.reuse, model=str(fp32), task=args.task, max_eval_rows=512)
     int8_o2 = stage(quantize, out / "onnx-int8-O2", args.reuse, model=str(o2), task=args.task, max_eval_rows=512)
     static = stage(quantize, out / "onnx-int8-static", args.reuse, model=str(fp32), task=args.task, max_eval_rows=512,
-                   mode="static", calibration="minmax", calibration_rows=256, per_channel=True)
+                   approach="static", calibration="minmax", calibration_rows=256, per_channel=True)
     aware = None
     if not args.no_accuracy_aware:
         aware = stage(quantize, out / "onnx-int8-aware", args.reuse, model=str(fp32), task=args.task, max_eval_rows=512,

@@ -24,7 +24,7 @@ STSB=../shared/data/stsb
 [ -d $R/student-int8 ] || { echo "error: $R/student-int8 missing: run recipes/embeddings.yaml first" >&2; exit 2; }
 start=$(date +%s)
 [ -d $R/teacher-onnx ] || $SB export --model minilm --output-dir $R/teacher-onnx
-[ -d $R/teacher-int8 ] || $SB quantize --model $R/teacher-onnx --mode dynamic --output-dir $R/teacher-int8
+[ -d $R/teacher-int8 ] || $SB quantize --model $R/teacher-onnx --approach dynamic --output-dir $R/teacher-int8
 [ -d $P ] || $SB prune --model minilm --task $STSB --head-fraction "$HEADS" --neuron-fraction "$NEURONS" \
     --importance-rows 2048 --max-eval-rows 1500 --output-dir $P
 echo "prune: $(( $(date +%s) - start )) s"
@@ -32,7 +32,7 @@ $SB distill --mode embeddings --teacher minilm --student $P --corpus imdb,wordne
     --epochs 3 --learning-rate 1e-4 --batch-size 32 --max-train-rows 30000 --hidden-weight "$HIDDEN" --output-dir $B-recovered
 echo "recovery: $(( $(date +%s) - start )) s"
 $SB export --model $B-recovered --output-dir $B-onnx
-$SB quantize --model $B-onnx --mode dynamic --max-eval-rows 1500 --output-dir $B-int8
+$SB quantize --model $B-onnx --approach dynamic --max-eval-rows 1500 --output-dir $B-int8
 $SB eval minilm $R/teacher-int8 $R/student-int8 $P $B-recovered $B-int8 \
     --task $STSB --baseline minilm --index-corpus brown --threads 2 --out $B-report
 echo "wall: $(( $(date +%s) - start )) s"

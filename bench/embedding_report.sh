@@ -12,7 +12,7 @@ R=runs/embeddings
 [ -d $R/student-int8 ] || { echo "error: $R/student-int8 missing: run recipes/embeddings.yaml first" >&2; exit 2; }
 start=$(date +%s)
 [ -d $R/teacher-onnx ] || $SB export --model minilm --output-dir $R/teacher-onnx
-[ -d $R/teacher-int8 ] || $SB quantize --model $R/teacher-onnx --mode dynamic --output-dir $R/teacher-int8
+[ -d $R/teacher-int8 ] || $SB quantize --model $R/teacher-onnx --approach dynamic --output-dir $R/teacher-int8
 $SB eval minilm $R/teacher-int8 $R/student $R/student-int8 $R/bundle $R/static $R/static-bundle \
     --task ../shared/data/stsb --baseline minilm --index-corpus brown --threads 2 --out $R/report-all
 echo "wall: $(( $(date +%s) - start )) s"

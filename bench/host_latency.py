@@ -12,13 +12,13 @@ variant's p50 and its speed-up over the first --torch variant. Writes --out (JSO
 
 A second runtime, to see whether another one runs faster on this host: `--openvino
 NAME=FILE[@f32|@bf16]` compiles a plain ONNX graph (OpenVINO cannot read ONNX Runtime's fused
-com.microsoft ops, so export with `--optimization none`; a static QDQ int8 graph from `quantize --mode
+com.microsoft ops, so export with `--optimization none`; a static QDQ int8 graph from `quantize --approach
 static` of that export runs in int8) on OpenVINO's CPU plugin, latency hint, one stream, the same
 thread count, at that inference precision (f32 unless told). OpenVINO is not a dependency of the kit:
 `pip install openvino` first.
 
     shrinkbert export --model runs/demo/edge-trimmed --optimization none --output-dir /tmp/edge-plain
-    shrinkbert quantize --model /tmp/edge-plain --mode static --output-dir /tmp/edge-qdq
+    shrinkbert quantize --model /tmp/edge-plain --approach static --output-dir /tmp/edge-qdq
     python bench/host_latency.py --torch teacher=runs/demo/teacher --onnx edge-int8=runs/demo/edge-int8/model.onnx \
         --openvino ov-f32=/tmp/edge-plain/model.onnx --openvino ov-bf16=/tmp/edge-plain/model.onnx@bf16 \
         --openvino ov-qdq=/tmp/edge-qdq/model.onnx --threads 2 --cases 1x24,1x128,8x128

@@ -69,9 +69,9 @@ def variants(calibrations: list[str], block: int) -> list[tuple[str, str, dict, 
         ("o2-int8-isa-default", "fp32-o2", dict(), "O2 fused + dynamic, the ISA's defaults"),
     ]
     for method in calibrations:
-        rows.append((f"static-{method}", "fp32", dict(mode="static", calibration=method),
+        rows.append((f"static-{method}", "fp32", dict(approach="static", calibration=method),
                      f"static QDQ, {method}, MatMul/Gemm/Gather; LN/GELU/Add/Softmax float"))
-    rows.append(("int4", "fp32", dict(mode="int4", int4_block_size=block), f"weight-only int4 (MatMulNBits + GatherBlockQuantized), block {block}"))
+    rows.append(("int4", "fp32", dict(approach="int4", int4_block_size=block), f"weight-only int4 (MatMulNBits + GatherBlockQuantized), block {block}"))
     return rows
 
 

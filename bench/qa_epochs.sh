@@ -21,7 +21,7 @@ $SB distill --teacher runs/squad/teacher --layers "$LAYERS" --epochs "$EPOCHS" -
     --logits-weight 1 --hidden-weight 1 --hard-weight 0.5 --cache-hidden --output-dir $S
 echo "distill: $(( $(date +%s) - start )) s"
 $SB export --model $S --optimization O2 --output-dir $S-onnx
-$SB quantize --model $S-onnx --mode dynamic --output-dir $S-int8
+$SB quantize --model $S-onnx --approach dynamic --output-dir $S-int8
 $SB bundle --model $S-int8 --output-dir $S-bundle
 others=()
 [ -d $E/unpruned-int8 ] && others+=($E/unpruned-int8)

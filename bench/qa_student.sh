@@ -17,11 +17,11 @@ $SB prune --model $E/3L-e3 --head-fraction 0.25 --neuron-fraction 0.25 --importa
 $SB distill --teacher runs/squad/teacher --student $E/pruned --max-steps 150 --learning-rate 5e-5 --batch-size 16 \
     --logits-weight 1 --hidden-weight 1 --hard-weight 0.5 --cache-hidden --output-dir $E/pruned-recovered
 $SB export --model $E/pruned-recovered --optimization O2 --output-dir $E/student-onnx
-$SB quantize --model $E/student-onnx --mode dynamic --output-dir $E/student-int8
+$SB quantize --model $E/student-onnx --approach dynamic --output-dir $E/student-int8
 $SB bundle --model $E/student-int8 --output-dir $E/bundle
 $SB eval runs/squad/teacher runs/squad/student $E/3L-e3 $E/pruned-recovered $E/student-int8 $E/bundle \
     --batch-sizes 1 --seq-lens 384,real --out $E/report
 $SB export --model $E/3L-e3 --optimization O2 --output-dir $E/unpruned-onnx
-$SB quantize --model $E/unpruned-onnx --mode dynamic --output-dir $E/unpruned-int8
+$SB quantize --model $E/unpruned-onnx --approach dynamic --output-dir $E/unpruned-int8
 $SB eval runs/squad/teacher $E/unpruned-int8 $E/student-int8 --batch-sizes 1 --seq-lens 384,real \
     --out $E/report-unpruned

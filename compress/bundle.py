@@ -6,7 +6,7 @@ files, kept with their sizes and sha256 in its shrinkbert.json), the modules its
 from beside itself (an embedding bundle's token_ids.py), requirements.txt, serve.py (its HTTP
 server, deploy/serve.py) with requirements-serve.txt, and what its model needs. What that is, and
 how the written bundle is checked against its source before anything is kept, depends on what the
-model gives (its kind's `sentence_vectors`):
+model gives (its kind's `gives`), each answer's parts in a module of their own (`PARTS`):
 
 - logits (sequence and pair classifiers, taggers, QA): the ONNX graph, tokenizer.json, labels.json
   and the kind's postprocessing file; parity with the source graph on the task's rows, and label
@@ -27,7 +27,9 @@ from importlib import metadata
 from pathlib import Path
 
 from shrinkbert.compress import bundle_files
+from shrinkbert.compress.bundle_logits import LogitBundle
 from shrinkbert.compress.bundle_runtime import choose_runtime, parse_threads
+from shrinkbert.compress.bundle_vectors import vector_bundle
 from shrinkbert.compress.configs import BundleConfig as Config
 from shrinkbert.core.artifacts import atomic_artifact, write_manifest
 from shrinkbert.core.config import stage_main, to_dict
@@ -60,15 +62,16 @@ def serve_requirements() -> str:
     return floors([("starlette", "0.37"), ("uvicorn", "0.30"), ("prometheus-client", "0.20"), ("httptools", "0.6")]) + uvloop
 
 
+# What a bundle holds and how it is checked, by what its model gives (TaskKind.gives): each reads its
+# source in its constructor and offers predictor, helpers, meta_file, runs_graph, max_length,
+# typical_tokens, parents, num_parameters, data, manifest_extra, write(dir) and check(dir).
+PARTS = {"logits": LogitBundle, "sentence vectors": vector_bundle}
+
+
 def bundle_parts(src_dir: Path, cfg):
-    """What the bundle of the model at `src_dir` holds and how it is checked: by what the model gives."""
-    if kind_for_stage(src_dir, "bundle").sentence_vectors:
-        from shrinkbert.compress.bundle_vectors import vector_bundle
-
-        return vector_bundle(src_dir, cfg)
-    from shrinkbert.compress.bundle_logits import LogitBundle
-
-    return LogitBundle(src_dir, cfg)
+    """What the bundle of the model at `src_dir` holds and how it is checked: its kind's answer to
+    what the model gives."""
+    return PARTS[kind_for_stage(src_dir, "bundle").gives](src_dir, cfg)
 
 
 def run(cfg: Config) -> Path:

@@ -1,4 +1,5 @@
-"""The parts of a bundle whose model gives logits (sequence and pair classifiers, taggers, QA).
+"""The parts of a bundle whose model gives logits (its kind's `gives`: sequence and pair classifiers,
+taggers, QA).
 
 The bundle stage (compress/bundle.py) writes every bundle; this module supplies what a logit model's
 bundle holds and how it is checked. Its files: model.onnx (normally int8), tokenizer.json,

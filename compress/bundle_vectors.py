@@ -1,4 +1,4 @@
-"""The parts of a bundle whose model gives sentence vectors (a model of a kind with `sentence_vectors`).
+"""The parts of a bundle whose model gives sentence vectors (its kind's `gives`: "sentence vectors").
 
 The bundle stage (compress/bundle.py) writes every bundle; this module supplies what a vector
 model's bundle holds and how it is checked. Both kinds of source get predict.py (a copy of
@@ -9,7 +9,7 @@ compress/static_predictor.py: `Predictor.embed/similarity/search`, `python predi
   defaults the stage times); numpy, tokenizers and onnxruntime. Its vectors must be the source
   graph's run by onnxruntime on the kit's tokenizer (compress/embedding_onnx.OnnxEmbedder), within
   ONNX_TOLERANCE, on texts at and past max_length.
-- A static student (students/static.py): vectors.npy (the token-vector table) and tokenizer.json;
+- A static student (compress/static_table.py): vectors.npy (the token-vector table) and tokenizer.json;
   numpy and tokenizers only. Its vectors must be the student's exactly.
 """
 from __future__ import annotations
@@ -23,6 +23,7 @@ import numpy as np
 
 from shrinkbert.compress import static_predictor, token_ids
 from shrinkbert.compress.mobile_layout import write_mobile_layout
+from shrinkbert.compress.static_table import StaticTable
 from shrinkbert.compress.web_layout import WEB_VECTOR_OUTPUT, copy_renaming_output, write_web_layout
 from shrinkbert.core.artifacts import check, is_artifact, read_manifest
 from shrinkbert.core.config import options, refuse_unread
@@ -125,13 +126,11 @@ class TableVectorBundle:
     typical_tokens = None
 
     def __init__(self, src_dir: Path, cfg):
-        from shrinkbert.students.static import StaticEmbedder
-
         if cfg.target != "python":
             raise ShrinkbertError(f"--target {cfg.target}: a static student has no graph to convert (its bundle is a "
                                   "vector table read with numpy); use --target python")
         self.cfg, self.src_dir = cfg, src_dir
-        self.student = StaticEmbedder.load(src_dir)
+        self.student = StaticTable.load(src_dir)
         self.parents, self.data = [str(src_dir)], parent_data(src_dir)
         self.num_parameters = int(self.student.vectors.size)
         self.manifest_extra = {"kind": "embedding", "dim": self.student.dim, "runtime": "numpy"}

@@ -79,8 +79,8 @@ class ExportConfig(DataConfig):
 class QuantizeConfig(DataConfig):
     model: str = field("", "ONNX artifact (compress.export) to quantize", group="model")
     output_dir: str = field("", "where the int8 ONNX artifact is written", group="output")
-    mode: str = field("dynamic", "'dynamic', 'static' (calibrated activations) or 'int4' (weight-only MatMulNBits, a size option)",
-                      choices=("dynamic", "static", "int4"))
+    approach: str = field("dynamic", "'dynamic', 'static' (calibrated activations) or 'int4' (weight-only MatMulNBits, a size option)",
+                          choices=("dynamic", "static", "int4"))
     calibration: str = field("percentile", "static calibration: minmax, entropy or percentile (percentile, the default, kept the most accuracy where bench/int8.py compares them)",
                              choices=int8.CALIBRATIONS)
     percentile: float = field(99.999, "percentile for percentile calibration", above=0, max=100)

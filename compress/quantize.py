@@ -54,8 +54,8 @@ def calibration_features(cfg: Config, tokenizer, input_names: list[str], spec=No
 
 def run(cfg: Config) -> Path:
     require(bool(cfg.model) and bool(cfg.output_dir), "quantize needs --model and --output-dir")
-    require(not cfg.calibration_data or cfg.mode == "static",
-            f"--calibration-data calibrates static int8 (--mode static); --mode {cfg.mode} reads no calibration data")
+    require(not cfg.calibration_data or cfg.approach == "static",
+            f"--calibration-data calibrates static int8 (--approach static); --approach {cfg.approach} reads no calibration data")
     src_dir = Path(cfg.model).resolve()
     src = onnx_file(src_dir)  # first: a missing model is named as such before anything reads it
     graph = check_onnx_file(src)
@@ -73,20 +73,20 @@ def run(cfg: Config) -> Path:
     excluded_groups, exclude_nodes = resolve(cfg.exclude, groups) if cfg.exclude else ([], [])
 
     ranges = None
-    if cfg.mode == "static":
+    if cfg.approach == "static":
         require(not fused, "static int8 needs an unfused graph: export with optimization none or O1")
         features = calibration_features(cfg, tokenizer, input_names, spec)
         ranges = int8.calibrate(src, features, cfg.calibration, percentile=cfg.percentile,
                                 operators=cfg.static_ops or None)
-    float_kinds = int8.float_nodes(graph, cfg.keep_float) if cfg.mode == "static" else {}
+    float_kinds = int8.float_nodes(graph, cfg.keep_float) if cfg.approach == "static" else {}
     float_only = sorted({n for nodes in float_kinds.values() for n in nodes})
 
     def quantize(dst: Path, nodes: list[str]) -> Path:
-        if cfg.mode == "int4":
+        if cfg.approach == "int4":
             return int8.quantize_int4(src, dst, cfg.int4_block_size, nodes, cfg.int4_accuracy_level)
-        qconfig, _ = int8.quantization_config(cfg.isa, cfg.mode == "static", cfg.per_channel, list(nodes) + float_only,
+        qconfig, _ = int8.quantization_config(cfg.isa, cfg.approach == "static", cfg.per_channel, list(nodes) + float_only,
                                               cfg.reduce_range, cfg.weight_type,
-                                              cfg.static_ops if cfg.mode == "static" else None)
+                                              cfg.static_ops if cfg.approach == "static" else None)
         return int8.quantize_file(src, dst, qconfig, ranges, fused)
 
     rows, labels, task = [], [], None
@@ -116,13 +116,13 @@ def run(cfg: Config) -> Path:
         excluded_groups = excluded_groups + [g for g in kept if g not in excluded_groups]
         exclude_nodes = exclude_nodes + [n for g in kept for n in groups[g]]
 
-    _, choice = int8.quantization_config(cfg.isa, cfg.mode == "static", cfg.per_channel, [], cfg.reduce_range,
-                                         cfg.weight_type, cfg.static_ops if cfg.mode == "static" else None)
+    _, choice = int8.quantization_config(cfg.isa, cfg.approach == "static", cfg.per_channel, [], cfg.reduce_range,
+                                         cfg.weight_type, cfg.static_ops if cfg.approach == "static" else None)
     isa = choice["isa"]
-    if cfg.mode == "int4":
+    if cfg.approach == "int4":
         choice = {"isa": isa, "bits": 4, "block_size": cfg.int4_block_size, "symmetric": True,
                   "accuracy_level": cfg.int4_accuracy_level, "ops": ["MatMulNBits", "GatherBlockQuantized"]}
-    elif cfg.mode == "static":
+    elif cfg.approach == "static":
         choice["keep_float"] = {k: len(v) for k, v in float_kinds.items()}
         choice["calibration"] = cfg.calibration
     with atomic_artifact(cfg.output_dir) as tmp:
@@ -132,14 +132,14 @@ def run(cfg: Config) -> Path:
         # was told to): the int8 graph is timed both ways here, unless the export was told
         parent = read_manifest(src_dir) if (src_dir / "shrinkbert.json").is_file() else {}
         layer_norm = skip_layer_norm.choose(out, cfg.max_length, cfg.threads, len(tokenizer),
-                                            skip_layer_norm.mode_of((parent.get("metrics") or {}).get("skip_layer_norm")),
+                                            skip_layer_norm.fusion_of((parent.get("metrics") or {}).get("skip_layer_norm")),
                                             needs_types=False)
         ort_session(out)  # it must load
         copy_graph_files(src_dir, tmp, ["config.json", *kind.graph_files(src_dir)])  # an embedder's pooling files
         copy_tokenizer_files(src_dir, tmp)
-        metrics = {"mode": cfg.mode, "isa": isa, "per_channel": choice.get("per_channel"), "int8_choice": choice,
+        metrics = {"approach": cfg.approach, "isa": isa, "per_channel": choice.get("per_channel"), "int8_choice": choice,
                    "cpu": int8.cpu_description(), "fused_graph": fused,
-                   "calibration": cfg.calibration if cfg.mode == "static" else None,
+                   "calibration": cfg.calibration if cfg.approach == "static" else None,
                    "kept_fp32": excluded_groups, "fp32_mb": round(src.stat().st_size / 1e6, 3),
                    "int8_mb": round(out.stat().st_size / 1e6, 3),
                    "size_ratio": round(src.stat().st_size / out.stat().st_size, 3),

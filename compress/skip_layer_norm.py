@@ -109,21 +109,21 @@ def timed_apart(files: list[Path], length: int, vocab_size: int, threads: int) -
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def told(mode: str) -> str:
-    """The record's `chosen_by` for a mode the user set (not timed)."""
-    return f"--skip-layer-norm {mode}"
+def told(fusion: str) -> str:
+    """The record's `chosen_by` for a fusion choice the user set (not timed)."""
+    return f"--skip-layer-norm {fusion}"
 
 
-def mode_of(record: dict | None) -> str:
-    """The mode a later stage keeps from an earlier one's record: "fused" where the user set it (an
+def fusion_of(record: dict | None) -> str:
+    """The fusion choice a later stage keeps from an earlier one's record: "fused" where the user set it (an
     int8 graph of such an export keeps the fusion too), else "auto"."""
     return "fused" if (record or {}).get("chosen_by") == told("fused") else "auto"
 
 
-def choose(graph: Path, max_length: int, threads: int, vocab_size: int, mode: str = "auto",
+def choose(graph: Path, max_length: int, threads: int, vocab_size: int, fusion: str = "auto",
            needs_types: bool = True) -> dict | None:
     """Time `graph` (fused) against its unfused twin at batch 1 and max_length tokens, interleaved, in a
-    process of their own, and leave the faster at `graph` (mode auto), or keep/undo the fusion as told
+    process of their own, and leave the faster at `graph` (fusion auto), or keep/undo the fusion as told
     (fused, unfused); the record for the manifest, or None when the graph has no such node.
     `needs_types`: the graph will be quantized, so an undone graph must carry its types (`typed`); an
     int8 graph need not (ORT's symbolic inference does not complete on its quantized ops)."""
@@ -134,7 +134,7 @@ def choose(graph: Path, max_length: int, threads: int, vocab_size: int, mode: st
     model = onnx.load(str(graph))
     if not any(node.op_type == FUSED for node in model.graph.node):
         return None
-    if mode == "fused":
+    if fusion == "fused":
         return {"kept": "fused", "chosen_by": told("fused")}
     replaced = unfuse(model)
     if not replaced:
@@ -144,7 +144,7 @@ def choose(graph: Path, max_length: int, threads: int, vocab_size: int, mode: st
             model = typed(model)
         except Exception as err:  # ORT's shape inference failed on the undone graph: keep ORT's own
             return {"kept": "fused", "chosen_by": f"the undone graph's types could not be inferred ({type(err).__name__})"}
-    if mode == "unfused":
+    if fusion == "unfused":
         onnx.save(model, str(graph))
         return {"kept": "unfused", "nodes": replaced, "chosen_by": told("unfused")}
     twin = graph.with_name(graph.stem + ".unfused.onnx")

@@ -5,7 +5,7 @@ student's token-vector table: numpy alone, onnxruntime never imported) or model.
 embedder exported as one graph whose output is the sentence vector, compress/embedding_onnx.py,
 with embedding.json giving its max_length; a web bundle's graph is onnx/model_quantized.onnx, its output renamed
 for transformers.js, both named in embedding.json). It is also the one home of the static student's inference: the kit's
-StaticEmbedder calls `embed_with_table` from here, so the bundle computes exactly what was measured.
+static table (compress/static_table.py) calls `embed_with_table` from here, so the bundle computes exactly what was measured.
 
     from predict import Predictor
     predictor = Predictor("bundle/")

@@ -68,23 +68,25 @@ class EvalConfig(DataConfig):
                                            "distilled on SQuAD questions here)", choices=("all", "held-out"))
 
 
-# What one report reads and the other does not: a sentence-vector report (a scored-pairs task) times
-# text -> vector at batch 1 in worker processes and writes no plot, floor or measurement cache; a
-# logit report has no drop-in index, retrieval, NLI or frozen-vector classification. An option of
-# the other report, set, is refused in one line (`unread_options`) instead of being ignored.
-VECTOR_REPORT_UNREAD = ("batch_sizes", "seq_lens", "eval_batch_size", "torch_attention", "torch_device", "memory",
-                        "cache", "plot", "floor")
-LOGIT_REPORT_UNREAD = ("index_corpus", "index_sentences", "query_sentences", "classify", "retrieval",
-                       "retrieval_questions", "nli", "nli_pairs", "retrieval_articles")
+# What one report reads and the other does not, by what the rows' models give (TaskKind.gives): a
+# sentence-vector report (a scored-pairs task) times text -> vector at batch 1 in worker processes and
+# writes no plot, floor or measurement cache; a logit report has no drop-in index, retrieval, NLI or
+# frozen-vector classification. An option of the other report, set, is refused in one line
+# (`unread_options`) instead of being ignored.
+REPORT_UNREAD = {
+    "sentence vectors": ("batch_sizes", "seq_lens", "eval_batch_size", "torch_attention", "torch_device", "memory",
+                         "cache", "plot", "floor"),
+    "logits": ("index_corpus", "index_sentences", "query_sentences", "classify", "retrieval", "retrieval_questions",
+               "nli", "nli_pairs", "retrieval_articles"),
+}
 
 
-def unread_options(config: EvalConfig, sentence_vectors: bool) -> list[str]:
-    """The options set away from their defaults (--quick's where it is on) that the report of the
-    rows' kind does not read."""
+def unread_options(config: EvalConfig, gives: str) -> list[str]:
+    """The options set away from their defaults (--quick's where it is on) that the report of models
+    that give `gives` does not read."""
     from shrinkbert.core.config import options, unread_options as unread
 
-    unread_here = VECTOR_REPORT_UNREAD if sentence_vectors else LOGIT_REPORT_UNREAD
-    reads = {o.name for o in options(EvalConfig)} - set(unread_here)
+    reads = {o.name for o in options(EvalConfig)} - set(REPORT_UNREAD[gives])
     return unread(config, reads, QUICK if config.quick else None)
 
 

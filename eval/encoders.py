@@ -23,7 +23,7 @@ def open_encoder(path: str, threads: int, max_length: int, spin: bool = False,
     # static_predictor's name for the graph file: importing embedding_onnx (torch, onnxruntime) here would
     # load both runtimes into every timing worker
     from shrinkbert.compress.static_predictor import ONNX_FILE
-    from shrinkbert.students.static import STATIC_DIR
+    from shrinkbert.compress.static_table import StaticTable, is_static_model
 
     folder = Path(path)
     manifest = read_manifest(folder) if is_artifact(folder) else {}
@@ -40,10 +40,8 @@ def open_encoder(path: str, threads: int, max_length: int, spin: bool = False,
 
         graph = OnnxEmbedder(folder, threads=threads, max_length=max_length, spin=spin, flush_denormals=flush_denormals)
         return graph.encode, "ONNX Runtime " + ("int8" if manifest.get("stage") == "quantize" else "fp32")
-    if (folder / STATIC_DIR).is_dir():
-        from shrinkbert.students.static import StaticEmbedder
-
-        return StaticEmbedder.load(folder).encode, "numpy (static)"
+    if is_static_model(folder):
+        return StaticTable.load(folder).encode, "numpy (static)"
     from shrinkbert.core.builtin import resolve_model
     from shrinkbert.core.embedder import Embedder
 

@@ -4,9 +4,9 @@
     python -m shrinkbert.eval.harness runs/teacher runs/student runs/student-int8 --task movie-snippets
 
 Artifacts are PyTorch dirs, ONNX dirs (Optimum layout) or edge bundles, in any mix. What is
-measured follows what the task kind's models give: logits here and in eval/measure.py and
-eval/report.py, sentence vectors in eval/vector_report.py (Spearman of cosines, agreement with the
-baseline's vectors, retrieval in its index). A logit model is
+measured follows what the task kind's models give (its `gives`, `REPORTS`): logits in
+eval/measure.py and eval/report.py, sentence vectors in eval/vector_report.py (Spearman of cosines,
+agreement with the baseline's vectors, retrieval in its index). A logit model is
 measured on the same stored test rows for accuracy (the task's metrics, through `evaluate` with
 the local modules in core/metrics), latency (each variant in a worker process of its own, holding
 only its runtime; warm-up, then timed calls in short bursts round-robin across the workers;
@@ -77,13 +77,45 @@ def floor_rates(config: EvalConfig, settings, cache: MeasurementCache, variants)
     return rates
 
 
+def report_logits(config: EvalConfig, rows, artifacts: list[str], baseline: str | None, settings) -> tuple[dict, dict]:
+    """The report of models that give logits (eval/measure.py, eval/report.py): (report, {kind: path})."""
+    from shrinkbert.eval.measure import measure
+    from shrinkbert.eval.report import build_report, write_report
+
+    settings.max_length = rows.kind.max_length(config.max_length)  # empty: the task kind's (QA: 384)
+    out = Path(config.output_dir)
+    cache = MeasurementCache(out / "cache", enabled=config.cache)
+    variants = measure(artifacts, rows, settings, cache, progress=config.progress)
+    rates = floor_rates(config, settings, cache, variants) if config.floor else None
+    if baseline:
+        match = [v.name for v in variants if v.path == baseline or v.name == baseline
+                 or Path(v.path).resolve() == Path(baseline).resolve()]
+        baseline = match[0] if match else None
+    report = build_report(variants, rows, settings, baseline=baseline, title=config.title or None, rates=rates)
+    report["cache"] = {"dir": str(out / "cache"), "hits": cache.hits, "enabled": cache.enabled}
+    files = write_report(report, out, plot=config.plot)
+    return report, files
+
+
+def report_vectors(config: EvalConfig, rows, artifacts: list[str], baseline: str | None, settings) -> tuple[dict, dict]:
+    """The report of models that give sentence vectors (eval/vector_report.py): scored by their vectors'
+    cosines, and against the baseline's index; (report, {kind: path})."""
+    from shrinkbert.eval.vector_report import measure_vectors, write_vector_report
+
+    report = measure_vectors(config, rows, artifacts, baseline)
+    return report, write_vector_report(report, config.output_dir)
+
+
+# The report of each answer to what the rows' models give (TaskKind.gives).
+REPORTS = {"logits": report_logits, "sentence vectors": report_vectors}
+
+
 def run(config: EvalConfig, rows=None) -> tuple[dict, dict]:
     """Measure and write the report; (report, {kind: path}). `rows` overrides loading the task."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_EVALUATE_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from shrinkbert.eval.measure import Settings, measure
-    from shrinkbert.eval.report import build_report, write_report
+    from shrinkbert.eval.measure import Settings
 
     settings = Settings(batch_sizes=config.batch_sizes, seq_lens=config.seq_lens, runs=config.runs,
                         warmup=config.warmup, threads=config.threads, max_length=config.max_length or 128,
@@ -105,26 +137,9 @@ def run(config: EvalConfig, rows=None) -> tuple[dict, dict]:
         # The task the variants were made on (the lineage records it), unless --task names another.
         spec = resolve_spec(config, [baseline or "", *artifacts])
         rows = load_test_rows(spec, split=config.split, max_rows=config.max_eval_rows or None, cache_dir=config.cache_dir)
-    refuse_options(unread_options(config, rows.kind.sentence_vectors), f"for task '{rows.task.name}', whose models "
-                   f"give {'sentence vectors' if rows.kind.sentence_vectors else 'logits'}")
-    if rows.kind.sentence_vectors:  # scored by their vectors' cosines, and against the baseline's index
-        from shrinkbert.eval.vector_report import measure_vectors, write_vector_report
-
-        report = measure_vectors(config, rows, artifacts, baseline)
-        return report, write_vector_report(report, config.output_dir)
-    settings.max_length = rows.kind.max_length(config.max_length)  # empty: the task kind's (QA: 384)
-    out = Path(config.output_dir)
-    cache = MeasurementCache(out / "cache", enabled=config.cache)
-    variants = measure(artifacts, rows, settings, cache, progress=config.progress)
-    rates = floor_rates(config, settings, cache, variants) if config.floor else None
-    if baseline:
-        match = [v.name for v in variants if v.path == baseline or v.name == baseline
-                 or Path(v.path).resolve() == Path(baseline).resolve()]
-        baseline = match[0] if match else None
-    report = build_report(variants, rows, settings, baseline=baseline, title=config.title or None, rates=rates)
-    report["cache"] = {"dir": str(out / "cache"), "hits": cache.hits, "enabled": cache.enabled}
-    files = write_report(report, out, plot=config.plot)
-    return report, files
+    gives = rows.kind.gives
+    refuse_options(unread_options(config, gives), f"for task '{rows.task.name}', whose models give {gives}")
+    return REPORTS[gives](config, rows, artifacts, baseline, settings)
 
 
 def main(argv: list[str] | None = None, prog: str | None = None, description: str | None = None) -> int:

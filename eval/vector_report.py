@@ -1,7 +1,7 @@
 """`shrinkbert eval` of models that give sentence vectors: one table, every variant on the same rows.
 
 The eval stage (eval/harness.py) measures here the variants of a task whose kind's models give
-sentence vectors (`TaskKind.sentence_vectors`: scored pairs, STS-B's shape), and the logit-giving
+sentence vectors (`TaskKind.gives`: scored pairs, STS-B's shape), and the logit-giving
 kinds' variants in eval/measure.py and eval/report.py. For each artifact — a PyTorch embedding model
 (minilm as it ships, a distilled student), an exported or int8 ONNX graph, a static student, a
 bundle — it measures:

@@ -165,7 +165,7 @@ def _int8(model: Path, where: Path, cfg: Config, resume: bool) -> Path:
     data = {"cache_dir": cfg.cache_dir} if cfg.cache_dir else {}
     onnx = _stage("export", where.with_name(where.name + "-onnx"), resume, model=str(model), optimization="O2",
                   max_length=cfg.max_length, threads=cfg.threads, **data)
-    return _stage("quantize", where.with_name(where.name + "-int8"), resume, model=str(onnx), mode="dynamic",
+    return _stage("quantize", where.with_name(where.name + "-int8"), resume, model=str(onnx), approach="dynamic",
                   max_length=cfg.max_length, threads=cfg.threads, max_eval_rows=min(cfg.max_eval_rows or 256, 256),
                   **data)
 

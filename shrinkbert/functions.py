@@ -1002,7 +1002,7 @@ def quantize(
     split_seed: int | None = None,
     tsv_quoting: bool | None = None,
     cache_dir: str = '',
-    mode: str = 'dynamic',
+    approach: str = 'dynamic',
     calibration: str = 'percentile',
     percentile: float = 99.999,
     calibration_rows: int = 128,
@@ -1061,7 +1061,7 @@ def quantize(
             $SHRINKBERT_CACHE or ~/.cache/shrinkbert)
 
     Options:
-        mode: str = 'dynamic'
+        approach: str = 'dynamic'
             'dynamic', 'static' (calibrated activations) or 'int4' (weight-only MatMulNBits, a size option) [one
             of dynamic, static, int4]
         calibration: str = 'percentile'

@@ -11,27 +11,23 @@ normalise, numpy alone.
 
 The artifact is a sentence-transformers folder (StaticEmbedding -> Normalize), so
 `SentenceTransformer(path)` loads it too: `0_StaticEmbedding/model.safetensors` holds the table
-as "embedding.weight", `0_StaticEmbedding/tokenizer.json` the teacher's tokenizer.
+as "embedding.weight", `0_StaticEmbedding/tokenizer.json` the teacher's tokenizer; compress/static_table.py
+reads, saves and runs it (the bundle and eval open it there).
 """
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from pathlib import Path
 
 import numpy as np
-from safetensors.numpy import load_file, save_file
 from sklearn.decomposition import PCA
 from tokenizers import Tokenizer
 
-from shrinkbert.compress.static_predictor import embed_with_table
-from shrinkbert.compress.token_ids import WordIds
-from shrinkbert.core.embedder import MODULES_FILE, ST_MODULE, Embedder, pool
+from shrinkbert.compress.static_table import StaticTable
+from shrinkbert.core.embedder import Embedder, pool
 from shrinkbert.core.errors import ShrinkbertError
 
-STATIC_DIR, NORMALIZE_DIR = "0_StaticEmbedding", "1_Normalize"
-WEIGHTS_FILE, TOKENIZER_FILE, WEIGHTS_KEY = "model.safetensors", "tokenizer.json", "embedding.weight"
 # BERT vocabularies reserve [unusedN] slots no text ever maps to: they would only skew the PCA fit
 # and push every real token down the Zipf ranking (model2vec drops them for the same reason).
 UNUSED_TOKEN = re.compile(r"\[unused\d+\]")
@@ -88,20 +84,12 @@ def token_vectors(teacher: Embedder, batch_size: int = 512) -> np.ndarray:
     return np.concatenate(chunks)
 
 
-class StaticEmbedder:
-    """A token-vector table and a tokenizer: `encode(texts)` -> float32 [n, dim], unit rows."""
+class StaticEmbedder(StaticTable):
+    """The static model's table built from a teacher and tuned (compress/static_table.py reads, saves and runs it)."""
 
     def __init__(self, vectors: np.ndarray, tokenizer: Tokenizer, directions: np.ndarray | None = None):
-        self.vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        super().__init__(vectors, tokenizer)
         self.directions = directions  # the PCA components [dim, teacher width], while distilling
-        self.tokenizer = tokenizer
-        self.tokenizer.no_padding()
-        self.tokenizer.no_truncation()  # a mean has no length limit
-        self.word_ids = WordIds(self.tokenizer)
-
-    @property
-    def dim(self) -> int:
-        return self.vectors.shape[1]
 
     @classmethod
     def distill(cls, teacher_path: str | Path, dim: int = 256, sif: float = SIF_COEFFICIENT,
@@ -176,26 +164,3 @@ class StaticEmbedder:
                             eval_fn=eval_fn, desc="tune static table")
         self.vectors = bag.weight.detach().cpu().numpy().copy()
         return metrics
-
-    @classmethod
-    def load(cls, path: str | Path) -> "StaticEmbedder":
-        folder = Path(path) / STATIC_DIR
-        if not (folder / WEIGHTS_FILE).is_file() or not (folder / TOKENIZER_FILE).is_file():
-            raise ShrinkbertError(f"{path} is not a static embedding model (no {STATIC_DIR}/{WEIGHTS_FILE} "
-                                  f"and {TOKENIZER_FILE})")
-        return cls(load_file(str(folder / WEIGHTS_FILE))[WEIGHTS_KEY], Tokenizer.from_file(str(folder / TOKENIZER_FILE)))
-
-    def save(self, out_dir: str | Path) -> None:
-        """The sentence-transformers layout (StaticEmbedding -> Normalize) into out_dir."""
-        out_dir = Path(out_dir)
-        (out_dir / STATIC_DIR).mkdir(parents=True, exist_ok=True)
-        (out_dir / NORMALIZE_DIR).mkdir(exist_ok=True)
-        save_file({WEIGHTS_KEY: self.vectors}, str(out_dir / STATIC_DIR / WEIGHTS_FILE))
-        self.tokenizer.save(str(out_dir / STATIC_DIR / TOKENIZER_FILE))
-        modules = [{"idx": 0, "name": "0", "path": STATIC_DIR, "type": ST_MODULE + "StaticEmbedding"},
-                   {"idx": 1, "name": "1", "path": NORMALIZE_DIR, "type": ST_MODULE + "Normalize"}]
-        (out_dir / MODULES_FILE).write_text(json.dumps(modules, indent=2))
-
-    def encode(self, texts: list[str]) -> np.ndarray:
-        """float32 [n, dim] unit vectors: the bundle's own inference (compress/static_predictor.py)."""
-        return embed_with_table(self.word_ids, self.vectors, texts)

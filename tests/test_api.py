@@ -144,8 +144,8 @@ def test_errors_name_the_keyword_from_python_and_the_flag_from_the_cli(tiny_bert
         run_stage("export", model=tiny_bert, output_dir=tmp_path / "x", parity=4)
     with pytest.raises(ShrinkbertError, match=r"^prune needs model= and output_dir=$"):  # the stage's own message
         shrinkbert.prune(output_dir="")
-    with pytest.raises(ShrinkbertError, match=r"^mode= must be one of dynamic, static, int4, got 'fast'$"):
-        shrinkbert.quantize(model=tmp_path, output_dir=tmp_path / "q", mode="fast")
+    with pytest.raises(ShrinkbertError, match=r"^approach= must be one of dynamic, static, int4, got 'fast'$"):
+        shrinkbert.quantize(model=tmp_path, output_dir=tmp_path / "q", approach="fast")
     assert _cli_error(["export", "--model", str(tiny_bert), "--parity-rows", "0"]).strip() == \
         "error: --parity-rows must be >= 1, got 0"
     assert _cli_error(["prune"]).strip() == "error: prune needs --model and --output-dir"
@@ -199,7 +199,7 @@ def test_export_then_quantize_with_no_options_take_the_fused_int8_path(tiny_bert
         onnx = shrinkbert.export(model=tiny_bert, output_dir=tmp_path / "onnx", parity_rows=8)
     assert not [w for w in seen if w.category.__name__ == "TracerWarning"]  # silenced at the export call
     int8 = shrinkbert.quantize(model=onnx, output_dir=tmp_path / "int8")
-    assert onnx.metrics["optimization"] == "O2" and int8.metrics["mode"] == "dynamic"
+    assert onnx.metrics["optimization"] == "O2" and int8.metrics["approach"] == "dynamic"
     assert int8.metrics["fused_graph"] is True and int8.metrics["quantized_nodes"] > 0
 
 

@@ -166,11 +166,11 @@ def test_static_int8_with_npz_calibration_and_relative_paths(onnx_dir, tmp_path,
     np.savez(tmp_path / "calib.npz", **dict(encode(tok, rows, 32, padding="max_length")))
     shutil.copytree(onnx_dir, tmp_path / "fp32")
     monkeypatch.chdir(tmp_path)  # relative paths must survive the temp-dir work of calibration
-    out = quantize.run(quantize.Config(model="fp32", output_dir="static", mode="static",
+    out = quantize.run(quantize.Config(model="fp32", output_dir="static", approach="static",
                                        calibration_data="calib.npz", min_calibration_rows=8,
                                        per_channel=True, max_eval_rows=16))
     m = metrics(out)
-    assert m["mode"] == "static" and m["quantized_nodes"] > 0
+    assert m["approach"] == "static" and m["quantized_nodes"] > 0
     # static int8 must keep what the model predicts, not only run (the fp32 logits are far apart)
     assert m["eval_rows"] == 16 and m["vs_fp32"]["label_agreement"] >= 0.9
     # int8 moves these logits by ~0.005 (measured): at most one of the 16 rows may flip, and accuracy can
@@ -184,15 +184,15 @@ def test_calibration_of_wrong_shape_or_too_small_is_one_clear_error(onnx_dir, tm
 
     np.savez(tmp_path / "flat.npz", input_ids=np.arange(64), attention_mask=np.ones(64, dtype=np.int64))
     with pytest.raises(ShrinkbertError, match="2-D integer array"):
-        quantize.run(quantize.Config(model=str(onnx_dir), output_dir=str(tmp_path / "o1"), mode="static",
+        quantize.run(quantize.Config(model=str(onnx_dir), output_dir=str(tmp_path / "o1"), approach="static",
                                      calibration_data=str(tmp_path / "flat.npz")))
     np.savez(tmp_path / "few.npz", input_ids=np.ones((3, 8), dtype=np.int64), attention_mask=np.ones((3, 8), dtype=np.int64))
     with pytest.raises(ShrinkbertError, match="needs at least"):
-        quantize.run(quantize.Config(model=str(onnx_dir), output_dir=str(tmp_path / "o2"), mode="static",
+        quantize.run(quantize.Config(model=str(onnx_dir), output_dir=str(tmp_path / "o2"), approach="static",
                                      calibration_data=str(tmp_path / "few.npz")))
     np.savez(tmp_path / "nomask.npz", ids=np.ones((40, 8), dtype=np.int64))
     with pytest.raises(ShrinkbertError, match="lacks model input"):
-        quantize.run(quantize.Config(model=str(onnx_dir), output_dir=str(tmp_path / "o3"), mode="static",
+        quantize.run(quantize.Config(model=str(onnx_dir), output_dir=str(tmp_path / "o3"), approach="static",
                                      calibration_data=str(tmp_path / "nomask.npz")))
     assert not (tmp_path / "o1").exists()
 

@@ -36,7 +36,7 @@ def sequence_chain(data: Path, corpus: Path, tiny: Path) -> dict:
                                                    "max_unseen_token_increase": 10.0}},
         "onnx": {"uses": "export", "with": {"model": "${trimmed}", "parity_rows": 8, "optimization": "none"}},
         "int8": {"uses": "quantize", "with": {"model": "${onnx}", "max_eval_rows": 16}},
-        "int8-static": {"uses": "quantize", "with": {"model": "${onnx}", "mode": "static", "calibration_rows": 32,
+        "int8-static": {"uses": "quantize", "with": {"model": "${onnx}", "approach": "static", "calibration_rows": 32,
                                                      "min_calibration_rows": 16, "max_eval_rows": 16}},
         # spin and threads set: "auto" times the bundle, and a measured choice may differ between two builds
         "bundle": {"uses": "bundle", "with": {"model": "${int8}", "parity_rows": 8, "spin": "on",

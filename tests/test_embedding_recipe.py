@@ -250,12 +250,12 @@ def test_static_int8_calibrates_on_the_recorded_tasks_sentences_and_keeps_the_ve
     done = run_cli(["export", "--model", str(out / "student"), "--optimization", "none", "--output-dir", str(unfused)],
                    tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
-    done = run_cli(["quantize", "--model", str(unfused), "--mode", "static", "--calibration", "minmax",
+    done = run_cli(["quantize", "--model", str(unfused), "--approach", "static", "--calibration", "minmax",
                     "--calibration-rows", "48", "--max-eval-rows", "40", "--tolerance", "100",
                     "--output-dir", str(tmp_path / "q")], tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     manifest = read_manifest(tmp_path / "q")
-    assert manifest["kind"] == "embedding" and manifest["config"]["mode"] == "static"
+    assert manifest["kind"] == "embedding" and manifest["config"]["approach"] == "static"
     assert manifest["metrics"]["calibration"] == "minmax" and manifest["metrics"]["int8_choice"]["calibration"] == "minmax"
     assert {c["name"] for c in manifest["checks"]} == {"int8_agreement", "spearman_drop"}
     assert quantized_node_count(tmp_path / "q" / "model.onnx") > 0

@@ -491,11 +491,11 @@ def test_an_option_the_tasks_report_does_not_read_is_one_line(tiny_bert, tiny_cs
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and err.startswith("error: --index-corpus, --nli are not read for task")
     assert "whose models give logits" in err and not out.exists()
-    assert unread_options(EvalConfig(quick=True, batch_sizes=[1], memory="off"), sentence_vectors=True) == []
-    assert unread_options(EvalConfig(batch_sizes=[1, 4], plot=False), sentence_vectors=True) == ["batch_sizes", "plot"]
-    assert unread_options(EvalConfig(timing="inprocess", memory="inprocess"), sentence_vectors=True) == ["memory"]
-    assert unread_options(EvalConfig(timing="inprocess"), sentence_vectors=False) == []
-    assert unread_options(EvalConfig(nli="x.csv", batch_sizes=[4]), sentence_vectors=False) == ["nli"]
+    assert unread_options(EvalConfig(quick=True, batch_sizes=[1], memory="off"), gives="sentence vectors") == []
+    assert unread_options(EvalConfig(batch_sizes=[1, 4], plot=False), gives="sentence vectors") == ["batch_sizes", "plot"]
+    assert unread_options(EvalConfig(timing="inprocess", memory="inprocess"), gives="sentence vectors") == ["memory"]
+    assert unread_options(EvalConfig(timing="inprocess"), gives="logits") == []
+    assert unread_options(EvalConfig(nli="x.csv", batch_sizes=[4]), gives="logits") == ["nli"]
 
 
 def test_torch_device_cuda_without_a_gpu_is_one_line(tiny_bert, tiny_csv, tmp_path, monkeypatch, capsys):
@@ -517,5 +517,5 @@ def test_torch_device_cuda_without_a_gpu_is_one_line(tiny_bert, tiny_csv, tmp_pa
     assert err.count("\n") == 0 and err.startswith("error: --torch-device cuda: torch sees no CUDA device")
     assert not out.exists()
     assert torch_device("cpu").type == "cpu"
-    assert unread_options(EvalConfig(torch_device="cuda"), sentence_vectors=True) == ["torch_device"]
-    assert unread_options(EvalConfig(torch_device="cuda"), sentence_vectors=False) == []
+    assert unread_options(EvalConfig(torch_device="cuda"), gives="sentence vectors") == ["torch_device"]
+    assert unread_options(EvalConfig(torch_device="cuda"), gives="logits") == []

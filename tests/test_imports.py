@@ -210,6 +210,17 @@ def test_no_arrow_points_up_the_house():
     assert not up, "arrows pointing up: " + ", ".join(sorted(up))
 
 
+def test_compress_imports_nothing_from_students():
+    """The rooms beside each other import one way: students may use compress (its ONNX tools, the static
+    table), compress never uses students, deferred imports included."""
+    graph, _ = import_graph(every_import)
+    assert any(a.startswith("shrinkbert.students.") and b.startswith("shrinkbert.compress.")
+               for a, targets in graph.items() for b in targets)  # the scan sees the one-way edges
+    back = [f"{a} -> {b}" for a, targets in graph.items() if a.startswith("shrinkbert.compress.")
+            for b in targets if b.startswith("shrinkbert.students")]
+    assert not back, "compress imports students: " + ", ".join(sorted(back))
+
+
 def test_the_cycle_finder_finds_one():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None

@@ -217,14 +217,14 @@ def test_int4_is_a_weight_only_size_option(onnx_dir, tmp_path):
     from shrinkbert.compress import quantize
     from shrinkbert.compress.common import onnx_file
 
-    out = quantize.run(quantize.Config(model=str(onnx_dir), output_dir=str(tmp_path / "int4"), mode="int4",
+    out = quantize.run(quantize.Config(model=str(onnx_dir), output_dir=str(tmp_path / "int4"), approach="int4",
                                        int4_block_size=16, max_eval_rows=0))
     ops = {n.op_type for n in onnx.load(str(onnx_file(out))).graph.node}
     assert "MatMulNBits" in ops and "GatherBlockQuantized" in ops
     m = json.loads((out / "shrinkbert.json").read_text())["metrics"]
-    assert m["mode"] == "int4" and m["int8_choice"]["bits"] == 4 and m["quantized_nodes"] > 0
+    assert m["approach"] == "int4" and m["int8_choice"]["bits"] == 4 and m["quantized_nodes"] > 0
     with pytest.raises(ShrinkbertError, match="block_size"):
-        quantize.run(quantize.Config(model=str(onnx_dir), output_dir=str(tmp_path / "bad"), mode="int4",
+        quantize.run(quantize.Config(model=str(onnx_dir), output_dir=str(tmp_path / "bad"), approach="int4",
                                      int4_block_size=24, max_eval_rows=0))
 
 

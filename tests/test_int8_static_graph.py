@@ -94,7 +94,7 @@ def quantize_static(onnx_dir: Path, data: str, out: Path, keep_float: list[str])
     from shrinkbert.compress import quantize
     from shrinkbert.compress.common import onnx_file
 
-    done = quantize.run(quantize.Config(model=str(onnx_dir), output_dir=str(out), task=data, mode="static",
+    done = quantize.run(quantize.Config(model=str(onnx_dir), output_dir=str(out), task=data, approach="static",
                                         calibration="minmax", calibration_rows=32, min_calibration_rows=8,
                                         static_ops=[], keep_float=keep_float, max_eval_rows=0, max_length=32))
     return onnx_file(done)

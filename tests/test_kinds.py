@@ -46,7 +46,7 @@ def test_no_module_outside_the_kinds_branches_on_a_kind():
 
 # Stages that run one code path for every kind: none hands a kind's models to code of
 # their own through the kinds (the retired `own_stages`); what differs follows what the kind's models
-# give (`sentence_vectors`: logits or sentence vectors), as in bundle, eval and distill.
+# give (`gives`: logits or sentence vectors), as in bundle and eval (distill: `sentence_vectors`).
 ONE_PATH_STAGES = {"eval": "eval/harness.py", "distill": "students/distill.py", "finetune": "teachers/finetune.py",
                    "export": "compress/export.py", "prune": "compress/prune.py", "quantize": "compress/quantize.py",
                    "sparsify": "compress/sparsify.py", "trim-vocab": "compress/trim_vocab.py",
@@ -71,6 +71,17 @@ def test_the_branch_finder_finds_branches():
     assert _kind_branches("    if 'sequence' != kind:")
     assert not _kind_branches('    if target.kind == "fraction":')  # other kinds of "kind" are not task kinds
     assert not _kind_branches("    # a kind == 'token' comment")
+
+
+def test_every_kind_gives_what_the_bundle_and_the_report_take():
+    """The bundle and eval stages pick their parts by what a kind's models give: every answer has them."""
+    from shrinkbert.compress.bundle import PARTS
+    from shrinkbert.eval.configs import REPORT_UNREAD
+    from shrinkbert.eval.harness import REPORTS
+
+    for kind in all_kinds().values():
+        assert kind.gives in PARTS and kind.gives in REPORTS and kind.gives in REPORT_UNREAD, kind
+    assert set(PARTS) == set(REPORTS) == set(REPORT_UNREAD)
 
 
 def test_registry_finds_every_kind_module():

@@ -130,6 +130,14 @@ class TaskKind(ABC):
 
         return getattr(optimum.onnxruntime, self.ort_model_class)
 
+    gives: ClassVar[str] = "logits"
+    """What this kind's models give, as the bundle and eval stages ask it: "logits" (scores per class,
+    per word's tag, per answer start and end: held to their source by logit parity and label agreement,
+    measured by the task's metric, latency and memory) or "sentence vectors" (one unit vector per text:
+    held to their source by the vectors' difference, measured by cosines, agreement with the baseline
+    and retrieval). Each of those stages keeps one set of parts per answer (compress/bundle.py,
+    eval/harness.py)."""
+
     sentence_vectors: ClassVar[bool] = False
     """True when this kind's models give one vector per sentence (sentence embeddings): `finetune
     --mode embeddings` takes such a kind's tasks as they are, and trains an embedding model on the

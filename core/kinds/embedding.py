@@ -161,6 +161,7 @@ class EmbeddingKind(TaskKind):
     # The pooling, projection and normalisation run after the encoder: the graph is the traced
     # SentenceEncoder (core/sentence_module.py), whose output is the sentence vector.
     graph_export = "traced"
+    gives = "sentence vectors"
     sentence_vectors = True
     stages_not_built = {
         "sparsify": "its keep-or-drop check is a classifier's accuracy; export and quantize the model, or distil "
