@@ -1,4 +1,4 @@
-"""`shrinkbert distill --mode embeddings` and `finetune` on pairs from the CLI, on a tiny teacher.
+"""`shrinkbert distill --objective vectors` and `finetune` on pairs from the CLI, on a tiny teacher.
 
 What tests/test_embedding_recipe.py leaves out: the teacher's vectors reused by content on a second
 distil (nothing re-encoded), the students' own vectors (shape, unit length) read back through the
@@ -30,7 +30,7 @@ def work(tmp_path_factory):
 
 def _distill(work, out: str, *extra: str) -> tuple[subprocess.CompletedProcess, Path]:
     where, teacher, corpus, cache = work
-    done = run_cli(["distill", "--mode", "embeddings", "--teacher", str(teacher), "--corpus", str(corpus),
+    done = run_cli(["distill", "--objective", "vectors", "--teacher", str(teacher), "--corpus", str(corpus),
                     "--epochs", "1", "--batch-size", "16", "--output-dir", str(where / out), *extra], where,
                    SHRINKBERT_CACHE=str(cache))
     assert done.returncode == 0, done.stderr[-3000:]
@@ -87,7 +87,7 @@ def test_finetune_on_pairs_without_scores_or_on_an_empty_corpus_is_one_error_lin
     _one_error_line_and_nothing_written(done, tmp_path / "ft")
     empty = tmp_path / "empty.txt"
     empty.write_text("\n\n")
-    done = run_cli(["distill", "--mode", "embeddings", "--teacher", str(teacher), "--corpus", str(empty),
+    done = run_cli(["distill", "--objective", "vectors", "--teacher", str(teacher), "--corpus", str(empty),
                     "--output-dir", str(tmp_path / "s")], tmp_path, SHRINKBERT_CACHE=str(cache))
     _one_error_line_and_nothing_written(done, tmp_path / "s")
 

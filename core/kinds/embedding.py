@@ -159,6 +159,7 @@ class EmbeddingKind(TaskKind):
     # SentenceEncoder (core/sentence_module.py), whose output is the sentence vector.
     graph_export = "traced"
     sentence_vectors = True
+    objective = "vectors"
     stages_not_built = {
         "sparsify": "its keep-or-drop check is a classifier's accuracy; export and quantize the model, or distil "
                     "a smaller student, instead",
