@@ -362,8 +362,8 @@ def finetune(
 def distill(
     *,
     teacher: str | os.PathLike | Artifact | transformers.PreTrainedModel = '',
-    objective: str = 'auto',
     student: str | os.PathLike | Artifact | transformers.PreTrainedModel = '',
+    objective: str = 'auto',
     task: str = '',
     text_column: str = '',
     text_pair_column: str = '',
@@ -451,6 +451,11 @@ def distill(
             teacher artifact directory (a fine-tuned classifier; an MLM model for --objective masked-lm); a
             distilled student works too (a teacher assistant); several, comma-separated: an ensemble whose soft
             labels are averaged (students/ensemble.py)
+        student: str = ''
+            distil INTO this existing model (a pruned one, or a pretrained one of any family that splits text
+            into the teacher's pieces: minilm for an mpnet teacher, re-indexed to its ids) instead of a new
+            shape; also 'static' for model2vec's static student (--objective static; a narrower pretrained one
+            gets a least-squares projection to the teacher's width)
         objective: str = 'auto'
             how the student is taught (students/objectives/): logits (soft logits, hidden states and attentions
             on the task's rows) | masked-lm (MLM distillation on raw --corpus text) | vectors (a
@@ -458,11 +463,6 @@ def distill(
             sentence-transformers model, e.g. minilm) | static (model2vec's static student); auto: from the
             teacher's kind (an embedding teacher: vectors; --student static: static; a classifier, tagger or QA
             teacher: logits) [one of auto, logits, masked-lm, vectors, static]
-        student: str = ''
-            distil INTO this existing model (a pruned one, or a pretrained one of any family that splits text
-            into the teacher's pieces: minilm for an mpnet teacher, re-indexed to its ids) instead of a new
-            shape; also 'static' for model2vec's static student (--objective static; a narrower pretrained one
-            gets a least-squares projection to the teacher's width)
 
     Data:
         task: str = ''

@@ -22,6 +22,11 @@ class StudentOptions(TrainConfig, DataConfig):
                              "masked-lm); a distilled student works too (a teacher assistant); several, "
                              "comma-separated: an ensemble whose soft labels are averaged (students/ensemble.py)",
                          group="model")
+    student: str = field("", "distil INTO this existing model (a pruned one, or a pretrained one of any family "
+                             "that splits text into the teacher's pieces: minilm for an mpnet teacher, re-indexed to "
+                             "its ids) instead of a new shape; also 'static' for model2vec's static student "
+                             "(--objective static; a narrower pretrained one gets a least-squares projection to the "
+                             "teacher's width)", group="model")
     objective: str = field("auto", "how the student is taught (students/objectives/): logits (soft logits, hidden "
                                    "states and attentions on the task's rows) | masked-lm (MLM distillation on raw "
                                    "--corpus text) | vectors (a sentence-embedding student learns the teacher's "
@@ -30,11 +35,6 @@ class StudentOptions(TrainConfig, DataConfig):
                                    "teacher's kind (an embedding teacher: vectors; --student static: static; a "
                                    "classifier, tagger or QA teacher: logits)",
                            choices=("auto", *OBJECTIVE_NAMES), group="model")
-    student: str = field("", "distil INTO this existing model (a pruned one, or a pretrained one of any family "
-                             "that splits text into the teacher's pieces: minilm for an mpnet teacher, re-indexed to "
-                             "its ids) instead of a new shape; also 'static' for model2vec's static student "
-                             "(--objective static; a narrower pretrained one gets a least-squares projection to the "
-                             "teacher's width)", group="model")
     max_train_rows: int = field(0, "use only the first N training rows/lines (0: all)", min=0, group="data")
     max_eval_rows: int = field(0, "evaluate on only the first N test rows (0: all)", min=0, group="data")
     max_length: int | None = field(None, "tokens per example (and the sequence length of a latency target; "
