@@ -28,9 +28,9 @@ def work(tmp_path_factory):
     return work, teacher, corpus, work / "cache"
 
 
-def _distill(work, out: str, *extra: str) -> tuple[subprocess.CompletedProcess, Path]:
+def _distill(work, out: str, *extra: str, objective: str = "vectors") -> tuple[subprocess.CompletedProcess, Path]:
     where, teacher, corpus, cache = work
-    done = run_cli(["distill", "--objective", "vectors", "--teacher", str(teacher), "--corpus", str(corpus),
+    done = run_cli(["distill", "--objective", objective, "--teacher", str(teacher), "--corpus", str(corpus),
                     "--epochs", "1", "--batch-size", "16", "--output-dir", str(where / out), *extra], where,
                    SHRINKBERT_CACHE=str(cache))
     assert done.returncode == 0, done.stderr[-3000:]
@@ -59,7 +59,7 @@ def test_a_transformer_student_has_its_dim_parent_and_unit_vectors_and_a_rerun_r
 def test_a_static_student_writes_its_own_folder_with_unit_vectors_of_its_dim(work):
     from shrinkbert.students.static import StaticEmbedder
 
-    _, out = _distill(work, "static", "--student", "static", "--dim", "8")
+    _, out = _distill(work, "static", "--student", "static", "--dim", "8", objective="static")
     manifest = read_manifest(out)
     assert manifest["kind"] == "embedding" and manifest["dim"] == 8 and manifest["config"]["student"] == "static"
     vectors = StaticEmbedder.load(out).encode(["a good film", "a bad film"])

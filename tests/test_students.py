@@ -406,12 +406,14 @@ def test_end_to_end_distill_writes_a_loadable_student_with_lineage(teacher4, tin
     assert parents == [str(teacher4.resolve()), str(out.resolve())]
 
 
-def _forbid_running_the_teacher(distill, monkeypatch) -> None:
+def _forbid_running_the_teacher(monkeypatch) -> None:
     """From here on, a teacher that distill loads fails the test the moment it runs."""
-    real_load = distill.load_teacher
+    import shrinkbert.students.distill_models as models
 
-    def load_teacher_that_cannot_run(cfg, need_attentions):
-        teacher = real_load(cfg, need_attentions)
+    real_load = models.load_teacher
+
+    def load_teacher_that_cannot_run(cfg, need_attentions, masked_lm=False):
+        teacher = real_load(cfg, need_attentions, masked_lm)
 
         def refuse(*args, **kwargs):
             raise AssertionError("the teacher ran")
@@ -419,7 +421,7 @@ def _forbid_running_the_teacher(distill, monkeypatch) -> None:
         teacher.forward = refuse
         return teacher
 
-    monkeypatch.setattr(distill, "load_teacher", load_teacher_that_cannot_run)
+    monkeypatch.setattr(models, "load_teacher", load_teacher_that_cannot_run)
 
 
 def test_logits_only_distillation_with_warm_cache_never_runs_the_teacher(teacher4, tiny_csv, cache_env,
@@ -428,7 +430,7 @@ def test_logits_only_distillation_with_warm_cache_never_runs_the_teacher(teacher
 
     cfg = _cfg(teacher4, tiny_csv, tmp_path / "a", layers=2, max_steps=2)
     distill.run(cfg)  # warms the cache (train and test logits)
-    _forbid_running_the_teacher(distill, monkeypatch)
+    _forbid_running_the_teacher(monkeypatch)
     out = distill.run(_cfg(teacher4, tiny_csv, tmp_path / "b", layers=2, max_steps=2))
     from shrinkbert.core.artifacts import read_manifest
 
@@ -599,7 +601,7 @@ def test_hidden_and_attention_distillation_with_warm_cache_never_runs_the_teache
     first = distill.run(_cfg(teacher4, tiny_csv, tmp_path / "a", **weights))  # warms the cache
     record = read_manifest(first)["student"]["teacher_outputs"]
     assert record["used"] and record["attention_layers"] == [2, 4] and record["hidden_layers"] == [2, 4]
-    _forbid_running_the_teacher(distill, monkeypatch)
+    _forbid_running_the_teacher(monkeypatch)
     out = distill.run(_cfg(teacher4, tiny_csv, tmp_path / "b", **weights))
     assert read_manifest(out)["student"]["teacher_outputs"]["hit"] is True
 

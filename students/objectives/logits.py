@@ -96,6 +96,7 @@ class LogitsOptions(LayerOptions, StudentOptions):
 NAME = "logits"  # --objective logits
 Options = LogitsOptions
 
+
 def _teacher_test_scores(cfg, teacher_loader, test_set, collate, task, log) -> dict[str, float]:
     """The teacher's scores on the test rows: from its cached outputs where the task's kind can
     score those (sequence), else from a pass of the teacher."""

@@ -30,6 +30,7 @@ class MaskedLMOptions(LayerOptions, CorpusOptions, StudentOptions):
 NAME = "masked-lm"  # --objective masked-lm
 Options = MaskedLMOptions
 
+
 def run(cfg) -> Path:
     """Distil with --objective masked-lm: write the masked-LM student to cfg.output_dir and return its path."""
     return teach(cfg, masked_lm=True)

@@ -38,6 +38,7 @@ class StaticOptions(SampledCorpusOptions, VectorWidthOptions, StudentOptions):
 NAME = "static"  # --objective static
 Options = StaticOptions
 
+
 def refuse_fixed(cfg) -> None:
     """Refuse, in one line, the loop settings set away from their defaults that `OWN_OPTIMIZER` fixes."""
     defaults = {o.name: o.default for o in options(type(cfg))}

@@ -59,6 +59,7 @@ class VectorsOptions(ShapeOptions, HiddenLossOptions, SampledCorpusOptions, Vect
 NAME = "vectors"  # --objective vectors
 Options = VectorsOptions
 
+
 # ---------------------------------------------------------------------------------------------
 # The weighted loss terms. A term is a factory: given the training targets (the teacher's vectors, one
 # row per sentence) and the seed, it returns term(student_vectors, target_vectors) -> a scalar tensor,
