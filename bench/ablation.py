@@ -50,7 +50,7 @@ def main(argv=None) -> int:
     arms = [a for a in args.arms.split(",") if a]
     general_student = None
     if "general" in arms:
-        general_student = distill(teacher=args.mlm_teacher, mode="general", corpus="imdb", **shape,
+        general_student = distill(teacher=args.mlm_teacher, objective="masked-lm", corpus="imdb", **shape,
                                   max_train_rows=args.general_rows, epochs=args.general_epochs,
                                   learning_rate=cfg["learning_rate"], batch_size=cfg["batch_size"],
                                   hidden_weight=1.0, attention_weight=1.0, logits_weight=1.0,

@@ -50,7 +50,7 @@ elif [ "${GENERAL:-0}" = 1 ]; then
   step teacher-bf16 sb finetune --model .device/mpnet16 --task movie-snippets --epochs 1 --learning-rate 3e-5 \
     --batch-size 32 --max-length 128 --mixed-precision bf16 --checkpoint-every 0 $ROWS --output-dir $R/teacher-bf16
   # the raw sentence encoder has no MLM head: the hidden-state loss alone, TinyBERT's general stage
-  step general-2L-H256 sb distill --teacher .device/mpnet16 --mode general --corpus "$CORPUS" --layers 2 --hidden 256 \
+  step general-2L-H256 sb distill --teacher .device/mpnet16 --objective masked-lm --corpus "$CORPUS" --layers 2 --hidden 256 \
     --logits-weight 0 --hidden-weight 1 --epochs 1 --batch-size 128 --learning-rate 3e-4 --max-length 128 \
     --mixed-precision bf16 --checkpoint-every 0 $GENERAL_ROWS --output-dir $R/general-2L-H256
   for seed in ${SEEDS:-0 1 2}; do

@@ -2,7 +2,7 @@
 # all-mpnet-base-v2's embedding students on a lent GPU: the teacher's
 # vectors of broad text (IMDB sentences, WordNet glosses, State of the Union paragraphs, SNLI's validation
 # sentences: an equal share each) computed once on the GPU, then two 6-layer H384 students distilled on
-# them through `shrinkbert distill --mode embeddings`, each epoch kept by STS-B validation plus agreement
+# them through `shrinkbert distill --objective vectors`, each epoch kept by STS-B validation plus agreement
 # with the teacher on unseen lines (never a test split):
 #   - slice:  sliced from the teacher (the recipe's student, recipes/mpnet-embeddings.yaml);
 #   - minilm: all-MiniLM-L6-v2 as the starting point (same WordPiece pieces, re-indexed to MPNet's ids,
@@ -30,7 +30,7 @@ unpack_embedding_models "$PARTS" || exit 1
 trap 'rm -rf .device/emb' EXIT  # 264 MB that must not ride along on the next call
 describe_machine
 CORPUS="imdb,wordnet,sotu,.device/data/snli-validation.csv"
-COMMON="--mode embeddings --teacher .device/emb/mpnet16 --corpus $CORPUS --corpus-mix equal --max-train-rows $ROWS
+COMMON="--objective vectors --teacher .device/emb/mpnet16 --corpus $CORPUS --corpus-mix equal --max-train-rows $ROWS
   --task .device/data/stsb --epochs $EPOCHS --batch-size $BATCH --mixed-precision bf16 --checkpoint-every 0 $EVAL"
 
 step student-minilm sb distill $COMMON --student .device/emb/minilm16 --learning-rate 1e-4 --output-dir $R/minilm

@@ -38,7 +38,7 @@ unpack_embedding_models "$PARTS" || exit 1
 trap 'rm -rf .device/emb' EXIT  # 264 MB that must not ride along on the next call
 describe_machine
 CORPUS="imdb,wordnet,sotu,.device/data/snli-validation.csv,.device/data/stsb/train.csv"
-COMMON="--mode embeddings --teacher .device/emb/mpnet16 --corpus $CORPUS --corpus-mix equal --max-train-rows $ROWS
+COMMON="--objective vectors --teacher .device/emb/mpnet16 --corpus $CORPUS --corpus-mix equal --max-train-rows $ROWS
   --task .device/data/stsb --batch-size $BATCH --mixed-precision bf16 --checkpoint-every 0 --num-workers $WORKERS $EVAL"
 MINILM="--student .device/emb/minilm16"
 

@@ -64,7 +64,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
 SQUAD_V1, SQUAD_V2 = DATA / "squad" / "squad-dev-v1.1.json", DATA / "squad" / "squad-dev-v2.0.json"
-STUDENT = dict(mode="embeddings", teacher="minilm", task=str(DATA / "stsb"), layers=3, intermediate=768, epochs=3,
+STUDENT = dict(objective="vectors", teacher="minilm", task=str(DATA / "stsb"), layers=3, intermediate=768, epochs=3,
                learning_rate=4e-4, batch_size=32)
 ARMS = {
     "recipe": dict(corpus="imdb,wordnet"),
@@ -82,7 +82,7 @@ ARMS.update({"broad-4l": dict(ARMS["broad"], layers=4), "broad-sim": dict(ARMS["
 # the two that each moved recall@10 up, together: a fourth layer on four times the text
 ARMS["broad-60k-4l"] = dict(ARMS["broad-60k"], layers=4)
 # the static student (recipes/embeddings.yaml's `static`) reads none of the transformer's shape or optimizer options
-STATIC = dict(mode="embeddings", teacher="minilm", task=str(DATA / "stsb"), student="static", dim=256, epochs=6,
+STATIC = dict(teacher="minilm", task=str(DATA / "stsb"), student="static", dim=256, epochs=6,
               max_train_rows=30000)
 ARMS.update({"static": dict(STATIC, corpus="imdb,wordnet"),
              "static-broad": dict(STATIC, corpus=ARMS["broad"]["corpus"], corpus_mix="equal")})

@@ -28,7 +28,7 @@ start=$(date +%s)
 [ -d $P ] || $SB prune --model minilm --task $STSB --head-fraction "$HEADS" --neuron-fraction "$NEURONS" \
     --importance-rows 2048 --max-eval-rows 1500 --output-dir $P
 echo "prune: $(( $(date +%s) - start )) s"
-$SB distill --mode embeddings --teacher minilm --student $P --corpus imdb,wordnet --task $STSB \
+$SB distill --objective vectors --teacher minilm --student $P --corpus imdb,wordnet --task $STSB \
     --epochs 3 --learning-rate 1e-4 --batch-size 32 --max-train-rows 30000 --hidden-weight "$HIDDEN" --output-dir $B-recovered
 echo "recovery: $(( $(date +%s) - start )) s"
 $SB export --model $B-recovered --output-dir $B-onnx

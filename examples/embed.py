@@ -19,7 +19,7 @@ if len(sys.argv) < 2:
     sys.exit("usage: python examples/embed.py STSB [OUTPUT_DIR]")
 data, out = sys.argv[1], Path(sys.argv[2] if len(sys.argv) > 2 else "runs/examples/embed")
 
-student = shrinkbert.distill(mode="embeddings", teacher="minilm", task=data, corpus="imdb", layers=3,
+student = shrinkbert.distill(objective="vectors", teacher="minilm", task=data, corpus="imdb", layers=3,
                              epochs=1, max_train_rows=3000, output_dir=str(out / "student"))
 onnx = shrinkbert.export(model=student, output_dir=str(out / "student-onnx"))
 int8 = shrinkbert.quantize(model=onnx, output_dir=str(out / "student-int8"))

@@ -363,6 +363,7 @@ def distill(
     *,
     teacher: str | os.PathLike | Artifact | transformers.PreTrainedModel = '',
     student: str | os.PathLike | Artifact | transformers.PreTrainedModel = '',
+    objective: str = 'auto',
     task: str = '',
     text_column: str = '',
     text_pair_column: str = '',
@@ -370,24 +371,23 @@ def distill(
     split_seed: int | None = None,
     tsv_quoting: bool | None = None,
     cache_dir: str = '',
-    mode: str = 'task',
-    corpus: str = '',
-    corpus_mix: str = 'pooled',
-    mlm_probability: float = 0.15,
     max_train_rows: int = 0,
     max_eval_rows: int = 0,
+    max_length: int | None = None,
+    corpus: str = '',
+    corpus_mix: str = 'pooled',
+    doc_stride: int = 0,
+    mlm_probability: float = 0.15,
     augment: int = 0,
     transfer_corpus: str = '',
     small_data: str = 'auto',
     max_transfer_rows: int = 0,
-    max_length: int | None = None,
-    doc_stride: int = 0,
+    dim: int = 0,
     target: str = '',
     layers: int = 0,
     hidden: int = 0,
     heads: int = 0,
     intermediate: int = 0,
-    dim: int = 0,
     init: str = 'teacher',
     init_layers: str = '',
     init_embeddings: str = 'auto',
@@ -396,17 +396,17 @@ def distill(
     dropout: float | None = None,
     threads: int = 0,
     latency_runtime: str = 'torch',
-    layer_map: str = '',
-    logits_weight: float = 1.0,
     hidden_weight: float = 0.0,
-    attention_weight: float = 0.0,
-    embedding_weight: float = 0.0,
-    hard_weight: float = 0.0,
-    temperature: float = 2.0,
     query_pull: float = 0.0,
     similarity_weight: float = 0.0,
     drop_in_weight: float = 0.0,
     keep_by: str = 'validation+agreement',
+    layer_map: str = '',
+    logits_weight: float = 1.0,
+    attention_weight: float = 0.0,
+    embedding_weight: float = 0.0,
+    hard_weight: float = 0.0,
+    temperature: float = 2.0,
     attention_loss: str = 'kl',
     cache: bool = True,
     cache_hidden: bool = True,
@@ -448,14 +448,21 @@ def distill(
 
     Model:
         teacher: str = ''
-            teacher artifact directory (a fine-tuned classifier; an MLM model for mode general); a distilled
-            student works too (a teacher assistant); several, comma-separated: an ensemble whose soft labels are
-            averaged (students/ensemble.py)
+            teacher artifact directory (a fine-tuned classifier; an MLM model for --objective masked-lm); a
+            distilled student works too (a teacher assistant); several, comma-separated: an ensemble whose soft
+            labels are averaged (students/ensemble.py)
         student: str = ''
             distil INTO this existing model (a pruned one, or a pretrained one of any family that splits text
             into the teacher's pieces: minilm for an mpnet teacher, re-indexed to its ids) instead of a new
-            shape; mode embeddings: also 'static' for model2vec's static student (a narrower pretrained one gets
-            a least-squares projection to the teacher's width)
+            shape; also 'static' for model2vec's static student (--objective static; a narrower pretrained one
+            gets a least-squares projection to the teacher's width)
+        objective: str = 'auto'
+            how the student is taught (students/objectives/): logits (soft logits, hidden states and attentions
+            on the task's rows) | masked-lm (MLM distillation on raw --corpus text) | vectors (a
+            sentence-embedding student learns the teacher's sentence vectors of --corpus, the teacher read as a
+            sentence-transformers model, e.g. minilm) | static (model2vec's static student); auto: from the
+            teacher's kind (an embedding teacher: vectors; --student static: static; a classifier, tagger or QA
+            teacher: logits) [one of auto, logits, masked-lm, vectors, static]
 
     Data:
         task: str = ''
@@ -480,46 +487,45 @@ def distill(
         cache_dir: str = ''
             shrinkbert's cache: downloads, stored splits, tokenized splits, teacher outputs (default:
             $SHRINKBERT_CACHE or ~/.cache/shrinkbert)
-        mode: str = 'task'
-            task: distil on labelled data | general: MLM distillation on raw text | embeddings: a
-            sentence-embedding student learns the teacher's sentence vectors of --corpus (the teacher read as a
-            sentence-transformers model, e.g. minilm; students/distill_vectors.py) [one of task, general,
-            embeddings]
-        corpus: str = ''
-            mode general/embeddings: comma-separated corpora (imdb, brown, sotu, wordnet, .txt files, .csv
-            files: their text columns, SQuAD .json files: the questions of the training half of their articles)
-        corpus_mix: str = 'pooled'
-            mode embeddings, with --max-train-rows: pooled (a sample of all --corpus lines together, so a large
-            corpus dominates) | equal (an equal share from each corpus) [one of pooled, equal]
-        mlm_probability: float = 0.15
-            mode general: share of tokens masked [> 0 and <= 1]
         max_train_rows: int = 0
             use only the first N training rows/lines (0: all) [>= 0]
         max_eval_rows: int = 0
             evaluate on only the first N test rows (0: all) [>= 0]
-        augment: int = 0
-            mode task: add up to N perturbed copies of each training text (masking + n-gram sampling), labelled
-            by the teacher alone (students/augment.py); 0 = off [>= 0]
-        transfer_corpus: str = ''
-            mode task: corpora (imdb, rotten-tomatoes, sotu, wordnet, .txt files) whose lines join the training
-            set unlabelled, taught by the teacher's soft logits alone (TinyBERT's transfer set); the task's
-            validation/test rows and near-duplicates are removed (core/data/leakguard.py)
-        small_data: str = 'auto'
-            mode task, a sentence (pair) task below 5,000 training rows: 'auto' switches on what small-data
-            distillation relies on and you did not set (--augment 8 teacher-labelled copies of each row;
-            --hidden-weight 1), recorded in the manifest; 'off' distils on the options as given [one of auto,
-            off]
-        max_transfer_rows: int = 0
-            at most N transfer-corpus lines: a fixed sample, the same for every --seed, so the teacher's pass
-            over them is cached once (0: all) [>= 0]
         max_length: int | None = None
             tokens per example (and the sequence length of a latency target; empty: the task kind's default,
             128; 384 for QA) [>= 8 and <= 8192]
+        corpus: str = ''
+            objectives masked-lm, vectors and static: comma-separated corpora (imdb, brown, sotu, wordnet, .txt
+            files, .csv files: their text columns, SQuAD .json files: the questions of the training half of
+            their articles)
+        corpus_mix: str = 'pooled'
+            objectives vectors and static, with --max-train-rows: pooled (a sample of all --corpus lines
+            together, so a large corpus dominates) | equal (an equal share from each corpus) [one of pooled,
+            equal]
         doc_stride: int = 0
             QA: tokens neighbouring windows share (run_qa's name; 0: 128 at max_length 384, in proportion
             otherwise) [>= 0]
+        mlm_probability: float = 0.15
+            objective masked-lm: share of tokens masked [> 0 and <= 1]
+        augment: int = 0
+            add up to N perturbed copies of each training text (masking + n-gram sampling), labelled by the
+            teacher alone (students/augment.py); 0 = off [>= 0]
+        transfer_corpus: str = ''
+            corpora (imdb, rotten-tomatoes, sotu, wordnet, .txt files) whose lines join the training set
+            unlabelled, taught by the teacher's soft logits alone (TinyBERT's transfer set); the task's
+            validation/test rows and near-duplicates are removed (core/data/leakguard.py)
+        small_data: str = 'auto'
+            a sentence (pair) task below 5,000 training rows: 'auto' switches on what small-data distillation
+            relies on and you did not set (--augment 8 teacher-labelled copies of each row; --hidden-weight 1),
+            recorded in the manifest; 'off' distils on the options as given [one of auto, off]
+        max_transfer_rows: int = 0
+            at most N transfer-corpus lines: a fixed sample, the same for every --seed, so the teacher's pass
+            over them is cached once (0: all) [>= 0]
 
     Student shape:
+        dim: int = 0
+            objectives vectors and static: the student's own vector width (PCA of the teacher's; static default
+            256); 0: the teacher's vector space (a drop-in for its index) [>= 0]
         target: str = ''
             size target: 25% (of the teacher's parameters), 20MB (fp32 file), 4ms (batch-1 latency at max_length
             on --latency-runtime) or 10x (that latency at most the teacher's own there / 10; the teacher is
@@ -532,9 +538,6 @@ def distill(
             student attention heads (0: hidden / the teacher's head size) [>= 0]
         intermediate: int = 0
             student FFN width (0: the teacher's FFN/hidden ratio) [>= 0]
-        dim: int = 0
-            mode embeddings: the student's own vector width (PCA of the teacher's; static default 256); 0: the
-            teacher's vector space (a drop-in for its index) [>= 0]
         init: str = 'teacher'
             teacher: start from (sliced) teacher weights | random [one of teacher, random]
         init_layers: str = ''
@@ -563,13 +566,29 @@ def distill(
             onnx-int8]
 
     Losses:
+        hidden_weight: float = 0.0
+            weight of hidden-state MSE (projected when widths differ); 0 = off [>= 0]
+        query_pull: float = 0.0
+            for each question of a SQuAD --corpus file, the share of its target taken from the teacher's vector
+            of its gold paragraph (the student's query moves towards the document a teacher-built index holds
+            for it); 0 = off [>= 0 and <= 1]
+        similarity_weight: float = 0.0
+            weight of the MSE between the batch's cosine-similarity matrices, the student's against the
+            teacher's (relational KD); 0 = off [>= 0]
+        drop_in_weight: float = 0.0
+            weight of the KL between the teacher's and the student's softmax over cosines with a bank of the
+            teacher's vectors of 4,096 training sentences (each student vector ranks a teacher-built index as
+            the teacher's does: for drop-in queries); 0 = off [>= 0]
+        keep_by: str = 'validation+agreement'
+            with a scored-pairs --task: what picks the epoch kept: validation+agreement (STS validation Spearman
+            + 100 x mean cosine with the teacher on unseen lines: for a drop-in encoder of a teacher-built
+            index) | validation (the Spearman alone: for a student scored on similarity, e.g. with
+            --similarity-weight) [one of validation+agreement, validation]
         layer_map: str = ''
             student:teacher layers for hidden/attention losses, e.g. 1:2,2:4,3:6 (0 = embeddings); default
             uniform: student i <- teacher round(i*T/S)
         logits_weight: float = 1.0
             weight of soft-logit KD (KL, T^2-scaled); 0 = off [>= 0]
-        hidden_weight: float = 0.0
-            weight of hidden-state MSE (projected when widths differ); 0 = off [>= 0]
         attention_weight: float = 0.0
             weight of attention-probability transfer; 0 = off [>= 0]
         embedding_weight: float = 0.0
@@ -578,22 +597,6 @@ def distill(
             weight of cross-entropy with the gold labels; 0 = off [>= 0]
         temperature: float = 2.0
             softmax temperature of the logit KD [> 0]
-        query_pull: float = 0.0
-            mode embeddings: for each question of a SQuAD --corpus file, the share of its target taken from the
-            teacher's vector of its gold paragraph (the student's query moves towards the document a
-            teacher-built index holds for it); 0 = off [>= 0 and <= 1]
-        similarity_weight: float = 0.0
-            mode embeddings: weight of the MSE between the batch's cosine-similarity matrices, the student's
-            against the teacher's (relational KD); 0 = off [>= 0]
-        drop_in_weight: float = 0.0
-            mode embeddings: weight of the KL between the teacher's and the student's softmax over cosines with
-            a bank of the teacher's vectors of 4,096 training sentences (each student vector ranks a
-            teacher-built index as the teacher's does: for drop-in queries); 0 = off [>= 0]
-        keep_by: str = 'validation+agreement'
-            mode embeddings with a scored-pairs --task: what picks the epoch kept: validation+agreement (STS
-            validation Spearman + 100 x mean cosine with the teacher on unseen lines: for a drop-in encoder of a
-            teacher-built index) | validation (the Spearman alone: for a student scored on similarity, e.g. with
-            --similarity-weight) [one of validation+agreement, validation]
         attention_loss: str = 'kl'
             kl | mse between attention probabilities [one of kl, mse]
 

@@ -12,7 +12,11 @@ One module, one job:
                 MSE, hard-label CE, each with a weight (0 = off, not computed), and the layer map
     cache.py    the teacher's logits (and chosen hidden states, fp16) computed once per teacher +
                 tokenized data + max_length and stored as safetensors
+    objectives/ how a student is taught, one module each: logits (task distillation), masked_lm
+                (general distillation), vectors (a sentence-embedding student), static (model2vec's
+                table); each declares its options, what it reads from the teacher, its loss terms
     distill.py  the stage: `python -m shrinkbert.students.distill --teacher DIR --task NAME --target 25%`
+                picks the objective (`--objective`, else the teacher's kind's) and runs it
 
 Writing a layer map: "1:2,2:4,3:6" means student layer 1 learns from teacher layer 2, and so
 on; layers count from 1 and 0 is the embedding output. Leave it empty for the uniform map

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 
@@ -22,12 +21,8 @@ from shrinkbert.core.tagging import IGNORE
 from shrinkbert.students.augment import NO_LABEL, TRANSFER_SAMPLE_SEED, corpus_transfer_rows, transfer_rows
 from shrinkbert.students.processes import log_main
 
-if TYPE_CHECKING:  # the stage's Config, for annotations only (distill.py imports this module)
-    from shrinkbert.students.configs import DistillConfig as Config
 
-
-
-def teacher_cache_dir(cfg: Config) -> Path:
+def teacher_cache_dir(cfg) -> Path:
     """Teacher outputs live in the one shrinkbert cache, beside the stored splits."""
     return (Path(cfg.cache_dir).expanduser() if cfg.cache_dir else default_cache_dir()) / "teacher-outputs"
 
@@ -66,7 +61,7 @@ SMALL_DATA_AUGMENT = 8  # teacher-labelled perturbed copies per row (TinyBERT's 
 SMALL_DATA_ENV = "SHRINKBERT_SMALL_DATA"  # "off": as --small-data off on every run (the test suite's tiny runs)
 
 
-def small_data_defaults(cfg: Config, train_rows: int, supports_transfer: bool) -> dict:
+def small_data_defaults(cfg, train_rows: int, supports_transfer: bool) -> dict:
     """A task student on fewer than SMALL_DATA_ROWS rows gets what small-data distillation relies on,
     where the user set neither: a teacher-labelled transfer set (--augment copies of each row) and the
     hidden-state loss (--small-data auto; cfg is changed in place, so the manifest's config is what
@@ -74,7 +69,7 @@ def small_data_defaults(cfg: Config, train_rows: int, supports_transfer: bool) -
     off what was left off; {} when the rows are enough or there is nothing to add."""
     # Measured on a sentence-pair task (bench/small_data.py); token and QA tasks have no sentence-level
     # transfer set, and the hidden-state loss alone is not measured there: they are left as given.
-    if cfg.mode != "task" or train_rows >= SMALL_DATA_ROWS or not supports_transfer:
+    if train_rows >= SMALL_DATA_ROWS or not supports_transfer:
         return {}
     would = {}
     if not cfg.augment and not cfg.transfer_corpus:
@@ -90,15 +85,16 @@ def small_data_defaults(cfg: Config, train_rows: int, supports_transfer: bool) -
     return {"train_rows": train_rows, "switched_on": would}
 
 
-def load_data(cfg: Config, tokenizer, spec=None, record: dict | None = None):
-    """(task or None, train dataset, test dataset or None), tokenized and row-indexed; `record`
-    receives what the transfer set and the leak guard did (for the manifest)."""
+def load_data(cfg, tokenizer, spec=None, record: dict | None = None, masked_lm: bool = False):
+    """(task or None, train dataset, test dataset or None), tokenized and row-indexed: the task's splits, or
+    (`masked_lm`) the --corpus lines alone; `record` receives what the transfer set and the leak guard did
+    (for the manifest)."""
     record = {} if record is None else record
-    if cfg.mode == "task":
+    if not masked_lm:
         from shrinkbert.core.data.load import tokenize_task
 
         if spec is None:
-            raise ShrinkbertError("no task given: --task NAME_OR_FILE (or --mode general --corpus ...)")
+            raise ShrinkbertError("no task given: --task NAME_OR_FILE (or --objective masked-lm --corpus ...)")
         task, splits = load_splits(spec, cfg.cache_dir)
         if (cfg.augment or cfg.transfer_corpus) and not kind_of(task).supports_transfer_set:
             raise ShrinkbertError(f"--augment and --transfer-corpus make sentence-level transfer sets; task "
@@ -115,28 +111,26 @@ def load_data(cfg: Config, tokenizer, spec=None, record: dict | None = None):
         if cfg.max_eval_rows:
             test_set = test_set.select(range(min(cfg.max_eval_rows, len(test_set))))
         return task, with_row_index(train_set, kind_of(task)), with_row_index(test_set, kind_of(task))
-    if cfg.mode == "general":
-        import datasets
+    import datasets
 
-        from shrinkbert.core.data.load import load_corpus
+    from shrinkbert.core.data.load import load_corpus
 
-        lines = load_corpus([c for c in cfg.corpus.split(",") if c], max_lines=cfg.max_train_rows or None,
-                            cache_dir=cfg.cache_dir or None)
-        if spec is not None:  # the teacher's task (or --task): its validation/test rows never train
-            guard_task, guard_splits = load_splits(spec, cfg.cache_dir or None)
-            guard = LeakGuard.for_splits(guard_splits, name=guard_task.name)
-            total = len(lines)
-            lines, removed = guard.filter(lines)
-            record["leak_guard"] = {"task": guard.name, "removed": removed, "of": total}
-            log_main(describe(removed, total, guard, "corpus lines"))
-        encoded = tokenizer(lines, truncation=True, max_length=cfg.max_length, return_token_type_ids=True,
-                            return_attention_mask=True)
-        train_set = datasets.Dataset.from_dict({k: encoded[k] for k in MODEL_INPUTS if k in encoded})
-        return None, with_row_index(train_set), None
-    raise ShrinkbertError(f"mode must be 'task' or 'general', got {cfg.mode!r}")
+    lines = load_corpus([c for c in cfg.corpus.split(",") if c], max_lines=cfg.max_train_rows or None,
+                        cache_dir=cfg.cache_dir or None)
+    if spec is not None:  # the teacher's task (or --task): its validation/test rows never train
+        guard_task, guard_splits = load_splits(spec, cfg.cache_dir or None)
+        guard = LeakGuard.for_splits(guard_splits, name=guard_task.name)
+        total = len(lines)
+        lines, removed = guard.filter(lines)
+        record["leak_guard"] = {"task": guard.name, "removed": removed, "of": total}
+        log_main(describe(removed, total, guard, "corpus lines"))
+    encoded = tokenizer(lines, truncation=True, max_length=cfg.max_length, return_token_type_ids=True,
+                        return_attention_mask=True)
+    train_set = datasets.Dataset.from_dict({k: encoded[k] for k in MODEL_INPUTS if k in encoded})
+    return None, with_row_index(train_set), None
 
 
-def _with_transfer_rows(train_set, source, task, tokenizer, cfg: Config, guard, record: dict):
+def _with_transfer_rows(train_set, source, task, tokenizer, cfg, guard, record: dict):
     """The tokenized training rows followed by teacher-labelled rows (label NO_LABEL): perturbed
     copies of them (--augment) and transfer-corpus lines (--transfer-corpus), minus leaks."""
     import datasets

@@ -6,8 +6,6 @@ and the weights mix the terms.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 
 from shrinkbert.core.kinds import kind_of
@@ -15,30 +13,27 @@ from shrinkbert.core.masking import Masker
 from shrinkbert.core.predict import MODEL_INPUTS, encoder_inputs
 from shrinkbert.students.losses import DistillLoss, LossWeights
 
-if TYPE_CHECKING:  # the stage's Config, for annotations only (distill.py imports this module)
-    from shrinkbert.students.configs import DistillConfig as Config
 
-
-def loss_weights(cfg: Config) -> LossWeights:
+def loss_weights(cfg) -> LossWeights:
     return LossWeights(logits=cfg.logits_weight, hidden=cfg.hidden_weight, attention=cfg.attention_weight,
                        embedding=cfg.embedding_weight, hard=cfg.hard_weight)
 
 
 def make_loss_fn(distill_loss: DistillLoss, teacher=None, cache=None, tokenizer=None,
-                 general: bool = False, mlm_probability: float = 0.15, kind=None):
+                 masked_lm: bool = False, mlm_probability: float = 0.15, kind=None):
     """loss_fn(student, batch) -> (loss, logs). Uses the cache when given, else runs the teacher.
     kind: the task's kind (core/kinds), which compares the outputs (a tagger: at its labelled
     words' first sub-tokens only); None: sequence classification."""
     need_hidden, need_attn = distill_loss.needs_hidden, distill_loss.needs_attentions
     teacher_hidden_layers = distill_loss.teacher_hidden_layers()
-    masker = Masker(tokenizer, mlm_probability) if general else None
+    masker = Masker(tokenizer, mlm_probability) if masked_lm else None
     teacher_attention_layers = distill_loss.teacher_attention_layers()
-    outputs_kind = kind_of(kind)  # None: sequence (an MLM teacher's logits in mode general)
+    outputs_kind = kind_of(kind)  # None: sequence (an MLM teacher's logits, --objective masked-lm)
 
     def loss_fn(student, batch):
         inputs = {k: batch[k] for k in MODEL_INPUTS if k in batch}
         positions = labels = None
-        if general:
+        if masked_lm:
             labels = inputs["input_ids"]
             masked_ids, mlm_labels = masker(inputs["input_ids"])
             positions = mlm_labels != -100
@@ -56,7 +51,7 @@ def make_loss_fn(distill_loss: DistillLoss, teacher=None, cache=None, tokenizer=
         else:
             with torch.no_grad():
                 t_out = teacher(**encoder_inputs(teacher, inputs), output_hidden_states=need_hidden, output_attentions=need_attn)
-            if not general:
+            if not masked_lm:
                 outputs = outputs_kind.outputs(t_out, batch)
             else:  # a teacher with no MLM head (a sentence encoder) gives hidden states alone
                 outputs = {"logits": t_out.logits} if getattr(t_out, "logits", None) is not None else {}

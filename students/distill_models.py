@@ -7,7 +7,6 @@ classifier class from the teacher's task kind, and its weights from the (first) 
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
 
 import torch
 
@@ -23,22 +22,19 @@ from shrinkbert.students.processes import log_main, process_state
 from shrinkbert.students.projection import attach_projection
 from shrinkbert.students.shape import choose_shape, count_config_parameters, model_shape, shape_config
 
-if TYPE_CHECKING:  # the stage's Config, for annotations only (distill.py imports this module)
-    from shrinkbert.students.configs import DistillConfig as Config
 
-
-def init_embeddings(asked: str, student_hidden: int, teacher_hidden: int, general: bool = False) -> str:
+def init_embeddings(asked: str, student_hidden: int, teacher_hidden: int, masked_lm: bool = False) -> str:
     """The stream init students/init.py applies: "auto" is pca for a task student narrower than its
     teacher (where it keeps more of the teacher than columns: bench/plateau.py compares the inits)
     and columns at the teacher's width (there the columns are the whole stream, and a full-width
     rotation would only disturb LayerNorm) or in general distillation (not measured); "projected"
     starts as pca."""
     if asked == "auto":
-        return "pca" if student_hidden < teacher_hidden and not general else "columns"
+        return "pca" if student_hidden < teacher_hidden and not masked_lm else "columns"
     return "pca" if asked == "projected" else asked
 
 
-def _first_teacher(cfg: Config) -> Config:
+def _first_teacher(cfg):
     """The config with only the first teacher: the one a student's weights start from."""
     return dataclasses.replace(cfg, teacher=primary_teacher(cfg.teacher))
 
@@ -57,16 +53,16 @@ def _head_kwargs(need_attentions: bool) -> dict:
     return {"attn_implementation": "eager"} if need_attentions else {}
 
 
-def load_teacher(cfg: Config, need_attentions: bool):
+def load_teacher(cfg, need_attentions: bool, masked_lm: bool = False):
     from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM
 
     teachers = split_teachers(cfg.teacher)
     if len(teachers) > 1:
-        return TeacherEnsemble([load_teacher(dataclasses.replace(cfg, teacher=t), need_attentions) for t in teachers],
+        return TeacherEnsemble([load_teacher(dataclasses.replace(cfg, teacher=t), need_attentions, masked_lm) for t in teachers],
                                cfg.temperature)
     check_model_dir(cfg.teacher)
     config = AutoConfig.from_pretrained(cfg.teacher)
-    if cfg.mode == "general":
+    if masked_lm:
         cls = AutoModelForMaskedLM if is_mlm(config) else AutoModel
     else:
         cls = kind_of(config).model_class()
@@ -93,25 +89,24 @@ def adopt_teacher_tokens(student, student_dir: str, teacher_tokenizer, teacher_c
                             name=f"--student {student_dir}")
 
 
-def build_student(cfg: Config, teacher_config, weights: LossWeights, log=log_main, tokenizer=None,
-                  sample: list[str] | None = None):
+def build_student(cfg, teacher_config, weights: LossWeights, log=log_main, tokenizer=None,
+                  sample: list[str] | None = None, masked_lm: bool = False):
     """(student model, record for the manifest): an existing model, or a new shape initialised.
     tokenizer / sample: the teacher's tokenizer and some of the training text, which an existing student
     of another vocabulary is re-indexed by (`adopt_teacher_tokens`)."""
     from transformers import AutoModelForMaskedLM
 
     kwargs = _head_kwargs(bool(weights.attention))
-    general = cfg.mode == "general"
     if cfg.student:
         if cfg.target or cfg.layers or cfg.hidden or cfg.heads or cfg.intermediate:
             raise ShrinkbertError("--student distils into an existing model: do not also give a target or shape")
         kind = kind_of(teacher_config)
-        cls = AutoModelForMaskedLM if general else kind.model_class()
+        cls = AutoModelForMaskedLM if masked_lm else kind.model_class()
         from transformers import AutoConfig
 
         student_arch = AutoConfig.from_pretrained(cfg.student).architectures or []
-        new_head = not general and not kind.matches_architectures(student_arch)
-        if new_head:  # e.g. a general-distilled MLM student: the task's labels come from the teacher
+        new_head = not masked_lm and not kind.matches_architectures(student_arch)
+        if new_head:  # e.g. a masked-LM student: the task's labels come from the teacher
             kwargs.update(num_labels=teacher_config.num_labels, id2label=teacher_config.id2label,
                           label2id=teacher_config.label2id)
         torch.manual_seed(cfg.seed)  # a new classifier head is initialised from the global RNG
@@ -131,15 +126,15 @@ def build_student(cfg: Config, teacher_config, weights: LossWeights, log=log_mai
                 f"{'from the teacher' if record['heads_from_teacher'] else 'newly initialised (widths differ)'}")
         return student, record
 
-    shape, record = _choose_shape_once(cfg, teacher_config, general, log)
+    shape, record = _choose_shape_once(cfg, teacher_config, masked_lm, log)
     config = shape_config(teacher_config, shape)
     config.architectures = None
     torch.manual_seed(cfg.seed)
-    cls = AutoModelForMaskedLM if general else kind_of(teacher_config).model_class()
+    cls = AutoModelForMaskedLM if masked_lm else kind_of(teacher_config).model_class()
     student = cls.from_config(config, **kwargs)
     if cfg.init == "teacher":
-        teacher_for_init = load_teacher(_first_teacher(cfg), need_attentions=False)
-        embeddings = init_embeddings(cfg.init_embeddings, config.hidden_size, teacher_config.hidden_size, general)
+        teacher_for_init = load_teacher(_first_teacher(cfg), need_attentions=False, masked_lm=masked_lm)
+        embeddings = init_embeddings(cfg.init_embeddings, config.hidden_size, teacher_config.hidden_size, masked_lm)
         record["init"] = init_from_teacher(student, teacher_for_init, layer_ids=teacher_layer_ids(cfg.init_layers),
                                            keep=cfg.init_keep, embeddings=embeddings)
         if cfg.init_embeddings == "projected":
@@ -155,7 +150,7 @@ def build_student(cfg: Config, teacher_config, weights: LossWeights, log=log_mai
     return student, record
 
 
-def _choose_shape_once(cfg: Config, teacher_config, general: bool, log):
+def _choose_shape_once(cfg, teacher_config, masked_lm: bool, log):
     """The shape, chosen on the main process and shared, so that every process of a multi-process
     run builds the same student even when a latency target's timings differ between them."""
     from accelerate.utils import broadcast_object_list
@@ -166,16 +161,16 @@ def _choose_shape_once(cfg: Config, teacher_config, general: bool, log):
         result = [choose_shape(teacher_config, target=cfg.target or None, layers=cfg.layers or None,
                                hidden=cfg.hidden or None, heads=cfg.heads or None,
                                intermediate=cfg.intermediate or None, seq_len=cfg.max_length,
-                               threads=cfg.threads or None, head="mlm" if general else "classifier", log=log,
+                               threads=cfg.threads or None, head="mlm" if masked_lm else "classifier", log=log,
                                runtime=cfg.latency_runtime)]
     if state.num_processes > 1:
         result = broadcast_object_list(result, from_process=0)
     return result[0]
 
 
-def _teacher_parameters(teacher_dir, teacher_config, general: bool) -> int:
+def _teacher_parameters(teacher_dir, teacher_config, masked_lm: bool) -> int:
     if is_artifact(teacher_dir):
         recorded = read_manifest(teacher_dir).get("num_parameters")
         if recorded:
             return int(recorded)
-    return count_config_parameters(teacher_config, head="mlm" if general and is_mlm(teacher_config) else "classifier")
+    return count_config_parameters(teacher_config, head="mlm" if masked_lm and is_mlm(teacher_config) else "classifier")

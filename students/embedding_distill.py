@@ -9,10 +9,8 @@ match its teacher's, so an index built with the teacher still answers the studen
   the teacher's word-embedding table) and pooled as the teacher pools.
 - Loss, per batch of sentences: MSE between the student's and the teacher's sentence vectors before
   normalisation (sentence-transformers' distillation loss) plus a cosine term (only directions matter
-  to a normalised index); with `similarity_weight`, also the MSE between the batch's cosine matrices
-  (relational KD: the order of pairs a similarity task ranks); with `drop_in_weight`, also the KL
-  between the teacher's and the student's softmax over cosines with a fixed bank of the teacher's
-  vectors (each student vector ranks a teacher-built index as the teacher does); with `hidden_weight` and the teacher's
+  to a normalised index); the weighted terms `terms` (students/objectives/vectors.py: the in-batch
+  similarity matrices, ranking a bank of the teacher's vectors); with `hidden_weight` and the teacher's
   width, also the hidden-state MSE of students/losses.py on the uniform layer map (that runs the
   teacher live, every batch).
 - The teacher's vectors are computed once per (teacher, max_length, sentences) and cached as .npy
@@ -32,7 +30,7 @@ match its teacher's, so an index built with the teacher still answers the studen
 - With `validation` (scored pairs), the epoch whose STS Spearman is best there is the one kept.
 - Training runs in the kit's one loop (core/train.py): Accelerate (one CPU, GPUs, several processes),
   AdamW with warmup then linear decay, length-grouped batches, checkpoints and exact resume after a
-  kill; the stage (`shrinkbert distill --mode embeddings`) passes its training-loop options through.
+  kill; the stage (`shrinkbert distill --objective vectors`) passes its training-loop options through.
 
 The result is a sentence-transformers folder (Transformer -> Pooling (-> Dense) -> Normalize) whose
 shrinkbert.json says kind "embedding"; `SentenceTransformer(path)` loads it.
@@ -56,10 +54,9 @@ from shrinkbert.core.cache import default_cache_dir
 from shrinkbert.core.embedder import Embedder, write_st_layout
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds.embedding import agreement, normalize_rows
-from shrinkbert.core.kinds.losses import index_ranking_loss, mse_cosine_loss, similarity_matrix_loss
+from shrinkbert.core.kinds.losses import mse_cosine_loss
 from shrinkbert.core.train import checkpoint_dir_for, is_main_process, remove_checkpoints, wait_for_everyone
 from shrinkbert.students.cache import teacher_identity, text_fingerprint
-from shrinkbert.students.configs import DROP_IN_INDEX_ROWS
 from shrinkbert.students.init import init_from_teacher, stream_basis
 from shrinkbert.students.processes import process_state
 from shrinkbert.students.losses import masked_mse
@@ -82,8 +79,6 @@ class EmbeddingStudentConfig:
     mse_weight: float = 1.0
     cosine_weight: float = 1.0
     hidden_weight: float = 0.0
-    similarity_weight: float = 0.0   # the in-batch similarity-matrix MSE (core/kinds/losses.py)
-    drop_in_weight: float = 0.0      # ranking a bank of the teacher's vectors as the teacher does (losses.index_ranking_loss)
     keep_by: str = "validation+agreement"  # what picks the epoch kept (`selection_score`); or "validation"
     warmup: float = 0.1
     seed: int = 0
@@ -139,7 +134,7 @@ def pulled_targets(teacher: Embedder, teacher_path, vectors: np.ndarray, goals: 
     return targets, len(rows)
 
 
-def build_student(teacher: Embedder, config: EmbeddingStudentConfig, sentence_vectors: np.ndarray) -> tuple[Embedder, np.ndarray | None, dict]:
+def build_student(teacher: Embedder, config: EmbeddingStudentConfig, targets: np.ndarray) -> tuple[Embedder, np.ndarray | None, dict]:
     """A student Embedder initialised from the teacher, with its projection where it needs one;
     also the PCA components its targets are taken on (`dim`), or None (the teacher's space)."""
     from transformers import AutoModel
@@ -157,10 +152,10 @@ def build_student(teacher: Embedder, config: EmbeddingStudentConfig, sentence_ve
     if config.dim:
         if not 1 <= config.dim <= teacher.dim:
             raise ShrinkbertError(f"--dim {config.dim} must lie between 1 and the teacher's {teacher.dim}")
-        if config.dim > len(sentence_vectors):
-            raise ShrinkbertError(f"--dim {config.dim} exceeds the {len(sentence_vectors)} training sentences "
+        if config.dim > len(targets):
+            raise ShrinkbertError(f"--dim {config.dim} exceeds the {len(targets)} training sentences "
                                   "its principal components are fitted on")
-        centred = sentence_vectors.astype(np.float64) - sentence_vectors.mean(axis=0)
+        centred = targets.astype(np.float64) - targets.mean(axis=0)
         components = np.linalg.svd(centred, full_matrices=False)[2][:config.dim].astype(np.float32)
         out_dim = config.dim
     dense = None
@@ -198,13 +193,15 @@ def loop_config(config: EmbeddingStudentConfig) -> TrainConfig:
 
 def train_student(student: Embedder, teacher: Embedder, sentences: list[str], targets: np.ndarray,
                   config: EmbeddingStudentConfig, validation=None, log=print, loop: TrainConfig | None = None,
-                  checkpoint_dir: str | Path | None = None, unseen: tuple[list[str], np.ndarray] | None = None) -> dict:
+                  checkpoint_dir: str | Path | None = None, unseen: tuple[list[str], np.ndarray] | None = None,
+                  terms: dict | None = None) -> dict:
     """Distil in place through the kit's one training loop (core/train.py: Accelerate, checkpoints
     every `loop.checkpoint_every` steps, exact resume); returns the training record (losses per
     epoch, the epoch kept, validation scores). With `validation`, the best epoch's weights are kept
     in `checkpoint_dir/best`, beside the checkpoints, so a resumed run keeps them too; the best by
     `selection_score`: STS validation Spearman, plus the agreement with the teacher on `unseen`
-    (lines never trained on, and the teacher's vectors of them) where the student shares its space."""
+    (lines never trained on, and the teacher's vectors of them) where the student shares its space.
+    terms: {weight name: (weight, term factory)} added to the loss (students/objectives/vectors.py)."""
     import tempfile
 
     from datasets import Dataset
@@ -226,10 +223,8 @@ def train_student(student: Embedder, teacher: Embedder, sentences: list[str], ta
     t_layers, s_layers = teacher.model.config.num_hidden_layers, student.model.config.num_hidden_layers
     layer_map = {s + 1: int((s + 1) * t_layers / s_layers + 0.5) for s in range(s_layers)}
     modules = _trainable(student)
-    bank = None  # the drop-in term's index: the teacher's vectors of a fixed sample of the training sentences
-    if config.drop_in_weight > 0:
-        sample = np.random.default_rng(config.seed).permutation(len(goals))[:DROP_IN_INDEX_ROWS]
-        bank = torch.from_numpy(goals[np.sort(sample)])
+    weighted = [(name.removesuffix("_weight"), weight, factory(goals, config.seed))
+                for name, (weight, factory) in (terms or {}).items() if weight > 0]
 
     pad = DataCollatorWithPadding(teacher.tokenizer, return_tensors="pt")
 
@@ -238,7 +233,6 @@ def train_student(student: Embedder, teacher: Embedder, sentences: list[str], ta
         return {**pad(batch), "target": goal}
 
     def loss_fn(trained, batch):
-        nonlocal bank
         model_inputs = {name: batch[name] for name in inputs}
         out = trained[0](**model_inputs, output_hidden_states=hidden_loss)
         vectors = pool(out.last_hidden_state, batch["attention_mask"], student.spec.mode)
@@ -246,15 +240,10 @@ def train_student(student: Embedder, teacher: Embedder, sentences: list[str], ta
             vectors = trained[1](vectors)
         loss = mse_cosine_loss(vectors, batch["target"], config.mse_weight, config.cosine_weight)
         logged = {}
-        if config.similarity_weight > 0:
-            loss_similarity = similarity_matrix_loss(vectors, batch["target"])
-            loss = loss + config.similarity_weight * loss_similarity
-            logged["similarity_loss"] = float(loss_similarity.detach())
-        if bank is not None:
-            bank = bank.to(vectors.device)  # once: a no-op from the second step on
-            loss_drop_in = index_ranking_loss(vectors, batch["target"], bank)
-            loss = loss + config.drop_in_weight * loss_drop_in
-            logged["drop_in_loss"] = float(loss_drop_in.detach())
+        for name, weight, term in weighted:
+            value = term(vectors, batch["target"])
+            loss = loss + weight * value
+            logged[f"{name}_loss"] = float(value.detach())
         if not hidden_loss:
             return loss, logged
         with torch.no_grad():
@@ -422,13 +411,15 @@ def distill_embedding(teacher_path: str | Path, sentences: list[str], out_dir: s
                       config: EmbeddingStudentConfig | None = None, validation=None,
                       cache_dir: str | Path | None = None, log=print, data: dict | None = None,
                       student_path: str | Path | None = None, loop: TrainConfig | None = None,
-                      goals: list[str | None] | None = None, pull: float = 0.0, unseen: list[str] | None = None) -> Path:
+                      goals: list[str | None] | None = None, pull: float = 0.0, unseen: list[str] | None = None,
+                      terms: dict | None = None) -> Path:
     """Distil a transformer embedding student from `teacher_path` on `sentences`; write it to out_dir
     (data: the data record its manifest carries for later stages, e.g. the scored-pairs task;
     student_path: distil into that existing model, e.g. a pruned one, instead of a new shape; loop:
     the training loop's settings, checkpoints under out_dir's checkpoint folder, default
     `loop_config(config)`, which keeps none; goals: a text per sentence (or None) whose teacher
-    vector that sentence's target is pulled towards by `pull`, `pulled_targets`)."""
+    vector that sentence's target is pulled towards by `pull`, `pulled_targets`; terms: the weighted
+    loss terms, {weight name: (weight, term factory)}, students/objectives/vectors.py)."""
     config = config or EmbeddingStudentConfig()
     sentences = [s for s in (str(text).strip() for text in sentences) if s]
     if not sentences:
@@ -461,7 +452,7 @@ def distill_embedding(teacher_path: str | Path, sentences: list[str], out_dir: s
     if unseen and validation is not None and components is None:  # agreement needs the teacher's space
         held_out = (list(unseen), teacher_vectors(teacher, resolved, list(unseen), cache_dir))
     training = train_student(student, teacher, sentences, targets, config, validation, log, loop, checkpoints,
-                             unseen=held_out)
+                             unseen=held_out, terms=terms)
     training["seconds"] = time.perf_counter() - started
     sample = sentences[:64]
     agreement = None
@@ -485,7 +476,8 @@ def distill_embedding(teacher_path: str | Path, sentences: list[str], out_dir: s
         wait_for_everyone()
         return Path(out_dir)
     saved = save_student(student, out_dir, stage="distill", parents=parents, seed=config.seed, checks=checks,
-                        config={**asdict(config), "teacher": str(teacher_path),
+                        config={**asdict(config), **{name: weight for name, (weight, _) in (terms or {}).items()},
+                                "teacher": str(teacher_path),
                                 **({"student": str(student_path)} if student_path is not None else {})},
                         metrics=metrics,
                         extra={"init": record, "training": training}, data=data)

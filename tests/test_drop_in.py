@@ -14,7 +14,7 @@ from shrinkbert.core.qa_data import HELD_OUT_HALF, TRAINING_HALF, article_half, 
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.eval.retrieval import read_squad_retrieval
 from shrinkbert.students.embedding_distill import pull_towards
-from shrinkbert.students.distill_vectors import corpus_sentences, query_goals
+from shrinkbert.students.corpus_lines import corpus_sentences, query_goals
 
 TITLES = [f"Article_{i}" for i in range(16)]
 
@@ -89,8 +89,9 @@ def test_an_equal_mix_takes_a_share_from_each_corpus(squad_file, tmp_path):
 
 
 def test_classifier_distillation_refuses_the_embedding_levers(tmp_path):
-    from shrinkbert.students.distill import Config, validate
+    from shrinkbert.students.distill import Config
+    from shrinkbert.students.objectives import OBJECTIVES, refuse_undeclared
 
     cfg = Config(teacher=str(tmp_path), query_pull=0.5)
-    with pytest.raises(ShrinkbertError, match="query.pull'? is not read in mode task"):
-        validate(cfg)
+    with pytest.raises(ShrinkbertError, match="query.pull'? is not read by the logits objective"):
+        refuse_undeclared(cfg, OBJECTIVES["logits"])

@@ -89,7 +89,7 @@ def test_a_pruned_embedding_model_exports_and_recovers_by_distillation_into_it(t
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(text for text, _ in tiny_sentences(60, seed=5)) + "\n")
     recovered = tmp_path / "recovered"
-    assert distill(["--mode", "embeddings", "--teacher", str(teacher), "--student", str(pruned), "--corpus", str(corpus),
+    assert distill(["--objective", "vectors", "--teacher", str(teacher), "--student", str(pruned), "--corpus", str(corpus),
                     "--task", str(STSB), "--epochs", "1", "--batch-size", "16", "--max-eval-rows", "20",
                     "--output-dir", str(recovered)]) == 0
     manifest = read_manifest(recovered)
@@ -107,6 +107,6 @@ def test_prune_errors_are_one_line_and_write_nothing(tmp_path, capsys):
     assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "x").exists()
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("a cat sat\nthe market fell\n")
-    assert distill(["--mode", "embeddings", "--teacher", str(teacher), "--student", str(teacher), "--layers", "1",
+    assert distill(["--objective", "vectors", "--teacher", str(teacher), "--student", str(teacher), "--layers", "1",
                     "--corpus", str(corpus), "--output-dir", str(tmp_path / "y")]) == 2
     assert "drop --layers" in capsys.readouterr().err and not (tmp_path / "y").exists()

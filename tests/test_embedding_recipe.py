@@ -5,7 +5,7 @@ Each recipe's own YAML goes through `shrinkbert run --quick` with a tiny random 
 family in place of the teacher (a BERT for MiniLM, an MPNet for all-mpnet-base-v2; read as an
 embedding model: mean pooling, normalised), a text file of a few dozen sentences
 in place of the corpora, and the real STS-B from ../shared/data (its splits cut small): the same
-stage graph and code paths (distill --mode embeddings, --student static, export, quantize, bundle,
+stage graph and code paths (distill --objective vectors, --student static, export, quantize, bundle,
 eval's embedding report).
 """
 from __future__ import annotations
@@ -192,7 +192,7 @@ def test_artifact_load_gives_the_embedding_model_its_kind_loads(ran):
 @MINILM_ONLY
 def test_distill_without_a_corpus_and_calibration_data_are_one_line(ran, tmp_path):
     out, teacher = ran
-    done = run_cli(["distill", "--mode", "embeddings", "--teacher", str(teacher), "--output-dir",
+    done = run_cli(["distill", "--objective", "vectors", "--teacher", str(teacher), "--output-dir",
                     str(tmp_path / "s")], tmp_path)
     assert done.returncode == 2 and done.stderr.strip().startswith("error: ") and "--corpus" in done.stderr
     assert not (tmp_path / "s").exists()

@@ -1,4 +1,4 @@
-"""`shrinkbert distill --mode embeddings` and `finetune` on pairs from the CLI, on a tiny teacher.
+"""`shrinkbert distill --objective vectors` and `finetune` on pairs from the CLI, on a tiny teacher.
 
 What tests/test_embedding_recipe.py leaves out: the teacher's vectors reused by content on a second
 distil (nothing re-encoded), the students' own vectors (shape, unit length) read back through the
@@ -28,9 +28,9 @@ def work(tmp_path_factory):
     return work, teacher, corpus, work / "cache"
 
 
-def _distill(work, out: str, *extra: str) -> tuple[subprocess.CompletedProcess, Path]:
+def _distill(work, out: str, *extra: str, objective: str = "vectors") -> tuple[subprocess.CompletedProcess, Path]:
     where, teacher, corpus, cache = work
-    done = run_cli(["distill", "--mode", "embeddings", "--teacher", str(teacher), "--corpus", str(corpus),
+    done = run_cli(["distill", "--objective", objective, "--teacher", str(teacher), "--corpus", str(corpus),
                     "--epochs", "1", "--batch-size", "16", "--output-dir", str(where / out), *extra], where,
                    SHRINKBERT_CACHE=str(cache))
     assert done.returncode == 0, done.stderr[-3000:]
@@ -59,7 +59,7 @@ def test_a_transformer_student_has_its_dim_parent_and_unit_vectors_and_a_rerun_r
 def test_a_static_student_writes_its_own_folder_with_unit_vectors_of_its_dim(work):
     from shrinkbert.students.static import StaticEmbedder
 
-    _, out = _distill(work, "static", "--student", "static", "--dim", "8")
+    _, out = _distill(work, "static", "--student", "static", "--dim", "8", objective="static")
     manifest = read_manifest(out)
     assert manifest["kind"] == "embedding" and manifest["dim"] == 8 and manifest["config"]["student"] == "static"
     vectors = StaticEmbedder.load(out).encode(["a good film", "a bad film"])
@@ -87,7 +87,7 @@ def test_finetune_on_pairs_without_scores_or_on_an_empty_corpus_is_one_error_lin
     _one_error_line_and_nothing_written(done, tmp_path / "ft")
     empty = tmp_path / "empty.txt"
     empty.write_text("\n\n")
-    done = run_cli(["distill", "--mode", "embeddings", "--teacher", str(teacher), "--corpus", str(empty),
+    done = run_cli(["distill", "--objective", "vectors", "--teacher", str(teacher), "--corpus", str(empty),
                     "--output-dir", str(tmp_path / "s")], tmp_path, SHRINKBERT_CACHE=str(cache))
     _one_error_line_and_nothing_written(done, tmp_path / "s")
 

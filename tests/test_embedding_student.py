@@ -200,20 +200,20 @@ def test_the_kind_scores_pairs_from_stacked_vectors_in_batches_of_any_size():
         Task("clf", ("a", "b"), metrics=("spearman",))
 
 
-def test_an_option_mode_embeddings_does_not_read_is_one_line_and_writes_nothing(teacher, tmp_path, capsys):
+def test_an_option_the_vectors_objective_does_not_read_is_one_line_and_writes_nothing(teacher, tmp_path, capsys):
     from shrinkbert.students.distill import main
 
     (tmp_path / "lines.txt").write_text("\n".join(SENTENCES))
-    base = ["--mode", "embeddings", "--teacher", str(teacher), "--corpus", str(tmp_path / "lines.txt"),
+    base = ["--objective", "vectors", "--teacher", str(teacher), "--corpus", str(tmp_path / "lines.txt"),
             "--layers", "1", "--output-dir", str(tmp_path / "out")]
     assert main(base + ["--temperature", "4", "--attention-weight", "1"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: --attention-weight, --temperature are not read for an embedding student")
+    assert err.startswith("error: --attention-weight, --temperature are not read by the vectors objective")
     assert err.count("\n") == 1 and not (tmp_path / "out").exists()
-    static = ["--mode", "embeddings", "--teacher", str(teacher), "--student", "static", "--corpus",
+    static = ["--teacher", str(teacher), "--student", "static", "--corpus",
               str(tmp_path / "lines.txt"), "--output-dir", str(tmp_path / "out")]
     assert main(static + ["--torch-compile"]) == 2  # a lookup table has nothing to compile
-    assert capsys.readouterr().err.startswith("error: --torch-compile is not read for a static embedding student")
+    assert capsys.readouterr().err.startswith("error: --torch-compile is not read by the static objective (its table has an optimizer of its own")
     # a value equal to the default is no setting at all: not refused (recipes pass shared keys such as seed)
     assert main(base + ["--temperature", "2", "--epochs", "1", "--batch-size", "16", "--similarity-weight", "2",
                         "--drop-in-weight", "1", "--keep-by", "validation"]) == 0

@@ -34,7 +34,7 @@ def inputs(tmp_path_factory):
     embedder = root / "embedder"  # an embedding student: the embedding kind's own export, quantize and bundle
     embed = ["--teacher", str(model), "--corpus", str(corpus), "--epochs", "1", "--batch-size", "16",
              "--cache-dir", str(root / "cache")]
-    assert main(["distill", "--mode", "embeddings", *embed, "--layers", "1", "--output-dir", str(embedder)]) == 0
+    assert main(["distill", "--objective", "vectors", *embed, "--layers", "1", "--output-dir", str(embedder)]) == 0
     embedder_onnx = root / "embedder-onnx"
     assert main(["export", "--model", str(embedder), "--output-dir", str(embedder_onnx)]) == 0
     pairs = root / "pairs"  # scored pairs (STS-B's shape): the embedding kind's finetune and eval
@@ -90,8 +90,8 @@ def _stages(i: dict, out: Path) -> dict[str, list[str]]:
         "frontier": ["frontier", "--teacher", str(i["model"]), *data, "--speedups", "", "--shapes", "1L/H32",
                      "--seeds", "1", "--max-steps", "2", "--batch-size", "8", "--threads", "1", "--runs", "2",
                      "--warmup", "0"],
-        "distill-embeddings": ["distill", "--mode", "embeddings", *i["embed"], "--layers", "1"],
-        "distill-static": ["distill", "--mode", "embeddings", *i["embed"], "--student", "static", "--dim", "8"],
+        "distill-embeddings": ["distill", "--objective", "vectors", *i["embed"], "--layers", "1"],
+        "distill-static": ["distill", *i["embed"], "--student", "static", "--dim", "8"],
         "finetune-embeddings": ["finetune", "--model", str(i["embedder"]), "--task", str(i["pairs"]), "--epochs", "1",
                                 "--batch-size", "4"],
         "eval-embeddings": ["eval", str(i["embedder"]), str(i["embedder_onnx"]), "--task", str(i["pairs"]), "--quick"],

@@ -173,7 +173,7 @@ def test_auto_init_is_pca_for_a_narrower_task_student_only(tiny_bert, tiny_csv, 
     from shrinkbert.students.distill_models import init_embeddings
 
     assert init_embeddings("auto", 160, 384) == "pca" and init_embeddings("auto", 384, 384) == "columns"
-    assert init_embeddings("auto", 160, 384, general=True) == "columns"  # general distillation: not measured
+    assert init_embeddings("auto", 160, 384, masked_lm=True) == "columns"  # masked-LM distillation: not measured
     assert init_embeddings("projected", 160, 384) == "pca" and init_embeddings("columns", 160, 384) == "columns"
     narrow = read_manifest(run(_distill_cfg(tiny_bert, tiny_csv, tmp_path / "narrow", hidden=16, heads=2,
                                             intermediate=32)))

@@ -406,12 +406,14 @@ def test_end_to_end_distill_writes_a_loadable_student_with_lineage(teacher4, tin
     assert parents == [str(teacher4.resolve()), str(out.resolve())]
 
 
-def _forbid_running_the_teacher(distill, monkeypatch) -> None:
+def _forbid_running_the_teacher(monkeypatch) -> None:
     """From here on, a teacher that distill loads fails the test the moment it runs."""
-    real_load = distill.load_teacher
+    import shrinkbert.students.distill_models as models
 
-    def load_teacher_that_cannot_run(cfg, need_attentions):
-        teacher = real_load(cfg, need_attentions)
+    real_load = models.load_teacher
+
+    def load_teacher_that_cannot_run(cfg, need_attentions, masked_lm=False):
+        teacher = real_load(cfg, need_attentions, masked_lm)
 
         def refuse(*args, **kwargs):
             raise AssertionError("the teacher ran")
@@ -419,7 +421,7 @@ def _forbid_running_the_teacher(distill, monkeypatch) -> None:
         teacher.forward = refuse
         return teacher
 
-    monkeypatch.setattr(distill, "load_teacher", load_teacher_that_cannot_run)
+    monkeypatch.setattr(models, "load_teacher", load_teacher_that_cannot_run)
 
 
 def test_logits_only_distillation_with_warm_cache_never_runs_the_teacher(teacher4, tiny_csv, cache_env,
@@ -428,7 +430,7 @@ def test_logits_only_distillation_with_warm_cache_never_runs_the_teacher(teacher
 
     cfg = _cfg(teacher4, tiny_csv, tmp_path / "a", layers=2, max_steps=2)
     distill.run(cfg)  # warms the cache (train and test logits)
-    _forbid_running_the_teacher(distill, monkeypatch)
+    _forbid_running_the_teacher(monkeypatch)
     out = distill.run(_cfg(teacher4, tiny_csv, tmp_path / "b", layers=2, max_steps=2))
     from shrinkbert.core.artifacts import read_manifest
 
@@ -436,7 +438,7 @@ def test_logits_only_distillation_with_warm_cache_never_runs_the_teacher(teacher
 
 
 def test_general_distillation_from_a_sentence_encoder_with_no_mlm_head(teacher4, tmp_path, cache_env, capsys):
-    """all-mpnet-base-v2 as it ships is an encoder with no MLM head: mode general distils its hidden
+    """all-mpnet-base-v2 as it ships is an encoder with no MLM head: --objective masked-lm distils its hidden
     states alone (asking it for logits would fail), and asking for its MLM logits is one line."""
     from transformers import AutoModelForMaskedLM, BertModel
 
@@ -449,7 +451,7 @@ def test_general_distillation_from_a_sentence_encoder_with_no_mlm_head(teacher4,
     restamp(encoder)
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(text for text, _ in tiny_sentences(16)))
-    common = ["--teacher", str(encoder), "--mode", "general", "--corpus", str(corpus), "--layers", "1",
+    common = ["--teacher", str(encoder), "--objective", "masked-lm", "--corpus", str(corpus), "--layers", "1",
               "--epochs", "1", "--batch-size", "8", "--checkpoint-every", "0"]
     assert main([*common, "--output-dir", str(tmp_path / "mlm-logits")]) == 2
     assert "has no MLM head" in capsys.readouterr().err
@@ -471,7 +473,7 @@ def test_target_and_general_distillation_through_the_cli(teacher4, tmp_path, cac
     restamp(mlm)  # a new model in the copied folder: its manifest records the new weights
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(text for text, _ in tiny_sentences(24)))
-    assert main(["--teacher", str(mlm), "--mode", "general", "--corpus", str(corpus), "--target", "60%",
+    assert main(["--teacher", str(mlm), "--objective", "masked-lm", "--corpus", str(corpus), "--target", "60%",
                  "--hidden-weight", "1", "--attention-weight", "1", "--epochs", "1", "--batch-size", "8",
                  "--checkpoint-every", "0", "--output-dir", str(tmp_path / "general")]) == 0
     model = AutoModelForMaskedLM.from_pretrained(tmp_path / "general")
@@ -599,7 +601,7 @@ def test_hidden_and_attention_distillation_with_warm_cache_never_runs_the_teache
     first = distill.run(_cfg(teacher4, tiny_csv, tmp_path / "a", **weights))  # warms the cache
     record = read_manifest(first)["student"]["teacher_outputs"]
     assert record["used"] and record["attention_layers"] == [2, 4] and record["hidden_layers"] == [2, 4]
-    _forbid_running_the_teacher(distill, monkeypatch)
+    _forbid_running_the_teacher(monkeypatch)
     out = distill.run(_cfg(teacher4, tiny_csv, tmp_path / "b", **weights))
     assert read_manifest(out)["student"]["teacher_outputs"]["hit"] is True
 
@@ -623,11 +625,11 @@ def test_a_pruned_models_shape_counts_the_heads_it_kept():
 
 def test_few_training_rows_switch_on_a_transfer_set_and_the_hidden_loss_unless_set_or_off(monkeypatch):
     from shrinkbert.students.configs import DistillConfig
-    from shrinkbert.students.distill import small_data_line
+    from shrinkbert.students.objectives.logits import small_data_line
     from shrinkbert.students.distill_data import SMALL_DATA_AUGMENT, small_data_defaults
 
     monkeypatch.delenv("SHRINKBERT_SMALL_DATA")  # the suite's switch (conftest.py): here the default is tested
-    cfg = DistillConfig(mode="task", small_data="auto")
+    cfg = DistillConfig(small_data="auto")
     record = small_data_defaults(cfg, 1380, supports_transfer=True)
     assert record == {"train_rows": 1380, "switched_on": {"augment": SMALL_DATA_AUGMENT, "hidden_weight": 1.0}}
     assert cfg.augment == SMALL_DATA_AUGMENT and cfg.hidden_weight == 1.0  # the manifest's config is what ran
@@ -643,6 +645,6 @@ def test_few_training_rows_switch_on_a_transfer_set_and_the_hidden_loss_unless_s
     assert "--small-data off left --augment 8, --hidden-weight 1 off" in small_data_line(record)
     monkeypatch.setenv("SHRINKBERT_SMALL_DATA", "off")  # the same for every run
     assert small_data_defaults(DistillConfig(small_data="auto"), 1380, True)["switched_on"] == {}
-    for cfg, rows in ((DistillConfig(small_data="auto"), 8056), (DistillConfig(small_data="auto", mode="general"), 100)):
-        assert small_data_defaults(cfg, rows, True) == {} and cfg.augment == 0 and cfg.hidden_weight == 0
+    enough = DistillConfig(small_data="auto")
+    assert small_data_defaults(enough, 8056, True) == {} and enough.augment == 0 and enough.hidden_weight == 0
     assert off.augment == 0 and off.hidden_weight == 0

@@ -123,8 +123,8 @@ def _stage_args(stage: str, out: Path, tiny_bert: Path, data: Path, corpus: Path
     if stage == "shrinkbert.teachers.pretrain":  # from scratch, dynamic masking: the masking RNG must resume too
         return common + ["--tokenizer", str(tiny_bert), "--preset", "micro", "--corpus", str(corpus),
                          "--max-length", "32", "--max-steps", "18", "--heldout-fraction", "0.1"]
-    if stage == "embeddings":  # students.distill --mode embeddings: the same loop, the same resume
-        return common + ["--mode", "embeddings", "--teacher", str(tiny_bert), "--corpus", str(corpus),
+    if stage == "embeddings":  # students.distill --objective vectors: the same loop, the same resume
+        return common + ["--objective", "vectors", "--teacher", str(tiny_bert), "--corpus", str(corpus),
                          "--cache-dir", str(cache), "--layers", "1", "--epochs", "2", "--hidden-weight", "1.0"]
     return common + ["--teacher", str(tiny_bert), "--task", str(data), "--cache-dir", str(cache),  # students.distill
                      "--layers", "1", "--epochs", "2", "--hidden-weight", "1.0", "--attention-weight", "1.0"]

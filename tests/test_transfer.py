@@ -124,7 +124,7 @@ def test_general_distillation_lowers_the_students_loss(teacher, tmp_path, cache_
     restamp(mlm)  # a new model in the copied folder: its manifest records the new weights
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(text for text, _ in tiny_sentences(160, seed=5)))
-    assert main(["--teacher", str(mlm), "--mode", "general", "--corpus", str(corpus), "--layers", "1",
+    assert main(["--teacher", str(mlm), "--objective", "masked-lm", "--corpus", str(corpus), "--layers", "1",
                  "--hidden", "16", "--heads", "2", "--init", "random", "--hidden-weight", "1",
                  "--epochs", "6", "--batch-size", "16", "--learning-rate", "3e-3", "--log-every", "1",
                  "--checkpoint-every", "0", "--output-dir", str(tmp_path / "general")]) == 0

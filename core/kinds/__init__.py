@@ -182,7 +182,7 @@ def by_read_priority() -> list[TaskKind]:
 
 
 # A stage mode that trains another kind of model than its data's or its teacher's kind
-# (`finetune --mode embeddings` on an NLI task, `distill --mode embeddings` from a classifier's encoder).
+# (`finetune --mode embeddings` on an NLI task, `distill --objective vectors` from a classifier's encoder).
 MODE_KINDS = {"embeddings": "embedding"}
 
 

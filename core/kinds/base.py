@@ -143,6 +143,11 @@ class TaskKind(ABC):
     --mode embeddings` takes such a kind's tasks as they are, and trains an embedding model on the
     entailment pairs of a pair task of another kind (NLI)."""
 
+    objective: ClassVar[str] = "logits"
+    """How `distill` teaches a student of this kind unless --objective says otherwise (one of
+    students/objectives/: "logits" for a model that gives logits, "vectors" for one that gives
+    sentence vectors)."""
+
     graph_export: ClassVar[str] = "optimum"
     """How the export stage writes this kind's ONNX graph: "optimum" (Optimum's `main_export` under
     `export_task`, the layout the ORTModelFor… class loads) or "traced" (the module `load_torch`

@@ -163,6 +163,7 @@ class EmbeddingKind(TaskKind):
     graph_export = "traced"
     gives = "sentence vectors"
     sentence_vectors = True
+    objective = "vectors"
     stages_not_built = {
         "sparsify": "its keep-or-drop check is a classifier's accuracy; export and quantize the model, or distil "
                     "a smaller student, instead",
