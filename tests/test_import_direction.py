@@ -17,11 +17,6 @@ ROOT = Path(__file__).resolve().parents[1]
 ROOMS = {"shrinkbert": "shrinkbert", "core": "shrinkbert.core", "teachers": "shrinkbert.teachers",
          "students": "shrinkbert.students", "compress": "shrinkbert.compress", "eval": "shrinkbert.eval",
          "deploy": "shrinkbert.deploy"}
-# Two-way pairs being removed on other branches right now; each line goes when its pair does.
-BEING_REMOVED = {
-    frozenset({"compress", "students"}),  # compress -> students goes; students may use compress's ONNX tools
-}
-
 
 def source_modules() -> dict[str, Path]:
     """{dotted module name: its source file} of every room."""
@@ -95,7 +90,7 @@ def test_no_two_packages_import_each_other():
     edges = package_edges()
     assert ("core.data", "core") in edges and ("shrinkbert", "core") in edges  # the graph is read at all
     two_way = [f"{a} <-> {b}: {edges[a, b][:3]} / {edges[b, a][:3]}" for a, b in sorted(edges)
-               if a < b and (b, a) in edges and frozenset({a, b}) not in BEING_REMOVED]
+               if a < b and (b, a) in edges]
     assert not two_way, "packages that import each other:\n" + "\n".join(two_way)
 
 
