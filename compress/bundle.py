@@ -93,6 +93,7 @@ def run(cfg: Config) -> Path:
             metrics["runtime"] = choose_runtime(tmp, parts.max_length, cfg.spin, meta_file=parts.meta_file,
                                                 threads=cfg.threads, typical_tokens=parts.typical_tokens)
         write_manifest(tmp, stage="bundle", parents=parts.parents, config=to_dict(cfg), metrics=metrics,
+                       resolved={"max_length": parts.max_length},
                        num_parameters=parts.num_parameters, data=parts.data, checks=checks, extra=parts.manifest_extra)
     return Path(cfg.output_dir)
 

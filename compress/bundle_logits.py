@@ -86,7 +86,7 @@ class LogitBundle:
         self.src = onnx_file(src_dir)  # first: a missing model is named as such before anything reads it
         check_onnx_file(self.src)
         self.kind = kind_of(src_dir)
-        self.max_length = cfg.max_length = stage_max_length(cfg, self.kind, [src_dir])
+        self.max_length = stage_max_length(cfg, self.kind, [src_dir])
         require((src_dir / "tokenizer.json").is_file(), f"{src_dir} has no tokenizer.json (a fast tokenizer is needed)")
         self.tokenizer = AutoTokenizer.from_pretrained(str(src_dir), use_fast=True)
         self.meta, config = labels_json(src_dir, self.tokenizer, self.max_length)

@@ -40,8 +40,8 @@ STATIC_PARITY_LENGTH = 128
 # A vector bundle is checked on the kit's own parity texts against its own source: the options that
 # choose rows, a reference and a logit tolerance are a logit bundle's, refused here in one line.
 # The data options (which task, its columns, its split) choose those rows; the cache directory is harmless.
-LOGIT_OPTIONS = frozenset({"reference", "reference_agreement", "parity_rows", "tolerance", "allow_parity_failure",
-                           "max_length"} | {f.name for f in dataclasses.fields(DataConfig)} - {"cache_dir"})
+LOGIT_OPTIONS = frozenset({"reference", "reference_agreement", "parity_rows", "tolerance", "allow_parity_failure"}
+                          | {f.name for f in dataclasses.fields(DataConfig)} - {"cache_dir"})
 
 
 def parent_data(path: Path) -> dict | None:
@@ -73,7 +73,8 @@ class GraphVectorBundle:
         self.tokenizer = self.source.tokenizer
         if not self.tokenizer.is_fast:
             raise ShrinkbertError(f"{src_dir}'s tokenizer has no tokenizer.json (a fast tokenizer): the bundle needs one")
-        self.max_length = self.source.max_length
+        # --max-length where given (the bundle truncates there, and is checked there), else the source's own
+        self.max_length = self.source.max_length = cfg.max_length or self.source.max_length
         self.dim = int(self.source.encode(PARITY_SENTENCES[:1]).shape[1])
         self.meta = {"max_length": self.max_length, "dim": self.dim, "pad_id": self.tokenizer.pad_token_id,
                      "pad_token": self.tokenizer.pad_token, "pooling": self.source.spec.mode,
@@ -130,7 +131,11 @@ class TableVectorBundle:
             raise ShrinkbertError(f"--target {cfg.target}: a static student has no graph to convert (its bundle is a "
                                   "vector table read with numpy); use --target python")
         self.cfg, self.src_dir = cfg, src_dir
+        if cfg.max_length:
+            raise ShrinkbertError(f"--max-length {cfg.max_length}: a static table's bundle averages every token of a "
+                                  "text (a mean has no length limit); drop it")
         self.student = StaticTable.load(src_dir)
+        self.max_length = None
         self.parents, self.data = [str(src_dir)], parent_data(src_dir)
         self.num_parameters = int(self.student.vectors.size)
         self.manifest_extra = {"kind": "embedding", "dim": self.student.dim, "runtime": "numpy"}

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from shrinkbert.compress import int8
 from shrinkbert.compress.bundle_runtime import SPIN_CHOICES
 from shrinkbert.core.config import field
-from shrinkbert.core.configs import DataConfig
+from shrinkbert.core.configs import DataConfig, max_length_field
 
 
 @dataclass
@@ -24,7 +24,7 @@ class PruneConfig(DataConfig):
     importance: str = field("taylor", "'taylor' (gradient x activation on task rows) or 'magnitude' (weights only, no data)", choices=("taylor", "magnitude"))
     importance_rows: int = field(256, "task rows (train split) used to score heads and neurons", min=1)
     max_eval_rows: int = field(256, "validation rows to score accuracy before/after (0: skip)", min=0)
-    max_length: int | None = field(None, "tokens per row (empty: the task kind's default, 128; 384 for QA)", min=8, max=8192)
+    max_length: int | None = max_length_field()
     batch_size: int = field(16, "rows per scoring batch", min=1)
 
 
@@ -37,7 +37,7 @@ class SparsifyConfig(DataConfig):
     include_embeddings: bool = field(False, "also sparsify the embedding matrices")
     include_classifier: bool = field(False, "also sparsify the classifier head")
     max_eval_rows: int = field(256, "validation rows for the accuracy check before/after (0: skip)", min=0)
-    max_length: int | None = field(None, "tokens per row (empty: the task kind's default, 128; 384 for QA)", min=8, max=8192)
+    max_length: int | None = max_length_field()
 
 
 @dataclass
@@ -71,7 +71,7 @@ class ExportConfig(DataConfig):
                                          "(for a graph that will run on another host than this one)",
                                  choices=("auto", "fused", "unfused"))
     opset: int = field(0, "ONNX opset (0: Optimum's default for the model)", min=0)
-    max_length: int | None = field(None, "tokens per row in the parity check and latency probe (empty: the task kind's default, 128; 384 for QA)", min=8, max=8192)
+    max_length: int | None = max_length_field()
     threads: int = field(0, "ONNX Runtime threads for the checks (0: ORT default)", min=0)
 
 
@@ -102,7 +102,7 @@ class QuantizeConfig(DataConfig):
     margin_z: float = field(1.0, "accuracy-aware: met when loss + margin_z * (paired standard error) <= tolerance, on the whole validation split (0: point estimate)", min=0)
     allow_unmet: bool = field(False, "accuracy-aware: write the model even when the tolerance cannot be met (recorded)")
     max_eval_rows: int = field(256, "validation rows for accuracy fp32 vs int8 (0: skip)", min=0)
-    max_length: int | None = field(None, "tokens per row (empty: the task kind's default, 128; 384 for QA)", min=8, max=8192)
+    max_length: int | None = max_length_field()
     threads: int = field(0, "ONNX Runtime threads for the checks (0: ORT default)", min=0)
 
 
@@ -128,4 +128,4 @@ class BundleConfig(DataConfig):
     threads: str = field("auto", "the Predictor's default ONNX Runtime thread count: 'auto' times one thread against "
                          "ONNX Runtime's default (one per physical core) and keeps one only where clearly faster (two "
                          "builds may differ); 'default' or a number sets it untimed")
-    max_length: int | None = field(None, "tokens per text the bundle truncates to (empty: the task kind's default, 128; 384 for QA)", min=8, max=8192)
+    max_length: int | None = max_length_field()

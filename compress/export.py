@@ -27,9 +27,9 @@ from shrinkbert.compress.common import (align_labels, accuracy, copy_graph_files
 from shrinkbert.compress.configs import ExportConfig as Config
 from shrinkbert.compress import skip_layer_norm
 from shrinkbert.core.artifacts import atomic_artifact, check, write_manifest
-from shrinkbert.core.config import stage_main, to_dict
+from shrinkbert.core.config import stage_main
 from shrinkbert.core.builtin import resolve_model
-from shrinkbert.core.data.dataspec import resolve_spec, stage_max_length
+from shrinkbert.core.data.dataspec import resolve_spec, length_records, resolve_max_length
 from shrinkbert.core.errors import ShrinkbertError, require
 from shrinkbert.core.kinds import kind_for_stage, kind_of
 from shrinkbert.core.models import count_parameters
@@ -127,7 +127,7 @@ def run(cfg: Config) -> Path:
     kind = kind_for_stage(folder, "export")  # a sentence-transformers folder as it ships: an embedder
     model, tokenizer = kind.load_torch(folder)
     cfg.model = folder
-    cfg.max_length = stage_max_length(cfg, kind, [folder])
+    cfg, asked = resolve_max_length(cfg, kind, [folder])
     spec = resolve_spec(cfg, [folder], required=False)  # no task anywhere: built-in sentences
     rows, task = load_rows(spec, "validation", cfg.parity_rows, cfg.cache_dir, kind=kind)
     if task is not None and kind_of(task) is not kind:
@@ -176,7 +176,7 @@ def run(cfg: Config) -> Path:
                 f"{result['label_agreement']:.3f} on {result['rows'] + long['rows']} rows; no artifact written "
                 "(--allow-parity-failure writes it anyway)")
         metrics["parity_failure_allowed"] = (not passed) and cfg.allow_parity_failure
-        write_manifest(tmp, stage="export", parents=[folder], config=to_dict(cfg), metrics=metrics,
+        write_manifest(tmp, stage="export", parents=[folder], **length_records(cfg, asked), metrics=metrics,
                        num_parameters=count_parameters(model), data=spec.record(task) if spec else None,
                        checks=[check("parity", passed, f"max |output diff| {gap:.2e} (tolerance {cfg.tolerance:.0e}) "
                                      f"on {result['rows']} rows and {long['rows']} at or past max_length")],

@@ -27,9 +27,9 @@ from shrinkbert.compress.common import accuracy, align_labels, load_rows, parity
 from shrinkbert.compress.configs import PruneConfig as Config
 from shrinkbert.compress.importance import heads_in, module_at, score, slicing_layout
 from shrinkbert.core.artifacts import save_model_artifact
-from shrinkbert.core.config import stage_main, to_dict
+from shrinkbert.core.config import stage_main
 from shrinkbert.core.builtin import resolve_model
-from shrinkbert.core.data.dataspec import resolve_spec, stage_max_length
+from shrinkbert.core.data.dataspec import resolve_spec, length_records, resolve_max_length
 from shrinkbert.core.errors import ShrinkbertError, require
 from shrinkbert.core.families import family_of
 from shrinkbert.core.kinds import kind_for_stage
@@ -129,7 +129,7 @@ def run(cfg: Config) -> Path:
         raise ShrinkbertError("taylor importance needs task rows: pass --task TASK (or --importance magnitude)")
     model, tokenizer = kind.load_torch(folder)
     cfg.model = folder
-    cfg.max_length = stage_max_length(cfg, kind, [folder])
+    cfg, asked = resolve_max_length(cfg, kind, [folder])
     before = structure(model)  # a family pruning cannot slice is refused here, in one line
     family = family_of(model.config)
     require(family.prunes_heads or not cfg.head_fraction,
@@ -170,7 +170,7 @@ def run(cfg: Config) -> Path:
                         "val_accuracy_after_no_recovery": accuracy(pruned, eval_labels),
                         "vs_unpruned": parity(unpruned, pruned)})
         metrics.update(judged_scores(task, eval_labels, before=unpruned, after_no_recovery=pruned))
-    save_model_artifact(cfg.output_dir, model, tokenizer, stage="prune", parents=[folder], config=to_dict(cfg),
+    save_model_artifact(cfg.output_dir, model, tokenizer, stage="prune", parents=[folder], **length_records(cfg, asked),
                         metrics=metrics, num_parameters=after["num_parameters"],
                         data=spec.record(task, max_length=cfg.max_length) if spec else None, extra={"kind": kind.name})
     return Path(cfg.output_dir)

@@ -21,8 +21,8 @@ from shrinkbert.compress.common import (accuracy, align_labels, check_onnx_file,
 from shrinkbert.compress.configs import QuantizeConfig as Config
 from shrinkbert.compress.onnx_modules import is_fused, node_groups, resolve
 from shrinkbert.core.artifacts import atomic_artifact, check, read_manifest, write_manifest
-from shrinkbert.core.config import stage_main, to_dict
-from shrinkbert.core.data.dataspec import resolve_spec, stage_max_length
+from shrinkbert.core.config import stage_main
+from shrinkbert.core.data.dataspec import resolve_spec, length_records, resolve_max_length
 from shrinkbert.core.errors import ShrinkbertError, require
 from shrinkbert.core.kinds import kind_of
 
@@ -60,7 +60,7 @@ def run(cfg: Config) -> Path:
     src = onnx_file(src_dir)  # first: a missing model is named as such before anything reads it
     graph = check_onnx_file(src)
     kind = kind_of(src_dir)
-    cfg.max_length = stage_max_length(cfg, kind, [src_dir])
+    cfg, asked = resolve_max_length(cfg, kind, [src_dir])
     session = ort_session(src, cfg.threads or None)
     input_names = [i.name for i in session.get_inputs()]
     tokenizer = tokenizer_of(src_dir)
@@ -178,7 +178,7 @@ def run(cfg: Config) -> Path:
         if failed and not cfg.allow_unmet:
             raise ShrinkbertError(f"int8 {failed[0]['name']} failed: {failed[0]['detail']}: not written "
                                   "(--allow-unmet writes it, recorded)")
-        write_manifest(tmp, stage="quantize", parents=[cfg.model], config=to_dict(cfg), metrics=metrics,
+        write_manifest(tmp, stage="quantize", parents=[cfg.model], **length_records(cfg, asked), metrics=metrics,
                        num_parameters=parent_params, data=spec.record(task) if spec else None, checks=checks,
                        extra={"kind": kind.name})
     return Path(cfg.output_dir)

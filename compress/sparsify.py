@@ -14,8 +14,8 @@ import torch
 from shrinkbert.compress.common import accuracy, align_labels, gzip_size, load_pt, load_rows, torch_logits
 from shrinkbert.compress.configs import SparsifyConfig as Config
 from shrinkbert.core.artifacts import atomic_artifact, write_manifest
-from shrinkbert.core.config import stage_main, to_dict
-from shrinkbert.core.data.dataspec import resolve_spec, stage_max_length
+from shrinkbert.core.config import stage_main
+from shrinkbert.core.data.dataspec import resolve_spec, length_records, resolve_max_length
 from shrinkbert.core.errors import require
 from shrinkbert.core.kinds import kind_for_stage, kind_of, require_stage
 from shrinkbert.core.models import count_parameters
@@ -58,7 +58,7 @@ def run(cfg: Config) -> Path:
     require_stage(kind_for_stage(cfg.model, "sparsify"), "sparsify")
     require(0.0 <= cfg.sparsity < 1.0, f"sparsity must be in [0, 1), got {cfg.sparsity}")
     model, tokenizer = load_pt(cfg.model)
-    cfg.max_length = stage_max_length(cfg, kind_of(model.config), [cfg.model])
+    cfg, asked = resolve_max_length(cfg, kind_of(model.config), [cfg.model])
     rows, labels, task = [], [], None
     spec = resolve_spec(cfg, [cfg.model], required=False)
     if spec is not None and cfg.max_eval_rows:
@@ -82,7 +82,7 @@ def run(cfg: Config) -> Path:
             "note": ("unstructured zeros shrink the compressed (gzip/zip) file only; the dense file size and "
                      "dense-runtime latency are unchanged. Use compress.prune for speed."),
         })
-        write_manifest(tmp, stage="sparsify", parents=[cfg.model], config=to_dict(cfg), metrics=metrics,
+        write_manifest(tmp, stage="sparsify", parents=[cfg.model], **length_records(cfg, asked), metrics=metrics,
                        num_parameters=count_parameters(model), data=spec.record(task) if spec else None)
     return Path(cfg.output_dir)
 

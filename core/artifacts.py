@@ -117,17 +117,20 @@ def write_manifest(out_dir: str | Path, *, stage: str, parents: list[str | Path]
                    config: dict[str, Any] | None = None, metrics: dict[str, Any] | None = None,
                    seed: int | None = None, num_parameters: int | None = None,
                    data: dict[str, Any] | None = None, checks: list[dict[str, Any]] | None = None,
-                   extra: dict[str, Any] | None = None) -> dict[str, Any]:
+                   resolved: dict[str, Any] | None = None, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """Write shrinkbert.json into out_dir (normally the temporary dir of `atomic_artifact`).
 
-    data: the data spec (core.data.dataspec) later stages inherit; checks: what the stage verified,
-    as [{name, passed, detail}] (see `check`): the report reads failures from there only.
+    config: the options as the user gave them; resolved: the settings the stage derived from them, its
+    parents or its kind (max_length), which later stages inherit; data: the data spec
+    (core.data.dataspec) later stages inherit; checks: what the stage verified, as [{name, passed,
+    detail}] (see `check`): the report reads failures from there only.
     """
     manifest = {
         "stage": stage,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "parents": [parent_record(p) for p in parents],
         "config": config or {},
+        "resolved": resolved or {},
         "data": data,
         "metrics": metrics or {},
         "checks": list(checks or []),

@@ -6,10 +6,23 @@ Python API's help are built from these classes without torch, datasets or scikit
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from shrinkbert.core.catalogue import BUILTIN_TASK_SPECS
 from shrinkbert.core.config import field
 from shrinkbert.core.errors import ShrinkbertError
+
+
+MAX_LENGTH_HELP = ("tokens per row, as every stage and the bundle read it (training, checks, the latency target, "
+                   "truncation); longer inputs are truncated (empty: the parent artifact's, else the task kind's "
+                   "default: 128, 384 for QA)")
+
+
+def max_length_field(**kwargs: Any) -> Any:
+    """The one declaration of --max-length: each stage's config holds `max_length: int | None = max_length_field()`.
+    The stage resolves it (flag, else parent, else kind) into a copy of the config and the manifest's "resolved"
+    record; the config the user passed, and its record in the manifest, keep what was given."""
+    return field(None, MAX_LENGTH_HELP, min=8, max=8192, **kwargs)
 
 
 @dataclass

@@ -9,7 +9,7 @@ import argparse
 from dataclasses import dataclass
 
 from shrinkbert.core.config import field, make_parser
-from shrinkbert.core.configs import DataConfig
+from shrinkbert.core.configs import DataConfig, max_length_field
 
 QUICK = {"batch_sizes": [1], "seq_lens": ["128", "real"], "runs": 8, "warmup": 2, "max_eval_rows": 200, "memory": "off"}
 
@@ -27,7 +27,7 @@ class EvalConfig(DataConfig):
     runs: int = field(30, "timed calls per variant and case", min=1)
     warmup: int = field(5, "untimed warm-up calls per variant and case", min=0)
     threads: int = field(0, "threads for torch and ONNX Runtime (0: all cores); stated in the report", min=0)
-    max_length: int | None = field(None, "truncation length for accuracy and the 'real' latency batches (empty: the task kind's default, 128; 384 for QA)", min=8, max=8192)
+    max_length: int | None = max_length_field()
     eval_batch_size: int = field(32, "batch size of the accuracy pass", min=1)
     torch_attention: str = field("eager", "attention implementation of PyTorch variants: eager or sdpa", choices=("eager", "sdpa"))
     torch_device: str = field("cpu", "where PyTorch variants run, scored and timed: cpu, or cuda (the first GPU; its "

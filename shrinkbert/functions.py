@@ -293,8 +293,9 @@ def finetune(
         max_eval_rows: int = 0
             validate and test on the first N rows of those splits only (0: all) [>= 0]
         max_length: int | None = None
-            tokens per example; longer inputs are truncated (empty: the task kind's default, 128; 384 for QA)
-            [>= 8 and <= 8192]
+            tokens per row, as every stage and the bundle read it (training, checks, the latency target,
+            truncation); longer inputs are truncated (empty: the parent artifact's, else the task kind's
+            default: 128, 384 for QA) [>= 8 and <= 8192]
         doc_stride: int = 0
             QA: tokens neighbouring windows share (run_qa's name; 0: 128 at max_length 384, in proportion
             otherwise) [>= 0]
@@ -492,8 +493,9 @@ def distill(
         max_eval_rows: int = 0
             evaluate on only the first N test rows (0: all) [>= 0]
         max_length: int | None = None
-            tokens per example (and the sequence length of a latency target; empty: the task kind's default,
-            128; 384 for QA) [>= 8 and <= 8192]
+            tokens per row, as every stage and the bundle read it (training, checks, the latency target,
+            truncation); longer inputs are truncated (empty: the parent artifact's, else the task kind's
+            default: 128, 384 for QA) [>= 8 and <= 8192]
         corpus: str = ''
             objectives masked-lm, vectors and static: comma-separated corpora (imdb, brown, sotu, wordnet, .txt
             files, .csv files: their text columns, SQuAD .json files: the questions of the training half of
@@ -741,7 +743,9 @@ def prune(
         max_eval_rows: int = 256
             validation rows to score accuracy before/after (0: skip) [>= 0]
         max_length: int | None = None
-            tokens per row (empty: the task kind's default, 128; 384 for QA) [>= 8 and <= 8192]
+            tokens per row, as every stage and the bundle read it (training, checks, the latency target,
+            truncation); longer inputs are truncated (empty: the parent artifact's, else the task kind's
+            default: 128, 384 for QA) [>= 8 and <= 8192]
         batch_size: int = 16
             rows per scoring batch [>= 1]
 
@@ -820,7 +824,9 @@ def sparsify(
         max_eval_rows: int = 256
             validation rows for the accuracy check before/after (0: skip) [>= 0]
         max_length: int | None = None
-            tokens per row (empty: the task kind's default, 128; 384 for QA) [>= 8 and <= 8192]
+            tokens per row, as every stage and the bundle read it (training, checks, the latency target,
+            truncation); longer inputs are truncated (empty: the parent artifact's, else the task kind's
+            default: 128, 384 for QA) [>= 8 and <= 8192]
 
     Output:
         output_dir: str = ''
@@ -983,8 +989,9 @@ def export(
         opset: int = 0
             ONNX opset (0: Optimum's default for the model) [>= 0]
         max_length: int | None = None
-            tokens per row in the parity check and latency probe (empty: the task kind's default, 128; 384 for
-            QA) [>= 8 and <= 8192]
+            tokens per row, as every stage and the bundle read it (training, checks, the latency target,
+            truncation); longer inputs are truncated (empty: the parent artifact's, else the task kind's
+            default: 128, 384 for QA) [>= 8 and <= 8192]
         threads: int = 0
             ONNX Runtime threads for the checks (0: ORT default) [>= 0]
 
@@ -1110,7 +1117,9 @@ def quantize(
         max_eval_rows: int = 256
             validation rows for accuracy fp32 vs int8 (0: skip) [>= 0]
         max_length: int | None = None
-            tokens per row (empty: the task kind's default, 128; 384 for QA) [>= 8 and <= 8192]
+            tokens per row, as every stage and the bundle read it (training, checks, the latency target,
+            truncation); longer inputs are truncated (empty: the parent artifact's, else the task kind's
+            default: 128, 384 for QA) [>= 8 and <= 8192]
         threads: int = 0
             ONNX Runtime threads for the checks (0: ORT default) [>= 0]
 
@@ -1204,8 +1213,9 @@ def bundle(
             default (one per physical core) and keeps one only where clearly faster (two builds may differ);
             'default' or a number sets it untimed
         max_length: int | None = None
-            tokens per text the bundle truncates to (empty: the task kind's default, 128; 384 for QA) [>= 8 and
-            <= 8192]
+            tokens per row, as every stage and the bundle read it (training, checks, the latency target,
+            truncation); longer inputs are truncated (empty: the parent artifact's, else the task kind's
+            default: 128, 384 for QA) [>= 8 and <= 8192]
 
     Output:
         output_dir: str = ''
@@ -1308,8 +1318,9 @@ def report(
         threads: int = 0
             threads for torch and ONNX Runtime (0: all cores); stated in the report [>= 0]
         max_length: int | None = None
-            truncation length for accuracy and the 'real' latency batches (empty: the task kind's default, 128;
-            384 for QA) [>= 8 and <= 8192]
+            tokens per row, as every stage and the bundle read it (training, checks, the latency target,
+            truncation); longer inputs are truncated (empty: the parent artifact's, else the task kind's
+            default: 128, 384 for QA) [>= 8 and <= 8192]
         eval_batch_size: int = 32
             batch size of the accuracy pass [>= 1]
         torch_attention: str = 'eager'

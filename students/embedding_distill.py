@@ -349,6 +349,7 @@ def save_student(student: Embedder, out_dir: str | Path, *, stage: str, parents,
         student.tokenizer.save_pretrained(tmp)
         write_st_layout(tmp, student.spec, student.model.config.hidden_size, student.max_length, dense=student.dense)
         write_manifest(tmp, stage=stage, parents=parents, config=config, metrics=metrics, seed=seed,
+                       resolved={"max_length": student.max_length},
                        num_parameters=sum(p.numel() for p in _trainable(student).parameters()), checks=checks, data=data,
                        extra={"kind": KIND, "dim": student.dim, **(extra or {})})
     return Path(out_dir)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from shrinkbert.core.config import field
-from shrinkbert.core.configs import DataConfig, TrainConfig
+from shrinkbert.core.configs import DataConfig, TrainConfig, max_length_field
 
 PRESETS = {  # name -> BertConfig shape
     "bert-base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
@@ -88,7 +88,7 @@ class FinetuneConfig(TrainConfig, DataConfig):
     tokenizer: str = field("", "tokenizer dir (default: the model's own)")
     max_train_rows: int = field(0, "train on the first N rows of the train split only (0: all)", min=0)
     max_eval_rows: int = field(0, "validate and test on the first N rows of those splits only (0: all)", min=0)
-    max_length: int | None = field(None, "tokens per example; longer inputs are truncated (empty: the task kind's default, 128; 384 for QA)", min=8, max=8192)
+    max_length: int | None = max_length_field()
     doc_stride: int = field(0, "QA: tokens neighbouring windows share (run_qa's name; 0: 128 at max_length 384, in proportion otherwise)", min=0)
     eval_batch_size: int = field(64, "batch size for validation and test", min=1)
     keep: str = field("best", "best (the epoch with the best validation score: accuracy, or entity F1 for NER) or final",

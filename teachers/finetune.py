@@ -21,8 +21,8 @@ from pathlib import Path
 import torch
 
 from shrinkbert.core.artifacts import save_model_artifact
-from shrinkbert.core.config import stage_main, to_dict
-from shrinkbert.core.data.dataspec import load_splits, resolve_spec, stage_max_length
+from shrinkbert.core.config import stage_main
+from shrinkbert.core.data.dataspec import load_splits, resolve_spec, length_records, resolve_max_length
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds import kind_for_mode, kind_of, primary_metric, score_split
 from shrinkbert.core.models import check_model_dir, count_parameters, load_tokenizer
@@ -52,7 +52,7 @@ def run(cfg: Config) -> Path:
     spec = resolve_spec(cfg, [model_dir])
     task, splits = load_splits(spec, cfg.cache_dir)
     splits = limit_rows(splits, cfg.max_train_rows, cfg.max_eval_rows)
-    cfg.max_length = stage_max_length(cfg, kind_of(task), [model_dir])
+    cfg, asked = resolve_max_length(cfg, kind_of(task), [model_dir])
     # --mode classifier trains the task's own kind (a head for its labels; scored pairs: their vectors)
     task, splits = kind_for_mode(cfg.mode, task).adopt(task, splits)  # e.g. an NLI task's pairs, for an embedder
     model, tokenizer, model_dir = load_classifier(cfg, task, model_dir)
@@ -106,7 +106,7 @@ def run(cfg: Config) -> Path:
         result.update({f"test_{k}": v for k, v in score_split(model, data["test"], collate, task,
                                                              cfg.eval_batch_size).items()})
         model.config.id2label, model.config.label2id = task.id2label, task.label2id
-        save_model_artifact(out, model, tokenizer, stage="finetune", parents=[model_dir], config=to_dict(cfg),
+        save_model_artifact(out, model, tokenizer, stage="finetune", parents=[model_dir], **length_records(cfg, asked),
                             metrics=result, seed=cfg.seed, num_parameters=count_parameters(model),
                             data=spec.record(task, max_length=cfg.max_length,
                                              rows={k: len(v) for k, v in splits.items()})

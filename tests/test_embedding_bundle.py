@@ -219,3 +219,15 @@ def test_a_bad_thread_count_is_one_line_before_any_work(student_dir, tmp_path):
     assert not (tmp_path / "bundle").exists()
     assert main(["--model", str(student_dir), "--output-dir", str(tmp_path / "cli"), "--threads", "0"]) == 2
     assert not (tmp_path / "cli").exists()
+
+
+def test_a_graph_bundle_honours_max_length_and_a_table_refuses_it(int8_graph, student_dir, tmp_path):
+    """--max-length is read by a graph's vector bundle as by a logit one: it truncates there (and is checked
+    there) and the manifest's resolved record says so; a static table averages every token: one line."""
+    graph = run(int8_graph, tmp_path / "graph", max_length=8, spin="off", threads=1)
+    assert json.loads((graph / "embedding.json").read_text())["max_length"] == 8
+    manifest = json.loads((graph / "shrinkbert.json").read_text())
+    assert manifest["resolved"] == {"max_length": 8} and manifest["config"]["max_length"] == 8
+    with pytest.raises(ShrinkbertError, match="a mean has no length limit"):
+        run(student_dir, tmp_path / "table", max_length=3)
+    assert not (tmp_path / "table").exists()

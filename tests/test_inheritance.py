@@ -93,8 +93,23 @@ def test_max_length_given_once_is_inherited(tiny_bert, pair_csv, tmp_path):
     out = run_chain(tmp_path, tiny_bert, pair_csv, max_length=24,
                     stages=("teacher", "student", "pruned", "onnx", "int8", "bundle"))
     for stage in ("teacher", "student", "pruned", "onnx", "int8", "bundle"):
-        assert json.loads((out / stage / "shrinkbert.json").read_text())["config"]["max_length"] == 24, stage
+        manifest = json.loads((out / stage / "shrinkbert.json").read_text())
+        assert manifest["resolved"]["max_length"] == 24, stage
+        # the config records what was given: the teacher's flag, nothing after it
+        assert manifest["config"]["max_length"] == (24 if stage == "teacher" else None), stage
     assert json.loads((out / "bundle" / "labels.json").read_text())["max_length"] == 24
+
+
+def test_a_stage_resolves_max_length_into_a_copy_and_leaves_the_given_config_alone(tmp_path):
+    from shrinkbert.compress.configs import ExportConfig
+    from shrinkbert.core.data.dataspec import length_records, resolve_max_length
+    from shrinkbert.core.kinds import get_kind
+
+    given = ExportConfig(model=str(tmp_path), output_dir=str(tmp_path / "out"))
+    resolved, asked = resolve_max_length(given, get_kind("sequence"), [])
+    assert given.max_length is None and asked is None and resolved.max_length == 128 and resolved is not given
+    records = length_records(resolved, asked)
+    assert records["config"]["max_length"] is None and records["resolved"] == {"max_length": 128}
 
 
 def test_max_length_is_not_inherited_across_tasks_or_from_a_model_without_one(tmp_path):

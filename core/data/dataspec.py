@@ -89,7 +89,7 @@ def resolve_spec(cfg: Any, parents: Sequence[str | Path] = (), required: bool = 
 
 
 def inherited_max_length(parents: Sequence[str | Path], task: str = "") -> int | None:
-    """The max_length the first parent artifact was made with (its resolved config), so a length
+    """The max_length the first parent artifact was made with (its manifest's resolved record), so a length
     given once holds down the lineage. Only along with its task, like the columns: a parent that
     records no task (a pre-trained model) or another task than the stage names gives None, and the
     stage starts from its task kind's default (QA's 384, not an MLM corpus's 128)."""
@@ -99,9 +99,24 @@ def inherited_max_length(parents: Sequence[str | Path], task: str = "") -> int |
             recorded_task = (manifest.get("data") or {}).get("task", "")
             if not recorded_task or (task and _absolute_if_file(task) != recorded_task):
                 return None
-            length = (manifest.get("config") or {}).get("max_length")
+            # the resolved record; an artifact written before it existed kept the resolved value in its config
+            length = (manifest.get("resolved") or {}).get("max_length") or (manifest.get("config") or {}).get("max_length")
             return int(length) if length else None
     return None
+
+
+def resolve_max_length(cfg: Any, kind, parents: Sequence[str | Path]) -> tuple[Any, int | None]:
+    """(a copy of a stage's config whose max_length is the stage's, the max_length as given). The stage runs
+    on the copy and writes the given value to its manifest's config, the resolved one to its "resolved"
+    record (`length_records`); the config the caller passed is not changed."""
+    return dataclasses.replace(cfg, max_length=stage_max_length(cfg, kind, parents)), cfg.max_length
+
+
+def length_records(cfg: Any, asked: int | None) -> dict[str, dict]:
+    """write_manifest's `config` and `resolved` for a config from `resolve_max_length`."""
+    from shrinkbert.core.config import to_dict
+
+    return {"config": {**to_dict(cfg), "max_length": asked}, "resolved": {"max_length": cfg.max_length}}
 
 
 def stage_max_length(cfg: Any, kind, parents: Sequence[str | Path]) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from shrinkbert.core.config import field
-from shrinkbert.core.configs import DataConfig, TrainConfig
+from shrinkbert.core.configs import DataConfig, TrainConfig, max_length_field
 
 # the objectives by name, as --objective takes them (students/objectives/__init__.py maps each to its module)
 OBJECTIVE_NAMES = ("logits", "masked-lm", "vectors", "static")
@@ -37,8 +37,7 @@ class StudentOptions(TrainConfig, DataConfig):
                            choices=("auto", *OBJECTIVE_NAMES), group="model")
     max_train_rows: int = field(0, "use only the first N training rows/lines (0: all)", min=0, group="data")
     max_eval_rows: int = field(0, "evaluate on only the first N test rows (0: all)", min=0, group="data")
-    max_length: int | None = field(None, "tokens per example (and the sequence length of a latency target; "
-                                         "empty: the task kind's default, 128; 384 for QA)", min=8, max=8192, group="data")
+    max_length: int | None = max_length_field(group="data")
     output_dir: str = field("runs/student", "where the student artifact is written", group="output")
     learning_rate: float = field(1e-4, "peak learning rate (AdamW)", above=0, group="training loop")
 

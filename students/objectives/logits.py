@@ -169,9 +169,8 @@ def teach(cfg, masked_lm: bool) -> Path:
     from transformers import AutoConfig
 
     from shrinkbert.core.artifacts import save_model_artifact
-    from shrinkbert.core.config import to_dict
     from shrinkbert.core.builtin import resolve_model
-    from shrinkbert.core.data.dataspec import resolve_spec, stage_max_length
+    from shrinkbert.core.data.dataspec import resolve_spec, length_records, resolve_max_length
     from shrinkbert.core.families import is_mlm
     from shrinkbert.core.kinds import kind_of, primary_metric, score_split
     from shrinkbert.core.models import check_model_dir, count_parameters, load_tokenizer
@@ -192,7 +191,7 @@ def teach(cfg, masked_lm: bool) -> Path:
     weights = loss_weights(cfg)
 
     teacher_config = AutoConfig.from_pretrained(check_model_dir(primary_teacher(cfg.teacher)))
-    cfg.max_length = stage_max_length(cfg, kind_of(teacher_config), [primary_teacher(cfg.teacher)])
+    cfg, asked = resolve_max_length(cfg, kind_of(teacher_config), [primary_teacher(cfg.teacher)])
     if masked_lm and weights.logits and not is_mlm(teacher_config):
         raise ShrinkbertError(f"teacher {cfg.teacher} has no MLM head, so --objective masked-lm cannot distil its MLM "
                               "logits: use --logits-weight 0 with --hidden-weight/--attention-weight, or an MLM teacher")
@@ -301,7 +300,7 @@ def teach(cfg, masked_lm: bool) -> Path:
         student.config._attn_implementation = None  # back to the library default in the saved config
         student.config.architectures = None
         parents = split_teachers(cfg.teacher) + ([student_dir] if student_dir else [])
-        save_model_artifact(out_dir, student, tokenizer, stage="distill", parents=parents, config=to_dict(cfg),
+        save_model_artifact(out_dir, student, tokenizer, stage="distill", parents=parents, **length_records(cfg, asked),
                             metrics=metrics, seed=cfg.seed, num_parameters=num_parameters,
                             data=spec.record(task, max_length=cfg.max_length, rows={"train": len(train_set)})
                             if spec is not None else None, extra={

@@ -50,14 +50,14 @@ def run(cfg) -> Path:
     """Distil a static embedding student as the distill stage's Config asks; return its artifact path."""
     # deferred: --help and the generated API read this module's options without torch
     from shrinkbert.core.builtin import resolve_model
-    from shrinkbert.core.data.dataspec import stage_max_length
+    from shrinkbert.core.data.dataspec import resolve_max_length
     from shrinkbert.core.kinds import kind_for_mode
     from shrinkbert.students.corpus_lines import training_lines
 
     refuse_fixed(cfg)
     if "," in cfg.teacher:
         raise ShrinkbertError("an embedding student learns from one teacher: give one --teacher")
-    cfg.max_length = stage_max_length(cfg, kind_for_mode("embeddings"), [cfg.teacher])
+    cfg, _ = resolve_max_length(cfg, kind_for_mode("embeddings"), [cfg.teacher])
     teacher = resolve_model(cfg.teacher)
     sentences, _, validation, data_record = training_lines(cfg, teacher)
     return tune(cfg, teacher, sentences, validation, data_record)
@@ -122,6 +122,7 @@ def tune(cfg, teacher: str, sentences: list[str], validation, data_record: dict)
         student.save(tmp)
         write_manifest(tmp, stage="distill", parents=[teacher], config={"teacher": cfg.teacher, "student": STATIC,
                        "dim": dim, "epochs": epochs, "seed": cfg.seed, "max_length": cfg.max_length},
+                       resolved={"max_length": cfg.max_length},
                        metrics=metrics, seed=cfg.seed, num_parameters=int(student.vectors.size), data=data_record,
                        checks=[check("unit_vectors", bool(np.allclose(np.linalg.norm(student.encode(sentences[:8]), axis=1), 1, atol=1e-4)),
                                      "8 corpus sentences")],

@@ -113,14 +113,14 @@ def run(cfg) -> Path:
     """Distil an embedding student as the distill stage's Config asks; return its artifact path."""
     # deferred: --help and the generated API read this module's options without torch
     from shrinkbert.core.builtin import resolve_model
-    from shrinkbert.core.data.dataspec import stage_max_length
+    from shrinkbert.core.data.dataspec import resolve_max_length
     from shrinkbert.core.kinds import kind_for_mode
     from shrinkbert.students.corpus_lines import query_goals, training_lines
     from shrinkbert.students.embedding_distill import EmbeddingStudentConfig, distill_embedding
 
     if "," in cfg.teacher:
         raise ShrinkbertError("an embedding student learns from one teacher: give one --teacher")
-    cfg.max_length = stage_max_length(cfg, kind_for_mode("embeddings"), [cfg.teacher])
+    cfg, _ = resolve_max_length(cfg, kind_for_mode("embeddings"), [cfg.teacher])
     teacher = resolve_model(cfg.teacher)
     if cfg.target:
         raise ShrinkbertError("--target is not supported for embedding students yet: give --layers/--hidden/"
