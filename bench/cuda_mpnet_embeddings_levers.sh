@@ -70,8 +70,8 @@ done
 $PY - "$R" "${QUICK:-0}" "$NAMES" <<'PY'
 import sys
 from shrinkbert.core.scored_pairs import ScoredPairs, read_scored_pairs
-from shrinkbert.core.embedder import Embedder
-from shrinkbert.core.sts import sts_spearman
+from shrinkbert.core.kinds.embedder import Embedder
+from shrinkbert.core.kinds.sts import sts_spearman
 import torch
 
 pairs = read_scored_pairs(".device/data/stsb/test.csv")

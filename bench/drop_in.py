@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     import shrinkbert
     from shrinkbert.core.artifacts import is_artifact, read_manifest
     from shrinkbert.core.device import cpu_model, detect_isa
-    from shrinkbert.core.sts import sts_spearman
+    from shrinkbert.core.kinds.sts import sts_spearman
     from shrinkbert.eval.encoders import open_encoder
     from shrinkbert.eval.embedding_eval import nli_auc, read_nli_pairs
     from shrinkbert.eval.retrieval import gold_ranks, read_squad_retrieval

@@ -30,8 +30,8 @@ from shrinkbert import export, quantize  # noqa: E402
 from shrinkbert.compress.embedding_onnx import OnnxEmbedder  # noqa: E402
 from shrinkbert.core.scored_pairs import read_scored_pairs  # noqa: E402
 from shrinkbert.core.device import describe_machine, set_threads  # noqa: E402
-from shrinkbert.core.embedder import Embedder  # noqa: E402
-from shrinkbert.core.sts import sts_spearman  # noqa: E402
+from shrinkbert.core.kinds.embedder import Embedder  # noqa: E402
+from shrinkbert.core.kinds.sts import sts_spearman  # noqa: E402
 
 
 def main(argv=None) -> int:

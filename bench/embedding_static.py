@@ -40,9 +40,9 @@ from shrinkbert.core.artifacts import atomic_artifact, write_manifest  # noqa: E
 from shrinkbert.core.data.load import load_corpus  # noqa: E402
 from shrinkbert.core.scored_pairs import read_scored_pairs  # noqa: E402
 from shrinkbert.core.device import describe_machine, set_threads  # noqa: E402
-from shrinkbert.core.embedder import Embedder  # noqa: E402
+from shrinkbert.core.kinds.embedder import Embedder  # noqa: E402
 from shrinkbert.core.timing import percentiles  # noqa: E402
-from shrinkbert.core.sts import sts_spearman  # noqa: E402
+from shrinkbert.core.kinds.sts import sts_spearman  # noqa: E402
 from shrinkbert.students.embedding_distill import teacher_vectors  # noqa: E402
 from shrinkbert.students.static import StaticEmbedder  # noqa: E402
 

@@ -44,10 +44,10 @@ from shrinkbert.core.builtin import resolve_model  # noqa: E402
 from shrinkbert.core.data.load import load_corpus  # noqa: E402
 from shrinkbert.core.scored_pairs import read_scored_pairs  # noqa: E402
 from shrinkbert.core.device import describe_machine, set_threads  # noqa: E402
-from shrinkbert.core.embedder import Embedder  # noqa: E402
+from shrinkbert.core.kinds.embedder import Embedder  # noqa: E402
 from shrinkbert.core.kinds.embedding import agreement  # noqa: E402
 from shrinkbert.eval.embedding_eval import drop_in_recall, task_classification, throughput  # noqa: E402
-from shrinkbert.core.sts import sts_spearman  # noqa: E402
+from shrinkbert.core.kinds.sts import sts_spearman  # noqa: E402
 from shrinkbert.students.embedding_distill import EmbeddingStudentConfig, distill_embedding, teacher_vectors  # noqa: E402
 from shrinkbert.students.static import StaticEmbedder  # noqa: E402
 

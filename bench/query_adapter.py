@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     from shrinkbert.core.device import cpu_model, detect_isa
-    from shrinkbert.core.sts import sts_spearman
+    from shrinkbert.core.kinds.sts import sts_spearman
     from shrinkbert.eval.embedding_eval import nli_auc, read_nli_pairs
     from shrinkbert.eval.encoders import open_encoder
     from shrinkbert.eval.retrieval import gold_ranks, read_squad_retrieval

@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     from shrinkbert.core.scored_pairs import read_scored_pairs
-    from shrinkbert.core.sts import distinct_sentences, pair_cosines, spearman_difference, spearman_x100
+    from shrinkbert.core.kinds.sts import distinct_sentences, pair_cosines, spearman_difference, spearman_x100
     from shrinkbert.eval.encoders import open_encoder
 
     pairs = read_scored_pairs(args.pairs)

@@ -3,7 +3,7 @@
 Rows are plain dicts {"text", "text_pair" (or None), "label" (or None)}, or for a token task
 {"tokens": [words], "tags": [tag per word] (or None)}: the stages here only need inputs to feed and
 labels to score, so nothing below depends on where the rows came from. A token classifier's
-logits come back one row per word (its first sub-token, core/tagging.py) and its labels one per
+logits come back one row per word (its first sub-token, core/kinds/tagging.py) and its labels one per
 word, so accuracy, parity and tolerances are computed the same way for both kinds.
 """
 from __future__ import annotations

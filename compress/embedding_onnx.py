@@ -2,7 +2,7 @@
 Runtime (`encode(texts)`); int8 graphs are the quantize stage's, as for every kind (compress/quantize.py).
 
 The graph itself is the export stage's (compress/export.py): the kind's SentenceEncoder
-(core/sentence_module.py: the encoder, its pooling, its projection when the folder has one, and its
+(core/kinds/sentence_module.py: the encoder, its pooling, its projection when the folder has one, and its
 normalisation) traced into one graph, so ONNX Runtime, an index builder or another language needs
 nothing else; inputs input_ids/attention_mask(/token_type_ids), output "sentence_embedding" [batch, dim].
 """
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shrinkbert.core.embedder import read_pooling
+from shrinkbert.core.kinds.embedder import read_pooling
 from shrinkbert.core.models import load_tokenizer
 from shrinkbert.core.ortsession import ort_session
 

@@ -20,7 +20,7 @@ from tokenizers import Tokenizer
 
 from shrinkbert.compress.static_predictor import embed_with_table
 from shrinkbert.compress.token_ids import WordIds
-from shrinkbert.core.embedder import MODULES_FILE, ST_MODULE
+from shrinkbert.core.kinds.embedder import MODULES_FILE, ST_MODULE
 from shrinkbert.core.errors import ShrinkbertError
 
 STATIC_DIR, NORMALIZE_DIR = "0_StaticEmbedding", "1_Normalize"

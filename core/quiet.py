@@ -16,7 +16,7 @@ library says still reaches the user. What is silenced, and why nobody can act on
 - transformers reports a sentence encoder's pooler as "newly initialized ... You should probably
   TRAIN this model" when an embedding model (saved without BERT's pooler, which sentence vectors
   never use) is loaded as AutoModel: `unused_pooler_quiet` drops that report when the pooler's are
-  the only new weights, and the loader then removes the pooler (core/embedder.py).
+  the only new weights, and the loader then removes the pooler (core/kinds/embedder.py).
 - transformers reports a head the stage is about to train (finetune's classifier, pretrain's new
   MLM head) as "newly initialized ... You should probably TRAIN this model": the advice is what
   the stage does next. `new_head_reported` replaces it with one line naming the new modules.

@@ -1,4 +1,4 @@
-"""How well a student embedder stands in for its teacher, beyond STS (core/sts.py):
+"""How well a student embedder stands in for its teacher, beyond STS (core/kinds/sts.py):
 
 - agreement (core/kinds/embedding.py, which the student's epoch pick uses too): mean cosine between
   the student's and the teacher's vectors of the same sentences;

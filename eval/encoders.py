@@ -43,7 +43,7 @@ def open_encoder(path: str, threads: int, max_length: int, spin: bool = False,
     if is_static_model(folder):
         return StaticTable.load(folder).encode, "numpy (static)"
     from shrinkbert.core.builtin import resolve_model
-    from shrinkbert.core.embedder import Embedder
+    from shrinkbert.core.kinds.embedder import Embedder
 
     embedder = Embedder.load(resolve_model(path), max_length=max_length)
     return (lambda texts: embedder.encode(list(texts))), "PyTorch fp32"

@@ -11,7 +11,7 @@ A token classifier (tagging) is timed the same way (forward on encoded texts; it
 
     runner.predict_words(word_lists, max_length) -> (logits [words, labels], scored word indices per row)
 
-one logits row per word (its first sub-token, core/tagging.py), row after row; words past
+one logits row per word (its first sub-token, core/kinds/tagging.py), row after row; words past
 max_length (and words the tokenizer turns into nothing) are not scored, and the indices say which
 of each row's gold tags to keep.
 
@@ -43,7 +43,7 @@ from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds import kind_of_architectures
 from shrinkbert.core.models import count_parameters, load_model, load_tokenizer
 from shrinkbert.core.ortsession import graph_feed, ort_session
-from shrinkbert.core.tagging import encode_words, encoded_word_ids, first_positions, gather_words
+from shrinkbert.core.kinds.tagging import encode_words, encoded_word_ids, first_positions, gather_words
 
 KINDS = ("pytorch", "onnx", "bundle")
 WEIGHT_SUFFIXES = (".safetensors", ".onnx", ".onnx_data", ".onnx.data", ".bin")

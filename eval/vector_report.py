@@ -6,7 +6,7 @@ kinds' variants in eval/measure.py and eval/report.py. For each artifact — a P
 (minilm as it ships, a distilled student), an exported or int8 ONNX graph, a static student, a
 bundle — it measures:
 
-    spearman       the task's test Spearman of cosine x100 (MTEB's STS score; core/sts.py)
+    spearman       the task's test Spearman of cosine x100 (MTEB's STS score; core/kinds/sts.py)
     of baseline    that score over the baseline's (the teacher: the first artifact unless --baseline)
     agreement      mean cosine of the variant's and the baseline's vectors of the same query sentences
     NLI AUC        --nli's entailed pairs ranked above its contradicted ones by cosine (ROC AUC x100,
@@ -170,7 +170,7 @@ def measure_vectors(config, rows, artifacts: list[str], baseline: str | None) ->
     from shrinkbert.core.device import describe_machine, set_threads
     from shrinkbert.core.kinds.embedding import agreement
     from shrinkbert.eval.embedding_eval import drop_in_recall, nli_auc, read_nli_pairs, task_classification, throughput
-    from shrinkbert.core.sts import sts_spearman
+    from shrinkbert.core.kinds.sts import sts_spearman
 
     threads = set_threads(config.threads or None)
     max_length = config.max_length or 128

@@ -17,7 +17,7 @@ from shrinkbert.core.data.leakguard import LeakGuard, describe
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds import kind_of
 from shrinkbert.core.predict import MODEL_INPUTS
-from shrinkbert.core.tagging import IGNORE
+from shrinkbert.core.kinds.tagging import IGNORE
 from shrinkbert.students.augment import NO_LABEL, TRANSFER_SAMPLE_SEED, corpus_transfer_rows, transfer_rows
 from shrinkbert.students.processes import log_main
 

@@ -51,7 +51,7 @@ from shrinkbert.core.artifacts import atomic_artifact, check, write_manifest
 from shrinkbert.core.configs import TrainConfig
 from shrinkbert.core.builtin import resolve_model
 from shrinkbert.core.cache import default_cache_dir
-from shrinkbert.core.embedder import Embedder, write_st_layout
+from shrinkbert.core.kinds.embedder import Embedder, write_st_layout
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds.embedding import agreement, normalize_rows
 from shrinkbert.core.kinds.losses import mse_cosine_loss
@@ -208,8 +208,8 @@ def train_student(student: Embedder, teacher: Embedder, sentences: list[str], ta
     from safetensors.torch import load_file, save_file
     from transformers import DataCollatorWithPadding
 
-    from shrinkbert.core.embedder import pool
-    from shrinkbert.core.sts import sts_spearman
+    from shrinkbert.core.kinds.embedder import pool
+    from shrinkbert.core.kinds.sts import sts_spearman
     from shrinkbert.core.train import LATEST, epoch_losses, train
 
     loop = loop or loop_config(config)
@@ -335,7 +335,7 @@ def measures_text(found: dict) -> str:
 
 
 def _pooled(student: Embedder, hidden, attention_mask):
-    from shrinkbert.core.embedder import pool
+    from shrinkbert.core.kinds.embedder import pool
 
     vectors = pool(hidden, attention_mask, student.spec.mode)
     return student.dense(vectors) if student.dense is not None else vectors

@@ -25,7 +25,7 @@ from sklearn.decomposition import PCA
 from tokenizers import Tokenizer
 
 from shrinkbert.compress.static_table import StaticTable
-from shrinkbert.core.embedder import Embedder, pool
+from shrinkbert.core.kinds.embedder import Embedder, pool
 from shrinkbert.core.errors import ShrinkbertError
 
 # BERT vocabularies reserve [unusedN] slots no text ever maps to: they would only skew the PCA fit

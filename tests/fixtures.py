@@ -51,7 +51,7 @@ def make_int8_embedding_graph(root: Path) -> Path:
     """A tiny encoder as a sentence-transformers folder (mean pooling, normalised), exported as one
     sentence-vector graph, then dynamic int8: root/int8."""
     import shrinkbert
-    from shrinkbert.core.embedder import PoolingSpec, write_st_layout
+    from shrinkbert.core.kinds.embedder import PoolingSpec, write_st_layout
 
     tiny = make_tiny_bert(root / "tiny", with_manifest=False)
     write_st_layout(tiny, PoolingSpec("mean", True), dim=32)

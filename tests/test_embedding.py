@@ -13,7 +13,7 @@ import torch
 from transformers import AutoModel, AutoTokenizer
 
 from shrinkbert.core.builtin import minilm_path
-from shrinkbert.core.embedder import Embedder, PoolingSpec, read_pooling, write_st_layout
+from shrinkbert.core.kinds.embedder import Embedder, PoolingSpec, read_pooling, write_st_layout
 from shrinkbert.core.errors import ShrinkbertError
 from fixtures import make_tiny_bert
 

@@ -10,7 +10,7 @@ import pytest
 from shrinkbert.core.data.load import load_corpus
 from shrinkbert.core.scored_pairs import read_scored_pairs
 from shrinkbert.core.errors import ShrinkbertError
-from shrinkbert.core.sts import cosine_rows, spearman_x100, sts_spearman
+from shrinkbert.core.kinds.sts import cosine_rows, spearman_x100, sts_spearman
 
 STSB = Path(__file__).resolve().parents[2] / "shared" / "data" / "stsb"
 
@@ -78,7 +78,7 @@ def test_sts_embeds_each_sentence_once_on_real_rows(tmp_path):
 
 def test_the_spearman_drop_and_its_bootstrap_se_on_hand_made_vectors():
     from shrinkbert.core.scored_pairs import ScoredPairs
-    from shrinkbert.core.sts import distinct_sentences, pairs_spearman, spearman_drop
+    from shrinkbert.core.kinds.sts import distinct_sentences, pairs_spearman, spearman_drop
 
     # four pairs whose cosines rank exactly as the gold scores: Spearman 100
     angles = {"a": 0.0, "b": 0.3, "c": 0.9, "d": 1.4, "e": 2.0}
@@ -95,7 +95,7 @@ def test_the_spearman_drop_and_its_bootstrap_se_on_hand_made_vectors():
 
 
 def test_the_paired_spearman_interval_tells_a_real_gap_from_noise():
-    from shrinkbert.core.sts import spearman_difference
+    from shrinkbert.core.kinds.sts import spearman_difference
 
     rng = np.random.default_rng(0)
     gold = rng.uniform(0, 5, 400)

@@ -8,7 +8,7 @@ import pytest
 
 import shrinkbert
 from shrinkbert.compress.embedding_onnx import OUTPUT, OnnxEmbedder
-from shrinkbert.core.embedder import Embedder, PoolingSpec, write_st_layout
+from shrinkbert.core.kinds.embedder import Embedder, PoolingSpec, write_st_layout
 from shrinkbert.core.errors import ShrinkbertError
 from fixtures import make_tiny_bert
 

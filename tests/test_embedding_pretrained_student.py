@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from fixtures import make_tiny_bert, make_tiny_mpnet, tiny_sentences
-from shrinkbert.core.embedder import Embedder
+from shrinkbert.core.kinds.embedder import Embedder
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.students.embedding_distill import (EmbeddingStudentConfig, distill_embedding,
                                                    least_squares_projection)

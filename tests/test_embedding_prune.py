@@ -17,7 +17,7 @@ from fixtures import make_tiny_bert, run_cli, tiny_sentences
 from shrinkbert.compress.export import main as export
 from shrinkbert.compress.prune import main as prune
 from shrinkbert.core.artifacts import read_manifest
-from shrinkbert.core.embedder import Embedder, PoolingSpec, write_st_layout
+from shrinkbert.core.kinds.embedder import Embedder, PoolingSpec, write_st_layout
 from shrinkbert.core.kinds.embedding import NEIGHBOUR_SCALE, neighbour_loss
 from shrinkbert.students.distill import main as distill
 

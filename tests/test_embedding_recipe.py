@@ -178,7 +178,7 @@ def test_artifact_load_gives_the_embedding_model_its_kind_loads(ran):
     import torch
 
     import shrinkbert
-    from shrinkbert.core.embedder import Embedder
+    from shrinkbert.core.kinds.embedder import Embedder
 
     out, _ = ran
     model = shrinkbert.Artifact(str(out / "student")).load()

@@ -38,7 +38,7 @@ def _distill(work, out: str, *extra: str, objective: str = "vectors") -> tuple[s
 
 
 def test_a_transformer_student_has_its_dim_parent_and_unit_vectors_and_a_rerun_reuses_the_teacher_vectors(work):
-    from shrinkbert.core.embedder import Embedder
+    from shrinkbert.core.kinds.embedder import Embedder
 
     _, out = _distill(work, "student", "--layers", "1", "--intermediate", "32", "--dim", "8")
     cached = sorted((work[3] / "embedding-teacher").glob("*.npy"))

@@ -12,7 +12,7 @@ import pytest
 from fixtures import make_tiny_bert, tiny_sentences
 from shrinkbert.core.builtin import minilm_path
 from shrinkbert.core.data.load import load_corpus
-from shrinkbert.core.embedder import Embedder, read_pooling
+from shrinkbert.core.kinds.embedder import Embedder, read_pooling
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds import get_kind, kind_of
 from shrinkbert.core.kinds.embedding import agreement

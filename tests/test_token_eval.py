@@ -220,7 +220,7 @@ def test_rerun_reuses_token_measurements(ner_run, token_model, token_onnx, token
 def test_onnx_runner_predict_words_lines_up_with_gold_words(token_onnx):
     from transformers import AutoTokenizer
 
-    from shrinkbert.core.tagging import encode_words, encoded_word_ids, gold_words
+    from shrinkbert.core.kinds.tagging import encode_words, encoded_word_ids, gold_words
     from shrinkbert.eval.runners import open_runner
 
     rows = _rows()
@@ -302,7 +302,7 @@ def test_conll_task_through_the_command_line(token_model, token_onnx, tmp_path):
     file_rows = from_words(task, list(test["tokens"]), list(test["tags"]))
     names = [task.label_names.index(n) for n in TINY_TAGS]  # model output i -> file label index
     from shrinkbert.core.kinds.token import tag_scores
-    from shrinkbert.core.tagging import encode_words, encoded_word_ids, gather_words, gold_words
+    from shrinkbert.core.kinds.tagging import encode_words, encoded_word_ids, gather_words, gold_words
     import torch
     from transformers import AutoModelForTokenClassification, AutoTokenizer
 

@@ -28,7 +28,7 @@ def tagger(tmp_path_factory, conll):
 
 
 def test_alignment_labels_first_subtoken_only():
-    from shrinkbert.core.tagging import IGNORE, align_labels, first_positions
+    from shrinkbert.core.kinds.tagging import IGNORE, align_labels, first_positions
 
     word_ids = [None, 0, 0, 1, 2, 2, 2, None]
     assert align_labels(word_ids, [3, 1, 4]) == [IGNORE, 3, IGNORE, 1, 4, IGNORE, IGNORE, IGNORE]
@@ -152,7 +152,7 @@ def test_a_word_with_no_subtokens_keeps_later_tags_in_place(tagger):
     """A zero-width space is a word the tokenizer drops: gold tags must still pair with their own words."""
     from transformers import AutoTokenizer
 
-    from shrinkbert.core.tagging import encode_words, encoded_word_ids, gold_words
+    from shrinkbert.core.kinds.tagging import encode_words, encoded_word_ids, gold_words
 
     tokenizer = AutoTokenizer.from_pretrained(tagger.path)
     words = [["good", "\u200b", "movie", "bad"]]

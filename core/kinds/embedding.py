@@ -1,7 +1,7 @@
 """Sentence embeddings: a model maps a text to one vector; similar meanings, near vectors.
 
 The model is an encoder plus pooling (and an optional linear projection), then L2 normalisation
-(core/embedder.py: read from the model's own sentence-transformers files); an artifact is a
+(core/kinds/embedder.py: read from the model's own sentence-transformers files); an artifact is a
 sentence-transformers folder whose shrinkbert.json says kind "embedding". Such a folder's
 config.json names a bare "BertModel", which is no kind's architecture: all-MiniLM-L6-v2 itself is one
 (and is fine-tuned into a classifier as it always was), so an embedding artifact is recognised by its
@@ -12,7 +12,7 @@ scored pairs).
 Task rows are scored sentence pairs, STS-B's shape: {"sentence1", "sentence2", "score"} with the
 score inside a declared range (the task's two `label_names` are that range's ends, "0" and "5" for
 STS-B). The metric is "spearman": Spearman of the cosine of the two sentences' vectors with the gold
-score, x100 (core/sts.py, MTEB's STS main score).
+score, x100 (core/kinds/sts.py, MTEB's STS main score).
 
 Scored rows are sentence vectors (unit length): for rows of pairs, each pair's first sentence's vector
 then its second's (unlabelled rows, `example_rows`, have no second sentence), so rows scored in
@@ -80,7 +80,7 @@ def nli_triplets(premises, hypotheses, labels) -> list[tuple[str, str, str]]:
 
 def triplet_accuracy(anchors: np.ndarray, positives: np.ndarray, negatives: np.ndarray) -> float:
     """Share of rows whose anchor is closer (cosine) to its positive than to its negative."""
-    from shrinkbert.core.sts import cosine_rows  # deferred: scipy
+    from shrinkbert.core.kinds.sts import cosine_rows  # deferred: scipy
 
     return float(np.mean(cosine_rows(anchors, positives) > cosine_rows(anchors, negatives)))
 
@@ -117,18 +117,18 @@ class PairScores(list):
 
     @staticmethod
     def cosines(scored) -> np.ndarray:
-        from shrinkbert.core.sts import cosine_rows  # deferred: scipy
+        from shrinkbert.core.kinds.sts import cosine_rows  # deferred: scipy
 
         scored = np.asarray(scored)
         return cosine_rows(scored[0::2], scored[1::2])  # `scored_logits`: each pair's two vectors in turn
 
     def score_of(self, scored) -> float:
-        from shrinkbert.core.sts import spearman_x100
+        from shrinkbert.core.kinds.sts import spearman_x100
 
         return spearman_x100(self.cosines(scored), [float(s) for s in self]) / 100
 
     def drop_with_margin(self, fp32, int8) -> tuple[float, float]:
-        from shrinkbert.core.sts import cosine_spearman_drop
+        from shrinkbert.core.kinds.sts import cosine_spearman_drop
 
         return cosine_spearman_drop(self.cosines(fp32), self.cosines(int8), [float(s) for s in self])
 
@@ -159,7 +159,7 @@ class EmbeddingKind(TaskKind):
     known_metrics = ("spearman", TRIPLETS)
     description = "sentence embedding"
     # The pooling, projection and normalisation run after the encoder: the graph is the traced
-    # SentenceEncoder (core/sentence_module.py), whose output is the sentence vector.
+    # SentenceEncoder (core/kinds/sentence_module.py), whose output is the sentence vector.
     graph_export = "traced"
     gives = "sentence vectors"
     sentence_vectors = True
@@ -320,8 +320,8 @@ class EmbeddingKind(TaskKind):
     def load_torch(self, path, eager: bool = False):
         """(a SentenceEncoder, its tokenizer): the folder's encoder, pooling, projection and normalisation
         as one module whose output is the sentence vector (eager: the encoder's eager attention)."""
-        from shrinkbert.core.embedder import Embedder
-        from shrinkbert.core.sentence_module import SentenceEncoder  # deferred: torch
+        from shrinkbert.core.kinds.embedder import Embedder
+        from shrinkbert.core.kinds.sentence_module import SentenceEncoder  # deferred: torch
 
         if (Path(path) / "modules.json").is_file() and not (Path(path) / "config.json").is_file():
             raise ShrinkbertError(f"{path} holds no transformer (a static student is a lookup table: nothing to "
@@ -332,7 +332,7 @@ class EmbeddingKind(TaskKind):
     def graph_files(self, source) -> list[str]:
         """The sentence-transformers files beside the graph: modules.json and its module folders, which
         readers of the folder (OnnxEmbedder, the bundle) take the pooling and dimension from."""
-        from shrinkbert.core.embedder import module_folders
+        from shrinkbert.core.kinds.embedder import module_folders
 
         return ["config.json", "modules.json", "sentence_bert_config.json", *module_folders(Path(source))]
 
@@ -340,7 +340,7 @@ class EmbeddingKind(TaskKind):
         """{"sentence_embedding": mean-pooled, normalised} of a transformers encoder's forward."""
         import torch.nn.functional as F
 
-        from shrinkbert.core.embedder import pool
+        from shrinkbert.core.kinds.embedder import pool
 
         vectors = getattr(model_output, OUTPUT, None)
         if vectors is None:
@@ -375,7 +375,7 @@ class EmbeddingKind(TaskKind):
         (`neighbour_loss` on the mean-pooled vectors): no labels, and the ranking is about the index."""
         vectors = getattr(model_output, OUTPUT, None)  # a SentenceEncoder's: pooled and projected as declared
         if vectors is None:
-            from shrinkbert.core.embedder import pool
+            from shrinkbert.core.kinds.embedder import pool
 
             vectors = pool(model_output.last_hidden_state, batch["attention_mask"], "mean")
         return neighbour_loss(vectors)
@@ -440,7 +440,7 @@ class EmbeddingKind(TaskKind):
 
     # -- metrics ----------------------------------------------------------------------------------
     def score(self, task, scored, labels) -> dict[str, float | None]:
-        from shrinkbert.core.sts import cosine_rows, spearman_x100  # deferred: scipy
+        from shrinkbert.core.kinds.sts import cosine_rows, spearman_x100  # deferred: scipy
 
         if not labels or any(label is None for label in labels):
             return {"spearman": None}
@@ -457,7 +457,7 @@ class EmbeddingKind(TaskKind):
         import torch
 
         from shrinkbert.core.predict import model_inputs
-        from shrinkbert.core.sts import cosine_rows, spearman_x100
+        from shrinkbert.core.kinds.sts import cosine_rows, spearman_x100
 
         device = next(model.parameters()).device
         was_training = model.training
@@ -480,7 +480,7 @@ class EmbeddingKind(TaskKind):
 
     def score_runner(self, runner, rows, columns, batch_size: int, max_length: int) -> dict[str, Any]:
         """Spearman of an eval runner's vectors: each distinct sentence embedded once, in batches."""
-        from shrinkbert.core.sts import cosine_rows, spearman_x100
+        from shrinkbert.core.kinds.sts import cosine_rows, spearman_x100
 
         sentences = list(dict.fromkeys(list(rows.texts) + list(rows.pairs)))
         chunks = []

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from shrinkbert.core.tagging import IGNORE
+from shrinkbert.core.kinds.tagging import IGNORE
 
 NO_LABEL = IGNORE  # a row (or sub-token) without a gold label: cross_entropy's default ignore_index
 

@@ -2,7 +2,7 @@
 
 Rows are {"tokens": [word, ...], "tags": [label index per word] (or None)}, the shape of the
 hub's conll2003/wnut_17. The model is a ForTokenClassification; each word is labelled and scored
-on its first sub-token (core/tagging.py holds the alignment rules), so the kit's flat arrays have
+on its first sub-token (core/kinds/tagging.py holds the alignment rules), so the kit's flat arrays have
 one row per scored word. The teacher-output cache keeps each row's per-token logits; KD compares
 softened logits at the labelled words; the metrics are word accuracy and, for BIO tags, seqeval's
 entity precision/recall/F1; the bundle returns word tags and entity spans (edge/token_edge.py).
@@ -20,7 +20,7 @@ from shrinkbert.core.kinds.base import TaskKind
 from shrinkbert.core.kinds.losses import hard_loss, kd_logits_loss
 from shrinkbert.core.metrics import compute_metrics, load_metric
 from shrinkbert.core.predict import accuracy, cross_entropy, predict
-from shrinkbert.core.tagging import (IGNORE, align_labels, encode_words, encoded_word_ids, flat_labelled, gather_words,
+from shrinkbert.core.kinds.tagging import (IGNORE, align_labels, encode_words, encoded_word_ids, flat_labelled, gather_words,
                                      gold_words, split_rows, word_counts)
 from shrinkbert.core.userdata import encode_tags, quiet_datasets, standardize_tokens, tag_metrics, token_columns
 
@@ -135,7 +135,7 @@ class TokenKind(TaskKind):
 
     # -- encoding and collating -------------------------------------------------------------------
     def tokenize(self, dataset, tokenizer, task, max_length: int = 128, label_all_subtokens: bool = False):
-        """Sub-token inputs and one label per sub-token (core/tagging.py's rule). Only the train split
+        """Sub-token inputs and one label per sub-token (core/kinds/tagging.py's rule). Only the train split
         may label every sub-token (label_all_subtokens): validation and test always score first
         sub-tokens, so every stage reports the same word-level numbers."""
         columns = (dataset.column_names if isinstance(dataset, datasets.Dataset)

@@ -73,8 +73,8 @@ def tune(cfg, teacher: str, sentences: list[str], validation, data_record: dict)
     import numpy as np
 
     from shrinkbert.core.artifacts import atomic_artifact, check, write_manifest
-    from shrinkbert.core.embedder import Embedder
-    from shrinkbert.core.sts import sts_spearman
+    from shrinkbert.core.kinds.embedder import Embedder
+    from shrinkbert.core.kinds.sts import sts_spearman
     from shrinkbert.core.train import LATEST, checkpoint_dir_for, remove_checkpoints
     from shrinkbert.students.embedding_distill import teacher_vectors
     from shrinkbert.students.static import StaticEmbedder

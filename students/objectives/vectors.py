@@ -5,7 +5,7 @@ text, so an index built with the teacher still answers the student's queries.
     shrinkbert distill --objective vectors --teacher minilm --corpus imdb --student runs/emb-pruned  # recovery
 
 - Reads from the teacher: its sentence vectors of the --corpus lines, the teacher read as a
-  sentence-transformers model (its pooling and normalisation from its own files, core/embedder.py), so
+  sentence-transformers model (its pooling and normalisation from its own files, core/kinds/embedder.py), so
   all-MiniLM-L6-v2 works as it ships; cached by content (students/embedding_distill.py). With
   --hidden-weight at the teacher's width, also its hidden states (the teacher then runs live).
 - Loss terms: MSE + cosine to the teacher's vectors (core/kinds/losses.py), the hidden-state MSE, and

@@ -1,6 +1,6 @@
 """A sentence embedder as one torch module: encoder inputs in, the sentence vector out.
 
-`Embedder` (core/embedder.py) holds an encoder, its pooling, an optional projection and the
+`Embedder` (core/kinds/embedder.py) holds an encoder, its pooling, an optional projection and the
 normalisation its folder declares. The stages that run, compare and export PyTorch models take a
 module whose forward takes the encoder inputs (core/predict.encoder_inputs) and returns named
 outputs; this is that module for the embedding kind (`EmbeddingKind.load_torch`). Its output is
@@ -44,7 +44,7 @@ class SentenceEncoder(torch.nn.Module):
 
     def save_pretrained(self, out_dir, safe_serialization: bool = True) -> None:
         """The encoder's files, then modules.json, the pooling folder and the projection (if any)."""
-        from shrinkbert.core.embedder import write_st_layout
+        from shrinkbert.core.kinds.embedder import write_st_layout
 
         self.model.save_pretrained(out_dir, safe_serialization=safe_serialization)
         write_st_layout(out_dir, self.embedder.spec, self.config.hidden_size, self.embedder.max_length,
