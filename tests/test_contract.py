@@ -47,7 +47,6 @@ def _spy_training_rows(monkeypatch, module) -> list:
 def test_another_training_seed_trains_on_the_same_rows_and_never_a_test_row(tiny_bert, body_csv, cache_env, tmp_path,
                                                                              monkeypatch):
     import shrinkbert.core.train as core_train
-    import shrinkbert.students.distill as distill_module
     from shrinkbert import distill, finetune
     from shrinkbert.core.data.load import tokenize_task
     from shrinkbert.core.data.dataspec import DataSpec, load_splits
@@ -56,7 +55,7 @@ def test_another_training_seed_trains_on_the_same_rows_and_never_a_test_row(tiny
     teacher_rows = _spy_training_rows(monkeypatch, core_train)
     teacher = finetune(model=tiny_bert, task=body_csv, text_column="body", label_column="category", seed=0,
                        output_dir=tmp_path / "teacher", **TINY_TRAIN)
-    student_rows = _spy_training_rows(monkeypatch, distill_module)
+    student_rows = _spy_training_rows(monkeypatch, core_train)  # each objective calls core.train's loop
     student = distill(teacher=teacher, layers=1, seed=1, output_dir=tmp_path / "student", **TINY_TRAIN)
 
     # the student named no task: it inherited the teacher's, columns and split seed included
@@ -142,7 +141,6 @@ def test_python_api_returns_artifacts_and_takes_in_memory_models_and_datasets(ti
 
 
 def test_resume_refuses_a_run_whose_stage_config_changed(tiny_bert, tiny_csv, cache_env, tmp_path, monkeypatch):
-    import shrinkbert.students.distill as distill_module
     from shrinkbert import distill, finetune
     from shrinkbert.core.errors import ShrinkbertError
 
@@ -152,7 +150,7 @@ def test_resume_refuses_a_run_whose_stage_config_changed(tiny_bert, tiny_csv, ca
     def killed_before_writing(*args, **kwargs):
         raise KeyboardInterrupt  # the run dies after training, leaving its last checkpoint behind
 
-    monkeypatch.setattr(distill_module, "remove_checkpoints", killed_before_writing)
+    monkeypatch.setattr("shrinkbert.core.train.remove_checkpoints", killed_before_writing)
     monkeypatch.setattr("shrinkbert.core.artifacts.atomic_artifact", killed_before_writing)
     with pytest.raises(KeyboardInterrupt):
         distill(teacher=teacher, temperature=2.0, **settings)
