@@ -1186,7 +1186,7 @@ def bundle(
             shrinkbert's cache: downloads, stored splits, tokenized splits, teacher outputs (default:
             $SHRINKBERT_CACHE or ~/.cache/shrinkbert)
 
-    Options:
+    Logit bundles (classifiers, taggers, qa):
         reference: str = ''
             optional fp32 ONNX or PyTorch artifact the bundle's labels are checked against (a classifier's,
             tagger's or QA bundle)
@@ -1199,6 +1199,8 @@ def bundle(
             largest allowed |logit diff| between the bundle and its source model [>= 0]
         allow_parity_failure: bool = False
             write the bundle even when parity fails (recorded)
+
+    Options:
         target: str = 'python'
             python: predict.py with onnxruntime, tokenizers and numpy; web: also the folder transformers.js
             loads as it is (config.json, tokenizer files, onnx/model_quantized.onnx, one copy of the graph) and
