@@ -14,7 +14,6 @@ compress/static_predictor.py: `Predictor.embed/similarity/search`, `python predi
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -22,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from shrinkbert.compress import static_predictor, token_ids
+from shrinkbert.compress.configs import LOGIT_BUNDLE
 from shrinkbert.compress.mobile_layout import write_mobile_layout
 from shrinkbert.compress.static_table import StaticTable
 from shrinkbert.compress.web_layout import WEB_VECTOR_OUTPUT, copy_renaming_output, write_web_layout
@@ -38,10 +38,11 @@ ONNX_TOLERANCE = 1e-5  # the same graph on the same token ids: only thread sched
 # checked at the transformers' usual length.
 STATIC_PARITY_LENGTH = 128
 # A vector bundle is checked on the kit's own parity texts against its own source: the options that
-# choose rows, a reference and a logit tolerance are a logit bundle's, refused here in one line.
-# The data options (which task, its columns, its split) choose those rows; the cache directory is harmless.
-LOGIT_OPTIONS = frozenset({"reference", "reference_agreement", "parity_rows", "tolerance", "allow_parity_failure"}
-                          | {f.name for f in dataclasses.fields(DataConfig)} - {"cache_dir"})
+# choose rows, a reference and a logit tolerance (the logit-bundle and data sections of --help) are a logit
+# bundle's, refused here in one line. The cache directory, a data option, is every stage's.
+def vector_reads(config_cls) -> set[str]:
+    return {o.name for o in options(config_cls)
+            if o.group not in (LOGIT_BUNDLE, DataConfig.OPTION_GROUP) or o.name == "cache_dir"}
 
 
 def parent_data(path: Path) -> dict | None:
@@ -51,7 +52,7 @@ def parent_data(path: Path) -> dict | None:
 
 def vector_bundle(src_dir: Path, cfg):
     """The parts of the bundle of the vector model at `src_dir`: its graph's, or its table's."""
-    refuse_unread(cfg, {o.name for o in options(type(cfg))} - LOGIT_OPTIONS,
+    refuse_unread(cfg, vector_reads(type(cfg)),
                   "for a sentence-embedding bundle (its parity is checked on the kit's texts against its source)")
     if (src_dir / static_predictor.ONNX_FILE).is_file():
         return GraphVectorBundle(src_dir, cfg)

@@ -106,17 +106,23 @@ class QuantizeConfig(DataConfig):
     threads: int = field(0, "ONNX Runtime threads for the checks (0: ORT default)", min=0)
 
 
+# The --help section of the options only a logit bundle (classifier, tagger, QA) reads: its parity check's
+# rows and reference. A vector bundle refuses every option of this section and of the data section.
+LOGIT_BUNDLE = "logit bundles (classifiers, taggers, QA)"
+
+
 @dataclass
 class BundleConfig(DataConfig):
     model: str = field("", "the model to bundle: an ONNX artifact (normally the int8 one from quantize) or a static "
                            "embedding student (its vector table)", group="model")
     output_dir: str = field("", "where the bundle directory is written", group="output")
     reference: str = field("", "optional fp32 ONNX or PyTorch artifact the bundle's labels are checked against "
-                               "(a classifier's, tagger's or QA bundle)")
-    reference_agreement: float = field(0.9, "least share of the parity rows --reference decides (top two logits 0.01 or more apart) whose label the bundle must match", min=0, max=1)
-    parity_rows: int = field(64, "rows for the parity check", min=1)
-    tolerance: float = field(1e-4, "largest allowed |logit diff| between the bundle and its source model", min=0)
-    allow_parity_failure: bool = field(False, "write the bundle even when parity fails (recorded)")
+                               "(a classifier's, tagger's or QA bundle)", group=LOGIT_BUNDLE)
+    reference_agreement: float = field(0.9, "least share of the parity rows --reference decides (top two logits 0.01 or more apart) whose label the bundle must match", min=0, max=1, group=LOGIT_BUNDLE)
+    parity_rows: int = field(64, "rows for the parity check", min=1, group=LOGIT_BUNDLE)
+    tolerance: float = field(1e-4, "largest allowed |logit diff| between the bundle and its source model", min=0,
+                             group=LOGIT_BUNDLE)
+    allow_parity_failure: bool = field(False, "write the bundle even when parity fails (recorded)", group=LOGIT_BUNDLE)
     target: str = field("python", "python: predict.py with onnxruntime, tokenizers and numpy; web: also the folder "
                         "transformers.js loads as it is (config.json, tokenizer files, onnx/model_quantized.onnx, one "
                         "copy of the graph) and a static page, for every kind; "

@@ -1186,7 +1186,7 @@ def bundle(
             shrinkbert's cache: downloads, stored splits, tokenized splits, teacher outputs (default:
             $SHRINKBERT_CACHE or ~/.cache/shrinkbert)
 
-    Options:
+    Logit bundles (classifiers, taggers, qa):
         reference: str = ''
             optional fp32 ONNX or PyTorch artifact the bundle's labels are checked against (a classifier's,
             tagger's or QA bundle)
@@ -1199,6 +1199,8 @@ def bundle(
             largest allowed |logit diff| between the bundle and its source model [>= 0]
         allow_parity_failure: bool = False
             write the bundle even when parity fails (recorded)
+
+    Options:
         target: str = 'python'
             python: predict.py with onnxruntime, tokenizers and numpy; web: also the folder transformers.js
             loads as it is (config.json, tokenizer files, onnx/model_quantized.onnx, one copy of the graph) and
@@ -1236,24 +1238,24 @@ def report(
     baseline: str = '',
     split: str = 'test',
     max_eval_rows: int = 0,
-    batch_sizes: list[int] = [1, 8],
-    seq_lens: list[str] = ['128', 'real'],
     runs: int = 30,
     warmup: int = 5,
     threads: int = 0,
     max_length: int | None = None,
+    timing: str = 'isolated',
+    quick: bool = False,
+    progress: bool = True,
+    strict: bool = False,
+    title: str = '',
+    batch_sizes: list[int] = [1, 8],
+    seq_lens: list[str] = ['128', 'real'],
     eval_batch_size: int = 32,
     torch_attention: str = 'eager',
     torch_device: str = 'cpu',
     memory: str = 'isolated',
-    timing: str = 'isolated',
-    quick: bool = False,
     cache: bool = True,
-    progress: bool = True,
     plot: bool = True,
     floor: bool = True,
-    strict: bool = False,
-    title: str = '',
     index_corpus: str = 'brown',
     index_sentences: int = 10000,
     query_sentences: int = 1000,
@@ -1307,10 +1309,6 @@ def report(
             which stored split to measure on [one of train, validation, test]
         max_eval_rows: int = 0
             measure accuracy on the first N rows of the split only (0: all) [>= 0]
-        batch_sizes: list[int] = [1, 8]
-            batch sizes to time (comma-separated) [>= 1]
-        seq_lens: list[str] = ['128', 'real']
-            sequence lengths to time: integers and/or 'real'
         runs: int = 30
             timed calls per variant and case [>= 1]
         warmup: int = 5
@@ -1321,6 +1319,25 @@ def report(
             tokens per row, as every stage and the bundle read it (training, checks, the latency target,
             truncation); longer inputs are truncated (empty: the parent artifact's, else the task kind's
             default: 128, 384 for QA) [>= 8 and <= 8192]
+        timing: str = 'isolated'
+            latency: isolated (each variant in a worker process of its own, holding only its runtime: what a
+            user's process sees) or inprocess (every variant in this process: quicker to start, threads and
+            memory shared) [one of isolated, inprocess]
+        quick: bool = False
+            a fast look: {'batch_sizes': [1], 'seq_lens': ['128', 'real'], 'runs': 8, 'warmup': 2,
+            'max_eval_rows': 200, 'memory': 'off'}
+        progress: bool = True
+            show progress bars
+        strict: bool = False
+            exit 1 when any artifact failed (default: only when all failed, exit 2)
+        title: str = ''
+            report title
+
+    Classifiers, taggers and qa: timing and accuracy:
+        batch_sizes: list[int] = [1, 8]
+            batch sizes to time (comma-separated) [>= 1]
+        seq_lens: list[str] = ['128', 'real']
+            sequence lengths to time: integers and/or 'real'
         eval_batch_size: int = 32
             batch size of the accuracy pass [>= 1]
         torch_attention: str = 'eager'
@@ -1332,26 +1349,15 @@ def report(
             memory: isolated (each variant alone in a process of its own: its timing worker, or under --timing
             inprocess a fresh process per variant, seconds each), inprocess (approximate), or off [one of
             isolated, inprocess, off]
-        timing: str = 'isolated'
-            latency: isolated (each variant in a worker process of its own, holding only its runtime: what a
-            user's process sees) or inprocess (every variant in this process: quicker to start, threads and
-            memory shared) [one of isolated, inprocess]
-        quick: bool = False
-            a fast look: {'batch_sizes': [1], 'seq_lens': ['128', 'real'], 'runs': 8, 'warmup': 2,
-            'max_eval_rows': 200, 'memory': 'off'}
         cache: bool = True
             reuse finished measurements from --out (keyed by artifact hash + settings)
-        progress: bool = True
-            show progress bars
         plot: bool = True
             draw pareto.png
         floor: bool = True
             measure the host's int8 and fp32 matrix-product rates (a few seconds) and give each variant's floor
             per case: its multiply-adds at that rate, and p50 / floor
-        strict: bool = False
-            exit 1 when any artifact failed (default: only when all failed, exit 2)
-        title: str = ''
-            report title
+
+    Sentence embeddings: sts, nli, retrieval and the drop-in index:
         index_corpus: str = 'brown'
             embeddings: corpus whose sentences make the drop-in index for recall@10 (pick one the students were
             not distilled on)

@@ -76,12 +76,12 @@ def test_the_branch_finder_finds_branches():
 def test_every_kind_gives_what_the_bundle_and_the_report_take():
     """The bundle and eval stages pick their parts by what a kind's models give: every answer has them."""
     from shrinkbert.compress.bundle import PARTS
-    from shrinkbert.eval.configs import REPORT_UNREAD
+    from shrinkbert.eval.configs import REPORT_SECTIONS
     from shrinkbert.eval.harness import REPORTS
 
     for kind in all_kinds().values():
-        assert kind.gives in PARTS and kind.gives in REPORTS and kind.gives in REPORT_UNREAD, kind
-    assert set(PARTS) == set(REPORTS) == set(REPORT_UNREAD)
+        assert kind.gives in PARTS and kind.gives in REPORTS and kind.gives in REPORT_SECTIONS, kind
+    assert set(PARTS) == set(REPORTS) == set(REPORT_SECTIONS)
 
 
 def test_registry_finds_every_kind_module():
