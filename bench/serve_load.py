@@ -246,6 +246,8 @@ class Connection(asyncio.Protocol):
             self.waiter.set_exception(ConnectionResetError("the server closed the connection"))
 
     async def send(self, data: bytes) -> int:
+        if self.transport is None or self.transport.is_closing():  # the server closed it while it sat idle
+            raise ConnectionResetError("the server closed the connection")
         self.waiter = asyncio.get_running_loop().create_future()
         self.transport.write(data)
         return await self.waiter
@@ -271,11 +273,13 @@ class Pool:
 
     async def post(self, data: bytes):
         """One request's status code, or the exception's name where none came back."""
+        while self.free and self.free[-1].transport.is_closing():  # closed by the server while idle
+            self.free.pop()
         try:
             conn = self.free.pop() if self.free else (
                 await asyncio.get_running_loop().create_connection(Connection, self.host, self.port))[1]
             status = await asyncio.wait_for(conn.send(data), 60)
-        except (OSError, asyncio.TimeoutError) as err:
+        except (OSError, RuntimeError, asyncio.TimeoutError) as err:  # RuntimeError: uvloop's write on a closed one
             return type(err).__name__
         self.free.append(conn)
         return status
