@@ -16,6 +16,23 @@ NEGATIVE = "bad awful dull boring poor weak tedious bland clumsy flat stupid".sp
 NEUTRAL = "the a movie film plot story actor scene it was is and but very quite this".split()
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 NOT_IN_A_BUNDLE = ("torch", "transformers", "optimum", "shrinkbert")  # what an edge bundle must run without
+# The package's source rooms (top-level folders) and the dotted package each installs as
+ROOMS = {"shrinkbert": "shrinkbert", "core": "shrinkbert.core", "teachers": "shrinkbert.teachers",
+         "students": "shrinkbert.students", "compress": "shrinkbert.compress", "eval": "shrinkbert.eval",
+         "deploy": "shrinkbert.deploy"}
+REPO = Path(__file__).resolve().parents[1]
+
+
+def source_modules() -> dict[str, Path]:
+    """{dotted module name: its source file} of every room."""
+    found = {}
+    for folder, package in ROOMS.items():
+        for path in sorted((REPO / folder).rglob("*.py")):
+            parts = [package, *path.relative_to(REPO / folder).with_suffix("").parts]
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
 
 
 def load_bench(name: str):

@@ -13,21 +13,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-ROOMS = {"shrinkbert": "shrinkbert", "core": "shrinkbert.core", "teachers": "shrinkbert.teachers",
-         "students": "shrinkbert.students", "compress": "shrinkbert.compress", "eval": "shrinkbert.eval",
-         "deploy": "shrinkbert.deploy"}
+from fixtures import ROOMS, source_modules
 
-def source_modules() -> dict[str, Path]:
-    """{dotted module name: its source file} of every room."""
-    found = {}
-    for folder, package in ROOMS.items():
-        for path in sorted((ROOT / folder).rglob("*.py")):
-            parts = [package, *path.relative_to(ROOT / folder).with_suffix("").parts]
-            if parts[-1] == "__init__":
-                parts.pop()
-            found[".".join(parts)] = path
-    return found
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def package_of(module: str) -> str:

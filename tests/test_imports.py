@@ -18,10 +18,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from fixtures import ROOMS, source_modules
+
 ROOT = Path(__file__).resolve().parents[1]
-ROOMS = {"shrinkbert": "shrinkbert", "core": "shrinkbert.core", "teachers": "shrinkbert.teachers",
-         "students": "shrinkbert.students", "compress": "shrinkbert.compress", "eval": "shrinkbert.eval",
-         "deploy": "shrinkbert.deploy"}
 # Preloaded by the parent before it forks one child per module, so each child pays only for
 # shrinkbert's own code (all of them importing torch afresh takes minutes on two cores). Their
 # state cannot hide a shrinkbert circle: no shrinkbert module is loaded in the parent.
@@ -84,16 +83,6 @@ def test_the_data_package_re_exports_resolve():
 # ---------------------------------------------------------------------------------------------
 # the import graph of the sources
 
-
-def source_modules() -> dict[str, Path]:
-    found = {}
-    for folder, package in ROOMS.items():
-        for path in sorted((ROOT / folder).rglob("*.py")):
-            parts = [package, *path.relative_to(ROOT / folder).with_suffix("").parts]
-            if parts[-1] == "__init__":
-                parts.pop()
-            found[".".join(parts)] = path
-    return found
 
 
 def top_level_imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
