@@ -46,6 +46,7 @@ SECTIONS = {
     "drop-in-query-encoders": "Drop-in query encoders",
     "base-size-teachers": "Base-size teachers",
     "frontier": "Frontier",
+    "compact-students": "Compact students",
     "small-data": "Small data",
     "int8": "Int8",
     "latency": "Latency",
@@ -57,7 +58,8 @@ SECTIONS = {
 }
 SECTION_ALIASES = {"qa": "question-answering", "drop-in": "drop-in-query-encoders",
                    "teachers": "base-size-teachers", "deploy": "deploy-targets",
-                   "corpus": "corpus-runs", "tests": "test-suite", "token-tasks": "tagging"}
+                   "corpus": "corpus-runs", "tests": "test-suite", "token-tasks": "tagging",
+                   "compact": "compact-students"}
 
 
 def section_key(section: str) -> str:

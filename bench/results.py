@@ -33,6 +33,7 @@ SECTION_BENCH = {
     "latency": "bench/gemm_floor.py",
     "deploy-targets": "bench/deploy.py",
     "training": "bench/mfu.py",
+    "compact-students": "bench/compact_students.py",
 }
 
 INTRO = """\

@@ -32,6 +32,7 @@ from shrinkbert.compress.common import (accuracy, align_labels, check_onnx_file,
 from shrinkbert.compress.mobile_layout import write_mobile_layout
 from shrinkbert.compress.web_layout import write_web_layout
 from shrinkbert.core.artifacts import check, read_manifest
+from shrinkbert.core.compact import is_compact
 from shrinkbert.core.data.dataspec import resolve_spec, stage_max_length
 from shrinkbert.core.errors import ShrinkbertError, require
 from shrinkbert.core.kinds import kind_of
@@ -51,9 +52,9 @@ def decisive_agreement(reference: np.ndarray, candidate: np.ndarray) -> dict:
 
 
 def labels_json(src: Path, tokenizer, max_length: int) -> tuple[dict, object]:
-    from transformers import AutoConfig
+    from shrinkbert.core.models import load_config
 
-    config = AutoConfig.from_pretrained(str(src))
+    config = load_config(src)
     kind = kind_of(config)
     return {"id2label": {str(k): v for k, v in sorted(config.id2label.items())},
             "label2id": {v: int(k) for k, v in config.id2label.items()},
@@ -90,6 +91,9 @@ class LogitBundle:
         require((src_dir / "tokenizer.json").is_file(), f"{src_dir} has no tokenizer.json (a fast tokenizer is needed)")
         self.tokenizer = AutoTokenizer.from_pretrained(str(src_dir), use_fast=True)
         self.meta, config = labels_json(src_dir, self.tokenizer, self.max_length)
+        if cfg.target == "web" and is_compact(config):  # transformers.js loads the model types it knows
+            raise ShrinkbertError(f"--target web loads the graph through transformers.js, which knows no "
+                                  f"{config.model_type} model: bundle it for python or mobile")
         self.kind = kind_of(self.meta["kind"])
         self.spec = resolve_spec(cfg, [cfg.model, cfg.reference], required=False)  # no task anywhere: built-in sentences
         self.rows, self.task = load_rows(self.spec, "validation", cfg.parity_rows, cfg.cache_dir, kind=self.kind)

@@ -27,6 +27,7 @@ from shrinkbert.compress.common import (align_labels, accuracy, copy_graph_files
 from shrinkbert.compress.configs import ExportConfig as Config
 from shrinkbert.compress import skip_layer_norm
 from shrinkbert.core.artifacts import atomic_artifact, check, write_manifest
+from shrinkbert.core.compact import is_compact
 from shrinkbert.core.config import stage_main
 from shrinkbert.core.builtin import resolve_model
 from shrinkbert.core.data.dataspec import resolve_spec, length_records, resolve_max_length
@@ -137,14 +138,19 @@ def run(cfg: Config) -> Path:
     long_rows = kind.long_parity_rows(cfg.max_length, task)  # at and past max_length: truncation agrees too
     with atomic_artifact(cfg.output_dir) as tmp:
         tmp = Path(tmp)
-        if kind.graph_export == "traced":
+        if kind.graph_export == "traced" or is_compact(model):  # Optimum knows no compact student's model type
             trace_graph(model, tokenizer, tmp, kind, cfg.opset)
             tokenizer.save_pretrained(tmp)
-            copy_graph_files(Path(folder), tmp, kind.graph_files(folder))
+            copy_graph_files(Path(folder), tmp, kind.graph_files(folder) or ["config.json"])
         else:
             export_graph(folder, tmp, cfg.opset, kind=kind)
         metrics: dict = {"optimization": cfg.optimization}
-        if cfg.optimization != "none":
+        if cfg.optimization != "none" and is_compact(model):
+            # ORTOptimizer's fusions are a transformer's (attention, LayerNorm, GELU); ONNX Runtime's own
+            # graph optimizations still run when a session loads the graph
+            metrics.update(optimization="none", optimization_skipped=f"{cfg.optimization}: ORTOptimizer's fusions "
+                           f"are a transformer's, and a {model.config.model_type} model has none")
+        elif cfg.optimization != "none":
             plain_ms = latency_probe(onnx_file(tmp), tokenizer, cfg.max_length, cfg.threads)
             optimize_graph(tmp, cfg.optimization)
             kept = skip_layer_norm.choose(onnx_file(tmp), cfg.max_length, cfg.threads, len(tokenizer),

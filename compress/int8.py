@@ -274,5 +274,6 @@ def quantized_node_count(path: Path) -> int:
     import onnx
 
     ops = {"MatMulInteger", "DynamicQuantizeLinear", "QLinearMatMul", "QuantizeLinear", "QAttention",
-           "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "QGemm", "MatMulNBits", "GatherBlockQuantized"}
+           "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "QGemm", "MatMulNBits", "GatherBlockQuantized",
+           "ConvInteger", "DynamicQuantizeLSTM"}
     return sum(1 for n in onnx.load(str(path), load_external_data=False).graph.node if n.op_type in ops)

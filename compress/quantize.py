@@ -91,11 +91,11 @@ def run(cfg: Config) -> Path:
 
     rows, labels, task = [], [], None
     if spec is not None and (cfg.max_eval_rows or cfg.accuracy_aware):
-        from transformers import AutoConfig
+        from shrinkbert.core.models import load_config
 
         # accuracy-aware: the tolerance is judged on the whole validation split (a token task: on its
         # words' accuracy; entity F1 is reported beside it)
-        model_config = AutoConfig.from_pretrained(str(src_dir))
+        model_config = load_config(src_dir)
         rows, task = load_rows(spec, "validation", None if cfg.accuracy_aware else cfg.max_eval_rows, cfg.cache_dir,
                                kind=kind)
         labels = align_labels(rows, task, model_config.id2label, tokenizer, cfg.max_length)

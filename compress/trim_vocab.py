@@ -144,6 +144,10 @@ def shrink_embeddings(model, keep: list[int]) -> None:
     model.set_input_embeddings(new)
     model.config.vocab_size = len(keep)
     model.config.pad_token_id = new_pad
+    for role in ("sep_token_id", "cls_token_id", "bos_token_id", "eos_token_id"):  # a compact student finds a
+        old_id = getattr(model.config, role, None)                                 # pair's texts by its separator
+        if isinstance(old_id, int):
+            setattr(model.config, role, keep.index(old_id) if old_id in keep else None)
 
 
 def run(cfg: Config) -> Path:

@@ -32,7 +32,10 @@ def check_model_dir(path: str | Path) -> Path:
 
 def load_model(model_cls, path: str | Path, **kwargs):
     """`model_cls.from_pretrained` restricted to safetensors, with errors turned into one line."""
+    from shrinkbert.core.compact import register
+
     path = check_model_dir(path)
+    register()  # a compact student's config type (core/compact) is then known to the Auto classes
     try:
         return model_cls.from_pretrained(path, use_safetensors=True, trust_remote_code=False, **kwargs)
     except ShrinkbertError:
@@ -44,6 +47,16 @@ def load_model(model_cls, path: str | Path, **kwargs):
         if type(err).__name__ == "SafetensorError":
             raise ShrinkbertError(f"cannot load model from {path}: corrupt or truncated safetensors ({err})") from None
         raise
+
+
+def load_config(path: str | Path):
+    """`AutoConfig.from_pretrained(path)`, with the compact students' config types (core/compact) known."""
+    from transformers import AutoConfig
+
+    from shrinkbert.core.compact import register
+
+    register()
+    return AutoConfig.from_pretrained(str(path))
 
 
 def load_tokenizer(path: str | Path, model_config=None):

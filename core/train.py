@@ -58,8 +58,13 @@ AUTO_BF16_MIN_HIDDEN = 160
 
 def model_width(model: torch.nn.Module) -> int | None:
     """The widest hidden size among the transformers models inside `model` (None: no config says)."""
+    from shrinkbert.core.compact import is_compact
+
+    # a compact student (core/compact) is no transformer: its LSTM and convolutions are not what the
+    # width rule was measured on, so it trains in fp32 under `auto`
     widths = [int(module.config.hidden_size) for module in model.modules()
-              if isinstance(getattr(getattr(module, "config", None), "hidden_size", None), int)]
+              if isinstance(getattr(getattr(module, "config", None), "hidden_size", None), int)
+              and not is_compact(module.config)]
     return max(widths) if widths else None
 
 

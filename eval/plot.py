@@ -199,6 +199,8 @@ def short_shape(shape: dict | None, heads: bool = False) -> str:
     """2L/H160, with /F768 only when the FFN is not the usual 4 x hidden (heads: /A6 after the width)."""
     if not shape:
         return "-"
+    if "student" in shape:  # a compact student (core/compact): its kind and width
+        return f"{shape['student']}/H{shape['hidden_size']}"
     text = f"{shape['layers']}L/H{shape['hidden']}" + (f"/A{shape['heads']}" if heads and "heads" in shape else "")
     return text + (f"/F{shape['intermediate']}" if shape.get("intermediate") not in (None, 4 * shape["hidden"]) else "")
 

@@ -17,7 +17,9 @@ class FrontierConfig(DataConfig):
     output_dir: str = field("runs/frontier", "where students, exports, frontier.md/.json/.png are written", group="output")
     speedups: str = field("2x,4x,8x,15x,25x", "speed-up targets against the teacher (PyTorch fp32, batch 1)")
     shapes: str = field("", "also distil these shapes as given (e.g. 3L/H128,2L/H160; heads and FFN follow the "
-                            "teacher's ratios unless written /A4/F512) and measure them in the same table")
+                            "teacher's ratios unless written /A4/F512), or students that are not transformers "
+                            "(bilstm, cnn, bag; /H width, /L LSTM layers, /D token-vector width, e.g. bilstm/H150/D256), "
+                            "and measure them in the same table")
     cuts: str = field("", "also make these shapes by cutting a wide student (e.g. 2L/H384/A6/F384): distil L layers "
                           "at width H with the teacher's heads and FFN, remove heads and FFN neurons down to A and F "
                           "(prune, the same count per layer), distil again; measured in the same table")
@@ -32,6 +34,9 @@ class FrontierConfig(DataConfig):
     max_steps: int = field(0, "distillation optimizer steps (0: from epochs)", min=0)
     batch_size: int = field(32, "distillation batch size", min=1)
     learning_rate: float = field(1e-4, "distillation peak learning rate", above=0)
+    compact_learning_rate: float = field(2e-3, "the peak learning rate of students that are not transformers "
+                                               "(--shapes bilstm, cnn, bag), which learn from their token vectors up",
+                                         above=0)
     max_length: int = field(128, "tokens per row: training, timing (the sequence length of the targets) and eval",
                             min=8, max=8192)
     max_train_rows: int = field(0, "first N training rows (0: all)", min=0)

@@ -63,17 +63,28 @@ def parse_speedups(text: str) -> list[float]:
 
 
 SHAPE_TEXT = re.compile(r"(\d+)L/H(\d+)(?:/A(\d+))?(?:/[FI](\d+))?")
+# a student that is not a transformer (core/compact): bilstm, cnn or bag, optionally /H (its width), /L (LSTM
+# layers), /D (token-vector width)
+COMPACT_TEXT = re.compile(r"(BILSTM|CNN|BAG)(?:/H(\d+))?(?:/L(\d+))?(?:/D(\d+))?")
 
 
-def parse_shapes(text: str) -> list[dict[str, int]]:
-    """'3L/H128,2L/H160/A5/F640' -> [{'layers': 3, 'hidden': 128}, {... 'heads': 5, 'intermediate': 640}]."""
-    shapes = []
+def parse_shapes(text: str) -> list[dict[str, Any]]:
+    """'3L/H128,2L/H160/A5/F640' -> [{'layers': 3, 'hidden': 128}, {... 'heads': 5, 'intermediate': 640}];
+    'bilstm/H150,bag' -> [{'student': 'bilstm', 'hidden': 150}, {'student': 'bag'}]."""
+    shapes: list[dict[str, Any]] = []
     for part in str(text).replace(" ", "").split(","):
         if not part:
             continue
+        compact = COMPACT_TEXT.fullmatch(part.upper())
+        if compact:
+            values = dict(zip(("hidden", "layers", "token_dim"), compact.groups()[1:]))
+            shapes.append({"student": compact.group(1).lower(),
+                           **{k: int(v) for k, v in values.items() if v is not None}})
+            continue
         match = SHAPE_TEXT.fullmatch(part.upper())
         if not match:
-            raise ShrinkbertError(f"a student shape looks like 3L/H128 or 3L/H128/A4/F512; got {part!r}")
+            raise ShrinkbertError(f"a student shape looks like 3L/H128 or 3L/H128/A4/F512, or bilstm/H150, cnn/H100, "
+                                  f"bag; got {part!r}")
         values = dict(zip(("layers", "hidden", "heads", "intermediate"), match.groups()))
         shapes.append({k: int(v) for k, v in values.items() if v is not None})
     return shapes
@@ -83,12 +94,15 @@ def parse_cuts(text: str) -> list[dict[str, int]]:
     """'2L/H384/A6/F384' -> [{'layers': 2, 'hidden': 384, 'heads': 6, 'intermediate': 384}]: every field named."""
     cuts = parse_shapes(text)
     for cut in cuts:
-        if len(cut) < 4:
+        if "student" in cut or len(cut) < 4:
             raise ShrinkbertError(f"a cut names what it keeps, like 2L/H384/A6/F384; got {_shape_label(cut)!r}")
     return cuts
 
 
-def _shape_label(shape: dict[str, int]) -> str:
+def _shape_label(shape: dict[str, Any]) -> str:
+    if "student" in shape:  # a compact student: bilstm-H150-L1-D256, as given
+        return "-".join([shape["student"]] + [f"{prefix}{shape[key]}" for key, prefix in
+                                              (("hidden", "H"), ("layers", "L"), ("token_dim", "D")) if key in shape])
     parts = [f"{shape['layers']}L"] + [f"{prefix}{shape[key]}" for key, prefix in
                                         (("hidden", "H"), ("heads", "A"), ("intermediate", "F")) if key in shape]
     return "-".join(parts)
@@ -170,12 +184,19 @@ def _int8(model: Path, where: Path, cfg: Config, resume: bool) -> Path:
                   **data)
 
 
-def _distill_kwargs(cfg: Config) -> dict[str, Any]:
+TRANSFORMER_ONLY = ("hidden_weight", "attention_weight", "init_embeddings")  # what a compact student has no use for
+
+
+def _distill_kwargs(cfg: Config, compact: bool = False) -> dict[str, Any]:
+    """The distill options every student of the frontier gets; a compact student (bilstm, cnn, bag) its own
+    learning rate and none of the layer-to-layer ones."""
     keys = ("task", "text_column", "text_pair_column", "label_column", "split_seed", "cache_dir", "epochs",
             "max_steps", "batch_size", "learning_rate", "max_length", "max_train_rows", "max_eval_rows",
             "hidden_weight", "attention_weight", "init_embeddings", "mixed_precision", "augment", "transfer_corpus",
             "max_transfer_rows", "threads")
-    values = {k: getattr(cfg, k) for k in keys}
+    values = {k: getattr(cfg, k) for k in keys if not (compact and k in TRANSFORMER_ONLY)}
+    if compact:
+        values["learning_rate"] = cfg.compact_learning_rate
     return {k: v for k, v in values.items() if v not in ("", None)}
 
 
@@ -231,6 +252,7 @@ def _distil_point(cfg: Config, point: dict[str, Any], prefix: Path, shape_args: 
     same_targets: the teacher probe was reused, so seeds already here were made for this very target."""
     name = point.get("given") or f"{point['speedup_target']:g}x"
     first = prefix.with_name(f"{prefix.name}-seed0")
+    compact = "student" in shape_args
     lost_pick = same_targets and "target" in shape_args and not (
         is_artifact(first) and not _stale_reason(first, {**shape_args, **_distill_kwargs(cfg)}))
     picked = _shape_picked_before(prefix, cfg.seeds) if lost_pick else None
@@ -241,7 +263,7 @@ def _distil_point(cfg: Config, point: dict[str, Any], prefix: Path, shape_args: 
         where = prefix.with_name(f"{prefix.name}-seed{seed}")
         try:
             student = _stage("distill", where, cfg.resume, teacher=cfg.teacher, seed=seed, **shape_args,
-                             **_distill_kwargs(cfg))
+                             **_distill_kwargs(cfg, compact))
         except ShrinkbertError as err:
             if "cannot be met" not in str(err):
                 raise
@@ -249,7 +271,9 @@ def _distil_point(cfg: Config, point: dict[str, Any], prefix: Path, shape_args: 
             _log(f"{name}: {point['unmet']}")
             break
         shape = read_manifest(student)["student"]["shape"]
-        if point["shape"] is None:  # seed 0 picked it on the shipping runtime; the other seeds reuse it
+        if compact:  # its shape is the one given
+            point["shape"] = {"student": shape_args["student"], **shape}
+        elif point["shape"] is None:  # seed 0 picked it on the shipping runtime; the other seeds reuse it
             point["shape"] = shape
             shape_args = _shape_args(shape)
         point["students"].append({"seed": seed, "student": str(student),
@@ -390,6 +414,9 @@ def add_paired_differences(rows_out: list[dict], teacher_outcomes: list[int] | N
 def _shape_text(shape: dict | None) -> str:
     if not shape:
         return "-"
+    if "student" in shape:  # a compact student: its width, LSTM layers and token-vector width
+        layers = f"x{shape['num_hidden_layers']}" if shape.get("num_hidden_layers", 1) > 1 else ""
+        return f"{shape['student']}{layers}/H{shape['hidden_size']}/D{shape['embedding_dim']}"
     per_layer = shape.get("heads_per_layer")  # a pruned model whose layers kept different head counts
     heads = f"{min(per_layer)}-{max(per_layer)}" if per_layer else shape["heads"]
     return f"{shape['layers']}L/H{shape['hidden']}/A{heads}/F{shape['intermediate']}"

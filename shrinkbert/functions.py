@@ -397,6 +397,9 @@ def distill(
     dropout: float | None = None,
     threads: int = 0,
     latency_runtime: str = 'torch',
+    token_dim: int = 0,
+    pooling: str = 'auto',
+    kernel_sizes: str = '3,4,5',
     hidden_weight: float = 0.0,
     query_pull: float = 0.0,
     similarity_weight: float = 0.0,
@@ -456,7 +459,8 @@ def distill(
             distil INTO this existing model (a pruned one, or a pretrained one of any family that splits text
             into the teacher's pieces: minilm for an mpnet teacher, re-indexed to its ids) instead of a new
             shape; also 'static' for model2vec's static student (--objective static; a narrower pretrained one
-            gets a least-squares projection to the teacher's width)
+            gets a least-squares projection to the teacher's width); or a new student that is not a transformer
+            (--objective logits): bilstm, cnn or bag (token vectors and an MLP head)
         objective: str = 'auto'
             how the student is taught (students/objectives/): logits (soft logits, hidden states and attentions
             on the task's rows) | masked-lm (MLM distillation on raw --corpus text) | vectors (a
@@ -566,6 +570,14 @@ def distill(
             runtime a latency target is timed on: torch (PyTorch fp32), onnx (fp32 ONNX Runtime) or onnx-int8
             (dynamic int8 with this CPU's defaults): pick the one the student ships in [one of torch, onnx,
             onnx-int8]
+        token_dim: int = 0
+            --student bilstm, cnn or bag: the width of the student's token vectors, the top principal components
+            of the teacher's input embeddings (0: 256, or the teacher's width where narrower) [>= 0]
+        pooling: str = 'auto'
+            --student bilstm, cnn or bag: how a text's positions become one vector: max | mean | max-mean (both,
+            side by side); auto: max for bilstm and cnn, mean for bag [one of auto, max, mean, max-mean]
+        kernel_sizes: str = '3,4,5'
+            --student cnn: the filter widths, comma-separated (--hidden filters of each)
 
     Losses:
         hidden_weight: float = 0.0

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import torch
 
+from shrinkbert.core.compact import ARCHITECTURES as COMPACT_STUDENTS
 from shrinkbert.core.cache import default_cache_dir
 from shrinkbert.core.data.dataspec import load_splits
 from shrinkbert.core.data.leakguard import LeakGuard, describe
@@ -64,7 +65,7 @@ SMALL_DATA_ENV = "SHRINKBERT_SMALL_DATA"  # "off": as --small-data off on every 
 def small_data_defaults(cfg, train_rows: int, supports_transfer: bool) -> dict:
     """A task student on fewer than SMALL_DATA_ROWS rows gets what small-data distillation relies on,
     where the user set neither: a teacher-labelled transfer set (--augment copies of each row) and the
-    hidden-state loss (--small-data auto; cfg is changed in place, so the manifest's config is what
+    hidden-state loss, for a transformer student (--small-data auto; cfg is changed in place, so the manifest's config is what
     ran). Returns the record for the log and the manifest: what was switched on, or with --small-data
     off what was left off; {} when the rows are enough or there is nothing to add."""
     # Measured on a sentence-pair task (bench/small_data.py); token and QA tasks have no sentence-level
@@ -74,7 +75,7 @@ def small_data_defaults(cfg, train_rows: int, supports_transfer: bool) -> dict:
     would = {}
     if not cfg.augment and not cfg.transfer_corpus:
         would["augment"] = SMALL_DATA_AUGMENT
-    if not cfg.hidden_weight:
+    if not cfg.hidden_weight and cfg.student not in COMPACT_STUDENTS:  # a compact student has no hidden states
         would["hidden_weight"] = 1.0
     if not would:
         return {}

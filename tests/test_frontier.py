@@ -23,24 +23,33 @@ def test_parse_shapes():
     assert parse_shapes("3L/H128, 2l/h160/a5/f640") == [{"layers": 3, "hidden": 128},
                                                         {"layers": 2, "hidden": 160, "heads": 5, "intermediate": 640}]
     assert parse_shapes("") == []
-    for bad in ("3L", "H128", "3L/H128/X2", "threeL/H128"):
+    assert parse_shapes("bilstm/H150/L2, cnn, bag/D64") == [{"student": "bilstm", "hidden": 150, "layers": 2},
+                                                             {"student": "cnn"}, {"student": "bag", "token_dim": 64}]
+    for bad in ("3L", "H128", "3L/H128/X2", "threeL/H128", "lstm/H150", "bag/A4"):
         with pytest.raises(ShrinkbertError):
             parse_shapes(bad)
 
 
 def test_frontier_measures_given_shapes_beside_nothing_else(tiny_csv, tmp_path, monkeypatch, capsys):
     from shrinkbert.cli import main
+    from shrinkbert.core.artifacts import artifact_hash, read_manifest
     from fixtures import make_tiny_bert
 
     monkeypatch.setenv("SHRINKBERT_CACHE", str(tmp_path / "cache"))
     teacher = make_tiny_bert(tmp_path / "teacher", layers=4, hidden=64, intermediate=128, seed=2)
     out = tmp_path / "frontier"
     args = ["frontier", "--teacher", str(teacher), "--task", str(tiny_csv), "--speedups", "", "--shapes",
-            "2L/H32", "--seeds", "1", "--max-steps", "2", "--batch-size", "8", "--max-length", "32",
+            "2L/H32,bilstm/H8/D16", "--seeds", "1", "--max-steps", "2", "--batch-size", "8", "--max-length", "32",
             "--threads", "1", "--runs", "2", "--warmup", "0", "--init-embeddings", "columns",
             "--output-dir", str(out)]
     assert main(args) == 0
-    (point,) = json.loads((out / "frontier.json").read_text())["points"]
+    point, compact = json.loads((out / "frontier.json").read_text())["points"]
+    # a student that is not a transformer stands in the same table, with its own learning rate and no
+    # transformer-only option (the columns init above is a transformer's)
+    assert compact["given"] == "bilstm-H8-D16" and compact["shape"]["student"] == "bilstm"
+    compact_config = read_manifest(compact["students"][0]["student"])["config"]
+    assert compact_config["learning_rate"] == 2e-3 and compact_config["init_embeddings"] == "auto"
+    assert "| shape given | bilstm/H8/D16 |" in (out / "frontier.md").read_text()
     assert point["speedup_target"] is None and point["given"] == "2L-H32"
     assert (point["shape"]["layers"], point["shape"]["hidden"]) == (2, 32)
     assert point["students"][0]["student"].endswith("2L-H32-seed0")
@@ -53,9 +62,8 @@ def test_frontier_measures_given_shapes_beside_nothing_else(tiny_csv, tmp_path, 
     assert main(args) == 0
     err = capsys.readouterr().err
     assert "remaking" in err and "changed since it was made" in err
-    from shrinkbert.core.artifacts import artifact_hash, read_manifest
 
-    (point,) = json.loads((out / "frontier.json").read_text())["points"]
+    point, _ = json.loads((out / "frontier.json").read_text())["points"]
     made_from = read_manifest(point["students"][0]["student"])["parents"]
     assert artifact_hash(teacher) in {parent["hash"] for parent in made_from}
     # distill options pass through: the old frontier's columns init, not distill's auto (pca here)

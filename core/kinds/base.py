@@ -122,12 +122,18 @@ class TaskKind(ABC):
         family, `from_config` builds a new student of the config's family (core/families)."""
         import transformers  # deferred: transformers takes seconds to import
 
+        from shrinkbert.core.compact import register
+
+        register()  # the compact students' configs (core/compact) load through the Auto classes too
         return getattr(transformers, self.auto_model_class)
 
     def ort_class(self):
         """The optimum.onnxruntime ORTModelFor… class of this kind."""
         import optimum.onnxruntime  # deferred: optimum imports torch and transformers
 
+        from shrinkbert.core.compact import register
+
+        register()
         return getattr(optimum.onnxruntime, self.ort_model_class)
 
     gives: ClassVar[str] = "logits"

@@ -26,7 +26,8 @@ class StudentOptions(TrainConfig, DataConfig):
                              "that splits text into the teacher's pieces: minilm for an mpnet teacher, re-indexed to "
                              "its ids) instead of a new shape; also 'static' for model2vec's static student "
                              "(--objective static; a narrower pretrained one gets a least-squares projection to the "
-                             "teacher's width)", group="model")
+                             "teacher's width); or a new student that is not a transformer (--objective logits): "
+                             "bilstm, cnn or bag (token vectors and an MLP head)", group="model")
     objective: str = field("auto", "how the student is taught (students/objectives/): logits (soft logits, hidden "
                                    "states and attentions on the task's rows) | masked-lm (MLM distillation on raw "
                                    "--corpus text) | vectors (a sentence-embedding student learns the teacher's "

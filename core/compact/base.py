@@ -1,0 +1,123 @@
+"""What the compact students share: the config's common fields, the token embeddings, pooling over the
+real tokens (of each text of a pair), the pair's features and the MLP head.
+
+A student reads `input_ids` and `attention_mask` (right-padded, as the teacher's tokenizer writes them).
+Padding never reaches a real token's features: pads are zeroed before the encoder and left out of
+pooling, and each encoder keeps its real positions independent of what follows them, so a text gives
+the same logits alone and in a padded batch. A pair is told apart by the separator token, not by
+token_type_ids, which some families' tokenizers do not write: tokens after the first separator are the
+second text's.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+from transformers import PretrainedConfig, PreTrainedModel
+from transformers.modeling_outputs import SequenceClassifierOutput
+
+POOLINGS = ("max", "mean", "max-mean")
+
+
+class CompactConfig(PretrainedConfig):
+    """Fields every compact student has; each architecture's config adds its own."""
+
+    def __init__(self, vocab_size: int = 30522, embedding_dim: int = 256, hidden_size: int = 256,
+                 num_hidden_layers: int = 1, pooling: str = "max", pair: bool = False, classifier_hidden: int = 256,
+                 dropout: float = 0.1, sep_token_id: int | None = 102, pad_token_id: int = 0, **kwargs):
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}")
+        self.vocab_size = vocab_size
+        self.embedding_dim = embedding_dim
+        self.hidden_size = hidden_size          # the encoder's width per position (one direction of an LSTM)
+        self.num_hidden_layers = num_hidden_layers
+        self.pooling = pooling
+        self.pair = pair                        # two texts a row: features [a, b, a*b, |a-b|]
+        self.classifier_hidden = classifier_hidden
+        self.dropout = dropout
+        super().__init__(pad_token_id=pad_token_id, sep_token_id=sep_token_id, **kwargs)
+
+
+def masked_pool(states: torch.Tensor, mask: torch.Tensor, how: str) -> torch.Tensor:
+    """[B, F] (x2 for max-mean) from [B, L, F] over the positions where mask is 1; an empty row gives 0."""
+    weights = mask.unsqueeze(-1).to(states.dtype)
+    count = weights.sum(1)
+    parts = []
+    if how in ("max", "max-mean"):
+        filled = states.masked_fill(weights == 0, -1e4)
+        parts.append(torch.where(count > 0, filled.max(1).values, torch.zeros_like(count)))
+    if how in ("mean", "max-mean"):
+        parts.append((states * weights).sum(1) / count.clamp(min=1))
+    return torch.cat(parts, -1) if len(parts) > 1 else parts[0]
+
+
+def text_masks(input_ids: torch.Tensor, mask: torch.Tensor, sep_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(first text's positions, second text's) of a pair row: [CLS] a [SEP] b [SEP] (or MPNet's
+    <s> a </s></s> b </s>); separators belong to neither but the first text's own."""
+    is_sep = input_ids == sep_token_id
+    seps_before = torch.cumsum(is_sep.long(), dim=1) - is_sep.long()
+    real = mask.bool()
+    return real & (seps_before == 0), real & (seps_before >= 1) & ~is_sep
+
+
+class CompactForSequenceClassification(PreTrainedModel):
+    """Token embeddings -> `encode` (each architecture's) -> pooling -> MLP head."""
+
+    config_class = CompactConfig
+    base_model_prefix = "compact"
+    main_input_name = "input_ids"
+    _supports_sdpa = True  # no attention: any attn_implementation a runner asks for means the same model
+
+    def __init__(self, config: CompactConfig):
+        super().__init__(config)
+        self.embeddings = nn.Embedding(config.vocab_size, config.embedding_dim, padding_idx=config.pad_token_id)
+        self.encoder = self.build_encoder(config)
+        features = self.feature_width(config) * (2 if config.pooling == "max-mean" else 1) * (4 if config.pair else 1)
+        self.dropout = nn.Dropout(config.dropout)
+        self.pre_classifier = nn.Linear(features, config.classifier_hidden)
+        self.classifier = nn.Linear(config.classifier_hidden, config.num_labels)
+        self.post_init()
+
+    # -- what an architecture defines ---------------------------------------------------------------
+    def build_encoder(self, config) -> nn.Module:
+        raise NotImplementedError
+
+    def feature_width(self, config) -> int:
+        """Features per position that `encode` gives."""
+        raise NotImplementedError
+
+    def encode(self, embedded: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """[B, L, feature_width] from the (pad-zeroed) token embeddings [B, L, E] and the mask [B, L]."""
+        raise NotImplementedError
+
+    # -- shared -----------------------------------------------------------------------------------
+    def _init_weights(self, module):
+        if isinstance(module, nn.Linear):
+            nn.init.xavier_uniform_(module.weight)
+            nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, std=0.1)
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.embeddings
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.embeddings = value
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                labels: torch.Tensor | None = None, output_hidden_states: bool | None = None,
+                output_attentions: bool | None = None, return_dict: bool | None = None) -> SequenceClassifierOutput:
+        # output_hidden_states / output_attentions: taken as a transformer takes them; there are none to give.
+        # No token_type_ids: a pair's texts are told apart by the separator (text_masks).
+        mask = attention_mask if attention_mask is not None else torch.ones_like(input_ids)
+        embedded = self.dropout(self.embeddings(input_ids) * mask.unsqueeze(-1).to(self.embeddings.weight.dtype))
+        states = self.encode(embedded, mask)
+        how = self.config.pooling
+        if self.config.pair:
+            first, second = text_masks(input_ids, mask, self.config.sep_token_id)
+            a, b = masked_pool(states, first, how), masked_pool(states, second, how)
+            pooled = torch.cat([a, b, a * b, (a - b).abs()], -1)
+        else:
+            pooled = masked_pool(states, mask, how)
+        logits = self.classifier(self.dropout(torch.relu(self.pre_classifier(self.dropout(pooled)))))
+        loss = nn.functional.cross_entropy(logits, labels) if labels is not None else None
+        return SequenceClassifierOutput(loss=loss, logits=logits)
