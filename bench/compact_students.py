@@ -1,17 +1,20 @@
-"""Students that are not transformers (a BiLSTM, a CNN, a bag of token vectors) on the demo's MiniLM teacher,
-against the goals, as ratios from one interleaved measurement each.
+"""Students that are not transformers (a BiLSTM, a CNN, a bag of token vectors) against the goals, as ratios
+from one interleaved measurement each: on the demo's MiniLM teacher (recipes/movies-compact.yaml) or on the
+MPNet teacher (recipes/mpnet-compact.yaml).
 
     python bench/compact_students.py              # runs recipes/movies-compact.yaml (finished stages reused),
-                                                  # then `shrinkbert frontier` over the three students, 3 seeds
+                                                  # then `shrinkbert frontier` over --shapes, 3 seeds
     python bench/compact_students.py --no-run     # only read the finished report and frontier
+    python bench/compact_students.py --recipe recipes/mpnet-compact.yaml --seeds 0   # MPNet's, report only
 
-Two figures, each recorded in bench/results/compact-students.jsonl:
+The figures, each recorded in bench/results/compact-students.jsonl:
   1. the recipe's report: the teacher, each student in PyTorch and its int8 bundle as deployed, on the same
      test rows, batch 1 and 8, each variant timed in a worker process holding only its runtime (one seed);
-  2. the frontier: each student distilled with the recipe's own options over --seeds seeds, exported and
-     quantized, then the teacher, its int8 export and every int8 student timed at batch 1, sequence 128 in one
-     interleaved run: retention as mean ± sd over the seeds, with a paired bootstrap 95% interval over the
-     test rows against the teacher, and speed-up against the teacher in PyTorch fp32.
+  2. the frontier: each --shapes student distilled with the recipe's own options over --seeds seeds, exported
+     and quantized, then the teacher, its int8 export and every int8 student timed at batch 1, sequence 128 in
+     one interleaved run: retention as mean ± sd over the seeds, with a paired bootstrap 95% interval over the
+     test rows against the teacher, and speed-up against the teacher in PyTorch fp32;
+  3. the teacher's labelling rate over the transfer sets, from the distill manifests that computed it.
 """
 from __future__ import annotations
 
@@ -28,8 +31,10 @@ from headline import goal_text, markdown_table  # noqa: E402  (bench/ is on the 
 from record import record  # noqa: E402
 
 STUDENTS = ("bilstm", "cnn", "bag")
-# the goals of students that are not transformers on the MiniLM demo teacher (retention, speed-up vs PyTorch fp32)
-GOALS = {"bilstm": (0.96, 50.0), "cnn": (0.96, 50.0), "bag": (0.90, 300.0)}
+# each recipe's goals for its students: (retention, speed-up against the teacher in PyTorch fp32), a student at a time
+GOALS = {"movies-compact": {"bilstm": [(0.96, 50.0)], "cnn": [(0.96, 50.0)], "bag": [(0.96, 50.0)]},
+         "mpnet-compact": {"bilstm": [(0.95, 50.0), (0.97, 15.0)], "cnn": [(0.95, 50.0), (0.97, 15.0)],
+                           "bag": [(0.90, 300.0)]}}
 # the recipe's distill options the frontier passes to each of its students
 SHARED = ("epochs", "batch_size", "augment", "transfer_corpus", "max_transfer_rows")
 
@@ -37,43 +42,70 @@ SHARED = ("epochs", "batch_size", "augment", "transfer_corpus", "max_transfer_ro
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--recipe", default=str(ROOT / "recipes/movies-compact.yaml"))
-    p.add_argument("--output-dir", default=str(ROOT / "runs/movies-compact"), help="the recipe's output directory")
-    p.add_argument("--frontier-dir", default=str(ROOT / "runs/movies-compact-frontier"))
-    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--output-dir", help="the recipe's output directory (default: the recipe's own)")
+    p.add_argument("--frontier-dir", help="where the frontier is written (default: the output directory + -frontier)")
+    p.add_argument("--seeds", type=int, default=3, help="the frontier's seeds (0: the recipe's report alone)")
+    p.add_argument("--shapes", default="bilstm/H96/D128,cnn/H64/D128,bag",
+                   help="the frontier's students (shrinkbert frontier --shapes): narrower than the recipe's, for speed")
     p.add_argument("--no-run", action="store_true", help="run nothing; read the finished report and frontier")
     p.add_argument("--no-record", action="store_true", help="print only; append nothing to bench/results")
     return p.parse_args(argv)
 
 
-def frontier_command(recipe_file: str, output_dir: str, frontier_dir: str, seeds: int) -> list[str]:
-    """`shrinkbert frontier` over the recipe's three students with the recipe's own distill options."""
+def frontier_options(recipe_file: str) -> dict:
+    """The distill options the recipe's three students share (and their learning rate)."""
     import yaml
 
     stages = yaml.safe_load(Path(recipe_file).read_text())["stages"]
-    options = {key: stages["bilstm"]["with"][key] for key in SHARED if key in stages["bilstm"]["with"]}
-    if any({key: stages[name]["with"].get(key) for key in SHARED} != {key: options.get(key) for key in SHARED}
-           for name in STUDENTS):
+    options = {key: stages["bilstm"]["with"][key] for key in SHARED + ("learning_rate",)
+               if key in stages["bilstm"]["with"]}
+    if any({key: stages[name]["with"].get(key) for key in options} != options for name in STUDENTS):
         raise SystemExit("error: the recipe's students do not share their distill options; the frontier takes one set")
+    return options
+
+
+def frontier_command(recipe_file: str, output_dir: str, frontier_dir: str, seeds: int, shapes: str) -> list[str]:
+    """`shrinkbert frontier` over `shapes` with the recipe's own distill options."""
+    options = frontier_options(recipe_file)
     command = [sys.executable, "-m", "shrinkbert.cli", "frontier", "--teacher", str(Path(output_dir) / "teacher"),
-               "--speedups", "", "--shapes", ",".join(STUDENTS), "--seeds", str(seeds),
-               "--compact-learning-rate", str(stages["bilstm"]["with"]["learning_rate"]),
-               "--output-dir", frontier_dir]
+               "--speedups", "", "--shapes", shapes, "--seeds", str(seeds),
+               "--compact-learning-rate", str(options.pop("learning_rate")), "--output-dir", frontier_dir]
     for key, value in options.items():
         command += [f"--{key.replace('_', '-')}", str(value)]
     return command
 
 
-def report_rows(report_dir: Path, metric: str) -> list[dict]:
-    keep = ("variant", metric, "p50 ms", "speed-up", "size MB", "x smaller", "retention")
-    return [{key: value for key, value in row.items() if key in keep or key.startswith("Δ")}
-            for row in markdown_table((report_dir / "report.md").read_text())]
+def report_rows(report: dict, report_dir: Path, goals: dict) -> list[dict]:
+    """The report's table (its own digits) with each bundle's goals and verdict at batch 1, sequence 128."""
+    keep = ("variant", report["primary_metric"], "p50 ms", "speed-up", "size MB", "x smaller", "retention")
+    ratios = {row["name"]: row.get("ratios") or {} for row in report["variants"]}
+    rows = []
+    for row in markdown_table((report_dir / "report.md").read_text()):
+        entry = {key: value for key, value in row.items() if key in keep or key.startswith("Δ")}
+        student = str(row["variant"]).removesuffix("-bundle")
+        bundle = str(row["variant"]).endswith("-bundle") and student in goals
+        measured = ratios.get(str(row["variant"]), {})
+        entry["goal"], entry["verdict"] = (verdict(goals[student], measured.get("retention"), measured.get("speedup"))
+                                           if bundle else ("", ""))
+        rows.append(entry)
+    return rows
 
 
-def frontier_rows(table: dict) -> list[dict]:
+def verdict(goals: list[tuple[float, float]], keep: float | None, speed: float | None) -> tuple[str, str]:
+    """(the goals as text, PASS or what each falls short by)."""
+    def one(want_keep, want_speed):
+        if keep is None or speed is None:
+            return "not measured"
+        return " / ".join(dict.fromkeys([goal_text(keep, want_keep, unit="%"), goal_text(speed, want_speed)]))
+    return ("; ".join(f">= {k:.0%} at >= {x:g}x" for k, x in goals),
+            "; ".join(one(k, x) for k, x in goals))
+
+
+def frontier_rows(table: dict, goals: dict) -> list[dict]:
     rows = []
     for point in table["points"]:
         student = point["shape"]["student"]
-        want_keep, want_speed = GOALS[student]
+        goal, judged = verdict(goals[student], point["retention_mean"], point["speedup_vs_torch"])
         vs = point.get("vs_reference") or {}
         rows.append({
             "student": student,
@@ -88,32 +120,54 @@ def frontier_rows(table: dict) -> list[dict]:
             "vs teacher PyTorch fp32": f"{point['speedup_vs_torch']:.1f}x",
             "vs teacher int8": f"{point['speedup_vs_teacher_int8']:.1f}x",
             "MB": round(point["size_mb"], 2),
-            "goal": f">= {want_keep:.0%} at >= {want_speed:g}x",
-            "verdict": " / ".join(dict.fromkeys([goal_text(point["retention_mean"], want_keep, unit="%"),
-                                                 goal_text(point["speedup_vs_torch"], want_speed)])),
+            "goal": goal,
+            "verdict": judged,
         })
+    return rows
+
+
+def labelling_rows(name: str, folders: list[Path]) -> list[dict]:
+    """The teacher's labelling rate from every distill manifest under `folders` that computed its outputs."""
+    rows = []
+    for manifest_file in sorted(f for folder in folders if folder.is_dir() for f in folder.glob("**/shrinkbert.json")):
+        manifest = json.loads(manifest_file.read_text())
+        outputs = (manifest.get("student") or {}).get("teacher_outputs") or {}
+        if manifest.get("stage") == "distill" and outputs.get("rows_per_s"):
+            rows.append({"recipe": name, "student": manifest_file.parent.name,
+                         "rows labelled": manifest["metrics"]["train_rows"], "rows/s": round(outputs["rows_per_s"]),
+                         "precision": outputs.get("precision")})
     return rows
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    command = frontier_command(args.recipe, args.output_dir, args.frontier_dir, args.seeds)
+    import yaml
+
+    name = Path(args.recipe).stem
+    args.output_dir = args.output_dir or str(ROOT / yaml.safe_load(Path(args.recipe).read_text())["output_dir"])
+    args.frontier_dir = args.frontier_dir or args.output_dir + "-frontier"
+    if name not in GOALS:
+        print(f"error: no goals for recipe {name} (known: {', '.join(GOALS)})", file=sys.stderr)
+        return 2
+    goals = GOALS[name]
+    command = frontier_command(args.recipe, args.output_dir, args.frontier_dir, args.seeds, args.shapes) if args.seeds else []
     if not args.no_run:
-        for step in ([sys.executable, "-m", "shrinkbert.cli", "run", args.recipe, "--output-dir", args.output_dir],
-                     command):
+        run_recipe = [sys.executable, "-m", "shrinkbert.cli", "run", args.recipe, "--output-dir", args.output_dir]
+        for step in [run_recipe] + ([command] if command else []):
             code = subprocess.call(step, cwd=ROOT)
             if code != 0:
                 return code
     report_file = Path(args.output_dir) / "report" / "report.json"
     frontier_file = Path(args.frontier_dir) / "frontier.json"
-    for needed in (report_file, frontier_file):
+    for needed in [report_file] + ([frontier_file] if command else []):
         if not needed.is_file():
             print(f"error: no {needed}; run without --no-run", file=sys.stderr)
             return 2
-    report, table = json.loads(report_file.read_text()), json.loads(frontier_file.read_text())
-    report_table = report_rows(report_file.parent, report["primary_metric"])
-    front = frontier_rows(table)
-    for rows in (report_table, front):
+    report = json.loads(report_file.read_text())
+    report_table = report_rows(report, report_file.parent, goals)
+    table = json.loads(frontier_file.read_text()) if command else None
+    front = frontier_rows(table, goals) if table else []
+    for rows in [report_table] + ([front] if front else []):
         print(" | ".join(rows[0]))
         for row in rows:
             print(" | ".join(str(value) for value in row.values()))
@@ -121,18 +175,33 @@ def main(argv=None) -> int:
     if args.no_record:
         return 0
     settings = report.get("settings") or {}
-    record("compact-report", section="compact-students",
-           title="Students that are not transformers on the demo's teacher: the recipe's report",
-           rows=report_table, command=f"python bench/compact_students.py (shrinkbert run {Path(args.recipe).name})",
-           note=f"recipes/movies-compact.yaml: the demo's MiniLM teacher, each student distilled on the task's rows, "
-                f"4 perturbed copies of each and 100,000 IMDB sentences labelled by the teacher; every variant on the "
-                f"same {report['test_rows']['n']:,} test rows, timed at batch 1, sequence 128, "
-                f"{settings.get('threads')} threads, each in a worker process holding only the runtime it ships in; "
-                "one seed. Δ is to the teacher with a paired bootstrap 95% interval.")
-    record("compact-frontier", section="compact-students",
+    options = frontier_options(args.recipe)
+    teacher = "the demo's MiniLM teacher" if name == "movies-compact" else "the MPNet teacher (all-mpnet-base-v2)"
+    record(f"{name}-report", section="compact-students",
+           title=f"Students that are not transformers: recipes/{name}.yaml's report",
+           rows=report_table, command=f"python bench/compact_students.py --recipe recipes/{name}.yaml"
+                                      + (" --seeds 0" if not command else ""),
+           note=f"recipes/{name}.yaml: {teacher} on movie-snippets, each student distilled on the task's rows, "
+                f"{options.get('augment', 0)} perturbed copies of each and {options.get('max_transfer_rows', 0):,} "
+                f"IMDB sentences, all labelled by the teacher; every variant on the same {report['test_rows']['n']:,} "
+                f"test rows, timed at batch 1, sequence 128, {settings.get('threads')} threads, each in a worker process "
+                "holding only the runtime it ships in; one seed. Δ is to the teacher with a paired bootstrap 95% "
+                "interval; the goal and verdict are the bundle's, against the teacher in PyTorch fp32.")
+    labelling = labelling_rows(name, [Path(args.output_dir), Path(args.frontier_dir)])
+    if labelling:
+        record(f"{name}-labelling", section="compact-students",
+               title=f"The teacher's labelling rate: recipes/{name}.yaml's transfer sets",
+               rows=labelling, command=f"python bench/compact_students.py --recipe recipes/{name}.yaml",
+               note="The teacher's pass over a transfer set, from the distill manifests that computed it (a cache hit "
+                    "computes nothing): rows a second, batches of 64 rows padded to their longest, the precision "
+                    "--mixed-precision auto chose, all cores.")
+    if not command:
+        print("recorded in bench/results/compact-students.jsonl (python bench/results.py updates the page)")
+        return 0
+    record(f"{name}-frontier", section="compact-students",
            title=f"Students that are not transformers over {args.seeds} seeds: int8 retention and speed-up",
            rows=front, command="python bench/compact_students.py (" + " ".join(command[2:]) + ")",
-           note=f"`shrinkbert frontier --shapes bilstm,cnn,bag` on the recipe's teacher with the recipe's distill "
+           note=f"`shrinkbert frontier --shapes {args.shapes}` on the recipe's teacher with the recipe's distill "
                 f"options: {args.seeds} seeds each, exported and dynamic int8; the teacher, its O2+int8 export and "
                 f"every int8 student timed in one interleaved run on the {table['test_rows']:,} test rows, batch 1, "
                 f"sequence {table['seq_len']}, {table['threads']} threads. Retention: int8 test accuracy over the "

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from pathlib import Path
 from typing import Iterable
 
@@ -92,6 +93,7 @@ class TeacherCache:
         self.hidden = hidden or {}
         self.offsets = offsets  # row r's real tokens: offsets[r]..offsets[r+1] (hidden or attentions stored)
         self.key = key
+        self.rows_per_s: float | None = None  # the teacher's rate where this process computed the outputs
         # {index into the teacher's attentions tuple (0-based): flat fp16}; attn_offsets = cumsum(n * n)
         # over the rows' real tokens n, so row r of a layer with h heads is [h, n, n] from h * attn_offsets[r]
         self.attentions = attentions or {}
@@ -276,8 +278,12 @@ def load_or_compute(teacher_dir, teacher_loader, dataset, collate_fn, max_length
                 return cache, path, True
         except Exception as err:  # a corrupt cache file is recomputed, never trusted
             log(f"teacher outputs: ignoring unreadable cache {path} ({type(err).__name__})")
-    cache = compute_teacher_outputs(teacher_loader(), dataset, collate_fn, hidden_layers, batch_size, key, log,
+    teacher = teacher_loader()
+    started = time.perf_counter()
+    cache = compute_teacher_outputs(teacher, dataset, collate_fn, hidden_layers, batch_size, key, log,
                                     attention_layers=attention_layers, kind=kind, precision=precision)
+    # the teacher's labelling rate, which bounds how large a transfer set a CPU can afford
+    cache.rows_per_s = len(dataset) / max(time.perf_counter() - started, 1e-9)
     cache.save(path)
-    log(f"teacher outputs: cached to {path}")
+    log(f"teacher outputs: cached to {path} ({cache.rows_per_s:,.0f} rows/s)")
     return cache, path, False

@@ -100,6 +100,14 @@ def test_each_compact_student_goes_through_every_stage_to_a_bundle(architecture,
     assert abs(batched - alone).max() < 1e-5
     bundled = [row["label"] for row in predictor.predict(TEXTS)]
     assert sum(a == b for a, b in zip(bundled, names)) >= len(TEXTS) - 1  # int8 may flip a near-tie
+    if architecture == "bag":  # ONNX Runtime Mobile runs its ops (checked by the stage); transformers.js knows none
+        from shrinkbert.core.errors import ShrinkbertError
+
+        mobile = shrinkbert.bundle(model=int8, output_dir=str(out / "mobile"), target="mobile", parity_rows=8)
+        assert all(check["passed"] for check in mobile.checks) and any((out / "mobile").rglob("*.ort"))
+        with pytest.raises(ShrinkbertError, match="transformers.js"):
+            shrinkbert.bundle(model=int8, output_dir=str(out / "web"), target="web")
+        assert not (out / "web").exists()
 
 
 def test_a_compact_student_of_a_pair_task_reads_both_texts(tmp_path):

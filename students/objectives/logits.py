@@ -312,9 +312,11 @@ def teach(cfg, masked_lm: bool) -> Path:
                                                      cfg.eval_batch_size, log=log_main, attention_layers=attention_layers,
                                                      kind=kind_of(task), precision=teacher_precision)
         cache_record = {"used": True, "file": str(cache_file), "hit": hit, "hidden_layers": hidden_layers,
+                        **({"rows_per_s": round(cache.rows_per_s, 1)} if cache.rows_per_s else {}),
                         "attention_layers": [i + 1 for i in attention_layers], "precision": teacher_precision}
-    log_main(f"distilling: losses {weights.active()}, layer map {format_layer_map(layer_map)}, teacher "
-         f"{'live' if live else 'from cache'}, {len(train_set):,} training rows")
+    mapped = "" if compact else f", layer map {format_layer_map(layer_map)}"  # a compact student maps no layers
+    log_main(f"distilling: losses {weights.active()}{mapped}, teacher "
+             f"{'live' if live else 'from cache'}, {len(train_set):,} training rows")
 
     teacher = teacher_loader() if live else None
     loss_fn = make_loss_fn(distill_loss, teacher=teacher, cache=cache, tokenizer=tokenizer,
@@ -357,7 +359,7 @@ def teach(cfg, masked_lm: bool) -> Path:
                             data=spec.record(task, max_length=cfg.max_length, rows={"train": len(train_set)})
                             if spec is not None else None, extra={
                                 "task": task.to_dict() if task is not None else None,
-                                "student": {**student_record, "layer_map": format_layer_map(layer_map),
+                                "student": {**student_record, "layer_map": None if compact else format_layer_map(layer_map),
                                             "loss_weights": dataclasses.asdict(weights),
                                             "temperature": cfg.temperature,
                                             "projections": PROJECTIONS_NOTE if len(distill_loss.projections) else
