@@ -75,6 +75,17 @@ def frontier_command(recipe_file: str, output_dir: str, frontier_dir: str, seeds
     return command
 
 
+def shown_command(command: list[str]) -> str:
+    """The command as a reader types it: `shrinkbert ...`, paths inside the repository relative to it."""
+    import shlex
+
+    def shown(part: str) -> str:
+        path = Path(part)
+        return str(path.relative_to(ROOT)) if path.is_absolute() and path.is_relative_to(ROOT) else part
+
+    return shlex.join(["shrinkbert"] + [shown(part) for part in command[3:]])
+
+
 def report_rows(report: dict, report_dir: Path, goals: dict) -> list[dict]:
     """The report's table (its own digits) with each bundle's goals and verdict at batch 1, sequence 128."""
     keep = ("variant", report["primary_metric"], "p50 ms", "speed-up", "size MB", "x smaller", "retention")
@@ -200,7 +211,8 @@ def main(argv=None) -> int:
         return 0
     record(f"{name}-frontier", section="compact-students",
            title=f"Students that are not transformers over {args.seeds} seeds: int8 retention and speed-up",
-           rows=front, command="python bench/compact_students.py (" + " ".join(command[2:]) + ")",
+           rows=front, command=f"python bench/compact_students.py --recipe recipes/{name}.yaml --seeds {args.seeds} "
+                               f"--shapes {args.shapes} (it runs: {shown_command(command)})",
            note=f"`shrinkbert frontier --shapes {args.shapes}` on the recipe's teacher with the recipe's distill "
                 f"options: {args.seeds} seeds each, exported and dynamic int8; the teacher, its O2+int8 export and "
                 f"every int8 student timed in one interleaved run on the {table['test_rows']:,} test rows, batch 1, "

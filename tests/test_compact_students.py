@@ -79,6 +79,11 @@ def test_each_compact_student_goes_through_every_stage_to_a_bundle(architecture,
     assert onnx.metrics["parity"]["passed"] and onnx.metrics["optimization"] == "none"
     assert "optimization_skipped" in onnx.metrics
     int8 = shrinkbert.quantize(model=onnx, output_dir=str(out / "int8"), max_eval_rows=16)
+    import onnx as onnx_lib
+
+    ops = {node.op_type for node in onnx_lib.load(str(out / "int8" / "model.onnx")).graph.node}
+    assert "MatMulInteger" in ops and "ConvInteger" not in ops  # the head is int8; convolutions stay float
+    assert ("DynamicQuantizeLSTM" in ops) == (architecture == "bilstm")
     bundle = shrinkbert.bundle(model=int8, output_dir=str(out / "bundle"), parity_rows=8)
     assert all(check["passed"] for check in bundle.checks)
     predictor = bundle.load()
