@@ -18,7 +18,6 @@ Recovery (distillation from the unpruned model) is a separate stage: `students.d
 """
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -27,10 +26,10 @@ import torch
 from shrinkbert.compress.common import accuracy, align_labels, load_rows, parity, judged_scores, torch_logits
 from shrinkbert.compress.configs import PruneConfig as Config
 from shrinkbert.compress.importance import heads_in, module_at, score, slicing_layout
-from shrinkbert.core.compact import is_compact
 from shrinkbert.core.artifacts import save_model_artifact
 from shrinkbert.core.config import stage_main
 from shrinkbert.core.builtin import resolve_model
+from shrinkbert.core.compact import is_compact_folder
 from shrinkbert.core.data.dataspec import resolve_spec, length_records, resolve_max_length
 from shrinkbert.core.errors import ShrinkbertError, require
 from shrinkbert.core.families import family_of
@@ -126,8 +125,7 @@ def run(cfg: Config) -> Path:
     check_fractions(cfg)
     folder = str(resolve_model(cfg.model))  # "minilm": the installed folder, recorded as the parent
     kind = kind_for_stage(folder, "prune")  # a sentence-transformers folder as it ships: an embedder
-    config_file = Path(folder) / "config.json"
-    if config_file.is_file() and is_compact(json.loads(config_file.read_text(encoding="utf-8"))):
+    if is_compact_folder(folder):
         raise ShrinkbertError(f"{folder} is a compact student (not a transformer), which has no attention heads or "
                               "FFN neurons to prune: distil a narrower one (--hidden, --token-dim)")
     spec = resolve_spec(cfg, [folder], required=False)

@@ -8,7 +8,6 @@ own. --init random starts them from noise instead.
 """
 from __future__ import annotations
 
-
 import torch
 
 from shrinkbert.core.compact import build_config
@@ -62,6 +61,8 @@ def teacher_token_vectors(table: torch.Tensor, dim: int) -> tuple[torch.Tensor, 
 
 def build_compact_student(cfg, teacher_config, tokenizer, pair: bool):
     """(student, record for the manifest): a new --student bilstm|cnn|bag for the teacher's task."""
+    from transformers import AutoModelForSequenceClassification
+
     from shrinkbert.core.models import count_parameters
     from shrinkbert.students.distill_models import _first_teacher, load_teacher
     from shrinkbert.students.processes import log_main
@@ -70,8 +71,6 @@ def build_compact_student(cfg, teacher_config, tokenizer, pair: bool):
     config = build_config(cfg.student, vocab_size=teacher_config.vocab_size, num_labels=teacher_config.num_labels,
                           id2label=dict(teacher_config.id2label), label2id=dict(teacher_config.label2id),
                           pad_token_id=tokenizer.pad_token_id, sep_token_id=tokenizer.sep_token_id, **shape)
-    from transformers import AutoModelForSequenceClassification
-
     torch.manual_seed(cfg.seed)
     student = AutoModelForSequenceClassification.from_config(config)
     record = {"how": f"new {cfg.student} student", "architecture": cfg.student, "shape": shape}

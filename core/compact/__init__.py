@@ -41,6 +41,16 @@ def is_compact(config_or_model) -> bool:
     return model_type in MODEL_TYPES
 
 
+def is_compact_folder(path) -> bool:
+    """Whether the folder `path` holds a saved compact student, read from its config.json alone (no
+    transformers import)."""
+    import json
+    from pathlib import Path
+
+    config = Path(path).expanduser() / "config.json" if path else None
+    return bool(config and config.is_file()) and is_compact(json.loads(config.read_text(encoding="utf-8")))
+
+
 def build_config(architecture: str, **values):
     """A new compact student's config: `architecture` one of ARCHITECTURES, `values` its fields."""
     register()

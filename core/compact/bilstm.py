@@ -51,8 +51,10 @@ class BiLSTMForSequenceClassification(CompactForSequenceClassification):
                     nn.init.zeros_(weight)
                     hidden = weight.shape[0] // 4
                     weight.data[hidden:2 * hidden] = 1.0  # forget-gate bias 1 (Jozefowicz et al.): remember by default
+                elif "weight_hh" in name:
+                    nn.init.orthogonal_(weight)
                 else:
-                    nn.init.orthogonal_(weight) if "weight_hh" in name else nn.init.xavier_uniform_(weight)
+                    nn.init.xavier_uniform_(weight)
 
     def encode(self, embedded: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         backwards = reversed_within_length(mask)

