@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from shrinkbert.core.kinds.embedding import gold_ranks  # noqa: F401  (the measure's ranks, one home)
 from shrinkbert.core.qa_data import HELD_OUT_HALF, article_half
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.eval.stats import paired_bootstrap
@@ -68,13 +69,6 @@ def read_squad_retrieval(path: str | Path, max_questions: int, seed: int = 0, ma
     random.Random(seed).shuffle(questions)
     questions = questions[:max_questions]
     return Retrieval(paragraphs, [q for q, _ in questions], np.asarray([row for _, row in questions]))
-
-
-def gold_ranks(queries: np.ndarray, index: np.ndarray, gold: np.ndarray) -> np.ndarray:
-    """Each query's gold row's rank (1 = best) among the index rows by cosine (vectors unit length)."""
-    scores = np.asarray(queries, np.float32) @ np.asarray(index, np.float32).T
-    gold_scores = scores[np.arange(len(gold)), gold]
-    return 1 + (scores > gold_scores[:, None]).sum(axis=1)
 
 
 def scores_of(ranks: np.ndarray, seed: int = 0) -> dict[str, dict[str, float]]:

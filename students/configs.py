@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from shrinkbert.students.objectives.drop_in import DropInOptions
 from shrinkbert.students.objectives.logits import LogitsOptions
 from shrinkbert.students.objectives.masked_lm import MaskedLMOptions
 from shrinkbert.students.objectives.static import StaticOptions
@@ -15,5 +16,5 @@ from shrinkbert.students.objectives.vectors import VectorsOptions
 
 
 @dataclass
-class DistillConfig(LogitsOptions, MaskedLMOptions, VectorsOptions, StaticOptions):
+class DistillConfig(LogitsOptions, MaskedLMOptions, VectorsOptions, StaticOptions, DropInOptions):
     """Every objective's options; the objective that runs refuses those it does not declare."""

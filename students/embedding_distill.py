@@ -43,6 +43,7 @@ import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import torch
@@ -94,19 +95,44 @@ def student_shape(teacher_config, config: EmbeddingStudentConfig) -> Shape:
     return Shape(config.layers, hidden, heads, intermediate)
 
 
+TEACHER_SHARD = 4096  # rows per saved shard of the teacher's vectors: a killed pass resumes at the last one
+
+
 def teacher_vectors(teacher: Embedder, teacher_path: str | Path, sentences: list[str],
-                    cache_dir: str | Path | None = None) -> np.ndarray:
-    """The teacher's sentence vectors before normalisation, cached by (teacher, max_length, sentences)."""
+                    cache_dir: str | Path | None = None, stats: dict | None = None) -> np.ndarray:
+    """The teacher's sentence vectors before normalisation, cached by (teacher, max_length, sentences).
+    Computed in shards of TEACHER_SHARD rows, each saved as it is done (`<key>.parts/`), so a pass
+    that is killed resumes where it stopped; the shards become one `<key>.npy` once all are done.
+    stats: filled with the rows computed now, their seconds and rows/s (nothing when all were cached)."""
     key = hashlib.sha256(json.dumps({"v": 2, "teacher": teacher_identity(teacher_path), "max_length": teacher.max_length,
                                      "text": text_fingerprint(sentences)}).encode()).hexdigest()[:24]
     path = Path(cache_dir or default_cache_dir()) / "embedding-teacher" / f"{key}.npy"
     if path.is_file():
         return np.load(path, allow_pickle=False)
-    vectors = teacher.encode(sentences, normalize=False, desc="teacher vectors")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    parts = path.with_suffix(".parts")
+    parts.mkdir(parents=True, exist_ok=True)
+    shards, computed, started = [], 0, time.perf_counter()
+    starts = range(0, len(sentences), TEACHER_SHARD)
+    for number, start in enumerate(starts):
+        shard = parts / f"{number:06d}.npy"
+        if shard.is_file():
+            shards.append(np.load(shard, allow_pickle=False))
+            continue
+        rows = sentences[start:start + TEACHER_SHARD]
+        shards.append(teacher.encode(rows, normalize=False,
+                                     desc=f"teacher vectors {number + 1}/{len(starts)}"))
+        computed += len(rows)
+        tmp = shard.with_suffix(".tmp.npy")
+        np.save(tmp, shards[-1])
+        tmp.replace(shard)  # a shard on disk is whole
+    seconds = time.perf_counter() - started
+    if stats is not None and computed:
+        stats.update({"rows": computed, "seconds": round(seconds, 1), "rows_per_s": round(computed / seconds, 1)})
+    vectors = np.concatenate(shards) if shards else np.zeros((0, teacher.dim), np.float32)
     tmp = path.with_suffix(".tmp.npy")
     np.save(tmp, vectors)
     tmp.replace(path)
+    shutil.rmtree(parts, ignore_errors=True)
     return vectors
 
 
@@ -191,17 +217,43 @@ def loop_config(config: EmbeddingStudentConfig) -> TrainConfig:
                        warmup_ratio=config.warmup, seed=config.seed, checkpoint_every=0, log_every=1)
 
 
+@dataclass
+class Judge:
+    """What picks the epoch kept: `measure(encode)` gives the measures of the student (its `encode`) at
+    an epoch's end (and untrained, epoch 0), `score` ranks them (higher is kept), `text` logs them and
+    `rule` names the rule in the manifest."""
+    measure: Callable[[Callable], dict]
+    score: Callable[[dict], float]
+    text: Callable[[dict], str]
+    rule: str
+
+
+def sts_judge(validation, unseen: tuple[list[str], np.ndarray] | None = None, keep_by: str = "validation+agreement") -> Judge:
+    """The epoch kept by `selection_score`: STS validation Spearman of the scored pairs `validation`,
+    plus the agreement with the teacher on `unseen` (lines never trained on, and the teacher's vectors
+    of them) where the student shares the teacher's space."""
+    from shrinkbert.core.kinds.sts import sts_spearman
+
+    def measure(encode) -> dict:
+        found = {"validation_spearman": sts_spearman(encode, validation)}
+        if unseen is not None:
+            found["unseen_agreement"] = agreement(encode(unseen[0]), unseen[1])
+        return found
+    rule = SELECTION if unseen is not None and keep_by == KEEP_BY[0] else "STS validation Spearman"
+    return Judge(measure, lambda found: selection_score(found, keep_by), measures_text, rule)
+
+
 def train_student(student: Embedder, teacher: Embedder, sentences: list[str], targets: np.ndarray,
                   config: EmbeddingStudentConfig, validation=None, log=print, loop: TrainConfig | None = None,
                   checkpoint_dir: str | Path | None = None, unseen: tuple[list[str], np.ndarray] | None = None,
-                  terms: dict | None = None) -> dict:
+                  terms: dict | None = None, judge: Judge | None = None) -> dict:
     """Distil in place through the kit's one training loop (core/train.py: Accelerate, checkpoints
     every `loop.checkpoint_every` steps, exact resume); returns the training record (losses per
-    epoch, the epoch kept, validation scores). With `validation`, the best epoch's weights are kept
-    in `checkpoint_dir/best`, beside the checkpoints, so a resumed run keeps them too; the best by
-    `selection_score`: STS validation Spearman, plus the agreement with the teacher on `unseen`
-    (lines never trained on, and the teacher's vectors of them) where the student shares its space.
-    terms: {weight name: (weight, term factory)} added to the loss (students/objectives/vectors.py)."""
+    epoch, the epoch kept, its measures). With a `judge` (or `validation`: `sts_judge(validation,
+    unseen, config.keep_by)`), the best epoch's weights are kept in `checkpoint_dir/best`, beside the
+    checkpoints, so a resumed run keeps them too.
+    terms: {weight name: (weight, term factory)} added to the loss (students/objectives/vectors.py);
+    a term is called with the student's vectors and the batch (its "target" rows and their "row" numbers)."""
     import tempfile
 
     from datasets import Dataset
@@ -209,10 +261,11 @@ def train_student(student: Embedder, teacher: Embedder, sentences: list[str], ta
     from transformers import DataCollatorWithPadding
 
     from shrinkbert.core.kinds.embedder import pool
-    from shrinkbert.core.kinds.sts import sts_spearman
     from shrinkbert.core.train import LATEST, epoch_losses, train
 
     loop = loop or loop_config(config)
+    if judge is None and validation is not None:
+        judge = sts_judge(validation, unseen, config.keep_by)
     encoded = teacher.tokenizer(sentences, truncation=True, max_length=config.max_length)
     inputs = [name for name in ("input_ids", "attention_mask", "token_type_ids") if name in encoded]
     # the targets stay one array, gathered by row number: a 768-float list per row through the
@@ -229,8 +282,8 @@ def train_student(student: Embedder, teacher: Embedder, sentences: list[str], ta
     pad = DataCollatorWithPadding(teacher.tokenizer, return_tensors="pt")
 
     def collate(batch: list[dict]) -> dict:
-        goal = torch.from_numpy(goals[[row.pop("row") for row in batch]])
-        return {**pad(batch), "target": goal}
+        numbers = [row.pop("row") for row in batch]
+        return {**pad(batch), "target": torch.from_numpy(goals[numbers]), "row": torch.tensor(numbers)}
 
     def loss_fn(trained, batch):
         model_inputs = {name: batch[name] for name in inputs}
@@ -241,7 +294,7 @@ def train_student(student: Embedder, teacher: Embedder, sentences: list[str], ta
         loss = mse_cosine_loss(vectors, batch["target"], config.mse_weight, config.cosine_weight)
         logged = {}
         for name, weight, term in weighted:
-            value = term(vectors, batch["target"])
+            value = term(vectors, batch)
             loss = loss + weight * value
             logged[f"{name}_loss"] = float(value.detach())
         if not hidden_loss:
@@ -264,52 +317,43 @@ def train_student(student: Embedder, teacher: Embedder, sentences: list[str], ta
                 save_file({k: v.contiguous() for k, v in modules.state_dict().items()}, str(best_dir / "weights.safetensors"))
                 saved.write_text(json.dumps({"score": score, **(found or {})}))
 
-        def measures() -> dict:
-            found = {"validation_spearman": sts_spearman(student.encode, validation)}
-            if unseen is not None:
-                found["unseen_agreement"] = agreement(student.encode(unseen[0]), unseen[1])
-            return found
-
         def eval_fn(_trained) -> dict:
-            found = measures()
-            keep_if_best(selection_score(found, config.keep_by), found)
+            found = judge.measure(student.encode)
+            keep_if_best(judge.score(found), {"measures": found})
             return found
 
-        if validation is not None and fresh:  # the teacher-initialised student is a candidate too (epoch 0)
+        if judge is not None and fresh:  # the teacher-initialised student is a candidate too (epoch 0)
             shutil.rmtree(best_dir, ignore_errors=True)
             modules.eval()
-            untrained = measures()
-            keep_if_best(selection_score(untrained, config.keep_by), untrained)
-            log(f"  epoch 0: {measures_text(untrained)}")
+            untrained = judge.measure(student.encode)
+            keep_if_best(judge.score(untrained), {"measures": untrained})
+            log(f"  epoch 0: {judge.text(untrained)}")
         metrics = train(modules, rows, collate, loss_fn, loop, checkpoints / "run",
-                        eval_fn=eval_fn if validation is not None else None, desc="distill embeddings",
+                        eval_fn=eval_fn if judge is not None else None, desc="distill embeddings",
                         frozen_modules=[teacher.model] if hidden_loss else ())
         evals = [h for h in metrics["history"] if h["kind"] == "eval"]
+        measured = [{name: value for name, value in entry.items() if name not in ("kind", "step", "epoch")}
+                    for entry in evals]
         record = {"hidden_loss": hidden_loss, "steps": metrics["steps"], "train_time_s": metrics["train_time_s"],
                   "mixed_precision": metrics.get("mixed_precision"),
-                  "epochs": [{"epoch": epoch + 1, "loss": loss,
-                              **({name: evals[epoch][name] for name in MEASURES if name in evals[epoch]}
-                                 if epoch < len(evals) else {})}
+                  "epochs": [{"epoch": epoch + 1, "loss": loss, **(measured[epoch] if epoch < len(measured) else {})}
                              for epoch, loss in enumerate(epoch_losses(metrics))]}
-        for entry in record["epochs"]:
+        for epoch, entry in enumerate(record["epochs"]):
             log(f"  epoch {entry['epoch']}: loss {entry['loss']:.4f}"
-                + (f", {measures_text(entry)}" if "validation_spearman" in entry else ""))
-        if validation is not None:
+                + (f", {judge.text(measured[epoch])}" if epoch < len(measured) else ""))
+        if judge is not None:
             wait_for_everyone()  # the main process wrote the kept weights
             modules.load_state_dict(load_file(str(best_dir / "weights.safetensors")))
-            kept = json.loads((best_dir / "score.json").read_text())["score"]
-            chosen = next((e for e in record["epochs"]
-                           if "validation_spearman" in e and selection_score(e, config.keep_by) == kept), None)
-            record["epoch_kept"] = chosen["epoch"] if chosen else 0  # 0: the teacher-initialised student
-            record["kept_by"] = (SELECTION if unseen is not None and config.keep_by == KEEP_BY[0]
-                                 else "STS validation Spearman")
-            kept_measures = chosen or json.loads((best_dir / "score.json").read_text())
-            record.update({name: kept_measures[name] for name in MEASURES if name in kept_measures})
+            saved = json.loads((best_dir / "score.json").read_text())
+            chosen = next((epoch for epoch in range(len(measured)) if judge.score(measured[epoch]) == saved["score"]), None)
+            record["epoch_kept"] = chosen + 1 if chosen is not None else 0  # 0: the teacher-initialised student
+            record["kept_by"] = judge.rule
+            record["kept_measures"] = saved["measures"]
+            record.update(saved["measures"])
     modules.eval()
     return record
 
 
-MEASURES = ("validation_spearman", "unseen_agreement")
 SELECTION = "STS validation Spearman + 100 x mean cosine with the teacher on unseen corpus lines"
 
 
@@ -413,14 +457,15 @@ def distill_embedding(teacher_path: str | Path, sentences: list[str], out_dir: s
                       cache_dir: str | Path | None = None, log=print, data: dict | None = None,
                       student_path: str | Path | None = None, loop: TrainConfig | None = None,
                       goals: list[str | None] | None = None, pull: float = 0.0, unseen: list[str] | None = None,
-                      terms: dict | None = None) -> Path:
+                      terms: dict | None = None, judge: Judge | None = None, extra: dict | None = None) -> Path:
     """Distil a transformer embedding student from `teacher_path` on `sentences`; write it to out_dir
     (data: the data record its manifest carries for later stages, e.g. the scored-pairs task;
     student_path: distil into that existing model, e.g. a pruned one, instead of a new shape; loop:
     the training loop's settings, checkpoints under out_dir's checkpoint folder, default
     `loop_config(config)`, which keeps none; goals: a text per sentence (or None) whose teacher
     vector that sentence's target is pulled towards by `pull`, `pulled_targets`; terms: the weighted
-    loss terms, {weight name: (weight, term factory)}, students/objectives/vectors.py)."""
+    loss terms, {weight name: (weight, term factory)}, students/objectives/vectors.py; judge: what picks
+    the epoch kept, in place of `sts_judge` of `validation`; extra: recorded in the manifest)."""
     config = config or EmbeddingStudentConfig()
     sentences = [s for s in (str(text).strip() for text in sentences) if s]
     if not sentences:
@@ -432,8 +477,10 @@ def distill_embedding(teacher_path: str | Path, sentences: list[str], out_dir: s
     teacher = Embedder.load(resolved, max_length=config.max_length).to(process_state().device)
     started = time.perf_counter()
     log(f"teacher vectors of {len(sentences)} sentences (cached by content; a first pass takes a while)")
-    vectors = teacher_vectors(teacher, resolved, sentences, cache_dir)
-    log(f"teacher vectors of {len(sentences)} sentences: {time.perf_counter() - started:.0f} s")
+    rate: dict = {}
+    vectors = teacher_vectors(teacher, resolved, sentences, cache_dir, stats=rate)
+    log(f"teacher vectors of {len(sentences)} sentences: {time.perf_counter() - started:.0f} s"
+        + (f" ({rate['rows_per_s']:.0f} rows/s)" if rate else ""))
     pulled = 0
     if goals is not None:
         if len(goals) != len(sentences):
@@ -450,10 +497,10 @@ def distill_embedding(teacher_path: str | Path, sentences: list[str], out_dir: s
     loop = loop or loop_config(config)
     checkpoints = checkpoint_dir_for(out_dir) if loop.checkpoint_every > 0 else None
     held_out = None
-    if unseen and validation is not None and components is None:  # agreement needs the teacher's space
+    if judge is None and unseen and validation is not None and components is None:  # agreement: the teacher's space
         held_out = (list(unseen), teacher_vectors(teacher, resolved, list(unseen), cache_dir))
     training = train_student(student, teacher, sentences, targets, config, validation, log, loop, checkpoints,
-                             unseen=held_out, terms=terms)
+                             unseen=held_out, terms=terms, judge=judge)
     training["seconds"] = time.perf_counter() - started
     sample = sentences[:64]
     agreement = None
@@ -462,9 +509,9 @@ def distill_embedding(teacher_path: str | Path, sentences: list[str], out_dir: s
     metrics = {"train_sentences": len(sentences), "steps": training["steps"], "train_time_s": training["train_time_s"],
                "mixed_precision": training.get("mixed_precision"),
                **({"agreement_train_sample": agreement} if agreement is not None else {})}
-    for name in MEASURES:
-        if name in training:
-            metrics[name] = training[name]
+    metrics.update(training.get("kept_measures", {}))  # the kept epoch's (epoch 0: the untrained start's)
+    if rate:
+        metrics["teacher_vectors"] = rate
     if held_out is not None:
         metrics["unseen_lines"] = len(held_out[0])
     if pulled:
@@ -481,7 +528,7 @@ def distill_embedding(teacher_path: str | Path, sentences: list[str], out_dir: s
                                 "teacher": str(teacher_path),
                                 **({"student": str(student_path)} if student_path is not None else {})},
                         metrics=metrics,
-                        extra={"init": record, "training": training}, data=data)
+                        extra={"init": record, "training": training, **(extra or {})}, data=data)
     if checkpoints is not None:
         remove_checkpoints(checkpoints)
     wait_for_everyone()

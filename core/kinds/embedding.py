@@ -492,3 +492,10 @@ class EmbeddingKind(TaskKind):
         spearman = spearman_x100(cosine, [float(s) for s in rows.labels])
         return {"metrics": {"spearman": spearman}, "n": len(rows.texts), "predictions": cosine.tolist(),
                 "sentences": len(sentences)}
+
+
+def gold_ranks(queries: np.ndarray, index: np.ndarray, gold: np.ndarray) -> np.ndarray:
+    """Each query's gold row's rank (1 = best) among the index rows by cosine (vectors unit length)."""
+    scores = np.asarray(queries, np.float32) @ np.asarray(index, np.float32).T
+    gold_scores = scores[np.arange(len(gold)), gold]
+    return 1 + (scores > gold_scores[:, None]).sum(axis=1)

@@ -5,6 +5,7 @@ teacher, its loss terms and what it hands the trainer (core/train.py).
     masked_lm.py  general distillation: MLM logits at masked positions of raw text
     vectors.py    a sentence-embedding student learns the teacher's sentence vectors
     static.py     model2vec's static token-vector table, tuned to the teacher's sentence vectors
+    drop_in.py    a query encoder for the teacher's index: its ranking of the index's documents
 
 Each module has `NAME` (its --objective value), `Options` (the dataclass of the options it declares)
 and `run(config)`. `objective_for(kind, options)` picks one; an option its Options does not declare is
@@ -17,9 +18,9 @@ from types import ModuleType
 
 from shrinkbert.core.config import refuse_unread
 from shrinkbert.core.errors import ShrinkbertError
-from shrinkbert.students.objectives import logits, masked_lm, static, vectors
+from shrinkbert.students.objectives import drop_in, logits, masked_lm, static, vectors
 
-OBJECTIVES: dict[str, ModuleType] = {module.NAME: module for module in (logits, masked_lm, vectors, static)}
+OBJECTIVES: dict[str, ModuleType] = {module.NAME: module for module in (logits, masked_lm, vectors, static, drop_in)}
 
 
 def objective_for(kind, options) -> ModuleType:

@@ -12,7 +12,7 @@ from shrinkbert.core.config import field
 from shrinkbert.core.configs import DataConfig, TrainConfig, max_length_field
 
 # the objectives by name, as --objective takes them (students/objectives/__init__.py maps each to its module)
-OBJECTIVE_NAMES = ("logits", "masked-lm", "vectors", "static")
+OBJECTIVE_NAMES = ("logits", "masked-lm", "vectors", "static", "drop-in")
 
 
 @dataclass
@@ -32,7 +32,8 @@ class StudentOptions(TrainConfig, DataConfig):
                                    "states and attentions on the task's rows) | masked-lm (MLM distillation on raw "
                                    "--corpus text) | vectors (a sentence-embedding student learns the teacher's "
                                    "sentence vectors of --corpus, the teacher read as a sentence-transformers "
-                                   "model, e.g. minilm) | static (model2vec's static student); auto: from the "
+                                   "model, e.g. minilm) | static (model2vec's static student) | drop-in (a query "
+                                   "encoder for the teacher's index of --corpus's documents: its ranking of them); auto: from the "
                                    "teacher's kind (an embedding teacher: vectors; --student static: static; a "
                                    "classifier, tagger or QA teacher: logits)",
                            choices=("auto", *OBJECTIVE_NAMES), group="model")
@@ -48,7 +49,9 @@ class CorpusOptions:
     """Raw text to distil on (masked-lm, vectors, static)."""
     corpus: str = field("", "objectives masked-lm, vectors and static: comma-separated corpora (imdb, brown, sotu, "
                             "wordnet, .txt files, .csv files: their text columns, SQuAD .json files: the questions "
-                            "of the training half of their articles)", group="data")
+                            "of the training half of their articles); drop-in: the index's documents (.jsonl "
+                            "with text and optional queries and title, SQuAD files: the training half's paragraphs "
+                            "and their questions, or any of the above: a document a line)", group="data")
 
 
 @dataclass

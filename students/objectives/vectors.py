@@ -62,7 +62,8 @@ Options = VectorsOptions
 
 # ---------------------------------------------------------------------------------------------
 # The weighted loss terms. A term is a factory: given the training targets (the teacher's vectors, one
-# row per sentence) and the seed, it returns term(student_vectors, target_vectors) -> a scalar tensor,
+# row per sentence) and the seed, it returns term(student_vectors, batch) -> a scalar tensor (the batch's
+# "target": the teacher's vectors of its rows; "row": their numbers),
 # added to the loss times its weight (a field of VectorsOptions, 0 = off and not computed), in the
 # order registered, and logged as `<name>_loss`.
 
@@ -82,7 +83,7 @@ def similarity(targets, seed: int):
     """The batch's cosine-similarity matrix, the student's against the teacher's (relational KD)."""
     from shrinkbert.core.kinds.losses import similarity_matrix_loss
 
-    return similarity_matrix_loss
+    return lambda vectors, batch: similarity_matrix_loss(vectors, batch["target"])
 
 
 @term("drop_in_weight")
@@ -97,10 +98,10 @@ def drop_in(targets, seed: int):
     sample = np.random.default_rng(seed).permutation(len(targets))[:DROP_IN_INDEX_ROWS]
     bank = torch.from_numpy(targets[np.sort(sample)])
 
-    def ranking(vectors, target):
+    def ranking(vectors, batch):
         nonlocal bank
         bank = bank.to(vectors.device)  # once: a no-op from the second step on
-        return index_ranking_loss(vectors, target, bank)
+        return index_ranking_loss(vectors, batch["target"], bank)
     return ranking
 
 
