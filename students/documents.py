@@ -73,14 +73,15 @@ class QueryPairs:
 
 
 def read_documents(sources: str, max_documents: int = 0, seed: int = 0) -> Documents:
-    """The distinct documents of the comma-separated `sources`; with max_documents, an equal share of
-    them from each source (a seeded sample), so a small corpus of the user's own is not crowded out."""
+    """The distinct documents of the comma-separated `sources` (a document read twice, as SQuAD v1.1 and
+    v2.0 share paragraphs, keeps the queries of both); with max_documents, an equal share of them from
+    each source (a seeded sample), so a small corpus of the user's own is not crowded out."""
     names = [name.strip() for name in sources.split(",") if name.strip()]
     if not names:
         raise ShrinkbertError("a drop-in student learns the teacher's ranking of an index's documents: give "
                               "--corpus (a .jsonl of documents, a SQuAD file, .txt files or built-in corpora)")
     share = -(-max_documents // len(names)) if max_documents else 0
-    documents, seen = Documents(), set()
+    documents, seen = Documents(), {}
     for name in names:
         found = _read_source(name)
         order = list(range(len(found)))
@@ -89,9 +90,12 @@ def read_documents(sources: str, max_documents: int = 0, seed: int = 0) -> Docum
             order = sorted(order[:share])
         for row in order:
             text = found.texts[row]
-            if text not in seen:
-                seen.add(text)
-                documents.add(text, found.groups[row], found.queries[row])
+            if text in seen:
+                known = documents.queries[seen[text]]
+                known += [query for query in found.queries[row] if query not in known]
+                continue
+            seen[text] = len(documents)
+            documents.add(text, found.groups[row], found.queries[row])
     if len(documents) < 2:
         raise ShrinkbertError(f"--corpus {sources}: {len(documents)} distinct document(s); an index needs more")
     return documents
@@ -188,14 +192,15 @@ def split_documents(documents: Documents, held_out: int) -> tuple[Documents, Doc
     return documents.subset([r for r in range(len(documents)) if r not in taken]), documents.subset(sorted(held))
 
 
-def query_pairs(documents: Documents, generated: int = 2, seed: int = 0, own: bool = True) -> QueryPairs:
-    """Each document's own queries (own=True), then `generated` queries made from it (a sentence, a
-    span, alternately), and the document itself when it is short; distinct within a document."""
+def query_pairs(documents: Documents, generated: int = 2, seed: int = 0, itself: bool = True) -> QueryPairs:
+    """Each document's own queries, then `generated` queries made from it (a sentence, a span, in turn),
+    and (itself=True) the document itself when it is short; distinct within a document. A held-out
+    measure leaves the document itself out: it finds itself in any index."""
     rng = random.Random(seed)
     pairs = QueryPairs([], [], [])
     for row, text in enumerate(documents.texts):
         made: dict[str, str] = {}
-        for query in documents.queries[row] if own else []:
+        for query in documents.queries[row]:
             made.setdefault(query, "log")
         words = text.split()
         sentences = [s for s in SENTENCE_END.split(text) if len(s.split()) >= MIN_SENTENCE_WORDS]
@@ -206,7 +211,7 @@ def query_pairs(documents: Documents, generated: int = 2, seed: int = 0, own: bo
                 length = min(rng.randint(*SPAN_WORDS), len(words) - 1)
                 start = rng.randrange(len(words) - length + 1)
                 made.setdefault(" ".join(words[start:start + length]), "span")
-        if len(words) <= SHORT_DOCUMENT:
+        if itself and len(words) <= SHORT_DOCUMENT:
             made.setdefault(text, "itself")
         for query, origin in made.items():
             pairs.queries.append(query)

@@ -98,20 +98,35 @@ def student_shape(teacher_config, config: EmbeddingStudentConfig) -> Shape:
 TEACHER_SHARD = 4096  # rows per saved shard of the teacher's vectors: a killed pass resumes at the last one
 
 
+def teacher_precision(loop: TrainConfig | None, teacher: Embedder) -> str:
+    """What the teacher's pass over the text runs in: --mixed-precision resolved for the teacher's width
+    (core/train.py: bf16 autocast for a base-sized teacher on a CPU that computes in bf16, else fp32)."""
+    from shrinkbert.core.train import resolve_mixed_precision
+
+    return resolve_mixed_precision(loop.mixed_precision if loop is not None else "no",
+                                   width=teacher.model.config.hidden_size)
+
+
 def teacher_vectors(teacher: Embedder, teacher_path: str | Path, sentences: list[str],
-                    cache_dir: str | Path | None = None, stats: dict | None = None) -> np.ndarray:
-    """The teacher's sentence vectors before normalisation, cached by (teacher, max_length, sentences).
+                    cache_dir: str | Path | None = None, stats: dict | None = None,
+                    precision: str = "no") -> np.ndarray:
+    """The teacher's sentence vectors before normalisation, cached by (teacher, max_length, sentences,
+    and the autocast `precision` where it is not "no": "bf16" or "fp16").
     Computed in shards of TEACHER_SHARD rows, each saved as it is done (`<key>.parts/`), so a pass
     that is killed resumes where it stopped; the shards become one `<key>.npy` once all are done.
     stats: filled with the rows computed now, their seconds and rows/s (nothing when all were cached)."""
-    key = hashlib.sha256(json.dumps({"v": 2, "teacher": teacher_identity(teacher_path), "max_length": teacher.max_length,
-                                     "text": text_fingerprint(sentences)}).encode()).hexdigest()[:24]
+    identity = {"v": 2, "teacher": teacher_identity(teacher_path), "max_length": teacher.max_length,
+                "text": text_fingerprint(sentences)}
+    if precision != "no":  # fp32 vectors keep their keys, autocast ones are told apart
+        identity["precision"] = precision
+    key = hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:24]
     path = Path(cache_dir or default_cache_dir()) / "embedding-teacher" / f"{key}.npy"
     if path.is_file():
         return np.load(path, allow_pickle=False)
     parts = path.with_suffix(".parts")
     parts.mkdir(parents=True, exist_ok=True)
     shards, computed, started = [], 0, time.perf_counter()
+    autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
     starts = range(0, len(sentences), TEACHER_SHARD)
     for number, start in enumerate(starts):
         shard = parts / f"{number:06d}.npy"
@@ -119,15 +134,16 @@ def teacher_vectors(teacher: Embedder, teacher_path: str | Path, sentences: list
             shards.append(np.load(shard, allow_pickle=False))
             continue
         rows = sentences[start:start + TEACHER_SHARD]
-        shards.append(teacher.encode(rows, normalize=False,
-                                     desc=f"teacher vectors {number + 1}/{len(starts)}"))
+        with torch.autocast(teacher.device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
+            shards.append(teacher.encode(rows, normalize=False, desc=f"teacher vectors {number + 1}/{len(starts)}"))
         computed += len(rows)
         tmp = shard.with_suffix(".tmp.npy")
         np.save(tmp, shards[-1])
         tmp.replace(shard)  # a shard on disk is whole
     seconds = time.perf_counter() - started
     if stats is not None and computed:
-        stats.update({"rows": computed, "seconds": round(seconds, 1), "rows_per_s": round(computed / seconds, 1)})
+        stats.update({"rows": computed, "seconds": round(seconds, 1), "rows_per_s": round(computed / seconds, 1),
+                      "precision": precision})
     vectors = np.concatenate(shards) if shards else np.zeros((0, teacher.dim), np.float32)
     tmp = path.with_suffix(".tmp.npy")
     np.save(tmp, vectors)
@@ -457,7 +473,8 @@ def distill_embedding(teacher_path: str | Path, sentences: list[str], out_dir: s
                       cache_dir: str | Path | None = None, log=print, data: dict | None = None,
                       student_path: str | Path | None = None, loop: TrainConfig | None = None,
                       goals: list[str | None] | None = None, pull: float = 0.0, unseen: list[str] | None = None,
-                      terms: dict | None = None, judge: Judge | None = None, extra: dict | None = None) -> Path:
+                      terms: dict | None = None, judge: Judge | None = None, extra: dict | None = None,
+                      precision: str = "no") -> Path:
     """Distil a transformer embedding student from `teacher_path` on `sentences`; write it to out_dir
     (data: the data record its manifest carries for later stages, e.g. the scored-pairs task;
     student_path: distil into that existing model, e.g. a pruned one, instead of a new shape; loop:
@@ -465,7 +482,8 @@ def distill_embedding(teacher_path: str | Path, sentences: list[str], out_dir: s
     `loop_config(config)`, which keeps none; goals: a text per sentence (or None) whose teacher
     vector that sentence's target is pulled towards by `pull`, `pulled_targets`; terms: the weighted
     loss terms, {weight name: (weight, term factory)}, students/objectives/vectors.py; judge: what picks
-    the epoch kept, in place of `sts_judge` of `validation`; extra: recorded in the manifest)."""
+    the epoch kept, in place of `sts_judge` of `validation`; extra: recorded in the manifest; precision:
+    the teacher's pass over the sentences under that autocast, `teacher_precision`)."""
     config = config or EmbeddingStudentConfig()
     sentences = [s for s in (str(text).strip() for text in sentences) if s]
     if not sentences:
@@ -478,7 +496,8 @@ def distill_embedding(teacher_path: str | Path, sentences: list[str], out_dir: s
     started = time.perf_counter()
     log(f"teacher vectors of {len(sentences)} sentences (cached by content; a first pass takes a while)")
     rate: dict = {}
-    vectors = teacher_vectors(teacher, resolved, sentences, cache_dir, stats=rate)
+    loop = loop or loop_config(config)
+    vectors = teacher_vectors(teacher, resolved, sentences, cache_dir, stats=rate, precision=precision)
     log(f"teacher vectors of {len(sentences)} sentences: {time.perf_counter() - started:.0f} s"
         + (f" ({rate['rows_per_s']:.0f} rows/s)" if rate else ""))
     pulled = 0
@@ -494,11 +513,10 @@ def distill_embedding(teacher_path: str | Path, sentences: list[str], out_dir: s
         student, components, record = build_student(teacher, config, vectors)
     targets = vectors if components is None else vectors @ components.T
     started = time.perf_counter()
-    loop = loop or loop_config(config)
     checkpoints = checkpoint_dir_for(out_dir) if loop.checkpoint_every > 0 else None
     held_out = None
     if judge is None and unseen and validation is not None and components is None:  # agreement: the teacher's space
-        held_out = (list(unseen), teacher_vectors(teacher, resolved, list(unseen), cache_dir))
+        held_out = (list(unseen), teacher_vectors(teacher, resolved, list(unseen), cache_dir, precision=precision))
     training = train_student(student, teacher, sentences, targets, config, validation, log, loop, checkpoints,
                              unseen=held_out, terms=terms, judge=judge)
     training["seconds"] = time.perf_counter() - started

@@ -161,3 +161,43 @@ def test_drop_in_refuses_what_it_does_not_read(work):
                     "--dim", "8", "--output-dir", str(where / "refused")], where, SHRINKBERT_CACHE=str(cache))
     assert done.returncode != 0 and done.stderr.strip().splitlines()[-1].startswith("error:")
     assert "--dim" in done.stderr and not (where / "refused").exists()
+
+
+def test_the_mpnet_drop_in_recipe_runs_in_miniature_and_reports_both_students_in_the_teachers_index(work):
+    """recipes/mpnet-drop-in.yaml --quick with a tiny MPNet as the teacher, a narrower BERT of the same pieces
+    as all-MiniLM-L6-v2's stand-in, the SQuAD file above as documents and as the report's held-out search."""
+    from fixtures import make_tiny_family
+
+    where, _, squad_file, jsonl, cache = work
+    root = Path(__file__).resolve().parents[1]
+    stsb = root.parent / "shared" / "data" / "stsb"
+    if not stsb.is_dir():
+        pytest.skip(f"{stsb} is absent (../shared/data is not beside the clone)")
+    teacher = make_tiny_family(where / "mpnet", "mpnet", hidden=32, layers=2, intermediate=64)
+    pretrained = make_tiny_bert(where / "pretrained", hidden=16, heads=2, layers=1, intermediate=32)
+    out = where / "recipe"
+    sets = {"report.artifacts": [str(teacher), "${student}", "${bundle}", "${slice}", "${slice-bundle}"],
+            "report.baseline": str(teacher), "report.retrieval": str(squad_file), "report.timing": "inprocess",
+            "report.max_eval_rows": 40, "report.nli": "", "student.student": str(pretrained),
+            "slice.layers": 1, "slice-int8.exclude": "encoder.layer.0.output"}
+    for stage in ("student", "slice"):
+        sets.update({f"{stage}.teacher": str(teacher), f"{stage}.corpus": f"{squad_file},{jsonl}",
+                     f"{stage}.task": str(stsb), f"{stage}.max_eval_rows": 40, f"{stage}.held_out_documents": 20,
+                     f"{stage}.batch_size": 16})
+    for stage in ("student-int8", "slice-int8"):
+        sets.update({f"{stage}.max_eval_rows": 40, f"{stage}.tolerance": 100})
+    cmd = ["run", str(root / "recipes" / "mpnet-drop-in.yaml"), "--quick", "--output-dir", str(out)]
+    for key, value in sets.items():
+        cmd += ["--set", f"{key}={json.dumps(value)}"]
+    done = run_cli(cmd, root, SHRINKBERT_CACHE=str(cache))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-4000:]
+    for stage in ("student", "slice"):
+        assert read_manifest(out / stage)["training"]["kept_by"].startswith("drop-in recall")
+    assert read_manifest(out / "slice-int8")["metrics"]["kept_fp32"] == ["encoder.layer.0.output"]
+    report = json.loads((out / "report" / "report.json").read_text())
+    assert report["retrieval"]["articles"] == "held-out"
+    variants = {Path(v["path"]).name: v for v in report["variants"]}
+    for name in ("student", "bundle", "slice", "slice-bundle"):
+        assert not variants[name].get("error"), variants[name]
+        drop_in = variants[name]["metrics"]["retrieval"]["drop_in"]
+        assert 0 <= drop_in["recall_at_1"]["value"] <= drop_in["recall_at_10"]["value"] <= 1

@@ -25,7 +25,9 @@ from shrinkbert.stages import resolve
 
 ROOT = Path(__file__).resolve().parents[1]
 SCALE_OUT = {"bert-base-pretrain.yaml", "bert-base-sst2.yaml"}  # tests/test_scaleout.py runs them on 2 processes
-OWN_MINIATURE = {"squad.yaml", "embeddings.yaml", "mpnet-embeddings.yaml"}  # tests/test_qa_stages.py (a tiny QA model of MiniLM's vocabulary) and tests/test_embedding_recipe.py run them
+# tests/test_qa_stages.py (a tiny QA model of MiniLM's vocabulary), tests/test_embedding_recipe.py and
+# tests/test_drop_in_objective.py run them
+OWN_MINIATURE = {"squad.yaml", "embeddings.yaml", "mpnet-embeddings.yaml", "mpnet-drop-in.yaml"}
 # A recipe with another's stage graph (the same stages, uses and wiring; its task and sizes differ) runs
 # no code path the other does not: it is checked to parse and to have that graph, not run again.
 SAME_GRAPH = {"pos.yaml": "ner.yaml"}  # both tag words; brown-pos is read in tests/test_tagging_data.py

@@ -35,6 +35,9 @@ NAME = "drop-in"  # --objective drop-in
 HELD_OUT_QUERIES = 1000  # held-out queries the epoch is picked by: recall on 1,000 carries about +-1.5 points
 MINING_CHUNK = 2048      # queries scored against the documents at once when mining hard negatives
 DEFAULT_LAYERS = 3
+# the sample of the index (--max-documents) is data, not the run's draw: every --seed's student serves the
+# same index, and reuses the teacher's vectors of it
+DOCUMENT_SAMPLE_SEED = 0
 
 
 @dataclass
@@ -136,7 +139,8 @@ def run(cfg) -> Path:
     from shrinkbert.core.kinds.embedding import gold_ranks, normalize_rows
     from shrinkbert.students.corpus_lines import guard_task_pairs, validation_pairs
     from shrinkbert.students.documents import query_pairs, read_documents, sample_pairs, split_documents
-    from shrinkbert.students.embedding_distill import EmbeddingStudentConfig, distill_embedding, teacher_vectors
+    from shrinkbert.students.embedding_distill import (EmbeddingStudentConfig, distill_embedding, teacher_precision,
+                                                       teacher_vectors)
     from shrinkbert.students.processes import log_main, process_state
 
     if "," in cfg.teacher:
@@ -151,10 +155,11 @@ def run(cfg) -> Path:
     cfg, _ = resolve_max_length(cfg, kind_for_mode("embeddings"), [cfg.teacher])
     teacher_path = resolve_model(cfg.teacher)
 
-    documents = read_documents(cfg.corpus, cfg.max_documents, cfg.seed)
+    documents = read_documents(cfg.corpus, cfg.max_documents, DOCUMENT_SAMPLE_SEED)
     training, held = split_documents(documents, cfg.held_out_documents)
     pairs = sample_pairs(query_pairs(training, cfg.generated_queries, cfg.seed), cfg.max_train_rows, cfg.seed)
-    asked = sample_pairs(query_pairs(held, cfg.generated_queries, cfg.seed), HELD_OUT_QUERIES, cfg.seed)
+    asked = sample_pairs(query_pairs(held, max(cfg.generated_queries, 2), cfg.seed, itself=False), HELD_OUT_QUERIES,
+                         cfg.seed)
     data, validation = validation_pairs(cfg, cfg.teacher)
     record = {"corpus": cfg.corpus, "documents": {"train": len(training), "held_out": len(held)},
               "rows": {"train": len(pairs.queries)}, "queries": pairs.counts(), "held_out_queries": len(asked.queries)}
@@ -172,15 +177,19 @@ def run(cfg) -> Path:
              f"{len(asked.queries):,} held-out queries pick the epoch")
 
     teacher = Embedder.load(teacher_path, max_length=cfg.max_length).to(process_state().device)
+    # the teacher's pass over the documents is most of a CPU's work: bf16 where the cores compute in it
+    precision = teacher_precision(cfg, teacher)
     rates: dict = {}
     index_vectors = normalize_rows(teacher_vectors(teacher, teacher_path, training.texts + held.texts,
-                                                   cfg.cache_dir or None, stats=rates))
+                                                   cfg.cache_dir or None, stats=rates, precision=precision))
     if rates:
         log_main(f"teacher vectors of {rates['rows']:,} documents: {rates['seconds']:.0f} s "
                  f"({rates['rows_per_s']:.1f} documents/s)")
     train_index, held_index = index_vectors[:len(training)], index_vectors[len(training):]
-    query_vectors = normalize_rows(teacher_vectors(teacher, teacher_path, pairs.queries, cfg.cache_dir or None))
-    asked_vectors = normalize_rows(teacher_vectors(teacher, teacher_path, asked.queries, cfg.cache_dir or None))
+    query_vectors = normalize_rows(teacher_vectors(teacher, teacher_path, pairs.queries, cfg.cache_dir or None,
+                                                   precision=precision))
+    asked_vectors = normalize_rows(teacher_vectors(teacher, teacher_path, asked.queries, cfg.cache_dir or None,
+                                                   precision=precision))
     del teacher  # distill_embedding loads its own
     own = np.asarray(pairs.documents, np.int64)
     negatives = mine_negatives(query_vectors, train_index, own, cfg.hard_negatives)
@@ -194,10 +203,10 @@ def run(cfg) -> Path:
         intermediate=cfg.intermediate or None, epochs=max(1, int(round(cfg.epochs))), lr=cfg.learning_rate,
         batch_size=cfg.batch_size, max_length=cfg.max_length, seed=cfg.seed, hidden_weight=cfg.hidden_weight)
     drop_in = {"documents": {"train": len(training), "held_out": len(held)}, "hard_negatives": int(negatives.shape[1]),
-               "held_out_queries": len(asked.queries), "teacher_held_out": reference,
+               "held_out_queries": len(asked.queries), "teacher_held_out": reference, "teacher_precision": precision,
                **({"teacher_document_vectors": rates} if rates else {})}
     out = distill_embedding(teacher_path, pairs.queries, cfg.output_dir, config, validation=validation,
                             cache_dir=cfg.cache_dir or None, data=record, student_path=into, loop=cfg, terms=terms,
                             judge=drop_in_judge(asked.queries, gold, held_index, validation),
-                            extra={"drop_in": drop_in})
+                            extra={"drop_in": drop_in}, precision=precision)
     return Path(out)
