@@ -3,7 +3,9 @@
 1. Score fp32 and fully-int8 on validation rows. 2. For each module group, quantize everything
 except that group: the accuracy it wins back (and how much closer its logits get to fp32) is its
 sensitivity. 3. Keep the most sensitive groups in fp32 one by one until the accuracy loss is at
-most the tolerance. Groups are module names ("encoder.layer.3.attention"), never node names.
+most the tolerance and the kind's own int8 checks hold (`holds`: an embedding's vectors must keep their
+directions, a mean cosine with fp32's, or an index built with one is searched badly with the other).
+Groups are module names ("encoder.layer.3.attention"), never node names.
 
 The loss is judged on every validation row given (the stage passes the whole split), with its
 statistical margin: the paired standard error of the per-row difference in correctness between
@@ -45,6 +47,9 @@ class Judge:
     loss: Callable[[np.ndarray, np.ndarray], tuple[float, float]]
     rows: int
     name: str = "accuracy"  # what `score` is, for the manifest and messages
+    # what ranks the modules: "score" (the score each wins back, then the outputs' drift) or "drift" (how
+    # much nearer fp32's its outputs come: vectors, whose every direction an index searches)
+    rank_by: str = "score"
 
 
 def by_labels(labels: Sequence[int]) -> Judge:
@@ -57,18 +62,20 @@ def judge_for(labels) -> Judge:
     """The Judge the labels ask for: their own score and margin where they carry them (scored pairs:
     Spearman, core/kinds/embedding.PairScores), else accuracy with the paired per-row margin."""
     if hasattr(labels, "drop_with_margin"):
-        return Judge(labels.score_of, labels.drop_with_margin, len(labels), getattr(labels, "judged_by", "score"))
+        return Judge(labels.score_of, labels.drop_with_margin, len(labels), getattr(labels, "judged_by", "score"),
+                     rank_by="drift")
     return by_labels(labels)
 
 
 def search(src: Path, groups: dict[str, list[str]], base_exclude: list[str], quantize: Callable[[Path, list[str]], Path],
            evaluate: Callable[[Path], np.ndarray], labels: Sequence[int] | Judge, fp32_logits: np.ndarray,
-           tolerance_points: float, margin_z: float = 0.0) -> dict:
+           tolerance_points: float, margin_z: float = 0.0,
+           holds: Callable[[np.ndarray, np.ndarray], bool] | None = None) -> dict:
     """Returns {table, kept_fp32, accuracy_int8, met, steps, loss_points, se_points, ...} ("accuracy"
     is the judge's score); `quantize(dst, exclude_nodes)` and `evaluate(path) -> outputs` are given by
     the stage (they hold its quantization settings and rows); `labels`: the rows' labels, or a Judge.
     `met` is False when the tolerance holds only with every group kept fp32 (nothing left to
-    quantize) or not even then."""
+    quantize) or not even then; with `holds(fp32_outputs, int8_outputs)`, it must hold too."""
     judge = labels if isinstance(labels, Judge) else judge_for(labels)
     acc_fp32 = judge.score(fp32_logits)
     margins: dict[str, tuple[float, float]] = {}
@@ -77,16 +84,17 @@ def search(src: Path, groups: dict[str, list[str]], base_exclude: list[str], qua
         nodes = list(base_exclude) + [n for g in keep for n in groups[g]]
         logits = evaluate(quantize(dst, nodes))
         margins["last"] = judge.loss(fp32_logits, logits)
+        margins["holds"] = holds is None or holds(fp32_logits, logits)
         return judge.score(logits), float(np.abs(logits - fp32_logits).mean())
 
     def within() -> bool:
         loss, se = margins["last"]
-        return loss + margin_z * se <= tolerance_points
+        return loss + margin_z * se <= tolerance_points and margins["holds"]
 
     with tempfile.TemporaryDirectory() as work:
         work = Path(work)
         acc_all, err_all = measure([], work / "all.onnx")
-        all_loss, all_se = margins["last"]
+        all_loss, all_se, all_holds = *margins["last"], margins["holds"]
         met_all = within()
         table = []
         for group in groups:
@@ -95,9 +103,12 @@ def search(src: Path, groups: dict[str, list[str]], base_exclude: list[str], qua
                           "accuracy_gain_points": round(100 * (acc_g - acc_all), 3),
                           "mean_abs_logit_diff_when_kept_fp32": round(err_g, 6),
                           "logit_diff_reduction": round(err_all - err_g, 6)})
-        table.sort(key=lambda r: (-r["accuracy_gain_points"], -r["logit_diff_reduction"]))
+        if judge.rank_by == "drift":
+            table.sort(key=lambda r: (-r["logit_diff_reduction"], -r["accuracy_gain_points"]))
+        else:
+            table.sort(key=lambda r: (-r["accuracy_gain_points"], -r["logit_diff_reduction"]))
         kept: list[str] = []
-        margins["last"] = (all_loss, all_se)
+        margins["last"], margins["holds"] = (all_loss, all_se), all_holds
         acc, steps = acc_all, [{"kept_fp32": [], "accuracy": round(acc_all, 5),
                                 "loss_points": round(all_loss, 3), "se_points": round(all_se, 3)}]
         met = met_all

@@ -109,8 +109,11 @@ def run(cfg: Config) -> Path:
         require(bool(rows) and labels and labels[0] is not None,
                 "accuracy-aware mode needs labelled validation rows: pass --task TASK")
         candidates = {g: nodes for g, nodes in groups.items() if g not in excluded_groups}
+        def holds(fp32_outputs, int8_outputs) -> bool:  # the kind's own int8 checks (embeddings: agreement)
+            return all(c["passed"] for c in kind.int8_checks(task, fp32_outputs, int8_outputs, labels, cfg.tolerance))
+
         search = accuracy_aware.search(src, candidates, exclude_nodes, quantize, evaluate, labels, fp32_logits,
-                                       cfg.tolerance, cfg.margin_z)
+                                       cfg.tolerance, cfg.margin_z, holds=holds)
         accuracy_aware.require_met(search, cfg.tolerance, cfg.margin_z, cfg.allow_unmet)
         kept = search["kept_fp32"]
         excluded_groups = excluded_groups + [g for g in kept if g not in excluded_groups]
@@ -176,8 +179,10 @@ def run(cfg: Config) -> Path:
         checks += kind.int8_checks(task, fp32_probe, int8_probe, probe_labels, cfg.tolerance)
         failed = [c for c in checks if not c["passed"]]
         if failed and not cfg.allow_unmet:
+            lever = "" if cfg.accuracy_aware else ("; --accuracy-aware on a graph exported with --optimization none "
+                                                   "keeps float the fewest modules that cause it")
             raise ShrinkbertError(f"int8 {failed[0]['name']} failed: {failed[0]['detail']}: not written "
-                                  "(--allow-unmet writes it, recorded)")
+                                  f"(--allow-unmet writes it, recorded{lever})")
         write_manifest(tmp, stage="quantize", parents=[cfg.model], **length_records(cfg, asked), metrics=metrics,
                        num_parameters=parent_params, data=spec.record(task) if spec else None, checks=checks,
                        extra={"kind": kind.name})

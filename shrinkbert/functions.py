@@ -377,6 +377,9 @@ def distill(
     max_length: int | None = None,
     corpus: str = '',
     corpus_mix: str = 'pooled',
+    max_documents: int = 0,
+    held_out_documents: int = 1000,
+    generated_queries: int = 2,
     doc_stride: int = 0,
     mlm_probability: float = 0.15,
     augment: int = 0,
@@ -401,6 +404,8 @@ def distill(
     pooling: str = 'auto',
     kernel_sizes: str = '3,4,5',
     hidden_weight: float = 0.0,
+    hard_negatives: int = 8,
+    rank_weight: float = 1.0,
     query_pull: float = 0.0,
     similarity_weight: float = 0.0,
     drop_in_weight: float = 0.0,
@@ -465,9 +470,10 @@ def distill(
             how the student is taught (students/objectives/): logits (soft logits, hidden states and attentions
             on the task's rows) | masked-lm (MLM distillation on raw --corpus text) | vectors (a
             sentence-embedding student learns the teacher's sentence vectors of --corpus, the teacher read as a
-            sentence-transformers model, e.g. minilm) | static (model2vec's static student); auto: from the
+            sentence-transformers model, e.g. minilm) | static (model2vec's static student) | drop-in (a query
+            encoder for the teacher's index of --corpus's documents: its ranking of them); auto: from the
             teacher's kind (an embedding teacher: vectors; --student static: static; a classifier, tagger or QA
-            teacher: logits) [one of auto, logits, masked-lm, vectors, static]
+            teacher: logits) [one of auto, logits, masked-lm, vectors, static, drop-in]
 
     Data:
         task: str = ''
@@ -503,11 +509,22 @@ def distill(
         corpus: str = ''
             objectives masked-lm, vectors and static: comma-separated corpora (imdb, brown, sotu, wordnet, .txt
             files, .csv files: their text columns, SQuAD .json files: the questions of the training half of
-            their articles)
+            their articles); drop-in: the index's documents (.jsonl with text and optional queries and title,
+            SQuAD files: the training half's paragraphs and their questions, or any of the above: a document a
+            line)
         corpus_mix: str = 'pooled'
             objectives vectors and static, with --max-train-rows: pooled (a sample of all --corpus lines
             together, so a large corpus dominates) | equal (an equal share from each corpus) [one of pooled,
             equal]
+        max_documents: int = 0
+            objective drop-in: at most this many --corpus documents, an equal share from each source (0: all)
+            [>= 0]
+        held_out_documents: int = 1000
+            objective drop-in: documents held out of training (whole articles or groups): their queries searched
+            in the teacher's index of them pick the epoch kept [>= 10]
+        generated_queries: int = 2
+            objective drop-in: queries made from each document besides its own (a sentence of it, a cropped span
+            of it, in turn) [>= 0]
         doc_stride: int = 0
             QA: tokens neighbouring windows share (run_qa's name; 0: 128 at max_length 384, in proportion
             otherwise) [>= 0]
@@ -582,6 +599,13 @@ def distill(
     Losses:
         hidden_weight: float = 0.0
             weight of hidden-state MSE (projected when widths differ); 0 = off [>= 0]
+        hard_negatives: int = 8
+            objective drop-in: each query's training documents the teacher ranks highest (its own aside) among
+            the documents it is trained to rank [>= 0]
+        rank_weight: float = 1.0
+            objective drop-in: weight of the KL between the teacher's and the student's softmax over cosines
+            with the teacher's vectors of the batch's documents and hard negatives (0: the query's vector alone)
+            [>= 0]
         query_pull: float = 0.0
             for each question of a SQuAD --corpus file, the share of its target taken from the teacher's vector
             of its gold paragraph (the student's query moves towards the document a teacher-built index holds

@@ -160,7 +160,7 @@ def test_a_tolerance_that_cannot_be_met_says_so(tmp_path):
 def test_the_stage_refuses_an_unmeetable_tolerance_in_one_line(monkeypatch, onnx_dir, data, tmp_path, capsys):
     from shrinkbert.compress import accuracy_aware, quantize
 
-    def unmeetable(src, groups, base, quantize_fn, evaluate, labels, fp32_logits, tolerance, margin_z=0.0):
+    def unmeetable(src, groups, base, quantize_fn, evaluate, labels, fp32_logits, tolerance, margin_z=0.0, holds=None):
         return {"table": [], "kept_fp32": list(groups), "met": False, "everything_kept": True, "rows": len(labels),
                 "steps": [{"kept_fp32": [], "accuracy": 0.5, "loss_points": 3.0, "se_points": 1.2}],
                 "loss_points": 0.0, "se_points": 0.0, "bound_points": 0.0, "accuracy_all_int8": 0.5}
@@ -259,6 +259,34 @@ def test_accuracy_aware_ranks_by_sensitivity_and_keeps_the_fewest_modules_float(
     assert loose["kept_fp32"] == ["B"] and loose["met"]
     tight = search(tmp_path / "src.onnx", groups, [], quantize, evaluate, labels, fp32_logits, tolerance_points=1.0)
     assert tight["kept_fp32"] == ["B", "A"] and tight["met"]
+
+
+def test_accuracy_aware_keeps_modules_float_until_the_kinds_own_checks_hold_too(tmp_path):
+    """Vectors whose score is within tolerance but whose directions drift (an embedding's int8 agreement):
+    the search keeps float the module whose outputs drift most, ranked by drift, until `holds` passes."""
+    import json
+
+    from shrinkbert.compress.accuracy_aware import Judge, search
+
+    fp32 = np.eye(4, dtype=np.float32)
+    drift = {"A": 0.05, "B": 0.4, "C": 0.1}  # how far each group's int8 moves the vectors
+    groups = {name: [name.lower()] for name in drift}
+
+    def quantize(dst, exclude_nodes):
+        dst.write_text(json.dumps(sorted(exclude_nodes)))
+        return dst
+
+    def evaluate(path):
+        kept_float = set(json.loads(path.read_text()))
+        return fp32 + sum(amount for name, amount in drift.items() if name.lower() not in kept_float)
+
+    judge = Judge(lambda outputs: 1.0, lambda a, b: (0.0, 0.0), rows=4, name="score", rank_by="drift")
+    free = search(tmp_path / "src.onnx", groups, [], quantize, evaluate, judge, fp32, tolerance_points=0.5)
+    assert free["met"] and free["kept_fp32"] == []  # the score alone is within tolerance: nothing kept
+    holds = lambda a, b: float(np.abs(a - b).mean()) <= 0.2  # noqa: E731
+    held = search(tmp_path / "src.onnx", groups, [], quantize, evaluate, judge, fp32, tolerance_points=0.5, holds=holds)
+    assert [row["module"] for row in held["table"]] == ["B", "C", "A"]
+    assert held["kept_fp32"] == ["B"] and held["met"]
 
 
 def test_onnx_timer_interleaves_a_teacher_sized_neighbour(monkeypatch):
