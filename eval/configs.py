@@ -73,6 +73,14 @@ class EvalConfig(DataConfig):
                          "each variant ranks by cosine (ROC AUC x100: similarity on another style of text than "
                          "STS-B's; '' for none)", group=VECTOR_REPORT)
     nli_pairs: int = field(1000, "embeddings: pairs of each label read from --nli (300 with --quick)", min=1, group=VECTOR_REPORT)
+    documents: str = field("", "embeddings: a drop-in student's --corpus (distill --objective drop-in): its held-out "
+                               "documents, never trained on, are searched with queries made from them, in the "
+                               "baseline's index (drop-in) and each variant's own; give the distill stage's "
+                               "--max-documents and --held-out-documents too ('' for none)", group=VECTOR_REPORT)
+    max_documents: int = field(0, "embeddings: --documents' --max-documents, as distill was given it", min=0,
+                               group=VECTOR_REPORT)
+    held_out_documents: int = field(1000, "embeddings: --documents' --held-out-documents, as distill was given it",
+                                    min=1, group=VECTOR_REPORT)
     retrieval_articles: str = field("all", "embeddings: the --retrieval articles searched: all | held-out (the half "
                                            "whose questions a SQuAD --corpus never gives a student: measure a student "
                                            "distilled on SQuAD questions here)", choices=("all", "held-out"), group=VECTOR_REPORT)

@@ -71,6 +71,19 @@ def read_squad_retrieval(path: str | Path, max_questions: int, seed: int = 0, ma
     return Retrieval(paragraphs, [q for q, _ in questions], np.asarray([row for _, row in questions]))
 
 
+def held_out_documents(sources: str, max_documents: int, held_out: int, seed: int = 0) -> Retrieval:
+    """A drop-in corpus's held-out documents (the distill stage's split, students/documents.py) as the
+    documents, and queries made from them (their own first) with each one's document as its gold."""
+    from shrinkbert.students.documents import corpus_split, held_out_queries
+
+    _, held = corpus_split(sources, max_documents, held_out)
+    asked = held_out_queries(held, 2, seed)
+    if len(held) < K or not asked.queries:
+        raise ShrinkbertError(f"--documents {sources}: {len(held)} held-out documents and {len(asked.queries)} queries "
+                              f"(a search needs at least {K} documents and one query)")
+    return Retrieval(held.texts, asked.queries, np.asarray(asked.documents))
+
+
 def scores_of(ranks: np.ndarray, seed: int = 0) -> dict[str, dict[str, float]]:
     """{recall_at_1, recall_at_10, mrr_at_10: {value, low, high}}: the mean over questions and its 95%
     percentile bootstrap interval (questions resampled)."""

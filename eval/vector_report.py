@@ -189,14 +189,19 @@ def measure_vectors(config, rows, artifacts: list[str], baseline: str | None) ->
     train_rows, test_rows = (500, 300) if quick else (2000, 1000)
     index_texts, query_texts = index_and_queries(config.index_corpus, 500 if quick else config.index_sentences,
                                                  100 if quick else config.query_sentences, config.split_seed or 0)
-    retrieval = None
-    if retrieval_file:  # SQuAD paragraphs searched with its questions (eval/retrieval.py)
-        from shrinkbert.eval.retrieval import gold_ranks, paired_difference, read_squad_retrieval, scores_of
+    from shrinkbert.eval.retrieval import (gold_ranks, held_out_documents, paired_difference, read_squad_retrieval,
+                                           scores_of)
 
-        retrieval = read_squad_retrieval(retrieval_file, 200 if quick else config.retrieval_questions,
-                                         config.split_seed or 0, max_articles=8 if quick else 0,
-                                         articles=config.retrieval_articles)
-        base_docs = base_ranks = None
+    searches = {}  # metrics key -> a search (eval/retrieval.py): documents, queries and each query's gold document
+    if retrieval_file:  # SQuAD paragraphs searched with its questions
+        searches["retrieval"] = read_squad_retrieval(retrieval_file, 200 if quick else config.retrieval_questions,
+                                                     config.split_seed or 0, max_articles=8 if quick else 0,
+                                                     articles=config.retrieval_articles)
+    if config.documents:  # a drop-in corpus's held-out documents searched with queries made from them
+        searches["documents"] = held_out_documents(config.documents, config.max_documents, config.held_out_documents,
+                                                   config.split_seed or 0)
+    retrieval = searches.get("retrieval")
+    base_searched: dict = {}  # key -> (the baseline's document vectors, its ranks)
     nli = read_nli_pairs(nli_file, 300 if quick else config.nli_pairs) if nli_file else None
     tokenizer = baseline_tokenizer(base)
     text = [timed_text(pairs.first + pairs.second, max_length, tokenizer)]
@@ -220,17 +225,17 @@ def measure_vectors(config, rows, artifacts: list[str], baseline: str | None) ->
                 metrics["agreement"] = agreement(queries, base_queries)
                 if len(base_index) >= 10:
                     metrics["recall_at_10"] = drop_in_recall(base_index, base_queries, queries, 10)
-            if retrieval is not None:
-                docs, asked = encode(retrieval.paragraphs), encode(retrieval.questions)
+            for key, search in searches.items():
+                docs, asked = encode(search.paragraphs), encode(search.questions)
                 if path == base:
-                    base_docs, base_ranks = docs, gold_ranks(asked, docs, retrieval.gold)
-                    metrics["retrieval"] = {"teacher": scores_of(base_ranks)}
-                else:
-                    metrics["retrieval"] = {"own": scores_of(gold_ranks(asked, docs, retrieval.gold))}
-                    if base_docs is not None and asked.shape[1] == base_docs.shape[1]:
-                        drop_in = gold_ranks(asked, base_docs, retrieval.gold)
-                        metrics["retrieval"]["drop_in"] = scores_of(drop_in)
-                        metrics["retrieval_drop_in_vs_teacher"] = paired_difference(drop_in, base_ranks)
+                    base_searched[key] = (docs, gold_ranks(asked, docs, search.gold))
+                    metrics[key] = {"teacher": scores_of(base_searched[key][1])}
+                    continue
+                metrics[key] = {"own": scores_of(gold_ranks(asked, docs, search.gold))}
+                if key in base_searched and asked.shape[1] == base_searched[key][0].shape[1]:
+                    drop_in = gold_ranks(asked, base_searched[key][0], search.gold)
+                    metrics[key]["drop_in"] = scores_of(drop_in)
+                    metrics[f"{key}_drop_in_vs_teacher"] = paired_difference(drop_in, base_searched[key][1])
             metrics["sentences_per_s_b32"] = throughput(encode, query_texts, 32)
             for label, task_name in classify.items():
                 metrics[f"{label}_accuracy"] = task_classification(encode, task_name, train_rows, test_rows)
@@ -282,6 +287,10 @@ def measure_vectors(config, rows, artifacts: list[str], baseline: str | None) ->
               "retrieval": ({"file": str(retrieval_file), "articles": config.retrieval_articles,
                              "paragraphs": len(retrieval.paragraphs),
                              "questions": len(retrieval.questions)} if retrieval is not None else None),
+              "documents": ({"corpus": config.documents, "max_documents": config.max_documents,
+                             "held_out_documents": config.held_out_documents,
+                             "paragraphs": len(searches["documents"].paragraphs),
+                             "questions": len(searches["documents"].questions)} if "documents" in searches else None),
               "variants": variants, "cache": {"hits": 0, "dir": "", "enabled": False}}
     report["markdown"] = to_markdown(report)
     return report
@@ -342,6 +351,7 @@ def to_markdown(report: dict) -> str:
                   "out) ranked by cosine, ROC AUC x100: the chance an entailed pair is the closer one."]
     lines += [f"- {entry['name']}: {entry['note']}" for entry in report["variants"] if entry.get("note")]
     lines += retrieval_markdown(report)
+    lines += retrieval_markdown(report, "documents")
     if tasks:
         c = report["classify"]
         lines += ["", f"<task> acc: MTEB's classification protocol on frozen vectors: logistic regression on "
@@ -351,13 +361,14 @@ def to_markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def retrieval_markdown(report: dict) -> list[str]:
-    """The retrieval table (eval/retrieval.py): each variant's settings, 95% bootstrap intervals over
-    questions, and recall as a share of the baseline's own."""
-    info = report.get("retrieval")
+def retrieval_markdown(report: dict, key: str = "retrieval") -> list[str]:
+    """A search's table (eval/retrieval.py; key "retrieval": SQuAD's, "documents": a drop-in corpus's
+    held-out documents): each variant's settings, 95% bootstrap intervals over queries, and recall as a
+    share of the baseline's own."""
+    info = report.get(key)
     if not info:
         return []
-    base = next((v["metrics"].get("retrieval", {}).get("teacher") for v in report["variants"]
+    base = next((v["metrics"].get(key, {}).get("teacher") for v in report["variants"]
                  if v["name"] == report["baseline"] and not v["error"]), None)
 
     def cell(scores: dict, name: str) -> str:
@@ -368,20 +379,23 @@ def retrieval_markdown(report: dict) -> list[str]:
         return f"{scores[name]['value'] / base[name]['value']:.1%}" if base and base[name]["value"] else "–"
 
     held_out = " of the held-out articles" if info.get("articles") == "held-out" else ""
-    lines = ["", f"## Retrieval: {info['questions']} questions searching {info['paragraphs']} paragraphs{held_out} "
-                 f"({Path(info['file']).name})", "",
+    heading = (f"## Retrieval: {info['questions']} questions searching {info['paragraphs']} paragraphs{held_out} "
+               f"({Path(info['file']).name})" if key == "retrieval" else
+               f"## Drop-in on the corpus: {info['questions']} queries searching its {info['paragraphs']} held-out "
+               f"documents ({info['corpus']})")
+    lines = ["", heading, "",
              "teacher: the baseline's questions in its own index; drop-in: the variant's questions in the "
              "baseline's index; own: the variant's questions in its own index. 95% bootstrap intervals over "
              "questions; \"of teacher\" is the share of the baseline's own figure.", "",
              "| variant | setting | recall@1 | recall@10 | MRR@10 | recall@1 of teacher | recall@10 of teacher |",
              "|---|---|--:|--:|--:|--:|--:|"]
     for entry in report["variants"]:
-        for setting, scores in (entry["metrics"].get("retrieval") or {}).items():
+        for setting, scores in (entry["metrics"].get(key) or {}).items():
             lines.append(f"| {entry['name']} | {setting.replace('_', '-')} | {cell(scores, 'recall_at_1')} | "
                          f"{cell(scores, 'recall_at_10')} | {cell(scores, 'mrr_at_10')} | "
                          f"{share(scores, 'recall_at_1')} | {share(scores, 'recall_at_10')} |")
-    paired = [(entry["name"], entry["metrics"]["retrieval_drop_in_vs_teacher"]) for entry in report["variants"]
-              if entry["metrics"].get("retrieval_drop_in_vs_teacher")]
+    paired = [(entry["name"], entry["metrics"][f"{key}_drop_in_vs_teacher"]) for entry in report["variants"]
+              if entry["metrics"].get(f"{key}_drop_in_vs_teacher")]
     if paired:
         def points(value: dict) -> str:
             return f"{value['value']:+.1f} [{value['low']:+.1f}, {value['high']:+.1f}]"

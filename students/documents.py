@@ -220,6 +220,24 @@ def query_pairs(documents: Documents, generated: int = 2, seed: int = 0, itself:
     return pairs
 
 
+# the sample of the index (--max-documents) is data, not a run's draw: every seed's student serves the same
+# index (and reuses the teacher's vectors of it), and eval finds the same held-out documents
+DOCUMENT_SAMPLE_SEED = 0
+HELD_OUT_QUERIES = 1000  # held-out queries searched: recall on 1,000 carries about +-1.5 points
+
+
+def corpus_split(sources: str, max_documents: int, held_out: int) -> tuple[Documents, Documents]:
+    """(training documents, held-out documents) of a drop-in --corpus, the same for the distill stage
+    and for eval's --documents given the same --max-documents and --held-out-documents."""
+    return split_documents(read_documents(sources, max_documents, DOCUMENT_SAMPLE_SEED), held_out)
+
+
+def held_out_queries(held: Documents, generated: int, seed: int) -> QueryPairs:
+    """Up to HELD_OUT_QUERIES queries of the held-out documents: their own, and `generated` (at least 2)
+    made from each; never a document itself."""
+    return sample_pairs(query_pairs(held, max(generated, 2), seed, itself=False), HELD_OUT_QUERIES, seed)
+
+
 def sample_pairs(pairs: QueryPairs, limit: int, seed: int) -> QueryPairs:
     """At most `limit` of the rows (0: all), a seeded sample in their order."""
     if not limit or len(pairs.queries) <= limit:

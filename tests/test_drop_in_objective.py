@@ -179,7 +179,8 @@ def test_the_mpnet_drop_in_recipe_runs_in_miniature_and_reports_both_students_in
     sets = {"report.artifacts": [str(teacher), "${student}", "${bundle}", "${slice}", "${slice-bundle}"],
             "report.baseline": str(teacher), "report.retrieval": str(squad_file), "report.timing": "inprocess",
             "report.max_eval_rows": 40, "report.nli": "", "student.student": str(pretrained),
-            "slice.layers": 1, "slice-int8.exclude": "encoder.layer.0.output"}
+            "slice.layers": 1, "slice-int8.exclude": "encoder.layer.0.output",
+            "report.documents": f"{squad_file},{jsonl}", "report.max_documents": 0, "report.held_out_documents": 20}
     for stage in ("student", "slice"):
         sets.update({f"{stage}.teacher": str(teacher), f"{stage}.corpus": f"{squad_file},{jsonl}",
                      f"{stage}.task": str(stsb), f"{stage}.max_eval_rows": 40, f"{stage}.held_out_documents": 20,
@@ -199,5 +200,9 @@ def test_the_mpnet_drop_in_recipe_runs_in_miniature_and_reports_both_students_in
     variants = {Path(v["path"]).name: v for v in report["variants"]}
     for name in ("student", "bundle", "slice", "slice-bundle"):
         assert not variants[name].get("error"), variants[name]
-        drop_in = variants[name]["metrics"]["retrieval"]["drop_in"]
-        assert 0 <= drop_in["recall_at_1"]["value"] <= drop_in["recall_at_10"]["value"] <= 1
+        for search in ("retrieval", "documents"):  # SQuAD's held-out articles; the corpus's held-out documents
+            drop_in = variants[name]["metrics"][search]["drop_in"]
+            assert 0 <= drop_in["recall_at_1"]["value"] <= drop_in["recall_at_10"]["value"] <= 1
+    held = report["documents"]
+    assert held["paragraphs"] >= 20 and held["questions"] > 0
+    assert "## Drop-in on the corpus" in (out / "report" / "report.md").read_text()

@@ -32,12 +32,8 @@ from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.students.objectives.common import CorpusOptions, HiddenLossOptions, ShapeOptions, StudentOptions
 
 NAME = "drop-in"  # --objective drop-in
-HELD_OUT_QUERIES = 1000  # held-out queries the epoch is picked by: recall on 1,000 carries about +-1.5 points
 MINING_CHUNK = 2048      # queries scored against the documents at once when mining hard negatives
 DEFAULT_LAYERS = 3
-# the sample of the index (--max-documents) is data, not the run's draw: every --seed's student serves the
-# same index, and reuses the teacher's vectors of it
-DOCUMENT_SAMPLE_SEED = 0
 
 
 @dataclass
@@ -138,7 +134,7 @@ def run(cfg) -> Path:
     from shrinkbert.core.kinds.embedder import Embedder
     from shrinkbert.core.kinds.embedding import gold_ranks, normalize_rows
     from shrinkbert.students.corpus_lines import guard_task_pairs, validation_pairs
-    from shrinkbert.students.documents import query_pairs, read_documents, sample_pairs, split_documents
+    from shrinkbert.students.documents import corpus_split, held_out_queries, query_pairs, sample_pairs
     from shrinkbert.students.embedding_distill import (EmbeddingStudentConfig, distill_embedding, teacher_precision,
                                                        teacher_vectors)
     from shrinkbert.students.processes import log_main, process_state
@@ -155,11 +151,9 @@ def run(cfg) -> Path:
     cfg, _ = resolve_max_length(cfg, kind_for_mode("embeddings"), [cfg.teacher])
     teacher_path = resolve_model(cfg.teacher)
 
-    documents = read_documents(cfg.corpus, cfg.max_documents, DOCUMENT_SAMPLE_SEED)
-    training, held = split_documents(documents, cfg.held_out_documents)
+    training, held = corpus_split(cfg.corpus, cfg.max_documents, cfg.held_out_documents)
     pairs = sample_pairs(query_pairs(training, cfg.generated_queries, cfg.seed), cfg.max_train_rows, cfg.seed)
-    asked = sample_pairs(query_pairs(held, max(cfg.generated_queries, 2), cfg.seed, itself=False), HELD_OUT_QUERIES,
-                         cfg.seed)
+    asked = held_out_queries(held, cfg.generated_queries, cfg.seed)
     data, validation = validation_pairs(cfg, cfg.teacher)
     record = {"corpus": cfg.corpus, "documents": {"train": len(training), "held_out": len(held)},
               "rows": {"train": len(pairs.queries)}, "queries": pairs.counts(), "held_out_queries": len(asked.queries)}
