@@ -1300,6 +1300,9 @@ def report(
     retrieval_questions: int = 1000,
     nli: str = '',
     nli_pairs: int = 1000,
+    documents: str = '',
+    max_documents: int = 0,
+    held_out_documents: int = 1000,
     retrieval_articles: str = 'all',
     output_dir: str = 'runs/eval',
 ) -> dict[str, Any]:
@@ -1416,6 +1419,15 @@ def report(
             similarity on another style of text than STS-B's; '' for none)
         nli_pairs: int = 1000
             embeddings: pairs of each label read from --nli (300 with --quick) [>= 1]
+        documents: str = ''
+            embeddings: a drop-in student's --corpus (distill --objective drop-in): its held-out documents,
+            never trained on, are searched with queries made from them, in the baseline's index (drop-in) and
+            each variant's own; give the distill stage's --max-documents and --held-out-documents too ('' for
+            none)
+        max_documents: int = 0
+            embeddings: --documents' --max-documents, as distill was given it [>= 0]
+        held_out_documents: int = 1000
+            embeddings: --documents' --held-out-documents, as distill was given it [>= 1]
         retrieval_articles: str = 'all'
             embeddings: the --retrieval articles searched: all | held-out (the half whose questions a SQuAD
             --corpus never gives a student: measure a student distilled on SQuAD questions here) [one of all,

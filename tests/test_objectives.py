@@ -16,7 +16,7 @@ from shrinkbert.students.objectives.common import OBJECTIVE_NAMES
 
 # an option each objective does not declare, with a value away from its default
 UNDECLARED = {"logits": ("--similarity-weight", "1"), "masked-lm": ("--augment", "2"),
-              "vectors": ("--temperature", "4"), "static": ("--layers", "2")}
+              "vectors": ("--temperature", "4"), "static": ("--layers", "2"), "drop-in": ("--dim", "8")}
 
 
 def options(**values) -> SimpleNamespace:
