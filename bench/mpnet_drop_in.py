@@ -82,12 +82,13 @@ def variant_figures(report: dict) -> dict[str, dict]:
     return found
 
 
-def mean_sd(values: list[float], percent: bool = True) -> str:
+def mean_sd_text(values: list[float], percent: bool = True) -> str:
+    """eval.stats.mean_sd as the table shows it: a share in % or a speed-up in x, "± sd" over several seeds."""
+    from shrinkbert.eval.stats import mean_sd
+
     scale, unit = (100.0, "%") if percent else (1.0, "x")
-    mean = float(np.mean(values)) * scale
-    if len(values) < 2:
-        return f"{mean:.1f}{unit}"
-    return f"{mean:.1f}{unit} ± {float(np.std(values, ddof=1)) * scale:.1f}"
+    mean, sd = mean_sd(values)
+    return f"{mean * scale:.1f}{unit}" + (f" ± {sd * scale:.1f}" if len(values) > 1 else "")
 
 
 def training_rows(seeds: list[int]) -> list[dict]:
@@ -128,12 +129,12 @@ def main(argv=None) -> int:
         bundle = name.endswith("bundle")
         met = (np.mean(shares["recall_at_10"]) >= GOAL["recall_at_10"] and np.mean(shares["recall_at_1"]) >= GOAL["recall_at_1"]
                and np.mean(shares["speedup"]) >= GOAL["speedup"])
-        rows.append({"variant": label, "recall@10 of MPNet's": mean_sd(shares["recall_at_10"]),
-                     "recall@1 of MPNet's": mean_sd(shares["recall_at_1"]),
+        rows.append({"variant": label, "recall@10 of MPNet's": mean_sd_text(shares["recall_at_10"]),
+                     "recall@1 of MPNet's": mean_sd_text(shares["recall_at_1"]),
                      "Δ recall@10 (points, seed 0)": _interval(paired.get("recall_at_10")),
                      "Δ recall@1 (points, seed 0)": _interval(paired.get("recall_at_1")),
-                     "STS-B of MPNet's": mean_sd(shares["sts"]), "NLI AUC of MPNet's": mean_sd(shares["nli"]),
-                     "speed-up": mean_sd(shares["speedup"], percent=False),
+                     "STS-B of MPNet's": mean_sd_text(shares["sts"]), "NLI AUC of MPNet's": mean_sd_text(shares["nli"]),
+                     "speed-up": mean_sd_text(shares["speedup"], percent=False),
                      "goal (>= 97% / 93% at >= 5x)": ("met" if met else "short") if bundle else "–"})
     for row in rows:
         print(" | ".join(f"{key}: {value}" for key, value in row.items()))

@@ -65,6 +65,10 @@ class QueryPairs:
     documents: list[int]
     origins: list[str]  # "log" (a query of the document's own), "sentence", "span" or "itself"
 
+    def subset(self, rows: list[int]) -> "QueryPairs":
+        return QueryPairs([self.queries[r] for r in rows], [self.documents[r] for r in rows],
+                          [self.origins[r] for r in rows])
+
     def counts(self) -> dict[str, int]:
         found: dict[str, int] = {}
         for origin in self.origins:
@@ -242,6 +246,4 @@ def sample_pairs(pairs: QueryPairs, limit: int, seed: int) -> QueryPairs:
     """At most `limit` of the rows (0: all), a seeded sample in their order."""
     if not limit or len(pairs.queries) <= limit:
         return pairs
-    rows = sorted(random.Random(seed).sample(range(len(pairs.queries)), limit))
-    return QueryPairs([pairs.queries[r] for r in rows], [pairs.documents[r] for r in rows],
-                      [pairs.origins[r] for r in rows])
+    return pairs.subset(sorted(random.Random(seed).sample(range(len(pairs.queries)), limit)))

@@ -162,8 +162,7 @@ def run(cfg) -> Path:
         kept, leaks = guard_task_pairs(spec, cfg, pairs.queries)
         keep = set(kept)
         rows = [r for r, query in enumerate(pairs.queries) if query in keep]
-        pairs = type(pairs)([pairs.queries[r] for r in rows], [pairs.documents[r] for r in rows],
-                            [pairs.origins[r] for r in rows])
+        pairs = pairs.subset(rows)
         record = spec.record(task, max_length=cfg.max_length, **{**record, "rows": {"train": len(rows)}},
                              leak_guard_removed=leaks)
     log_main(f"drop-in: {len(training):,} training documents, {len(held):,} held out; {len(pairs.queries):,} "
