@@ -3,8 +3,8 @@ onnxruntime only, no torch, for every task kind.
 
 Every bundle holds predict.py (its Predictor and command line), bundle_files.py (the check of its own
 files, kept with their sizes and sha256 in its shrinkbert.json), the modules its predictor imports
-from beside itself (an embedding bundle's token_ids.py), requirements.txt, serve.py (its HTTP
-server, deploy/serve.py) with requirements-serve.txt, and what its model needs. What that is, and
+from beside itself, requirements.txt, serve.py (its HTTP server, deploy/serve.py) with
+token_ids.py (which counts a request's tokens) and requirements-serve.txt, and what its model needs. What that is, and
 how the written bundle is checked against its source before anything is kept, depends on what the
 model gives (its kind's `gives`), each answer's parts in a module of their own (`PARTS`):
 
@@ -26,7 +26,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from shrinkbert.compress import bundle_files
+from shrinkbert.compress import bundle_files, token_ids
 from shrinkbert.compress.bundle_logits import LogitBundle
 from shrinkbert.compress.bundle_runtime import choose_runtime, parse_threads
 from shrinkbert.compress.bundle_vectors import vector_bundle
@@ -59,7 +59,7 @@ def serve_requirements() -> str:
     # httptools and uvloop: uvicorn picks them up when present, and they take a good share off each
     # request's cost (bench/serve_load.py); uvloop has no Windows build
     uvloop = floors([("uvloop", "0.19")]).strip() + '; sys_platform != "win32"\n'
-    return floors([("starlette", "0.37"), ("uvicorn", "0.30"), ("prometheus-client", "0.20"), ("httptools", "0.6")]) + uvloop
+    return floors([("uvicorn", "0.30"), ("orjson", "3.10"), ("prometheus-client", "0.20"), ("httptools", "0.6")]) + uvloop
 
 
 # What a bundle holds and how it is checked, by what its model gives (TaskKind.gives): each reads its
@@ -87,6 +87,7 @@ def run(cfg: Config) -> Path:
             shutil.copy2(helper, tmp / Path(helper).name)
         (tmp / "requirements.txt").write_text(requirements(onnx=parts.runs_graph))
         shutil.copy2(server.__file__, tmp / "serve.py")  # the bundle serves itself over HTTP (deploy/serve.py)
+        shutil.copy2(token_ids.__file__, tmp / "token_ids.py")  # serve.py counts a request's tokens with it
         (tmp / "requirements-serve.txt").write_text(serve_requirements())
         metrics, checks = parts.check(tmp)  # raises where the bundle is not its source: nothing is kept
         if parts.runs_graph:  # also the meta file's "runtime": the Predictor's defaults

@@ -22,8 +22,9 @@ Each worker process holds one Predictor and one asyncio batching queue: rows fro
 gathered (up to --max-batch-rows rows and --max-batch-tokens padded tokens, waiting at most
 --max-wait-ms for more), sorted by length so long and short texts are not padded together, and run
 on one thread beside the event loop, which keeps accepting meanwhile. Past --queue-size waiting rows
-a request gets 429 with Retry-After. The standard library, numpy, starlette, uvicorn and
-prometheus-client only, and the bundle's own predict.py: nothing of shrinkbert.
+a request gets 429 with Retry-After. The app is a plain ASGI callable on uvicorn (httptools, uvloop),
+its JSON orjson's; the standard library, numpy, uvicorn, orjson and prometheus-client only, and the
+bundle's own predict.py and token_ids.py: nothing of shrinkbert.
 """
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ import dataclasses
 import hmac
 import importlib.util
 import json
+import math
 import os
 import signal
 import socket
@@ -44,6 +46,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+import orjson
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
 HERE = Path(__file__).resolve().parent
@@ -120,6 +123,7 @@ class Model:
 
         self.root = root
         module = load_predict_module(root)
+
         self.manifest = json.loads((root / "shrinkbert.json").read_text()) if (root / "shrinkbert.json").is_file() else {}
         if (root / "labels.json").is_file():
             self.meta = json.loads((root / "labels.json").read_text(encoding="utf-8"))
@@ -134,13 +138,23 @@ class Model:
         self.labels = list(getattr(self.predictor, "labels", []) or [])
         self.dim = getattr(self.predictor, "dim", None)  # an embedder's
         self.serving = SERVING[self.kind]()
-        self.counter = Tokenizer.from_file(str(root / "tokenizer.json"))  # counts tokens: no padding, no cut
-        self.counter.no_padding()
-        self.counter.no_truncation()
+        counter = Tokenizer.from_file(str(root / "tokenizer.json"))  # counts tokens: no padding, no cut
+        counter.no_padding()
+        counter.no_truncation()
+        # a text's count from its words' cached ids (token_ids.py: encode's exactly, else encode itself),
+        # plus the specials a text or a pair gets: an encode per request costs more than the rest of it
+        try:
+            from token_ids import WordIds  # the bundle's own, beside predict.py (load_predict_module's path)
+            self.word_ids = WordIds(counter)
+        except ImportError:  # a bundle written before it held token_ids.py
+            self.word_ids = lambda text: counter.encode(text, add_special_tokens=False).ids
+        self.specials = (counter.num_special_tokens_to_add(False), counter.num_special_tokens_to_add(True))
 
     def count(self, inputs: list) -> list[int]:
         """Tokens of each input (specials included): a text, a (text, text) pair, or QA's (question, context)."""
-        return [len(e.ids) for e in self.counter.encode_batch([tuple(i) if isinstance(i, list) else i for i in inputs])]
+        ids = self.word_ids
+        return [len(ids(i)) + self.specials[0] if isinstance(i, str)
+                else len(ids(i[0])) + len(ids(i[1])) + self.specials[1] for i in inputs]
 
     def run(self, group: str, payloads: list) -> list:
         """One model call for rows of one group; one result per row."""
@@ -395,6 +409,21 @@ class Metrics:
                                     buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256), **kw)
         self.rows = Counter("shrinkbert_rows", "rows run through the model (rate(): rows/s)", **kw)
         self.queue = Gauge("shrinkbert_queue_rows", "rows waiting for the model", multiprocess_mode="livesum", **kw)
+        # each (route, code)'s children, looked up once: labels() takes a lock and builds a key per call
+        self.answered: dict[tuple[str, int], tuple] = {}
+
+    def observe(self, route: str, status: int, seconds: float) -> None:
+        """One answered request: its count (and its error count), and its latency."""
+        children = self.answered.get((route, status))
+        if children is None:
+            code = str(status)
+            children = self.answered[(route, status)] = (
+                self.requests.labels(route, code), self.errors.labels(route, code) if status >= 400 else None,
+                self.latency.labels(route))
+        children[0].inc()
+        if children[1] is not None:
+            children[1].inc()
+        children[2].observe(seconds)
 
     def exposition(self) -> bytes:
         from prometheus_client import CollectorRegistry, generate_latest, multiprocess
@@ -406,75 +435,64 @@ class Metrics:
         return generate_latest(registry)
 
 
-class Observe:
-    """ASGI middleware: the API key (constant-time compare), and each request's count, code and latency."""
-
-    def __init__(self, app, metrics: Metrics, api_key: str):
-        self.app, self.metrics, self.key = app, metrics, api_key.encode()
-
-    def _authorized(self, scope) -> bool:
-        if not self.key or scope["path"] in OPEN_ROUTES:
-            return True
-        headers = dict(scope.get("headers") or [])
-        given = headers.get(b"authorization", b"")
-        given = given[7:] if given[:7].lower() == b"bearer " else headers.get(b"x-api-key", b"")
-        return hmac.compare_digest(given, self.key)
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        route = scope["path"] if scope["path"] in ROUTES else "other"
-        start, status = time.perf_counter(), [500]
-
-        async def sending(message):
-            if message["type"] == "http.response.start":
-                status[0] = message["status"]
-            await send(message)
-        try:
-            if self._authorized(scope):
-                await self.app(scope, receive, sending)
-            else:
-                await error_response(route, Invalid(401, "a valid API key is needed: Authorization: Bearer KEY"))(
-                    scope, receive, sending)
-        finally:
-            code = str(status[0])
-            self.metrics.requests.labels(route, code).inc()
-            if status[0] >= 400:
-                self.metrics.errors.labels(route, code).inc()
-            self.metrics.latency.labels(route).observe(time.perf_counter() - start)
-
-
 # ------------------------------------------------------------------------------------------------
-# Requests: explicit checks, each naming its field
+# Requests and answers: explicit checks, each naming its field
 
 
-def error_response(route: str, err: Invalid):
+JSON = b"application/json"
+ERROR_TYPES = {401: "Unauthorized", 404: "NotFound", 405: "NotFound", 413: "Validation", 422: "Validation",
+               429: "Overloaded", 503: "Unhealthy"}
+
+
+@dataclasses.dataclass
+class Reply:
+    """What a route answers: its status, its body's bytes, their media type and any further headers."""
+    status: int
+    body: bytes
+    media_type: bytes = JSON
+    headers: tuple = ()
+
+
+def dumps(content) -> bytes:
+    """JSON bytes; numpy arrays and scalars as they are (float32 vectors in float32's shortest digits)."""
+    return orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+def error_reply(route: str, err: Invalid) -> Reply:
     """text-embeddings-inference's error body ({"error", "error_type"}); OpenAI's on /v1/ routes."""
-    from starlette.responses import JSONResponse
-
-    kind = {401: "Unauthorized", 404: "NotFound", 413: "Validation", 422: "Validation", 429: "Overloaded",
-            503: "Unhealthy"}.get(err.status, "Backend")
-    headers = {"Retry-After": str(err.retry_after)} if err.retry_after else None
     if route.startswith("/v1/"):
         body = {"error": {"message": err.message, "type": "invalid_request_error" if err.status < 500 else "server_error",
                           "param": err.field, "code": err.status}}
     else:
-        body = {"error": err.message, "error_type": kind}
-    return JSONResponse(body, status_code=err.status, headers=headers)
+        body = {"error": err.message, "error_type": ERROR_TYPES.get(err.status, "Backend")}
+    headers = ((b"retry-after", str(err.retry_after).encode()),) if err.retry_after else ()
+    return Reply(err.status, dumps(body), JSON, headers)
 
 
-async def read_json(request, limit: int) -> dict:
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit:
+def header(scope, name: bytes) -> bytes | None:
+    for key, value in scope["headers"]:  # a handful of headers: a scan costs less than a dict
+        if key == name:
+            return value
+    return None
+
+
+async def read_json(scope, receive, limit: int) -> dict:
+    """The request's body as a JSON object: 413 past `limit` bytes (declared or sent), 422 otherwise wrong."""
+    declared = header(scope, b"content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
         raise Invalid(413, f"body: {int(declared):,} bytes, more than the server's {limit:,}", "body")
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
+    body, more = b"", True
+    while more:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise Invalid(499, "the client left before sending its body")
+        body += message.get("body", b"")
+        more = message.get("more_body", False)
         if len(body) > limit:
             raise Invalid(413, f"body: more than the server's {limit:,} bytes", "body")
     try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as err:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError as err:
         raise Invalid(422, f"body: not valid JSON ({err})", "body") from None
     if not isinstance(data, dict):
         raise Invalid(422, "body: expected a JSON object", "body")
@@ -568,16 +586,16 @@ class Server:
         except QueueFull:
             raise self.full() from None
         try:
+            if len(futures) == 1:  # most requests are one row: no gathering future for them
+                return [await futures[0]]
             return await asyncio.gather(*futures)
         except asyncio.CancelledError:
             for future in futures:
                 future.cancel()
             raise
 
-    # -- routes
-    async def embeddings(self, request):
-        self.need("/v1/embeddings")
-        data = await read_json(request, self.opts.max_body_bytes)
+    # -- routes: POST routes take the request's JSON object, GET routes nothing; each answers a Reply
+    async def embeddings(self, data: dict) -> Reply:
         if "input" not in data:
             raise Invalid(422, "input: missing (a text or a list of texts)", "input")
         value = data["input"]
@@ -598,14 +616,12 @@ class Server:
         vectors = await self.answer("embed", texts, tokens)
         rows = [{"object": "embedding", "index": i,
                  "embedding": (base64.b64encode(np.asarray(v, dtype="<f4").tobytes()).decode() if fmt == "base64"
-                               else np.asarray(v, dtype=np.float32).tolist())} for i, v in enumerate(vectors)]
+                               else np.ascontiguousarray(v, dtype=np.float32))} for i, v in enumerate(vectors)]
         used = int(sum(tokens))
-        return json_response({"object": "list", "data": rows, "model": model or self.root.name,
-                              "usage": {"prompt_tokens": used, "total_tokens": used}})
+        return Reply(200, dumps({"object": "list", "data": rows, "model": model or self.root.name,
+                                 "usage": {"prompt_tokens": used, "total_tokens": used}}))
 
-    async def embed(self, request):
-        self.need("/embed")
-        data = await read_json(request, self.opts.max_body_bytes)
+    async def embed(self, data: dict) -> Reply:
         if "inputs" not in data:
             raise Invalid(422, "inputs: missing (a text or a list of texts)", "inputs")
         texts = self.texts(data["inputs"], "inputs")
@@ -614,44 +630,42 @@ class Server:
         vectors = np.stack(await self.answer("embed", texts, tokens)).astype(np.float32, copy=False)
         if normalize:  # a bundle's vectors are unit length where its model normalises: then this changes nothing
             vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12)
-        return json_response(vectors.tolist())
+        return Reply(200, dumps(vectors))
 
-    async def predict(self, request):
-        self.need("/predict")
-        data = await read_json(request, self.opts.max_body_bytes)
+    async def predict(self, data: dict) -> Reply:
         if "inputs" not in data:
             raise Invalid(422, "inputs: missing", "inputs")
-        return json_response(await self.model.serving.predict(self, data))
+        return Reply(200, dumps(await self.model.serving.predict(self, data)))
 
-    async def health(self, request):
-        from starlette.responses import JSONResponse
-
+    async def health(self) -> Reply:
         if self.ready:
-            return JSONResponse({"status": "ok"})
-        return JSONResponse({"status": "failed" if self.failed else "loading", "error": self.failed},
-                            status_code=503, headers={"Retry-After": "1"})
+            return Reply(200, b'{"status":"ok"}')
+        return Reply(503, dumps({"status": "failed" if self.failed else "loading", "error": self.failed}), JSON,
+                     ((b"retry-after", b"1"),))
 
-    async def info(self, request):
+    async def info(self) -> Reply:
         if self.model is None:
             raise Invalid(503, self.failed or "the model is loading", retry_after=1)
-        return json_response({**self.model.info(), "max_batch_rows": self.opts.max_batch_rows,
-                              "max_batch_tokens": self.opts.max_batch_tokens, "max_wait_ms": self.opts.max_wait_ms,
-                              "queue_size": self.opts.queue_size, "max_client_batch": self.opts.max_client_batch,
-                              "workers": self.opts.workers})
+        return Reply(200, dumps({**self.model.info(), "max_batch_rows": self.opts.max_batch_rows,
+                                 "max_batch_tokens": self.opts.max_batch_tokens, "max_wait_ms": self.opts.max_wait_ms,
+                                 "queue_size": self.opts.queue_size, "max_client_batch": self.opts.max_client_batch,
+                                 "workers": self.opts.workers}))
 
-    async def prometheus(self, request):
-        from starlette.responses import Response
-
-        return Response(self.metrics.exposition(), media_type="text/plain; version=0.0.4; charset=utf-8")
+    async def prometheus(self) -> Reply:
+        return Reply(200, self.metrics.exposition(), b"text/plain; version=0.0.4; charset=utf-8")
 
 
 def label_scores(logits, labels: list[str], raw: bool) -> list[dict]:
     """text-embeddings-inference's classifier answer: [{"label", "score"}], best first; probabilities
-    (the bundle's softmax) unless raw_scores."""
-    logits = np.asarray(logits, dtype=np.float64)
-    values = logits if raw else np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum()
-    order = np.argsort(-values, kind="stable")
-    return [{"label": labels[i], "score": float(values[i])} for i in order]
+    (the bundle's softmax) unless raw_scores. Plain floats: a row's few labels cost numpy more than math."""
+    values = [float(v) for v in logits]
+    if not raw:
+        top = max(values)
+        exps = [math.exp(v - top) for v in values]
+        total = sum(exps)
+        values = [e / total for e in exps]
+    order = sorted(range(len(values)), key=lambda i: -values[i])  # stable: ties keep the labels' order
+    return [{"label": labels[i], "score": values[i]} for i in order]
 
 
 def entity_list(result: dict, labels: list[str]) -> list[dict]:
@@ -663,53 +677,89 @@ def entity_list(result: dict, labels: list[str]) -> list[dict]:
             for w in result["words"]]
 
 
-def json_response(content):
-    from starlette.responses import JSONResponse
-
-    return JSONResponse(content)
-
-
 def cpu_count() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def create_app(opts: Options | None = None):
+class App:
+    """The ASGI app of one worker: its routes, the API key (constant-time compare), each request's
+    count, code and latency, and the model's loading at startup. A plain ASGI callable on uvicorn:
+    the framework layers a request would otherwise pass through cost more than the rest of the
+    server's work on a one-row request (bench/serve_load.py)."""
+
+    def __init__(self, opts: Options):
+        self.opts = opts
+        self.server = server = Server(opts)
+        self.key = (opts.api_key or os.environ.get(API_KEY_ENV, "")).encode()
+        # path -> (method, handler, whether it reads a JSON body, the route the kind must answer)
+        self.routes = {"/v1/embeddings": ("POST", server.embeddings, True), "/embed": ("POST", server.embed, True),
+                       "/predict": ("POST", server.predict, True), "/health": ("GET", server.health, False),
+                       "/info": ("GET", server.info, False), "/metrics": ("GET", server.prometheus, False)}
+        self.loading: asyncio.Task | None = None
+
+    def authorized(self, scope) -> bool:
+        if not self.key or scope["path"] in OPEN_ROUTES:
+            return True
+        given = header(scope, b"authorization") or b""
+        given = given[7:] if given[:7].lower() == b"bearer " else header(scope, b"x-api-key") or b""
+        return hmac.compare_digest(given, self.key)
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "lifespan":
+            return await self.lifespan(receive, send)
+        if scope["type"] != "http":
+            return
+        start, path = time.perf_counter(), scope["path"]
+        route = path if path in ROUTES else "other"
+        try:
+            reply = await self.respond(scope, receive, path)
+        except Invalid as err:
+            reply = error_reply(route, err)
+        except Exception as err:  # a fault of the server's own: the request gets 500, the worker lives
+            reply = error_reply(route, Invalid(500, f"{type(err).__name__}: {err}"))
+        if reply.status != 499:  # a client that left is not answered
+            await send({"type": "http.response.start", "status": reply.status,
+                        "headers": [(b"content-type", reply.media_type),
+                                    (b"content-length", str(len(reply.body)).encode()), *reply.headers]})
+            await send({"type": "http.response.body", "body": reply.body})
+        self.server.metrics.observe(route, reply.status, time.perf_counter() - start)
+
+    async def respond(self, scope, receive, path: str) -> Reply:
+        found = self.routes.get(path)
+        if found is None:
+            raise Invalid(404, f"no route {path}: the server answers {', '.join(ROUTES)}")
+        if not self.authorized(scope):
+            raise Invalid(401, "a valid API key is needed: Authorization: Bearer KEY")
+        method, handler, reads_body = found
+        if scope["method"] != method and not (method == "GET" and scope["method"] == "HEAD"):
+            raise Invalid(405, f"{path} answers {method}")
+        if not reads_body:
+            return await handler()
+        self.server.need(path)  # before the body is read: a refusal under overload costs little
+        return await handler(await read_json(scope, receive, self.opts.max_body_bytes))
+
+    async def lifespan(self, receive, send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                # One worker loads in the background, /health answering 503 meanwhile. One of several (a
+                # new one replacing a worker that died) loads before it accepts: the others take its share.
+                self.loading = asyncio.get_running_loop().create_task(self.server.start())
+                if self.opts.workers > 1:
+                    await self.loading
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                if self.loading is not None:
+                    self.loading.cancel()
+                if self.server.batcher is not None:
+                    await self.server.batcher.stop()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+
+def create_app(opts: Options | None = None) -> App:
     """The ASGI app of one worker (uvicorn's factory: the options come from the supervisor's environment)."""
-    from contextlib import asynccontextmanager
-
-    from starlette.applications import Starlette
-    from starlette.routing import Route
-
-    opts = opts or Options(**json.loads(os.environ[CONFIG_ENV]))
-    server = Server(opts)
-
-    def route(path: str, handler, methods: list[str]):
-        async def endpoint(request):
-            try:
-                return await handler(request)
-            except Invalid as err:
-                return error_response(path, err)
-        return Route(path, endpoint, methods=methods)
-
-    @asynccontextmanager
-    async def lifespan(app):
-        # One worker loads in the background, /health answering 503 meanwhile. One of several (a new
-        # one replacing a worker that died) loads before it accepts: the others take its share.
-        loading = asyncio.get_running_loop().create_task(server.start())
-        if opts.workers > 1:
-            await loading
-        yield
-        loading.cancel()
-        if server.batcher is not None:
-            await server.batcher.stop()
-
-    routes = [route("/v1/embeddings", server.embeddings, ["POST"]), route("/embed", server.embed, ["POST"]),
-              route("/predict", server.predict, ["POST"]), route("/health", server.health, ["GET"]),
-              route("/info", server.info, ["GET"]), route("/metrics", server.prometheus, ["GET"])]
-    app = Starlette(routes=routes, lifespan=lifespan)
-    app.state.server = server
-    return Observe(app, server.metrics, opts.api_key or os.environ.get(API_KEY_ENV, ""))
-
+    return App(opts or Options(**json.loads(os.environ[CONFIG_ENV])))
 
 # ------------------------------------------------------------------------------------------------
 # The command
@@ -742,7 +792,8 @@ def run(opts: Options) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     opts = dataclasses.replace(opts, bundle=str(root), api_key=opts.api_key or os.environ.get(API_KEY_ENV, ""))
-    common = dict(host=opts.host, port=opts.port, log_level="warning", access_log=opts.access_log,
+    # proxy_headers off: nothing here reads a client's address (an access log behind a proxy names the proxy)
+    common = dict(host=opts.host, port=opts.port, log_level="warning", access_log=opts.access_log, proxy_headers=False,
                   timeout_graceful_shutdown=int(opts.drain_timeout), limit_concurrency=opts.max_connections)
     if opts.workers <= 1:
         # uvicorn drains on SIGTERM/SIGINT, then raises the signal again for the handler it found: a

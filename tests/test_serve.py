@@ -431,4 +431,29 @@ def test_the_bundles_server_needs_neither_torch_nor_transformers_nor_the_kit(bun
     assert answer[0]["label"] == predictor(bundle).predict([TEXTS[0]])[0]["label"]
     assert {"serve.py", "requirements-serve.txt"} <= {p.name for p in bundle.iterdir()}
     assert {line.split(">=")[0] for line in (bundle / "requirements-serve.txt").read_text().splitlines()} == \
-           {"starlette", "uvicorn", "prometheus-client", "httptools", "uvloop"}
+           {"uvicorn", "orjson", "prometheus-client", "httptools", "uvloop"}
+
+
+def test_the_servers_token_count_is_the_tokenizers_for_texts_pairs_and_text_it_cannot_split_by_words(bundles):
+    """Limits, usage and batching read a count from cached word ids (token_ids.py): it must be encode's."""
+    from tokenizers import Tokenizer
+
+    bundle = bundles["sequence"]
+    sys.path.insert(0, str(bundle))
+    try:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("bundle_serve_count", bundle / "serve.py")
+        module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        model = module.Model(bundle, threads=1, spin=False)
+    finally:
+        sys.path.remove(str(bundle))
+    tokenizer = Tokenizer.from_file(str(bundle / "tokenizer.json"))
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    inputs = [*TEXTS, "Café naïve — déjà vu", "tab\tand\x0bvertical tab", "  spaced   out  ", "",
+              ["a warm film", "the plot was dull"], ["Ünïcode here", "and plain there"]]
+    want = [len(tokenizer.encode(*i).ids) if isinstance(i, list) else len(tokenizer.encode(i).ids) for i in inputs]
+    assert model.count(inputs) == want
+    assert model.count(inputs) == want  # the second time from the cache
