@@ -7,10 +7,11 @@ Predictor offline, the same server unbatched, and infinity-emb on the same model
     python bench/serve_load.py --bundle runs/demo/bundle --soak 600 --soak-only   # the soak alone
     python bench/serve_load.py --bundle DIR --smoke              # a few seconds a point: the plumbing, no figures
 
-For each bundle (all on 127.0.0.1, the load generator a keep-alive HTTP/1.1 client on asyncio beside the server):
+For each bundle (all on 127.0.0.1, the load generator beside the server on the same cores: wrk for the
+closed loops where it is installed, else a keep-alive HTTP/1.1 client on asyncio; --generator):
 
 - offline: the bundle's Predictor in this process, batch 1 (p50 of one row's call) and its best
-  rows/s over batch sizes (the ceiling a server adds its cost to);
+  rows/s over batch sizes, at its runtime defaults and on one thread (the ceiling a server adds its cost to);
 - closed loop at each --clients count, one row a request, against each server: `shrinkbert serve` at
   each --layouts workers x threads, the same server with --max-batch-rows 1 (the plain loop: one model
   call per request, unbatched), and infinity-emb 0.0.78 (embedders and classifiers: /embeddings, /classify;
@@ -33,6 +34,7 @@ import asyncio
 import csv
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -169,10 +171,12 @@ class Server:
         self.log.close()
 
 
-def shrinkbert_server(bundle: Path, workers: int, threads: int, *extra: str) -> Server:
-    name = f"shrinkbert {workers}x{threads}" + (" unbatched" if "--max-batch-rows" in extra else "")
+def shrinkbert_server(bundle: Path, workers: int, threads: int, *extra: str, instances: int = 1) -> Server:
+    """`serve.py` at workers x threads (workers x instances x threads where instances > 1)."""
+    layout = f"{workers}x{instances}x{threads}" if instances > 1 else f"{workers}x{threads}"
+    name = f"shrinkbert {layout}" + (" unbatched" if "--max-batch-rows" in extra else "")
     return Server(name, [sys.executable, str(bundle / "serve.py"), "--port", "{port}", "--workers", str(workers),
-                         "--threads", str(threads), *extra], cwd=bundle)
+                         "--instances", str(instances), "--threads", str(threads), *extra], cwd=bundle)
 
 
 def infinity_model(bundle: Path) -> Path | None:
@@ -310,6 +314,50 @@ async def closed_loop(url: str, requests: list[tuple[str, dict]], clients: int, 
     return summary(latencies, errors, time.perf_counter() - began)
 
 
+WRK_SCRIPT = """
+local bodies, paths, i = {}, {}, 0
+%s
+request = function()
+  i = i + 1
+  local k = (i %% #bodies) + 1
+  return wrk.format("POST", paths[k], {["Content-Type"] = "application/json"}, bodies[k])
+end
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format('WRK {"requests": %%d, "seconds": %%f, "status": %%d, "connect": %%d, "read": %%d, ' ..
+    '"write": %%d, "timeout": %%d, "p50": %%f, "p95": %%f, "p99": %%f}\\n', summary.requests,
+    summary.duration / 1e6, e.status, e.connect, e.read, e.write, e.timeout, latency:percentile(50) / 1000,
+    latency:percentile(95) / 1000, latency:percentile(99) / 1000))
+end
+"""
+
+
+def wrk_closed_loop(url: str, requests: list[tuple[str, dict]], clients: int, seconds: float) -> dict:
+    """The same closed loop from wrk (Debian's `wrk`, one thread, `clients` keep-alive connections): a
+    generator in C, which takes less of the shared cores from the server than the asyncio one."""
+    lines = []
+    for route, body in requests:
+        payload = json.dumps(body)
+        level = "=" * (max((len(run) for run in payload.split("]")[1:]), default=0) + 1)  # a long bracket no text closes
+        lines.append(f"table.insert(bodies, [{level}[{payload}]{level}]); table.insert(paths, {json.dumps(route)})")
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
+        script.write(WRK_SCRIPT % "\n".join(lines))
+    try:
+        done = subprocess.run(["wrk", "-t1", f"-c{clients}", f"-d{seconds:.0f}s", "--timeout", "60s", "-s", script.name,
+                               url], capture_output=True, text=True, timeout=seconds + 60)
+    finally:
+        os.unlink(script.name)
+    found = next((line[4:] for line in done.stdout.splitlines() if line.startswith("WRK ")), None)
+    if found is None:
+        raise RuntimeError(f"wrk gave no summary: {done.stdout[-300:]} {done.stderr[-300:]}")
+    w = json.loads(found)
+    failed = {"non-2xx": w["status"], **{k: w[k] for k in ("connect", "read", "write", "timeout") if w[k]}}
+    failed = {k: v for k, v in failed.items() if v}
+    ok = w["requests"] - w["status"] - w["read"] - w["write"] - w["timeout"]
+    return {"rows_s": round(ok / w["seconds"], 1), "p50_ms": round(w["p50"], 2), "p95_ms": round(w["p95"], 2),
+            "p99_ms": round(w["p99"], 2), "ok": ok, "errors": sum(failed.values()), "codes": failed}
+
+
 async def open_loop(url: str, requests: list[tuple[str, dict]], rate: float, seconds: float) -> dict:
     """Requests at `rate` a second on a fixed schedule, whatever the answers; latency from the scheduled time."""
     latencies, errors, pool, data = [], {}, Pool(url), encoded(url, requests)
@@ -351,37 +399,39 @@ def recovery_seconds(url: str, request: tuple[str, dict], idle_ms: float, limit:
 
 
 def offline(bundle: Path, texts: list[str], kind: str, seconds: float) -> dict:
-    """The bundle's Predictor in this process: p50 of one row alone, and its best rows/s over batch sizes."""
+    """The bundle's Predictor in this process: p50 of one row alone (its own runtime defaults), and its
+    best rows/s over batch sizes and over its defaults and one thread (a small model's short rows often
+    run faster on one thread than on two)."""
     import importlib.util
 
     sys.path.insert(0, str(bundle))
     spec = importlib.util.spec_from_file_location("bench_bundle_predict", bundle / "predict.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    predictor = module.Predictor(bundle)
+    predictors = {"defaults": module.Predictor(bundle), "1 thread": module.Predictor(bundle, threads=1)}
     sys.path.remove(str(bundle))
 
-    def call(rows):
-        return KINDS[kind][1](predictor, rows)
-    single, stop = [], time.perf_counter() + seconds
-    i = 0
-    while time.perf_counter() < stop:
-        start = time.perf_counter()
-        call([texts[i % len(texts)]])
-        single.append(time.perf_counter() - start)
-        i += 1
-    best = {"batch": 1, "rows_s": len(single) / seconds}
-    for batch in (8, 32, 64):
+    def rate(predictor, batch: int) -> float:
         done, stop = 0, time.perf_counter() + seconds
         began = time.perf_counter()
         while time.perf_counter() < stop:
-            call([texts[(done + j) % len(texts)] for j in range(batch)])
+            KINDS[kind][1](predictor, [texts[(done + j) % len(texts)] for j in range(batch)])
             done += batch
-        rate = done / (time.perf_counter() - began)
-        if rate > best["rows_s"]:
-            best = {"batch": batch, "rows_s": rate}
+        return done / (time.perf_counter() - began)
+    single, stop, i = [], time.perf_counter() + seconds, 0
+    while time.perf_counter() < stop:
+        start = time.perf_counter()
+        KINDS[kind][1](predictors["defaults"], [texts[i % len(texts)]])
+        single.append(time.perf_counter() - start)
+        i += 1
+    best = {"batch": 1, "runtime": "defaults", "rows_s": 0.0}
+    for runtime, predictor in predictors.items():
+        for batch in (1, 8, 32, 64):
+            measured = rate(predictor, batch)
+            if measured > best["rows_s"]:
+                best = {"batch": batch, "runtime": runtime, "rows_s": measured}
     return {"p50_ms_b1": round(float(np.median(single)) * 1000, 3), "best_batch": best["batch"],
-            "best_rows_s": round(best["rows_s"], 1)}
+            "best_runtime": best["runtime"], "best_rows_s": round(best["rows_s"], 1)}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -488,14 +538,16 @@ def run_bundle(args, bundle: Path) -> dict[str, list[dict]]:
         return {"serve-soak": soak_only(args, bundle, kind, requests, cores)}
     base = offline(bundle, texts, kind, args.seconds)
     print(f"offline Predictor: b1 p50 {base['p50_ms_b1']} ms; best {base['best_rows_s']} rows/s at batch "
-          f"{base['best_batch']}")
-    rows = [{"bundle": bundle_label(bundle), "kind": kind, "server": "Predictor offline", "mode": f"batch {base['best_batch']}",
+          f"{base['best_batch']} ({base['best_runtime']})")
+    rows = [{"bundle": bundle_label(bundle), "kind": kind, "server": "Predictor offline",
+             "mode": f"batch {base['best_batch']}, {base['best_runtime']}",
              "clients": 0, "rows_s": base["best_rows_s"], "p50_ms": base["p50_ms_b1"], "p95_ms": None,
              "p99_ms": None, "errors": 0}]
     servers = []
     for layout in args.layouts:
-        workers, threads = (int(x) for x in layout.split("x"))
-        servers.append(lambda w=workers, t=threads: shrinkbert_server(bundle, w, t))
+        parts = [int(x) for x in layout.split("x")]
+        workers, instances, threads = parts if len(parts) == 3 else (parts[0], 1, parts[1])
+        servers.append(lambda w=workers, i=instances, t=threads: shrinkbert_server(bundle, w, t, instances=i))
     servers.append(lambda: shrinkbert_server(bundle, 1, cores, "--max-batch-rows", "1"))
     best_rate = 0.0
     for make in servers + ([lambda: infinity_server(args, bundle)] if KINDS[kind][2] else []):
@@ -518,7 +570,8 @@ def run_bundle(args, bundle: Path) -> dict[str, list[dict]]:
                 load = requests
             idle_ms = asyncio.run(closed_loop(server.url, load, 1, min(2.0, args.seconds)))["p50_ms"]
             for clients in args.clients:
-                point = asyncio.run(closed_loop(server.url, load, clients, args.seconds))
+                point = (wrk_closed_loop(server.url, load, clients, args.seconds) if args.generator == "wrk"
+                         else asyncio.run(closed_loop(server.url, load, clients, args.seconds)))
                 print(f"{server.name:<26} closed {clients:>4} clients: {point['rows_s']:>8} rows/s  p50 {point['p50_ms']:>7} "
                       f"p95 {point['p95_ms']:>7} p99 {point['p99_ms']:>7} ms  errors {point['errors']} {point['codes']}")
                 rows.append({"bundle": bundle_label(bundle), "kind": kind, "server": server.name, "mode": "closed",
@@ -564,8 +617,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32, 128], help="closed-loop client counts")
     p.add_argument("--rates", type=float, nargs="+", default=[0.5, 0.9, 2.0],
                    help="open-loop rates as fractions of the best closed-loop rows/s (2.0: overload)")
-    p.add_argument("--layouts", nargs="+", default=["1x2", "2x1"], help="workers x threads of `shrinkbert serve`")
+    p.add_argument("--layouts", nargs="+", default=["1x2", "1x2x1", "2x1"],
+                   help="workers x threads (or workers x instances x threads) of `shrinkbert serve`")
     p.add_argument("--seconds", type=float, default=20.0, help="seconds per point")
+    p.add_argument("--generator", choices=["wrk", "asyncio"], default="wrk" if shutil.which("wrk") else "asyncio",
+                   help="the closed loop's load generator: wrk (apt-get install wrk; the default where it is found) "
+                        "or the asyncio client here; open loops, the kill and recovery always use the asyncio one")
     p.add_argument("--kill", action="store_true", help="also kill one of two workers under load")
     p.add_argument("--soak", type=float, default=0.0, help="seconds of locust soak at 70%% of the maximum (0: none)")
     p.add_argument("--soak-workers", type=int, default=1, help="workers of the soaked server")
@@ -596,8 +653,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.no_record:
         return 0
     titles = {"serve-load": ("Serving: rows/s and latency under load",
-                             f"one row a request on 127.0.0.1, the load generator beside the server; {args.seconds:.0f} s "
-                             "a point; open-loop latency from each request's scheduled time"),
+                             f"one row a request on 127.0.0.1, the load generator beside the server on the same cores "
+                             f"(closed loops: {args.generator}); {args.seconds:.0f} s a point; open-loop latency from "
+                             "each request's scheduled time"),
               "serve-kill": ("Serving: one of two workers killed under load",
                              "32 closed-loop clients; SIGKILL to one worker halfway; requests failed and seconds until "
                              "one is answered again"),

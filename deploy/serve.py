@@ -63,7 +63,8 @@ class Options:
     host: str = "127.0.0.1"
     port: int = 8080
     workers: int = 1
-    threads: int = 0  # ONNX Runtime intra-op threads per worker; 0: the cores divided among the workers
+    instances: int = 1  # model calls one worker runs at once, each on its own thread
+    threads: int = 0  # ONNX Runtime intra-op threads per call; 0: the cores divided among workers x instances
     spin: bool = False  # threads that spin between batches take the CPU the event loop needs
     max_batch_rows: int = 32
     max_batch_tokens: int = 8192  # rows x their longest text, per model call
@@ -285,9 +286,10 @@ class Row:
 
 
 class Batcher:
-    """Rows from every request of one worker, gathered into model calls on one thread.
+    """Rows from every request of one worker, gathered into model calls on `instances` threads.
 
-    A call takes rows of one group, oldest first, up to max_batch_rows; they run sorted by length in
+    Each instance runs one call at a time (ONNX Runtime's session is shared: its Run is thread-safe),
+    so rows queue while every instance is busy and the next free one takes them together. A call takes rows of one group, oldest first, up to max_batch_rows; they run sorted by length in
     sub-batches whose padded size (rows x longest) stays within max_batch_tokens and whose longest
     row is at most twice the shortest (plus 8 tokens), so short texts are not padded to long ones."""
 
@@ -296,8 +298,10 @@ class Batcher:
         self.pending: dict[str, list[Row]] = {}
         self.waiting = 0
         self.wakeup: asyncio.Future | None = None  # resolved by the next submit
-        self.executor = ThreadPoolExecutor(1, thread_name_prefix="model")  # one call at a time: ORT's threads do the rest
+        self.executor = ThreadPoolExecutor(opts.instances, thread_name_prefix="model")
+        self.free = asyncio.Semaphore(opts.instances)  # instances not running a call
         self.task: asyncio.Task | None = None
+        self.calls: set[asyncio.Task] = set()
 
     def submit(self, group: str, payloads: list, tokens: list[int]) -> list[asyncio.Future]:
         if self.waiting + len(payloads) > self.opts.queue_size:
@@ -316,12 +320,13 @@ class Batcher:
         self.task = asyncio.get_running_loop().create_task(self.loop())
 
     async def stop(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
-            try:
-                await self.task
-            except asyncio.CancelledError:
-                pass
+        for task in [self.task, *self.calls]:
+            if task is not None:
+                task.cancel()
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    pass
         self.executor.shutdown(wait=False)
 
     def _take(self) -> tuple[str, list[Row]]:
@@ -362,9 +367,19 @@ class Batcher:
                         await self.next_arrival(oldest + wait - loop.time())
                     except asyncio.TimeoutError:
                         break
+            await self.free.acquire()  # rows go on gathering while every instance is busy
             group, rows = self._take()
+            call = loop.create_task(self._run_all(loop, group, rows))
+            self.calls.add(call)
+            call.add_done_callback(self.calls.discard)
+
+    async def _run_all(self, loop, group: str, rows: list[Row]) -> None:
+        """One instance's share: the taken rows' sub-batches one after another, then the instance is free."""
+        try:
             for batch in self.split(rows):
                 await self._run(loop, group, batch)
+        finally:
+            self.free.release()
 
     async def _run(self, loop, group: str, batch: list[Row]) -> None:
         live = [row for row in batch if not row.future.done()]  # a client that left is not computed for
@@ -524,7 +539,7 @@ class Server:
     async def start(self) -> None:
         """Load the Predictor and answer a warm-up call on a thread; /health says 200 only after."""
         loop = asyncio.get_running_loop()
-        threads = self.opts.threads or max(1, cpu_count() // max(1, self.opts.workers))
+        threads = self.opts.threads or max(1, cpu_count() // max(1, self.opts.workers * self.opts.instances))
         try:
             self.model = await loop.run_in_executor(None, Model, self.root, threads, self.opts.spin)
             self.batcher = Batcher(self.model, self.opts, self.metrics)
@@ -649,7 +664,7 @@ class Server:
         return Reply(200, dumps({**self.model.info(), "max_batch_rows": self.opts.max_batch_rows,
                                  "max_batch_tokens": self.opts.max_batch_tokens, "max_wait_ms": self.opts.max_wait_ms,
                                  "queue_size": self.opts.queue_size, "max_client_batch": self.opts.max_client_batch,
-                                 "workers": self.opts.workers}))
+                                 "workers": self.opts.workers, "instances": self.opts.instances}))
 
     async def prometheus(self) -> Reply:
         return Reply(200, self.metrics.exposition(), b"text/plain; version=0.0.4; charset=utf-8")
@@ -828,8 +843,10 @@ def parser(prog: str = "serve.py", bundle_positional: bool = False) -> argparse.
     p.add_argument("--port", type=int, default=defaults.port, help="port to bind")
     p.add_argument("--workers", type=int, default=defaults.workers,
                    help="worker processes, each with its own model and queue; one that dies is replaced")
+    p.add_argument("--instances", type=int, default=defaults.instances,
+                   help="model calls a worker runs at once, each on a thread of its own (one model in memory)")
     p.add_argument("--threads", type=int, default=defaults.threads,
-                   help="ONNX Runtime threads per worker (0: the cores divided among the workers)")
+                   help="ONNX Runtime threads per model call (0: the cores divided among workers x instances)")
     p.add_argument("--spin", action="store_true", help="let ONNX Runtime's threads spin between batches (faster "
                    "alone on a quiet machine; takes CPU from the event loop)")
     p.add_argument("--max-batch-rows", type=int, default=defaults.max_batch_rows, help="most rows per model call")
@@ -860,7 +877,7 @@ def options_from(argv: list[str] | None = None, prog: str = "serve.py", bundle_p
     """Options from a command line, each bound checked (argparse's one `error:` line and exit 2 otherwise)."""
     command = parser(prog, bundle_positional)
     args = command.parse_args(argv)
-    for name in ("workers", "max_batch_rows", "max_batch_tokens", "queue_size", "max_client_batch", "max_input_chars",
+    for name in ("workers", "instances", "max_batch_rows", "max_batch_tokens", "queue_size", "max_client_batch", "max_input_chars",
                  "max_body_bytes", "max_connections"):
         if getattr(args, name) < 1:
             command.error(f"--{name.replace('_', '-')} must be at least 1")

@@ -199,6 +199,20 @@ def test_a_classifier_answers_as_its_predictor_alone_and_batched_with_20_clients
     assert {s["label"]: s["score"] for s in raw} == pytest.approx(dict(zip(own.labels, logits.tolist())), abs=1e-5)
 
 
+def test_two_model_instances_in_one_worker_answer_as_the_predictor(bundles):
+    bundle = bundles["sequence"]
+    expected = predictor(bundle).predict(TEXTS, batch_size=1)
+    with serving(bundle, "--instances", "2", "--threads", "1") as server:
+        together = concurrently([lambda t=t: post(server, "/predict", {"inputs": t}) for t in TEXTS * 4])
+        info = server.client.get("/info").json()
+        calls = metric(server, "shrinkbert_batch_rows_count")
+    assert info["instances"] == 2
+    assert 1 <= calls <= len(TEXTS) * 4
+    for got, want in zip(together, expected * 4):
+        assert got[0]["label"] == want["label"]
+        assert max(abs(s["score"] - want["scores"][s["label"]]) for s in got) <= BATCH_TOLERANCE
+
+
 def decisive(own, text: str) -> bool:
     """Whether every word of `text` has its tag by more than 2 x BATCH_TOLERANCE over the runner-up,
     alone: a closer tie is one int8's batch-wide rounding may decide either way."""
