@@ -617,7 +617,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32, 128], help="closed-loop client counts")
     p.add_argument("--rates", type=float, nargs="+", default=[0.5, 0.9, 2.0],
                    help="open-loop rates as fractions of the best closed-loop rows/s (2.0: overload)")
-    p.add_argument("--layouts", nargs="+", default=["1x2", "1x2x1", "2x1"],
+    p.add_argument("--layouts", nargs="+", default=["2x1", "1x2", "1x2x1"],
                    help="workers x threads (or workers x instances x threads) of `shrinkbert serve`")
     p.add_argument("--seconds", type=float, default=20.0, help="seconds per point")
     p.add_argument("--generator", choices=["wrk", "asyncio"], default="wrk" if shutil.which("wrk") else "asyncio",
@@ -625,7 +625,8 @@ def main(argv: list[str] | None = None) -> int:
                         "or the asyncio client here; open loops, the kill and recovery always use the asyncio one")
     p.add_argument("--kill", action="store_true", help="also kill one of two workers under load")
     p.add_argument("--soak", type=float, default=0.0, help="seconds of locust soak at 70%% of the maximum (0: none)")
-    p.add_argument("--soak-workers", type=int, default=1, help="workers of the soaked server")
+    p.add_argument("--soak-workers", type=int, default=len(os.sched_getaffinity(0)),
+                   help="workers of the soaked server (default: one per core, as the server's own default)")
     p.add_argument("--soak-only", action="store_true", help="only the soak (its maximum from 32 closed-loop clients "
                    "for --seconds first)")
     p.add_argument("--infinity-venv", default=str(INFINITY_VENV), help="the venv holding infinity-emb 0.0.78")

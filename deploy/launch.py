@@ -26,7 +26,7 @@ def server_module(bundle: str | Path):
     return module
 
 
-def serve(bundle: str | Path, host: str = "127.0.0.1", port: int = 8080, workers: int = 1, threads: int = 0,
+def serve(bundle: str | Path, host: str = "127.0.0.1", port: int = 8080, workers: int = 0, threads: int = 0,
           max_batch_rows: int = 32, max_batch_tokens: int = 8192, max_wait_ms: float = 0.0, queue_size: int = 256,
           api_key: str = "", **options) -> int:
     """Serve `bundle` over HTTP until SIGTERM or Ctrl-C; returns the exit code (0 once drained).
@@ -35,8 +35,8 @@ def serve(bundle: str | Path, host: str = "127.0.0.1", port: int = 8080, workers
         bundle: the bundle folder (`shrinkbert bundle`'s output).
         host: the address to bind; 127.0.0.1 answers this machine only, 0.0.0.0 the network.
         port: the port to bind.
-        workers: worker processes, each with its own model and queue; one that dies is replaced.
-        threads: ONNX Runtime threads per worker (0: the cores divided among the workers).
+        workers: worker processes, each with its own model and queue; one that dies is replaced (0: one per core).
+        threads: ONNX Runtime threads per model call (0: the cores divided among workers x instances).
         max_batch_rows: most rows per model call.
         max_batch_tokens: most padded tokens (rows x longest text) per model call.
         max_wait_ms: how long a row waits for others to fill its batch (0: run what queued while the model ran).
