@@ -72,6 +72,7 @@ class Options:
     max_batch_tokens: int = 8192  # rows x their longest text, per model call
     max_wait_ms: float = 0.0  # 0: batch what queued while the model ran, never hold an idle client
     queue_size: int = 256  # rows waiting per worker (their wait: queue_size / rows/s); past it, 429
+    max_queue_ms: float = 50.0  # past this much queued work (waiting rows / the worker's measured rows/s), 429
     max_client_batch: int = 256  # inputs per request; past it, 413
     max_input_chars: int = 100_000  # characters per text; past it, 413
     max_body_bytes: int = 4 << 20
@@ -304,6 +305,7 @@ class Batcher:
         self.free = asyncio.Semaphore(opts.instances)  # instances not running a call
         self.task: asyncio.Task | None = None
         self.calls: set[asyncio.Task] = set()
+        self.rate: float | None = None  # rows/s, measured (measure())
 
     def submit(self, group: str, payloads: list, tokens: list[int]) -> list[asyncio.Future]:
         if self.waiting + len(payloads) > self.opts.queue_size:
@@ -375,6 +377,15 @@ class Batcher:
             self.calls.add(call)
             call.add_done_callback(self.calls.discard)
 
+    def measure(self, rows: int, seconds: float) -> None:
+        """The worker's rows/s (its instances' calls together), a moving average over recent calls."""
+        rate = self.opts.instances * rows / max(seconds, 1e-6)
+        self.rate = rate if self.rate is None else 0.9 * self.rate + 0.1 * rate
+
+    def queued_seconds(self) -> float:
+        """How long the rows now waiting take to run at the measured rate (0 before any call)."""
+        return self.waiting / self.rate if self.rate else 0.0
+
     async def _run_all(self, loop, group: str, rows: list[Row]) -> None:
         """One instance's share: the taken rows' sub-batches one after another, then the instance is free."""
         try:
@@ -387,6 +398,7 @@ class Batcher:
         live = [row for row in batch if not row.future.done()]  # a client that left is not computed for
         if not live:
             return
+        began = loop.time()
         try:
             results = await loop.run_in_executor(self.executor, self.model.run, group, [r.payload for r in live])
         except Exception as err:  # the model failed on these rows: their requests get 500, the worker lives
@@ -396,6 +408,7 @@ class Batcher:
             return
         self.metrics.batch_rows.observe(len(live))
         self.metrics.rows.inc(len(live))
+        self.measure(len(live), loop.time() - began)
         for row, result in zip(live, results):
             if not row.future.done():
                 row.future.set_result(result)
@@ -589,11 +602,13 @@ class Server:
             raise Invalid(503, self.failed or "the model is loading", retry_after=1)
         if route not in self.model.serving.routes:
             raise Invalid(404, f"this bundle is a {self.model.kind} model: use {' or '.join(self.model.serving.routes)}")
-        if self.batcher.waiting >= self.opts.queue_size:
+        if (self.batcher.waiting >= self.opts.queue_size
+                or self.batcher.queued_seconds() * 1000 > self.opts.max_queue_ms):
             raise self.full()
 
     def full(self) -> Invalid:
-        return Invalid(429, f"the queue is full ({self.opts.queue_size} rows waiting); retry shortly", retry_after=1)
+        return Invalid(429, f"the queue is full ({self.batcher.waiting} rows waiting, about "
+                            f"{self.batcher.queued_seconds() * 1000:.0f} ms of work); retry shortly", retry_after=1)
 
     async def answer(self, group: str, payloads: list, tokens: list[int]) -> list:
         if len(payloads) > self.opts.queue_size:  # could never be queued: no retry helps
@@ -665,7 +680,8 @@ class Server:
             raise Invalid(503, self.failed or "the model is loading", retry_after=1)
         return Reply(200, dumps({**self.model.info(), "max_batch_rows": self.opts.max_batch_rows,
                                  "max_batch_tokens": self.opts.max_batch_tokens, "max_wait_ms": self.opts.max_wait_ms,
-                                 "queue_size": self.opts.queue_size, "max_client_batch": self.opts.max_client_batch,
+                                 "queue_size": self.opts.queue_size, "max_queue_ms": self.opts.max_queue_ms,
+                                 "max_client_batch": self.opts.max_client_batch,
                                  "workers": self.opts.workers, "instances": self.opts.instances}))
 
     async def prometheus(self) -> Reply:
@@ -858,6 +874,9 @@ def parser(prog: str = "serve.py", bundle_positional: bool = False) -> argparse.
                    help="most padded tokens (rows x longest text) per model call")
     p.add_argument("--max-wait-ms", type=float, default=defaults.max_wait_ms,
                    help="how long a row waits for others to fill its batch (0: run what queued while the model ran)")
+    p.add_argument("--max-queue-ms", type=float, default=defaults.max_queue_ms,
+                   help="a request is refused (429) while the rows waiting would take longer than this to run at "
+                        "the worker's measured rows/s: what an accepted request waits under overload")
     p.add_argument("--queue-size", type=int, default=defaults.queue_size,
                    help="rows waiting per worker; past it a request gets 429 with Retry-After")
     p.add_argument("--max-client-batch", type=int, default=defaults.max_client_batch,
@@ -887,6 +906,8 @@ def options_from(argv: list[str] | None = None, prog: str = "serve.py", bundle_p
             command.error(f"--{name.replace('_', '-')} must be at least 1")
     if args.workers < 0 or args.threads < 0 or args.max_wait_ms < 0 or args.drain_timeout < 0:
         command.error("--workers, --threads, --max-wait-ms and --drain-timeout cannot be negative")
+    if args.max_queue_ms <= 0:
+        command.error("--max-queue-ms must be more than 0")
     return Options(**vars(args))
 
 

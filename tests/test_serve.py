@@ -334,16 +334,20 @@ def test_bad_requests_get_their_code_and_a_message_naming_the_field_and_the_key_
         assert info["kind"] == "embedding" and info["dim"] == 32 and info["lineage"][0]["hash"]
 
 
-def test_a_full_queue_answers_429_with_retry_after_and_nothing_else_fails(bundles):
+@pytest.mark.parametrize("limit", [("--queue-size", "4"), ("--max-queue-ms", "0.5")], ids=["rows", "time"])
+def test_a_full_queue_answers_429_with_retry_after_and_nothing_else_fails(bundles, limit):
     text = " ".join(TEXTS * 3)
-    with serving(bundles["sequence"], "--queue-size", "4", "--max-batch-rows", "1") as server:
+    with serving(bundles["sequence"], *limit, "--max-batch-rows", "1", "--workers", "1") as server:
+        post(server, "/predict", {"inputs": text})  # one call measures the worker's rows/s
         responses = concurrently([lambda: httpx.post(server.url + "/predict", json={"inputs": [text] * 4}, timeout=60)
                                   for _ in range(40)], clients=20)
         too_many = httpx.post(server.url + "/predict", json={"inputs": [text] * 5}, timeout=60)
     codes = [r.status_code for r in responses]
     assert set(codes) <= {200, 429} and 429 in codes and 200 in codes, codes
     assert all(r.headers["retry-after"] == "1" for r in responses if r.status_code == 429)
-    assert too_many.status_code == 413  # more rows than the queue holds: no retry would help
+    assert all("ms of work" in r.json()["error"] for r in responses if r.status_code == 429)
+    if limit[0] == "--queue-size":
+        assert too_many.status_code == 413  # more rows than the queue holds: no retry would help
 
 
 def test_sigterm_answers_what_was_accepted_then_exits_0(bundles):
