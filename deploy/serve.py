@@ -72,7 +72,7 @@ class Options:
     max_batch_tokens: int = 8192  # rows x their longest text, per model call
     max_wait_ms: float = 0.0  # 0: batch what queued while the model ran, never hold an idle client
     queue_size: int = 256  # rows waiting per worker (their wait: queue_size / rows/s); past it, 429
-    max_queue_ms: float = 50.0  # past this much queued work (waiting rows / the worker's measured rows/s), 429
+    max_queue_ms: float = 0.0  # past this much queued work (waiting rows / the worker's measured rows/s), 429; 0: off
     max_client_batch: int = 256  # inputs per request; past it, 413
     max_input_chars: int = 100_000  # characters per text; past it, 413
     max_body_bytes: int = 4 << 20
@@ -603,7 +603,7 @@ class Server:
         if route not in self.model.serving.routes:
             raise Invalid(404, f"this bundle is a {self.model.kind} model: use {' or '.join(self.model.serving.routes)}")
         if (self.batcher.waiting >= self.opts.queue_size
-                or self.batcher.queued_seconds() * 1000 > self.opts.max_queue_ms):
+                or 0 < self.opts.max_queue_ms < self.batcher.queued_seconds() * 1000):
             raise self.full()
 
     def full(self) -> Invalid:
@@ -876,7 +876,8 @@ def parser(prog: str = "serve.py", bundle_positional: bool = False) -> argparse.
                    help="how long a row waits for others to fill its batch (0: run what queued while the model ran)")
     p.add_argument("--max-queue-ms", type=float, default=defaults.max_queue_ms,
                    help="a request is refused (429) while the rows waiting would take longer than this to run at "
-                        "the worker's measured rows/s: what an accepted request waits under overload")
+                        "the worker's measured rows/s: what an accepted request waits under overload (0: no "
+                        "bound but --queue-size)")
     p.add_argument("--queue-size", type=int, default=defaults.queue_size,
                    help="rows waiting per worker; past it a request gets 429 with Retry-After")
     p.add_argument("--max-client-batch", type=int, default=defaults.max_client_batch,
@@ -904,10 +905,8 @@ def options_from(argv: list[str] | None = None, prog: str = "serve.py", bundle_p
                  "max_body_bytes", "max_connections"):
         if getattr(args, name) < 1:
             command.error(f"--{name.replace('_', '-')} must be at least 1")
-    if args.workers < 0 or args.threads < 0 or args.max_wait_ms < 0 or args.drain_timeout < 0:
-        command.error("--workers, --threads, --max-wait-ms and --drain-timeout cannot be negative")
-    if args.max_queue_ms <= 0:
-        command.error("--max-queue-ms must be more than 0")
+    if min(args.workers, args.threads, args.max_wait_ms, args.drain_timeout, args.max_queue_ms) < 0:
+        command.error("--workers, --threads, --max-wait-ms, --max-queue-ms and --drain-timeout cannot be negative")
     return Options(**vars(args))
 
 
