@@ -670,6 +670,8 @@ def main(argv: list[str] | None = None) -> int:
                              f"locust, 32 users at a fixed total rate, {args.soak:.0f} s; p99 of the first and last "
                              "minute; the server's resident memory after the first minute and at the end")}
     for figure, rows in figures.items():
+        columns = list(dict.fromkeys(key for row in rows for key in row))  # open-loop rows carry two more
+        rows = [{key: row.get(key) for key in columns} for row in rows]
         record(figure, section="serving", title=titles[figure][0], rows=rows, note=titles[figure][1])
     return 0
 
