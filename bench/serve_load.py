@@ -339,7 +339,7 @@ def wrk_closed_loop(url: str, requests: list[tuple[str, dict]], clients: int, se
     lines = []
     for route, body in requests:
         payload = json.dumps(body)
-        level = "=" * (max((len(run) for run in payload.split("]")[1:]), default=0) + 1)  # a long bracket no text closes
+        level = "=" * (payload.count("=") + 1)  # a long bracket, [==[ ... ]==], that nothing in the payload closes
         lines.append(f"table.insert(bodies, [{level}[{payload}]{level}]); table.insert(paths, {json.dumps(route)})")
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
         script.write(WRK_SCRIPT % "\n".join(lines))
@@ -352,8 +352,8 @@ def wrk_closed_loop(url: str, requests: list[tuple[str, dict]], clients: int, se
     if found is None:
         raise RuntimeError(f"wrk gave no summary: {done.stdout[-300:]} {done.stderr[-300:]}")
     w = json.loads(found)
-    failed = {"non-2xx": w["status"], **{k: w[k] for k in ("connect", "read", "write", "timeout") if w[k]}}
-    failed = {k: v for k, v in failed.items() if v}
+    failed = {("non-2xx" if k == "status" else k): w[k]
+              for k in ("status", "connect", "read", "write", "timeout") if w[k]}
     ok = w["requests"] - w["status"] - w["read"] - w["write"] - w["timeout"]
     return {"rows_s": round(ok / w["seconds"], 1), "p50_ms": round(w["p50"], 2), "p95_ms": round(w["p95"], 2),
             "p99_ms": round(w["p99"], 2), "ok": ok, "errors": sum(failed.values()), "codes": failed}

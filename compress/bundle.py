@@ -3,9 +3,9 @@ onnxruntime only, no torch, for every task kind.
 
 Every bundle holds predict.py (its Predictor and command line), bundle_files.py (the check of its own
 files, kept with their sizes and sha256 in its shrinkbert.json), the modules its predictor imports
-from beside itself, requirements.txt, serve.py (its HTTP server, deploy/serve.py) with
-token_ids.py (which counts a request's tokens) and requirements-serve.txt, and what its model needs. What that is, and
-how the written bundle is checked against its source before anything is kept, depends on what the
+from beside itself, requirements.txt, serve.py (its HTTP server, deploy/serve.py) with token_ids.py
+(which counts a request's tokens) and requirements-serve.txt, and what its model needs. What that is,
+and how the written bundle is checked against its source before anything is kept, depends on what the
 model gives (its kind's `gives`), each answer's parts in a module of their own (`PARTS`):
 
 - logits (sequence and pair classifiers, taggers, QA): the ONNX graph, tokenizer.json, labels.json

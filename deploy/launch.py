@@ -44,7 +44,8 @@ def serve(bundle: str | Path, host: str = "127.0.0.1", port: int = 8080, workers
         api_key: required as `Authorization: Bearer KEY` on every route but /health (empty: none, unless
             $SHRINKBERT_API_KEY is set).
         **options: the server's other options (serve.py's `Options`: max_client_batch, max_input_chars,
-            max_body_bytes, auto_truncate, drain_timeout, spin, max_connections, access_log).
+            max_body_bytes, auto_truncate, drain_timeout, spin, instances, max_queue_ms, max_connections,
+            access_log).
 
     Returns:
         The server's exit code: 0 after a drained shutdown, 2 where the bundle is damaged or not a bundle.

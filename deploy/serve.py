@@ -23,8 +23,8 @@ Each worker process holds one Predictor, one asyncio batching queue and --instan
 each run one model call at a time: rows from many requests are gathered (up to --max-batch-rows rows
 and --max-batch-tokens padded tokens, waiting at most --max-wait-ms for more), sorted by length so
 long and short texts are not padded together, and run on a free instance's thread beside the event
-loop, which keeps accepting meanwhile. Past --queue-size waiting rows
-a request gets 429 with Retry-After. The app is a plain ASGI callable on uvicorn (httptools, uvloop),
+loop, which keeps accepting meanwhile. Past --queue-size waiting rows (or --max-queue-ms of work) a
+request gets 429 with Retry-After. The app is a plain ASGI callable on uvicorn (httptools, uvloop),
 its JSON orjson's; the standard library, numpy, uvicorn, orjson and prometheus-client only, and the
 bundle's own predict.py and token_ids.py: nothing of shrinkbert.
 """
@@ -127,7 +127,6 @@ class Model:
 
         self.root = root
         module = load_predict_module(root)
-
         self.manifest = json.loads((root / "shrinkbert.json").read_text()) if (root / "shrinkbert.json").is_file() else {}
         if (root / "labels.json").is_file():
             self.meta = json.loads((root / "labels.json").read_text(encoding="utf-8"))
@@ -292,9 +291,10 @@ class Batcher:
     """Rows from every request of one worker, gathered into model calls on `instances` threads.
 
     Each instance runs one call at a time (ONNX Runtime's session is shared: its Run is thread-safe),
-    so rows queue while every instance is busy and the next free one takes them together. A call takes rows of one group, oldest first, up to max_batch_rows; they run sorted by length in
-    sub-batches whose padded size (rows x longest) stays within max_batch_tokens and whose longest
-    row is at most twice the shortest (plus 8 tokens), so short texts are not padded to long ones."""
+    so rows queue while every instance is busy and the next free one takes them together. A call takes
+    rows of one group, oldest first, up to max_batch_rows; they run sorted by length in sub-batches
+    whose padded size (rows x longest) stays within max_batch_tokens and whose longest row is at most
+    twice the shortest (plus 8 tokens), so short texts are not padded to long ones."""
 
     def __init__(self, model: Model, opts: Options, metrics: "Metrics"):
         self.model, self.opts, self.metrics = model, opts, metrics
@@ -718,13 +718,13 @@ class App:
     """The ASGI app of one worker: its routes, the API key (constant-time compare), each request's
     count, code and latency, and the model's loading at startup. A plain ASGI callable on uvicorn:
     the framework layers a request would otherwise pass through cost more than the rest of the
-    server's work on a one-row request (bench/serve_load.py)."""
+    server's own work on a one-row request."""
 
     def __init__(self, opts: Options):
         self.opts = opts
         self.server = server = Server(opts)
         self.key = (opts.api_key or os.environ.get(API_KEY_ENV, "")).encode()
-        # path -> (method, handler, whether it reads a JSON body, the route the kind must answer)
+        # path -> (method, handler, whether it reads a JSON body)
         self.routes = {"/v1/embeddings": ("POST", server.embeddings, True), "/embed": ("POST", server.embed, True),
                        "/predict": ("POST", server.predict, True), "/health": ("GET", server.health, False),
                        "/info": ("GET", server.info, False), "/metrics": ("GET", server.prometheus, False)}
