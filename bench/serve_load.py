@@ -16,10 +16,11 @@ closed loops where it is installed, else a keep-alive HTTP/1.1 client on asyncio
   each --layouts workers x threads, the same server with --max-batch-rows 1 (the plain loop: one model
   call per request, unbatched), and infinity-emb 0.0.78 (embedders and classifiers: /embeddings, /classify;
   its own venv, --infinity-venv, skipped with the reason printed where it is absent or does not start);
-- open loop on the first layout at --rates (fractions of its rows/s at 32 closed-loop clients from the
-  same asyncio generator; 2.0 is the overload: refused requests
-  must be 429s, never 5xx) with latency counted from each request's scheduled time, and the seconds until
-  one request's latency is back within 1.5x of idle after the load stops;
+- open loop on the first layout at --rates, fractions of its maximum (2.0 is the overload: refused requests
+  must be 429s, never 5xx): from h2load (Debian's nghttp2-client; --open-generator) on 512 connections at
+  a fixed rate each, the median-length row, latency from each request's send; else from the asyncio client
+  at fractions of what it holds itself at 32 clients, latency from each request's scheduled time; then the
+  seconds until one request's latency is back within 1.5x of idle after the load stops;
 - --kill: two workers under 32 clients, one killed with SIGKILL halfway: the seconds until requests are
   answered again, and the requests that failed;
 - --soak SECONDS: locust (its own venv, --locust-venv) at 70% of the best rows/s: errors, the first and last
@@ -380,6 +381,39 @@ async def open_loop(url: str, requests: list[tuple[str, dict]], rate: float, sec
     return {"rate": round(rate, 1), **summary(latencies, errors, seconds)}
 
 
+def h2load_open_loop(url: str, requests: list[tuple[str, dict]], rate: float, seconds: float,
+                     connections: int = 512) -> dict:
+    """Requests at `rate` a second from h2load (Debian's nghttp2-client, in C): `connections` keep-alive HTTP/1.1
+    connections, each sending rate/connections a second whatever the others' answers. One request is in flight on
+    a connection, so a send falls due late only while its own connection's answer is late: the rate sent is
+    printed beside the rate asked. h2load sends one body, so the load is one row (the median-length one)."""
+    route, body = median_request(requests)
+    with tempfile.TemporaryDirectory(prefix="h2load-") as work:
+        data, log = Path(work) / "body.json", Path(work) / "requests.log"
+        data.write_text(json.dumps(body))
+        # the connections open one by one over one send period, so their sends interleave instead of all
+        # falling due at once (a burst of `connections` requests each period)
+        period_ms = max(1, round(1000 / rate))  # h2load's periods are whole milliseconds
+        opened = max(1, round(rate * period_ms / 1000))  # connections opened a period: all of them in 1/rate s each
+        command = ["h2load", "--h1", "-t1", f"-c{connections}", f"--rps={rate / connections:.4f}", f"-r{opened}",
+                   f"--rate-period={period_ms}ms", f"-n{int(rate * seconds)}",
+                   "-d", str(data), "-H", "content-type: application/json", f"--log-file={log}", url + route]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=seconds + 60)
+        if done.returncode != 0 or not log.is_file():
+            raise RuntimeError(f"h2load failed: {done.stdout[-300:]} {done.stderr[-300:]}")
+        entries = np.loadtxt(log, dtype=np.int64, ndmin=2)  # start (us since the epoch), status, duration (us)
+    started, codes, took = entries[:, 0], entries[:, 1], entries[:, 2] / 1e6
+    sent_for = max((started.max() - started.min()) / 1e6, 1e-6)
+    errors = {str(code): int((codes == code).sum()) for code in np.unique(codes) if code != 200}
+    return {"rate": round(rate, 1), "sent_s": round(len(codes) / sent_for, 1),
+            **summary(list(took[codes == 200]), errors, sent_for)}
+
+
+def median_request(requests: list[tuple[str, dict]]) -> tuple[str, dict]:
+    """The request whose body is of median length."""
+    return sorted(requests, key=lambda r: len(json.dumps(r[1])))[len(requests) // 2]
+
+
 def recovery_seconds(url: str, request: tuple[str, dict], idle_ms: float, limit: float = 30.0) -> float | None:
     """Seconds from now until one request is answered within 1.5x of idle latency (None: not within `limit`)."""
 
@@ -581,20 +615,27 @@ def run_bundle(args, bundle: Path) -> dict[str, list[dict]]:
                 if server.name.startswith("shrinkbert") and "unbatched" not in server.name:
                     best_rate = max(best_rate, point["rows_s"])
             if server is not None and server.name == f"shrinkbert {args.layouts[0]}" and best_rate:
-                # the open loops' generator is the asyncio one, which takes more of the shared cores than wrk:
-                # their rates are fractions of what this server holds with it beside (32 clients)
-                reference = best_rate if args.generator == "asyncio" else \
-                    asyncio.run(closed_loop(server.url, load, 32, args.seconds))["rows_s"]
-                print(f"{server.name:<26} closed   32 clients (asyncio generator): {reference} rows/s: the open loops' 1.0x")
+                if args.open_generator == "h2load":  # a generator in C, as wrk: the rates are fractions of the maximum
+                    reference = best_rate
+                    print(f"{server.name:<26} maximum {reference} rows/s: the open loops' 1.0x")
+                else:  # the asyncio generator takes more of the shared cores: its rates are fractions of what this
+                    # server holds with it beside (32 clients)
+                    reference = asyncio.run(closed_loop(server.url, load, 32, args.seconds))["rows_s"]
+                    print(f"{server.name:<26} closed   32 clients (asyncio generator): {reference} rows/s: the open "
+                          "loops' 1.0x")
                 for fraction in args.rates:
-                    point = asyncio.run(open_loop(server.url, load, fraction * reference, args.seconds))
+                    point = (h2load_open_loop(server.url, load, fraction * reference, args.seconds)
+                             if args.open_generator == "h2load" else
+                             asyncio.run(open_loop(server.url, load, fraction * reference, args.seconds)))
                     back = recovery_seconds(server.url, load[0], idle_ms)
-                    print(f"{server.name:<26} open {point['rate']:>7}/s ({fraction}x): p50 {point['p50_ms']} p99 "
-                          f"{point['p99_ms']} ms, codes {point['codes']}, back to idle in {back} s")
+                    print(f"{server.name:<26} open {point['rate']:>7}/s ({fraction}x, sent {point.get('sent_s')}/s): "
+                          f"{point['rows_s']} rows/s p50 {point['p50_ms']} p99 {point['p99_ms']} ms, codes "
+                          f"{point['codes']}, back to idle in {back} s")
                     rows.append({"bundle": bundle_label(bundle), "kind": kind, "server": server.name,
-                                 "mode": f"open {fraction}x ({point['rate']}/s)", "clients": 0,
+                                 "mode": f"open {fraction}x ({point['rate']}/s, {args.open_generator})", "clients": 0,
                                  **{k: point[k] for k in ("rows_s", "p50_ms", "p95_ms", "p99_ms", "errors")},
-                                 "refused_429": point["codes"].get("429", 0), "back_to_idle_s": back})
+                                 "refused_429": point["codes"].get("429", 0), "back_to_idle_s": back,
+                                 "sent_s": point.get("sent_s")})
         finally:
             server.stop()
     figures = {"serve-load": rows}
@@ -628,7 +669,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=20.0, help="seconds per point")
     p.add_argument("--generator", choices=["wrk", "asyncio"], default="wrk" if shutil.which("wrk") else "asyncio",
                    help="the closed loop's load generator: wrk (apt-get install wrk; the default where it is found) "
-                        "or the asyncio client here; open loops, the kill and recovery always use the asyncio one")
+                        "or the asyncio client here")
+    p.add_argument("--open-generator", choices=["h2load", "asyncio"],
+                   default="h2load" if shutil.which("h2load") else "asyncio",
+                   help="the open loops' generator: h2load (apt-get install nghttp2-client; the default where it is "
+                        "found) or the asyncio client here; the kill and recovery always use the asyncio one")
     p.add_argument("--kill", action="store_true", help="also kill one of two workers under load")
     p.add_argument("--soak", type=float, default=0.0, help="seconds of locust soak at 70%% of the maximum (0: none)")
     p.add_argument("--soak-workers", type=int, default=len(os.sched_getaffinity(0)),
@@ -661,8 +706,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     titles = {"serve-load": ("Serving: rows/s and latency under load",
                              f"one row a request on 127.0.0.1, the load generator beside the server on the same cores "
-                             f"(closed loops: {args.generator}); {args.seconds:.0f} s a point; open-loop latency from "
-                             "each request's scheduled time"),
+                             f"(closed loops: {args.generator}, open loops: {args.open_generator}); {args.seconds:.0f} s a "
+                             "point"),
               "serve-kill": ("Serving: one of two workers killed under load",
                              "32 closed-loop clients; SIGKILL to one worker halfway; requests failed and seconds until "
                              "one is answered again"),

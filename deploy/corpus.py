@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.progress import progress_bar
-from shrinkbert.deploy.corpus_batches import RunOptions, output_schema, predict_rows
+from shrinkbert.deploy.corpus_batches import RunOptions, Streams, output_schema, predict_rows
 from shrinkbert.deploy.corpus_input import InputFile, column_names, count_rows, open_inputs, read_chunks
 from shrinkbert.deploy.corpus_kinds import bundle_identity, load_predictor, outputs_for
 
@@ -81,7 +81,8 @@ class ShardWriter:
 def predict_corpus(bundle: str | os.PathLike, inputs: str | list[str], output: str | os.PathLike, *,
                    text_column: str | None = None, text_pair_column: str | None = None, id_column: str | None = None,
                    batch_tokens: int = 8192, window: int = 4096, shard_rows: int = 20000,
-                   threads: int | None = None, dtype: str = "float32", cluster: str | None = None,
+                   threads: int | None = None, streams: int | None = None, dtype: str = "float32",
+                   cluster: str | None = None,
                    scheduler: str | None = None, progress: bool = True) -> Path:
     """Run a bundle over every row of `inputs` and write the answers as Parquet shards in `output`.
 
@@ -96,7 +97,10 @@ def predict_corpus(bundle: str | os.PathLike, inputs: str | list[str], output: s
         batch_tokens: most tokens a batch holds (rows x the longest row).
         window: rows sorted by length together; larger pads less and holds more in memory.
         shard_rows: rows a shard (an output file, a unit of resume and of Dask work) holds.
-        threads: ONNX Runtime threads; default, every core of this process (one process), or of a Dask worker.
+        threads: ONNX Runtime threads in all; default, every core of this process (one process), or of a Dask
+            worker.
+        streams: model calls run at once, each a Predictor of its own on threads / streams threads; default,
+            one a thread (one-thread calls side by side keep the cores busier than one call on all of them).
         dtype: an embedding bundle's vectors, float32 or float16.
         cluster: "local:N" runs on a dask.distributed LocalCluster of N one-thread worker processes.
         scheduler: a Dask scheduler's address (tcp://HOST:8786); its workers must see the bundle at `bundle`.
@@ -111,18 +115,21 @@ def predict_corpus(bundle: str | os.PathLike, inputs: str | list[str], output: s
     """
     inputs = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
     out = Path(output)
-    for name, value in (("batch_tokens", batch_tokens), ("window", window), ("shard_rows", shard_rows)):
+    for name, value in (("batch_tokens", batch_tokens), ("window", window), ("shard_rows", shard_rows),
+                        ("streams", 1 if streams is None else streams)):
         if value < 1:
             raise ShrinkbertError(f"--{name.replace('_', '-')} must be 1 or more (got {value})")
     if cluster and scheduler:
         raise ShrinkbertError("give --cluster local:N or --scheduler ADDRESS, not both")
     done = existing_shards(out)
     on_dask = bool(cluster or scheduler)  # then the workers run the bundle: here it only answers what it is
-    predictor = load_predictor(bundle, 1 if on_dask else threads or host_threads())
+    cores = threads or host_threads()
+    streams = 1 if on_dask else min(streams or cores, cores)  # on Dask, each worker's threads are its streams
+    predictor = load_predictor(bundle, 1 if on_dask else cores // streams)
     # the kind names the columns it reads (a tagger reads "tokens" where an input has word lists and no "text")
     columns = outputs_for(predictor, text_column, text_pair_column, dtype, first_input_columns(inputs)).columns
     options = RunOptions(str(Path(bundle).resolve()), (), columns[0], columns[1] if len(columns) > 1 else None, dtype,
-                         batch_tokens, window, threads)
+                         batch_tokens, window, threads, streams)
     outputs = options.outputs(predictor)
     options = replace(options, columns=tuple(outputs.columns))
     files = open_inputs(inputs, outputs.columns, id_column)
@@ -143,8 +150,13 @@ def predict_corpus(bundle: str | os.PathLike, inputs: str | list[str], output: s
 
             run_on_dask(cluster or scheduler, options, schema, pending, writer, bar)
         else:
-            for index, first, rows in pending:
-                writer.write(index, first, predict_rows(outputs, rows, schema, window, batch_tokens, bar.update))
+            running = Streams([outputs] + [options.outputs(load_predictor(bundle, cores // streams))
+                                           for _ in range(streams - 1)])
+            try:
+                for index, first, rows in pending:
+                    writer.write(index, first, predict_rows(running, rows, schema, window, batch_tokens, bar.update))
+            finally:
+                running.close()
         bar.total = bar.n  # the count of rows was an estimate (a header, blank lines)
     finally:
         bar.close()

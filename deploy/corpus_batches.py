@@ -4,6 +4,8 @@ back in input order as an Arrow table; the same function in one process, on a Da
 from __future__ import annotations
 
 import json
+import queue
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -24,9 +26,45 @@ class RunOptions:
     batch_tokens: int = 8192
     window: int = 4096
     threads: int | None = None
+    streams: int = 1
 
     def outputs(self, predictor) -> Outputs:
         return outputs_for(predictor, self.text_column, self.text_pair_column, self.dtype)
+
+
+class Streams:
+    """Model calls run at once on threads of their own, each through an Outputs (its own Predictor: a
+    bundle's tokenizer is reconfigured by some kinds' calls, a QA bundle's windows, so none is shared).
+    ONNX Runtime releases the GIL while it computes, so two one-thread calls keep two cores busy; on
+    short rows that runs more rows/s than one two-thread call, whose threads wait on each other."""
+
+    def __init__(self, outputs: list[Outputs]):
+        self.outputs = outputs
+        self.free: queue.SimpleQueue = queue.SimpleQueue()  # the Outputs no call holds
+        for each in outputs:
+            self.free.put(each)
+        self.pool = ThreadPoolExecutor(len(outputs), thread_name_prefix="stream") if len(outputs) > 1 else None
+
+    @property
+    def first(self) -> Outputs:
+        return self.outputs[0]
+
+    def predict(self, batches: list[list[dict]]) -> list[dict[str, pa.Array]]:
+        """Each batch's output columns, in the order of `batches`."""
+        if self.pool is None:
+            return [self.first.predict(batch) for batch in batches]
+        return list(self.pool.map(self._predict_one, batches))
+
+    def _predict_one(self, rows: list[dict]) -> dict[str, pa.Array]:
+        outputs = self.free.get()
+        try:
+            return outputs.predict(rows)
+        finally:
+            self.free.put(outputs)
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown()
 
 
 def token_batches(lengths: list[int], order: list[int], batch_tokens: int) -> Iterator[list[int]]:
@@ -44,19 +82,19 @@ def token_batches(lengths: list[int], order: list[int], batch_tokens: int) -> It
         yield batch
 
 
-def predict_rows(outputs: Outputs, rows: list[dict], schema: pa.Schema, window: int, batch_tokens: int,
+def predict_rows(outputs: Outputs | Streams, rows: list[dict], schema: pa.Schema, window: int, batch_tokens: int,
                  advance: Callable[[int], None] = lambda n: None) -> pa.Table:
     """The output table of `rows` (one shard), in their order: each window of rows sorted by length and run
-    in batches of at most `batch_tokens` tokens."""
+    in batches of at most `batch_tokens` tokens (on several streams at once where `outputs` is a Streams)."""
+    streams = outputs if isinstance(outputs, Streams) else Streams([outputs])
     tables = []
     for start in range(0, len(rows), window):
         part = rows[start:start + window]
-        lengths = outputs.lengths(part)
+        lengths = streams.first.lengths(part)
         order = sorted(range(len(part)), key=lengths.__getitem__)
-        done, pieces = [], []
-        for batch in token_batches(lengths, order, batch_tokens):
-            pieces.append(outputs.predict([part[i] for i in batch]))
-            done.extend(batch)
+        batches = list(token_batches(lengths, order, batch_tokens))
+        pieces = streams.predict([[part[i] for i in batch] for batch in batches])
+        done = [i for batch in batches for i in batch]
         back = pa.array(np.argsort(np.asarray(done), kind="stable"))  # sorted position of each row in input order
         columns = {"id": pa.array([r["id"] for r in part], pa.string())}
         for name in pieces[0]:

@@ -29,8 +29,10 @@ def parser() -> argparse.ArgumentParser:
                    help="rows sorted by length together: larger pads less (default: %(default)s)")
     p.add_argument("--shard-rows", type=int, default=20000,
                    help="rows an output shard holds: the unit of resume and of Dask work (default: %(default)s)")
-    p.add_argument("--threads", type=int, help="ONNX Runtime threads (default: every core of this process; "
+    p.add_argument("--threads", type=int, help="ONNX Runtime threads in all (default: every core of this process; "
                                                "on Dask, the worker's threads)")
+    p.add_argument("--streams", type=int, help="model calls run at once, each on threads/streams threads "
+                                               "(default: one a thread)")
     p.add_argument("--dtype", default="float32", choices=("float32", "float16"),
                    help="an embedding bundle's vectors (default: %(default)s)")
     where = p.add_mutually_exclusive_group()
@@ -49,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         out = predict_corpus(args.bundle, args.input, args.output, text_column=args.text_column,
                              text_pair_column=args.text_pair_column, id_column=args.id_column,
                              batch_tokens=args.batch_tokens, window=args.window, shard_rows=args.shard_rows,
-                             threads=args.threads, dtype=args.dtype, cluster=args.cluster, scheduler=args.scheduler,
+                             threads=args.threads, streams=args.streams, dtype=args.dtype, cluster=args.cluster, scheduler=args.scheduler,
                              progress=args.progress)
     except KeyboardInterrupt:
         print(f"interrupted: the shards in {args.output} are kept; run the same command again to resume",

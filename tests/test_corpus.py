@@ -187,6 +187,23 @@ def test_batching_changes_no_answer(bundles, tmp_path):
     assert_same(one, [{k: r[k] for k in ("label", "score", "scores")} for r in other])
 
 
+@pytest.mark.parametrize("kind", ["qa", "sequence", "token"])
+def test_streams_side_by_side_give_the_answers_of_one(bundles, tmp_path, kind):
+    # a row or two a batch, three calls at once: the answers come back to their rows, in input order
+    if kind == "qa":
+        rows = [{"question": q, "context": CONTEXT}
+                for q in ("Where was the film made?", "Who loses his voice?", "When was it made?", "What?") * 6]
+    else:
+        rows = [{"text": t} for t in sentences(60, seed=7)]
+    path = write_rows(tmp_path / "in.jsonl", rows)
+    one = read(shrinkbert.predict_corpus(bundles[kind], str(path), tmp_path / "one", streams=1, threads=1,
+                                         batch_tokens=16, window=30, progress=False))
+    many = read(shrinkbert.predict_corpus(bundles[kind], str(path), tmp_path / "many", streams=3, threads=3,
+                                          batch_tokens=16, window=30, progress=False))
+    assert [r["id"] for r in many] == [r["id"] for r in one]
+    assert_same(many, [{k: v for k, v in r.items() if k != "id"} for r in one])
+
+
 def predict_command(bundle: Path, path: Path, out: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "shrinkbert", "predict", str(bundle), "--input", str(path), "--output", str(out),
             "--no-progress", "--shard-rows", "40", "--threads", "1", *extra]
@@ -267,6 +284,7 @@ def test_bad_inputs_are_one_line_each_and_write_nothing(bundles, tmp_path, capsy
     assert "'question'" in qa_line and "its columns: text" in qa_line
     assert "bundle" in error_of(capsys, str(tmp_path), "--input", str(good), "--output", str(out))
     assert "float16" in error_of(capsys, seq, "--input", str(good), "--output", str(out), "--dtype", "float16")
+    assert "--streams" in error_of(capsys, seq, "--input", str(good), "--output", str(out), "--streams", "0")
     assert not out.exists()
     (tmp_path / "a-file").write_text("x")
     assert "is a file" in error_of(capsys, seq, "--input", str(good), "--output", str(tmp_path / "a-file"))
