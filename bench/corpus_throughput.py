@@ -18,7 +18,9 @@ threads, one after the other on the same rows:
   its backend reads a graph of token vectors and pools them itself); fastembed (0.9, in a venv of its own, given by
   --fastembed-python) where it loads the graph from a local folder, else the reason it cannot; and the teacher in
   PyTorch fp32 through `SentenceTransformer.encode`;
-- the demo's classifier bundle (runs/demo/bundle) through `predict_corpus`.
+- the demo's classifier bundle (runs/demo/bundle) through `predict_corpus`;
+- each bundle through `predict_corpus` at its default (one stream a thread: one-thread model calls side by
+  side) and as one stream on all --threads threads.
 
 Beside rows/s and peak memory: the host's int8 floor for the bundle (eval/floor.py: its encoder's multiply-adds a
 row at the corpus's mean token count, at the host's measured MatMulInteger rate) and the run's distance from it;
@@ -107,7 +109,7 @@ def arm_shrinkbert(spec: dict) -> dict:
     shutil.rmtree(out, ignore_errors=True)
     start = time.perf_counter()
     shrinkbert.predict_corpus(spec["bundle"], [spec["input"]], out, threads=spec.get("threads"),
-                              cluster=spec.get("cluster"), progress=False, shard_rows=spec.get("shard_rows", 20000))
+                              streams=spec.get("streams"), cluster=spec.get("cluster"), progress=False, shard_rows=spec.get("shard_rows", 20000))
     return {"seconds": time.perf_counter() - start}
 
 
@@ -367,9 +369,13 @@ def main(argv=None) -> int:
         one_process[bundle] = work / f"out-{bundle.name}-{len(one_process)}"
         if "throughput" not in parts:
             continue
-        add(f"shrinkbert predict, {threads} threads", bundle,
+        add(f"shrinkbert predict, {threads} threads (default: a stream a thread)", bundle,
             run_child("shrinkbert", {"bundle": str(bundle), "input": str(corpus), "out": str(one_process[bundle]),
                                      "threads": threads}))
+        add(f"shrinkbert predict, 1 stream x {threads} threads", bundle,
+            run_child("shrinkbert", {"bundle": str(bundle), "input": str(corpus), "out": str(work / "one-stream"),
+                                     "threads": threads, "streams": 1}))
+        shutil.rmtree(work / "one-stream", ignore_errors=True)
         dask_out = work / f"dask-{len(one_process)}"
         add("shrinkbert predict, Dask LocalCluster 2 x 1 thread", bundle,
             run_child("shrinkbert", {"bundle": str(bundle), "input": str(corpus), "out": str(dask_out),

@@ -571,6 +571,29 @@ def run_bundle(args, bundle: Path) -> dict[str, list[dict]]:
     print(f"\n== {bundle} ({kind}) on {host_label(host())}")
     if args.soak_only:
         return {"serve-soak": soak_only(args, bundle, kind, requests, cores)}
+    passes = []
+    for repeat in range(args.repeats):  # every server and the offline ceiling once a pass: drifts of the host
+        if args.repeats > 1:            # fall on all of them alike
+            print(f"-- pass {repeat + 1} of {args.repeats}")
+        passes.append(load_pass(args, bundle, kind, texts, requests, cores))
+    rows, best_rate = merged([rows for rows, _ in passes]), float(np.median([rate for _, rate in passes]))
+    figures = {"serve-load": rows}
+    if args.kill:
+        killed = kill_phase(args, bundle, requests, max(1, cores // 2))
+        print(f"kill -9 of one of two workers: {killed}")
+        if "error" not in killed:
+            figures["serve-kill"] = [{"bundle": bundle_label(bundle), "failed": killed["failed"],
+                                      "served_again_s": killed["served_again_s"], "rows_s": killed["rows_s"]}]
+    if args.soak:
+        soaked = soak_phase(args, bundle, kind, 0.7 * best_rate, max(1, cores // args.soak_workers))
+        print(f"soak: {soaked}")
+        if "requests" in soaked:
+            figures["serve-soak"] = [{"bundle": bundle_label(bundle), **soaked}]
+    return figures
+
+
+def load_pass(args, bundle: Path, kind: str, texts: list[str], requests, cores: int) -> tuple[list[dict], float]:
+    """One pass over the offline ceiling and every server: its rows and the best rows/s of `shrinkbert serve`."""
     base = offline(bundle, texts, kind, args.seconds)
     print(f"offline Predictor: b1 p50 {base['p50_ms_b1']} ms; best {base['best_rows_s']} rows/s at batch "
           f"{base['best_batch']} ({base['best_runtime']})")
@@ -632,25 +655,35 @@ def run_bundle(args, bundle: Path) -> dict[str, list[dict]]:
                           f"{point['rows_s']} rows/s p50 {point['p50_ms']} p99 {point['p99_ms']} ms, codes "
                           f"{point['codes']}, back to idle in {back} s")
                     rows.append({"bundle": bundle_label(bundle), "kind": kind, "server": server.name,
-                                 "mode": f"open {fraction}x ({point['rate']}/s, {args.open_generator})", "clients": 0,
+                                 "mode": f"open {fraction}x ({args.open_generator})", "clients": 0,
                                  **{k: point[k] for k in ("rows_s", "p50_ms", "p95_ms", "p99_ms", "errors")},
                                  "refused_429": point["codes"].get("429", 0), "back_to_idle_s": back,
-                                 "sent_s": point.get("sent_s")})
+                                 "asked_s": point["rate"], "sent_s": point.get("sent_s")})
         finally:
             server.stop()
-    figures = {"serve-load": rows}
-    if args.kill:
-        killed = kill_phase(args, bundle, requests, max(1, cores // 2))
-        print(f"kill -9 of one of two workers: {killed}")
-        if "error" not in killed:
-            figures["serve-kill"] = [{"bundle": bundle_label(bundle), "failed": killed["failed"],
-                                      "served_again_s": killed["served_again_s"], "rows_s": killed["rows_s"]}]
-    if args.soak:
-        soaked = soak_phase(args, bundle, kind, 0.7 * best_rate, max(1, cores // args.soak_workers))
-        print(f"soak: {soaked}")
-        if "requests" in soaked:
-            figures["serve-soak"] = [{"bundle": bundle_label(bundle), **soaked}]
-    return figures
+    return rows, best_rate
+
+
+def merged(passes: list[list[dict]]) -> list[dict]:
+    """One row per point over the passes: each number the median of the passes', rows/s's range beside it."""
+    if len(passes) == 1:
+        return passes[0]
+    points: dict[tuple, list[dict]] = {}
+    for rows in passes:
+        for row in rows:
+            mode = "" if row["server"] == "Predictor offline" else row["mode"]  # its best batch may differ
+            points.setdefault((row["server"], mode, row["clients"]), []).append(row)
+    out = []
+    for same in points.values():
+        row = dict(same[0])
+        for key, value in row.items():
+            values = [r.get(key) for r in same if isinstance(r.get(key), (int, float)) and not isinstance(r.get(key), bool)]
+            if values and key != "clients":
+                row[key] = round(float(np.median(values)), 2)
+        rates = [r["rows_s"] for r in same]
+        row.update(mode=" / ".join(dict.fromkeys(r["mode"] for r in same)), repeats=len(same), rows_s_range=f"{min(rates):g}-{max(rates):g}")
+        out.append(row)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -667,6 +700,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--layouts", nargs="+", default=["2x1", "1x2", "1x2x1"],
                    help="workers x threads (or workers x instances x threads) of `shrinkbert serve`")
     p.add_argument("--seconds", type=float, default=20.0, help="seconds per point")
+    p.add_argument("--repeats", type=int, default=1, help="passes over the offline ceiling and every server, one "
+                   "after the other; each point's median is recorded, its rows/s range beside it")
     p.add_argument("--generator", choices=["wrk", "asyncio"], default="wrk" if shutil.which("wrk") else "asyncio",
                    help="the closed loop's load generator: wrk (apt-get install wrk; the default where it is found) "
                         "or the asyncio client here")
