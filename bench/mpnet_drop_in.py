@@ -33,8 +33,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 from record import record  # noqa: E402  (bench/ is on the path above)
 
 RECIPE = ROOT / "recipes" / "mpnet-drop-in.yaml"
-STUDENTS = {"student": "MiniLM re-indexed (6L/H384)", "bundle": "its int8 bundle",
-            "slice": "MPNet slice (6L/H768)", "slice-bundle": "its int8 bundle"}
+STUDENTS = {"student": "MiniLM re-indexed", "bundle": "its int8 bundle",
+            "slice": "MPNet slice", "slice-bundle": "its int8 bundle"}
 GOAL = {"recall_at_10": 0.97, "recall_at_1": 0.93, "speedup": 5.0}  # shares of MPNet's, and the bundle's speed-up
 TRAINED = ("student", "slice")
 
@@ -49,6 +49,15 @@ def parse_args(argv=None):
 
 def output_dir(seed: int) -> Path:
     return ROOT / "runs" / ("mpnet-drop-in" if seed == 0 else f"mpnet-drop-in-seed{seed}")
+
+
+def label(stage: str, seed: int = 0) -> str:
+    """The table's name of a stage: a trained student's carries its shape (layers/width) from its config."""
+    config = output_dir(seed) / stage / "config.json"
+    if stage not in TRAINED or not config.is_file():
+        return STUDENTS[stage]
+    shape = json.loads(config.read_text())
+    return f"{STUDENTS[stage]} ({shape['num_hidden_layers']}L/H{shape['hidden_size']})"
 
 
 def run_seed(seed: int) -> float:
@@ -99,7 +108,7 @@ def training_rows(seeds: list[int]) -> list[dict]:
             manifest = json.loads((output_dir(seed) / stage / "shrinkbert.json").read_text())
             drop_in, training = manifest["drop_in"], manifest["training"]
             rate = drop_in.get("teacher_document_vectors") or {}
-            rows.append({"seed": seed, "student": STUDENTS[stage], "documents": drop_in["documents"]["train"],
+            rows.append({"seed": seed, "student": label(stage, seed), "documents": drop_in["documents"]["train"],
                          "queries": manifest["metrics"]["train_sentences"],
                          "teacher pass (documents)": f"{rate['seconds']:.0f} s at {rate['rows_per_s']:.1f}/s, "
                                                      f"{rate['precision']}" if rate else "cached",
@@ -123,13 +132,13 @@ def main(argv=None) -> int:
         reports[seed] = variant_figures(json.loads(path.read_text()))
     first = reports[seeds[0]]
     rows = []
-    for name, label in STUDENTS.items():
+    for name in STUDENTS:
         shares = {key: [reports[s][name][key] for s in seeds] for key in ("recall_at_1", "recall_at_10", "sts", "nli", "speedup")}
         paired = first[name]["vs_teacher"] or {}
         bundle = name.endswith("bundle")
         met = (np.mean(shares["recall_at_10"]) >= GOAL["recall_at_10"] and np.mean(shares["recall_at_1"]) >= GOAL["recall_at_1"]
                and np.mean(shares["speedup"]) >= GOAL["speedup"])
-        rows.append({"variant": label, "recall@10 of MPNet's": mean_sd_text(shares["recall_at_10"]),
+        rows.append({"variant": label(name, seeds[0]), "recall@10 of MPNet's": mean_sd_text(shares["recall_at_10"]),
                      "recall@1 of MPNet's": mean_sd_text(shares["recall_at_1"]),
                      "Δ recall@10 (points, seed 0)": _interval(paired.get("recall_at_10")),
                      "Δ recall@1 (points, seed 0)": _interval(paired.get("recall_at_1")),

@@ -20,7 +20,8 @@ closed loops where it is installed, else a keep-alive HTTP/1.1 client on asyncio
   must be 429s, never 5xx): from h2load (Debian's nghttp2-client; --open-generator) on 512 connections at
   a fixed rate each, the median-length row, latency from each request's send; else from the asyncio client
   at fractions of what it holds itself at 32 clients, latency from each request's scheduled time; then the
-  seconds until one request's latency is back within 1.5x of idle after the load stops;
+  seconds after the load stops until three probes in a row (one request every 50 ms) are answered within 1.5x
+  of the same probe's p50 on the idle server;
 - --kill: two workers under 32 clients, one killed with SIGKILL halfway: the seconds until requests are
   answered again, and the requests that failed;
 - --soak SECONDS: locust (its own venv, --locust-venv) at 70% of the best rows/s: errors, the first and last
@@ -414,19 +415,49 @@ def median_request(requests: list[tuple[str, dict]]) -> tuple[str, dict]:
     return sorted(requests, key=lambda r: len(json.dumps(r[1])))[len(requests) // 2]
 
 
-def recovery_seconds(url: str, request: tuple[str, dict], idle_ms: float, limit: float = 30.0) -> float | None:
-    """Seconds from now until one request is answered within 1.5x of idle latency (None: not within `limit`)."""
+PROBE_GAP_S = 0.05  # between probes: a probe finds the server as an idle client does, its threads asleep
+
+
+async def probe_latencies(pool: "Pool", data: bytes, count: int) -> list[float]:
+    """`count` requests one at a time, PROBE_GAP_S apart: each one's ms (None where it was not a 200)."""
+    out = []
+    for _ in range(count):
+        start = time.perf_counter()
+        ok = await pool.post(data) == 200
+        out.append((time.perf_counter() - start) * 1000 if ok else None)
+        await asyncio.sleep(PROBE_GAP_S)
+    return out
+
+
+def idle_probe_ms(url: str, request: tuple[str, dict], count: int = 40) -> float:
+    """The median latency of the recovery probe on the idle server: what "back to idle" is measured against
+    (a closed loop's p50 is lower: its requests find the model's threads awake)."""
+
+    async def run() -> float:
+        pool = Pool(url)
+        try:
+            latencies = [ms for ms in await probe_latencies(pool, encoded(url, [request])[0], count) if ms is not None]
+        finally:
+            pool.close()
+        return float(np.median(latencies)) if latencies else float("inf")
+    return asyncio.run(run())
+
+
+def recovery_seconds(url: str, request: tuple[str, dict], idle_ms: float, limit: float = 30.0,
+                     in_a_row: int = 3) -> float | None:
+    """Seconds from now until the first of `in_a_row` probes in a row answered within 1.5x of `idle_ms`
+    (None: not within `limit`)."""
 
     async def probe() -> float | None:
         pool, data = Pool(url), encoded(url, [request])[0]
-        began = time.perf_counter()
+        began, streak = time.perf_counter(), []
         try:
             while time.perf_counter() - began < limit:
-                start = time.perf_counter()
-                ok = await pool.post(data) == 200
-                if ok and (time.perf_counter() - start) * 1000 <= 1.5 * idle_ms:
-                    return round(time.perf_counter() - began, 2)
-                await asyncio.sleep(0.05)
+                sent = time.perf_counter() - began
+                ms = (await probe_latencies(pool, data, 1))[0]
+                streak = streak + [sent] if ms is not None and ms <= 1.5 * idle_ms else []
+                if len(streak) == in_a_row:
+                    return round(streak[0], 2)
             return None
         finally:
             pool.close()
@@ -489,7 +520,7 @@ def kill_phase(args, bundle: Path, requests, threads: int) -> dict:
             killed_at.append(time.perf_counter())
         threading.Thread(target=kill, daemon=True).start()
         result = asyncio.run(closed_loop(server.url, requests, 32, args.seconds))
-        served_again = recovery_seconds(server.url, requests[0], idle_ms=1e9)
+        served_again = recovery_seconds(server.url, requests[0], idle_ms=1e9, in_a_row=1)
         return {"failed": result["errors"], "codes": result["codes"], "served_again_s": served_again,
                 "rows_s": result["rows_s"]}
     finally:
@@ -626,7 +657,6 @@ def load_pass(args, bundle: Path, kind: str, texts: list[str], requests, cores: 
                 print(f"{server.name}: {what}")
             else:
                 load = requests
-            idle_ms = asyncio.run(closed_loop(server.url, load, 1, min(2.0, args.seconds)))["p50_ms"]
             for clients in args.clients:
                 point = (wrk_closed_loop(server.url, load, clients, args.seconds) if args.generator == "wrk"
                          else asyncio.run(closed_loop(server.url, load, clients, args.seconds)))
@@ -646,11 +676,15 @@ def load_pass(args, bundle: Path, kind: str, texts: list[str], requests, cores: 
                     reference = asyncio.run(closed_loop(server.url, load, 32, args.seconds))["rows_s"]
                     print(f"{server.name:<26} closed   32 clients (asyncio generator): {reference} rows/s: the open "
                           "loops' 1.0x")
+                probe = median_request(load)
+                idle_ms = idle_probe_ms(server.url, probe)
+                print(f"{server.name:<26} idle probe (one request every {PROBE_GAP_S * 1000:.0f} ms): p50 "
+                      f"{idle_ms:.2f} ms")
                 for fraction in args.rates:
                     point = (h2load_open_loop(server.url, load, fraction * reference, args.seconds)
                              if args.open_generator == "h2load" else
                              asyncio.run(open_loop(server.url, load, fraction * reference, args.seconds)))
-                    back = recovery_seconds(server.url, load[0], idle_ms)
+                    back = recovery_seconds(server.url, probe, idle_ms)
                     print(f"{server.name:<26} open {point['rate']:>7}/s ({fraction}x, sent {point.get('sent_s')}/s): "
                           f"{point['rows_s']} rows/s p50 {point['p50_ms']} p99 {point['p99_ms']} ms, codes "
                           f"{point['codes']}, back to idle in {back} s")
@@ -658,6 +692,7 @@ def load_pass(args, bundle: Path, kind: str, texts: list[str], requests, cores: 
                                  "mode": f"open {fraction}x ({args.open_generator})", "clients": 0,
                                  **{k: point[k] for k in ("rows_s", "p50_ms", "p95_ms", "p99_ms", "errors")},
                                  "refused_429": point["codes"].get("429", 0), "back_to_idle_s": back,
+                                 "idle_probe_ms": round(idle_ms, 2),
                                  "asked_s": point["rate"], "sent_s": point.get("sent_s")})
         finally:
             server.stop()
