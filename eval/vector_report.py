@@ -208,7 +208,9 @@ def measure_vectors(config, rows, artifacts: list[str], baseline: str | None) ->
     variants, timed, opened = [], {}, {}
     in_process = config.timing == "inprocess"
     base_index = base_queries = None
-    for path in artifacts:
+    from shrinkbert.core.progress import progress_bar
+
+    for path in progress_bar(artifacts, desc="vectors + accuracy", unit="variant", leave=False):
         name = Path(path).name or path
         entry = {"name": name, "path": str(path), "error": None, "metrics": {}}
         variants.append(entry)
