@@ -171,6 +171,7 @@ def measure_vectors(config, rows, artifacts: list[str], baseline: str | None) ->
     from shrinkbert.core.kinds.embedding import agreement
     from shrinkbert.eval.embedding_eval import drop_in_recall, nli_auc, read_nli_pairs, task_classification, throughput
     from shrinkbert.core.kinds.sts import sts_spearman
+    from shrinkbert.core.progress import progress_bar
 
     threads = set_threads(config.threads or None)
     max_length = config.max_length or 128
@@ -208,8 +209,6 @@ def measure_vectors(config, rows, artifacts: list[str], baseline: str | None) ->
     variants, timed, opened = [], {}, {}
     in_process = config.timing == "inprocess"
     base_index = base_queries = None
-    from shrinkbert.core.progress import progress_bar
-
     for path in progress_bar(artifacts, desc="vectors + accuracy", unit="variant", leave=False):
         name = Path(path).name or path
         entry = {"name": name, "path": str(path), "error": None, "metrics": {}}
