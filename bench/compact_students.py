@@ -1,11 +1,13 @@
 """Students that are not transformers (a BiLSTM, a CNN, a bag of token vectors) against the goals, as ratios
-from one interleaved measurement each: on the demo's MiniLM teacher (recipes/movies-compact.yaml) or on the
-MPNet teacher (recipes/mpnet-compact.yaml).
+from one interleaved measurement each: on the demo's MiniLM teacher (recipes/movies-compact.yaml), on the
+MPNet teacher (recipes/mpnet-compact.yaml), or on a sentence-pair task (recipes/pairs-compact.yaml, whose goal
+is each student's single-text retention from the latest movies-compact frontier, less 2 points).
 
     python bench/compact_students.py              # runs recipes/movies-compact.yaml (finished stages reused),
                                                   # then `shrinkbert frontier` over --shapes, 3 seeds
     python bench/compact_students.py --no-run     # only read the finished report and frontier
     python bench/compact_students.py --recipe recipes/mpnet-compact.yaml --seeds 0   # MPNet's, report only
+    python bench/compact_students.py --recipe recipes/pairs-compact.yaml             # pairs, 3 seeds
 
 The figures, each recorded in bench/results/compact-students.jsonl:
   1. the recipe's report: the teacher, each student in PyTorch and its int8 bundle as deployed, on the same
@@ -35,6 +37,11 @@ STUDENTS = ("bilstm", "cnn", "bag")
 GOALS = {"movies-compact": {"bilstm": [(0.96, 50.0)], "cnn": [(0.96, 50.0)], "bag": [(0.96, 50.0)]},
          "mpnet-compact": {"bilstm": [(0.95, 50.0), (0.97, 15.0)], "cnn": [(0.95, 50.0), (0.97, 15.0)],
                            "bag": [(0.90, 300.0)]}}
+# a pair recipe's goal: each student's retention within PAIR_MARGIN of its single-text frontier figure
+PAIR_RECIPES = {"pairs-compact": "movies-compact"}
+PAIR_MARGIN = 0.02
+TEACHERS = {"movies-compact": "the demo's MiniLM teacher", "mpnet-compact": "the MPNet teacher (all-mpnet-base-v2)",
+            "pairs-compact": "MiniLM (all-MiniLM-L6-v2)"}
 # the recipe's distill options the frontier passes to each of its students
 SHARED = ("epochs", "batch_size", "augment", "transfer_corpus", "max_transfer_rows")
 
@@ -50,6 +57,22 @@ def parse_args(argv=None):
     p.add_argument("--no-run", action="store_true", help="run nothing; read the finished report and frontier")
     p.add_argument("--no-record", action="store_true", help="print only; append nothing to bench/results")
     return p.parse_args(argv)
+
+
+def pair_goals(single_text: str) -> dict:
+    """Each student's goal on a pair task: its retention in the latest recorded frontier of the single-text
+    recipe, less PAIR_MARGIN, at any speed (the pair student's speed is shown beside it)."""
+    results = ROOT / "bench" / "results" / "compact-students.jsonl"
+    records = [json.loads(line) for line in results.read_text().splitlines() if line.strip()] if results.is_file() else []
+    latest = [r for r in records if r["figure"] == f"{single_text}-frontier"]
+    if not latest:
+        raise SystemExit(f"error: no {single_text}-frontier in {results}: run bench/compact_students.py --recipe "
+                         f"recipes/{single_text}.yaml first (the pair goals are relative to it)")
+    goals = {}
+    for row in latest[-1]["rows"]:
+        single = float(row["retention (mean ± sd)"].split("%")[0]) / 100
+        goals[row["student"]] = [(round(single - PAIR_MARGIN, 4), 0.0)]
+    return goals
 
 
 def frontier_options(recipe_file: str) -> dict:
@@ -107,8 +130,10 @@ def verdict(goals: list[tuple[float, float]], keep: float | None, speed: float |
     def one(want_keep, want_speed):
         if keep is None or speed is None:
             return "not measured"
-        return " / ".join(dict.fromkeys([goal_text(keep, want_keep, unit="%"), goal_text(speed, want_speed)]))
-    return ("; ".join(f">= {k:.0%} at >= {x:g}x" for k, x in goals),
+        parts = [goal_text(keep, want_keep, unit="%")] + ([goal_text(speed, want_speed)] if want_speed else [])
+        return " / ".join(dict.fromkeys(parts))
+    return ("; ".join(f">= {k:.1%}" + (f" at >= {x:g}x" if x else "") if k * 100 % 1 else
+                      f">= {k:.0%}" + (f" at >= {x:g}x" if x else "") for k, x in goals),
             "; ".join(one(k, x) for k, x in goals))
 
 
@@ -157,10 +182,10 @@ def main(argv=None) -> int:
     name = Path(args.recipe).stem
     args.output_dir = args.output_dir or str(ROOT / yaml.safe_load(Path(args.recipe).read_text())["output_dir"])
     args.frontier_dir = args.frontier_dir or args.output_dir + "-frontier"
-    if name not in GOALS:
-        print(f"error: no goals for recipe {name} (known: {', '.join(GOALS)})", file=sys.stderr)
+    if name not in GOALS and name not in PAIR_RECIPES:
+        print(f"error: no goals for recipe {name} (known: {', '.join([*GOALS, *PAIR_RECIPES])})", file=sys.stderr)
         return 2
-    goals = GOALS[name]
+    goals = GOALS[name] if name in GOALS else pair_goals(PAIR_RECIPES[name])
     command = frontier_command(args.recipe, args.output_dir, args.frontier_dir, args.seeds, args.shapes) if args.seeds else []
     if not args.no_run:
         run_recipe = [sys.executable, "-m", "shrinkbert.cli", "run", args.recipe, "--output-dir", args.output_dir]
@@ -187,17 +212,21 @@ def main(argv=None) -> int:
         return 0
     settings = report.get("settings") or {}
     options = frontier_options(args.recipe)
-    teacher = "the demo's MiniLM teacher" if name == "movies-compact" else "the MPNet teacher (all-mpnet-base-v2)"
+    teacher_stage = yaml.safe_load(Path(args.recipe).read_text())["stages"]["teacher"]["with"]
+    teacher, task, corpus = TEACHERS[name], teacher_stage["task"], options.get("transfer_corpus", "")
+    rows_of = "pairs of " + corpus + " sentences (the next or a random one)" if name in PAIR_RECIPES else f"{corpus} sentences"
+    goal_note = (f" Goal: each student's retention within {PAIR_MARGIN * 100:g} points of its single-text figure "
+                 f"(the latest {PAIR_RECIPES[name]}-frontier), at any speed." if name in PAIR_RECIPES else "")
     record(f"{name}-report", section="compact-students",
            title=f"Students that are not transformers: recipes/{name}.yaml's report",
            rows=report_table, command=f"python bench/compact_students.py --recipe recipes/{name}.yaml"
                                       + (" --seeds 0" if not command else ""),
-           note=f"recipes/{name}.yaml: {teacher} on movie-snippets, each student distilled on the task's rows, "
+           note=f"recipes/{name}.yaml: {teacher} on {task}, each student distilled on the task's rows, "
                 f"{options.get('augment', 0)} perturbed copies of each and {options.get('max_transfer_rows', 0):,} "
-                f"IMDB sentences, all labelled by the teacher; every variant on the same {report['test_rows']['n']:,} "
+                f"{rows_of}, all labelled by the teacher; every variant on the same {report['test_rows']['n']:,} "
                 f"test rows, timed at batch 1, sequence 128, {settings.get('threads')} threads, each in a worker process "
                 "holding only the runtime it ships in; one seed. Δ is to the teacher with a paired bootstrap 95% "
-                "interval; the goal and verdict are the bundle's, against the teacher in PyTorch fp32.")
+                "interval; the goal and verdict are the bundle's, against the teacher in PyTorch fp32." + goal_note)
     labelling = labelling_rows(name, [Path(args.output_dir), Path(args.frontier_dir)])
     if labelling:
         record(f"{name}-labelling", section="compact-students",
@@ -218,7 +247,7 @@ def main(argv=None) -> int:
                 f"every int8 student timed in one interleaved run on the {table['test_rows']:,} test rows, batch 1, "
                 f"sequence {table['seq_len']}, {table['threads']} threads. Retention: int8 test accuracy over the "
                 "teacher's in PyTorch fp32; the interval pairs each row's share of the seeds that got it right with "
-                "the teacher's (retention points).")
+                "the teacher's (retention points)." + goal_note)
     print("recorded in bench/results/compact-students.jsonl (python bench/results.py updates the page)")
     return 0
 

@@ -328,6 +328,12 @@ def main(argv=None) -> int:
     parser.add_argument("--teacher", default="", help="the teacher for the PyTorch fp32 arm (default: the "
                                                       "embedding bundle's nearest sentence-transformers ancestor "
                                                       "without a student of its own, else the built-in MiniLM)")
+    parser.add_argument("--teacher-rows", type=int, default=20_000,
+                        help="rows of the teacher's PyTorch fp32 arm, the first of --rows (0: all; fp32 at about "
+                             "150 rows/s on 2 cores would take 20 minutes over 200,000); its rows/s is over these")
+    parser.add_argument("--kill-rows", type=int, default=20_000,
+                        help="rows of each kill -9 run, the first of --rows (0: all): the count that matters is of "
+                             "rows lost or duplicated, not the run's length")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--memory-rows", default="10000,1000000", help="input sizes whose peak memory is compared")
     parser.add_argument("--kills", type=int, default=5, help="runs killed with SIGKILL at a random moment")
@@ -352,10 +358,10 @@ def main(argv=None) -> int:
     embed_bundle, class_bundle = Path(args.embedding_bundle), Path(args.classifier_bundle)
     arms = []
 
-    def add(name: str, bundle: Path, result: dict) -> None:
-        seconds = result.get("seconds")
-        arms.append({"arm": name, "bundle": bundle_label(bundle), "rows": rows,
-                     "rows_s": round(rows / seconds, 1) if seconds else None,
+    def add(name: str, bundle: Path, result: dict, arm_rows: int = 0) -> None:
+        seconds, arm_rows = result.get("seconds"), arm_rows or rows
+        arms.append({"arm": name, "bundle": bundle_label(bundle), "rows": arm_rows,
+                     "rows_s": round(arm_rows / seconds, 1) if seconds else None,
                      "peak_mb": round(result["peak_mb"], 1) if result.get("peak_mb") else None,
                      "note": result.get("error", "")})
         print(arms[-1])
@@ -400,9 +406,12 @@ def main(argv=None) -> int:
                                                                    "output": meta.get("output", "sentence_embedding")},
                                                      python=args.fastembed_python))
         teacher = args.teacher or teacher_of(embed_bundle)
+        teacher_rows = min(args.teacher_rows or rows, rows)
+        teacher_input = corpus if teacher_rows == rows else lines_file(lines, teacher_rows, work / "teacher.txt")
         add(f"teacher fp32 (sentence-transformers encode, {Path(teacher).name})", embed_bundle,
-            run_child("sentence-transformers", {"backend": "torch", "model": teacher, "input": str(corpus),
-                                                "threads": threads, "max_length": bundle_max_length(embed_bundle)}))
+            run_child("sentence-transformers", {"backend": "torch", "model": teacher, "input": str(teacher_input),
+                                                "threads": threads, "max_length": bundle_max_length(embed_bundle)}),
+            arm_rows=teacher_rows)
 
     floors = []
     for bundle in one_process if "throughput" in parts else ():
@@ -424,12 +433,15 @@ def main(argv=None) -> int:
             print(memory[-1])
             path.unlink()
             shutil.rmtree(work / f"mem-{size}", ignore_errors=True)
-        kills = killed_runs(target, corpus, work, args.kills, threads) if "kills" in parts else []
+        kill_rows = min(args.kill_rows or rows, rows)
+        kill_input = corpus if kill_rows == rows else lines_file(lines, kill_rows, work / "kills.txt")
+        kills = killed_runs(target, kill_input, work, args.kills, threads) if "kills" in parts else []
         for line in kills:
             print(line)
 
     if not args.no_record and arms:  # each figure its own line: a run of some parts leaves the others' latest
-        note = (f"{rows:,} IMDB lines truncated to the bundle's max_length in every arm, {threads} threads an arm (Dask: "
+        note = (f"{rows:,} IMDB lines truncated to the bundle's max_length in every arm (the teacher's: the first "
+                f"{min(args.teacher_rows or rows, rows):,} of them), {threads} threads an arm (Dask: "
                 "2 workers x 1 thread, its cluster's start included), each arm a process of its own")
         record("corpus-throughput", section=SECTION, title="Rows/s and peak memory over a corpus", rows=arms, note=note)
     if not args.no_record:
@@ -442,7 +454,8 @@ def main(argv=None) -> int:
                    note="predict_corpus in a process of its own, default shards and windows")
         if kills:
             record("corpus-kills", section=SECTION, title="Rows lost or duplicated after kill -9", rows=kills,
-                   note="shrinkbert predict killed with SIGKILL at a uniform random moment, then run again")
+                   note=f"shrinkbert predict over {min(args.kill_rows or rows, rows):,} IMDB lines killed with SIGKILL "
+                        "at a uniform random moment, then run again")
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)
     return 0

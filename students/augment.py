@@ -15,7 +15,10 @@ hidden states, cached like any training row, supervise them.
 TinyBERT's transfer set adds in-domain text the task never labelled: `corpus_transfer_rows` draws
 lines of a corpus (e.g. the IMDB review sentences) in a fixed order independent of the training
 seed (so every seed's student shares one cached teacher pass), skipping duplicates and any line
-the leak guard flags as a validation/test row of the task or a near-duplicate of one.
+the leak guard flags as a validation/test row of the task or a near-duplicate of one. A pair task's
+corpus rows are pairs (`corpus_transfer_pairs`): each drawn line with the line that follows it in the
+corpus or, as often, a line drawn at random, as BERT's next-sentence pairs are made, so the teacher
+labels pairs of the kind the task reads rather than a text with an empty second one.
 """
 from __future__ import annotations
 
@@ -81,3 +84,34 @@ def corpus_transfer_rows(corpus, max_rows: int, guard, cache_dir=None) -> tuple[
         seen.add(line)
         kept.append(line)
     return kept, read, leaks
+
+
+def corpus_transfer_pairs(corpus, max_rows: int, guard, cache_dir=None) -> tuple[list[str], list[str], int, int]:
+    """(first texts, second texts) of up to max_rows distinct corpus pairs that leak nothing, in a fixed
+    shuffled order: a line with the line after it, or (every other draw, and for the corpus's last line) a
+    line drawn at random; with how many pairs were drawn to find them and how many of those leaked."""
+    from shrinkbert.core.data.load import load_corpus
+
+    lines = load_corpus(corpus, cache_dir=cache_dir)
+    rng = random.Random(TRANSFER_SAMPLE_SEED)
+    order = list(range(len(lines)))
+    rng.shuffle(order)
+    firsts: list[str] = []
+    seconds: list[str] = []
+    seen: set[tuple[str, str]] = set()
+    read = leaks = 0
+    for draw, index in enumerate(order):
+        if max_rows and len(firsts) >= max_rows:
+            break
+        read += 1
+        follows = draw % 2 == 0 and index + 1 < len(lines)
+        first, second = lines[index], lines[index + 1] if follows else lines[rng.randrange(len(lines))]
+        if (first, second) in seen or first == second:
+            continue
+        if guard.leaks(first, second):
+            leaks += 1
+            continue
+        seen.add((first, second))
+        firsts.append(first)
+        seconds.append(second)
+    return firsts, seconds, read, leaks

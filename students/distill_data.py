@@ -19,7 +19,8 @@ from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.kinds import kind_of
 from shrinkbert.core.predict import MODEL_INPUTS
 from shrinkbert.core.kinds.tagging import IGNORE
-from shrinkbert.students.augment import NO_LABEL, TRANSFER_SAMPLE_SEED, corpus_transfer_rows, transfer_rows
+from shrinkbert.students.augment import (NO_LABEL, TRANSFER_SAMPLE_SEED, corpus_transfer_pairs, corpus_transfer_rows,
+                                        transfer_rows)
 from shrinkbert.students.processes import log_main
 
 
@@ -146,15 +147,19 @@ def _with_transfer_rows(train_set, source, task, tokenizer, cfg, guard, record: 
                                      TRANSFER_SAMPLE_SEED, tokenizer.mask_token)
     copies, corpus_lines = len(texts), 0
     if cfg.transfer_corpus:
-        lines, seen, leaks = corpus_transfer_rows(cfg.transfer_corpus, cfg.max_transfer_rows, guard,
-                                                  cfg.cache_dir or None)
+        if pairs is None:
+            lines, seen, leaks = corpus_transfer_rows(cfg.transfer_corpus, cfg.max_transfer_rows, guard,
+                                                      cfg.cache_dir or None)
+        else:  # a pair task: pairs of corpus lines, the next line or a random one
+            lines, seconds, seen, leaks = corpus_transfer_pairs(cfg.transfer_corpus, cfg.max_transfer_rows, guard,
+                                                                cfg.cache_dir or None)
+            pairs = pairs + seconds
+        unit = "lines" if pairs is None else "pairs (a line and the next or a random line)"
         record["transfer_corpus"] = {"corpus": cfg.transfer_corpus, "rows": len(lines), "lines_read": seen,
-                                     "leaks_removed": leaks}
-        log_main(f"transfer corpus {cfg.transfer_corpus}: {len(lines):,} lines, labelled by the teacher; "
-             + describe(leaks, seen, guard, "lines read"))
+                                     "leaks_removed": leaks, "pairs": pairs is not None}
+        log_main(f"transfer corpus {cfg.transfer_corpus}: {len(lines):,} {unit}, labelled by the teacher; "
+             + describe(leaks, seen, guard, "lines read" if pairs is None else "pairs drawn"))
         texts, corpus_lines = texts + lines, len(lines)
-        if pairs is not None:  # a pair task: a corpus line is a first text with an empty second one
-            pairs = pairs + [""] * len(lines)
     keep = guard.keep_mask(texts, pairs)
     if not all(keep):
         texts = [t for t, k in zip(texts, keep) if k]
@@ -168,5 +173,6 @@ def _with_transfer_rows(train_set, source, task, tokenizer, cfg, guard, record: 
     train_set = train_set.cast_column("labels", datasets.Value("int64"))  # a ClassLabel cannot hold NO_LABEL
     extra = extra.cast(datasets.Features({k: train_set.features[k] for k in extra.column_names}))
     log_main(f"transfer set: {len(texts):,} rows ({copies:,} perturbed copies of {len(source):,} training rows and "
-         f"{corpus_lines:,} corpus lines, less {keep.count(False):,} leaks), labelled by the teacher alone")
+         f"{corpus_lines:,} corpus {'lines' if pairs is None else 'pairs'}, less {keep.count(False):,} leaks), labelled by "
+         "the teacher alone")
     return datasets.concatenate_datasets([train_set.select_columns(extra.column_names), extra])

@@ -132,3 +132,19 @@ def test_general_distillation_lowers_the_students_loss(teacher, tmp_path, cache_
     assert len(history) >= 50
     first, last = sum(history[:5]) / 5, sum(history[-5:]) / 5
     assert last < 0.7 * first, (first, last)
+
+
+def test_a_pair_tasks_corpus_rows_are_next_or_random_line_pairs_without_leaks(tmp_path):
+    from shrinkbert.core.data.leakguard import LeakGuard
+    from shrinkbert.students.augment import corpus_transfer_pairs
+
+    lines = [f"sentence number {i} of the corpus" for i in range(200)]
+    (tmp_path / "corpus.txt").write_text("\n".join(lines) + "\n")
+    guard = LeakGuard(["Sentence number 17 of the corpus!"])  # a test text, re-cased and re-punctuated
+    firsts, seconds, read, leaks = corpus_transfer_pairs(str(tmp_path / "corpus.txt"), 0, guard)
+    position = {line: i for i, line in enumerate(lines)}
+    follows = [position[b] == position[a] + 1 for a, b in zip(firsts, seconds)]
+    assert len(firsts) == len(seconds) and read == len(lines) and leaks >= 1
+    assert 0.4 < sum(follows) / len(follows) < 0.7               # half the next line (a few random draws land on it)
+    assert lines[17] not in firsts + seconds and len(set(zip(firsts, seconds))) == len(firsts)
+    assert corpus_transfer_pairs(str(tmp_path / "corpus.txt"), 50, guard)[:2] == (firsts[:50], seconds[:50])
