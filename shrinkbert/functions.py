@@ -403,6 +403,7 @@ def distill(
     token_dim: int = 0,
     pooling: str = 'auto',
     kernel_sizes: str = '3,4,5',
+    cross_attention: bool = False,
     hidden_weight: float = 0.0,
     hard_negatives: int = 8,
     rank_weight: float = 1.0,
@@ -595,6 +596,10 @@ def distill(
             side by side); auto: max for bilstm and cnn, mean for bag [one of auto, max, mean, max-mean]
         kernel_sizes: str = '3,4,5'
             --student cnn: the filter widths, comma-separated (--hidden filters of each)
+        cross_attention: bool = False
+            --student bilstm or cnn on a pair task: each token of one text also reads its soft alignment with
+            the other text's tokens (ESIM's, Chen et al. 2017) before pooling, so the two texts are matched word
+            with word
 
     Losses:
         hidden_weight: float = 0.0

@@ -31,6 +31,10 @@ def compact_shape(cfg, teacher_config, pair: bool) -> dict:
              "pooling": DEFAULT_POOLING[architecture] if cfg.pooling == "auto" else cfg.pooling,
              "classifier_hidden": hidden if architecture == "bag" else HEAD_WIDTH,
              "dropout": 0.1 if cfg.dropout is None else cfg.dropout}
+    if cfg.cross_attention:  # (a bag is refused with the options: students/objectives/logits.py)
+        if not pair:
+            raise ShrinkbertError("--cross-attention aligns a pair's two texts: this task has one text a row")
+        shape["cross_attention"] = True
     if shape["embedding_dim"] > teacher_config.hidden_size:
         raise ShrinkbertError(f"--token-dim {shape['embedding_dim']} is wider than the teacher's embeddings "
                               f"({teacher_config.hidden_size}): PCA keeps at most that many components")

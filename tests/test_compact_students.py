@@ -16,7 +16,7 @@ ARCHITECTURES = ("bilstm", "cnn", "bag")
 TEXTS = ["a warm and clever film", "the plot was dull", "fine", "an utterly tedious and overlong mess of a film"]
 
 
-def tiny_compact(architecture: str, pair: bool = False, layers: int = 1):
+def tiny_compact(architecture: str, pair: bool = False, layers: int = 1, cross_attention: bool = False):
     from transformers import AutoModelForSequenceClassification
 
     from shrinkbert.core.compact import build_config
@@ -24,14 +24,16 @@ def tiny_compact(architecture: str, pair: bool = False, layers: int = 1):
     torch.manual_seed(0)
     pooling = {"cnn": {"pooling": "max-mean"}}.get(architecture, {})  # the others: their own default
     config = build_config(architecture, vocab_size=64, embedding_dim=12, hidden_size=8, num_hidden_layers=layers,
-                          num_labels=3, pair=pair, sep_token_id=3, pad_token_id=0, **pooling)
+                          num_labels=3, pair=pair, sep_token_id=3, pad_token_id=0, cross_attention=cross_attention,
+                          **pooling)
     return AutoModelForSequenceClassification.from_config(config).eval()
 
 
-@pytest.mark.parametrize("architecture", ARCHITECTURES)
-@pytest.mark.parametrize("pair", [False, True])
-def test_a_row_gives_the_same_logits_alone_and_in_a_padded_batch(architecture, pair):
-    model = tiny_compact(architecture, pair=pair, layers=2 if architecture == "bilstm" else 1)
+@pytest.mark.parametrize("architecture, pair, cross_attention", [
+    *((a, p, False) for a in ARCHITECTURES for p in (False, True)), ("bilstm", True, True), ("cnn", True, True)])
+def test_a_row_gives_the_same_logits_alone_and_in_a_padded_batch(architecture, pair, cross_attention):
+    model = tiny_compact(architecture, pair=pair, layers=2 if architecture == "bilstm" else 1,
+                         cross_attention=cross_attention)
     rows = [[2, 10, 11, 12, 3, 20, 21, 3], [2, 13, 3, 22, 3], [2, 14, 15, 3, 3]]  # the last: an empty second text
     width = max(map(len, rows))
     ids = torch.tensor([row + [0] * (width - len(row)) for row in rows])
@@ -44,6 +46,22 @@ def test_a_row_gives_the_same_logits_alone_and_in_a_padded_batch(architecture, p
         swapped = torch.tensor([[2, 10, 11, 12, 3, 30, 31, 3]])
         with torch.no_grad():
             assert not torch.allclose(model(input_ids=swapped).logits, alone[:1], atol=1e-4)
+
+
+def test_cross_attention_aligns_each_token_with_the_other_texts_tokens_only():
+    from shrinkbert.core.compact.base import aligned_with_other_text, text_masks
+
+    ids = torch.tensor([[2, 10, 11, 3, 20, 3, 0]])
+    mask = torch.tensor([[1, 1, 1, 1, 1, 1, 0]])
+    first, second = text_masks(ids, mask, 3)
+    states = torch.randn(1, 7, 4)
+    aligned = aligned_with_other_text(states, first, second)
+    # the first text: [CLS] 10 11 [SEP]; the second: 20 (its closing separator is neither's)
+    assert all(torch.allclose(aligned[0, i], states[0, 4]) for i in range(4))  # one key to read: itself
+    first_text = [0, 1, 2, 3]
+    weights = torch.softmax(states[0, first_text] @ states[0, 4] / 2, 0)  # scores scaled by sqrt(4)
+    assert torch.allclose(aligned[0, 4], weights @ states[0, first_text], atol=1e-6)
+    assert not aligned[0, [5, 6]].any()  # the closing separator and the pad read nothing
 
 
 def test_the_backward_lstm_reads_each_row_reversed_within_its_length():
@@ -124,9 +142,18 @@ def test_a_compact_student_of_a_pair_task_reads_both_texts(tmp_path):
                                         for w in ("good", "bad", "fine", "dull") for v in ("good", "bad", "fine", "dull")] * 4
     data.write_text("\n".join(lines) + "\n")
     student = shrinkbert.distill(teacher=str(teacher), student="bilstm", task=str(data), text_pair_column="text_pair", epochs=1, hidden=8,
-                                 token_dim=16, max_length=32, output_dir=str(tmp_path / "student"))
+                                 token_dim=16, max_length=32, cross_attention=True, output_dir=str(tmp_path / "student"))
     assert student.manifest["student"]["shape"]["pair"] is True
-    assert json.loads((tmp_path / "student" / "config.json").read_text())["pair"] is True
+    config = json.loads((tmp_path / "student" / "config.json").read_text())
+    assert config["pair"] is True and config["cross_attention"] is True
+    # the alignment goes through the stages: its graph holds the PyTorch student's logits, and int8's bundle passes
+    onnx = shrinkbert.export(model=student, output_dir=str(tmp_path / "onnx"), parity_rows=16)
+    assert onnx.metrics["parity"]["passed"]
+    int8 = shrinkbert.quantize(model=onnx, output_dir=str(tmp_path / "int8"), max_eval_rows=16)
+    bundle = shrinkbert.bundle(model=int8, output_dir=str(tmp_path / "bundle"), parity_rows=8)
+    assert all(check["passed"] for check in bundle.checks)
+    answers = bundle.load().predict(["the film was good", "the film was dull"], ["it was good", "it was bad"])
+    assert [a["label"] for a in answers] and all(a["label"] in ("positive", "negative") for a in answers)
 
 
 @pytest.mark.parametrize("args, says", [
@@ -135,6 +162,8 @@ def test_a_compact_student_of_a_pair_task_reads_both_texts(tmp_path):
     (["--student", "bilstm", "--kernel-sizes", "2,3"], "--kernel-sizes shapes --student cnn"),
     (["--student", "bag", "--layers", "2"], "--layers stacks LSTM layers"),
     (["--token-dim", "16"], "shape a --student bilstm, cnn or bag"),
+    (["--student", "bag", "--cross-attention"], "no token reads another"),
+    (["--student", "cnn", "--cross-attention"], "aligns a pair's two texts"),
 ])
 def test_what_a_compact_student_cannot_take_is_refused_in_one_line(args, says, teacher_and_data, tmp_path):
     teacher, data, _ = teacher_and_data

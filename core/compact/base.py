@@ -7,6 +7,12 @@ pooling, and each encoder keeps its real positions independent of what follows t
 the same logits alone and in a padded batch. A pair is told apart by the separator token, not by
 token_type_ids, which some families' tokenizers do not write: tokens after the first separator are the
 second text's.
+
+With `cross_attention` (a pair student), each token of one text also reads the other text: its soft
+alignment, the attention-weighted mean of the other text's states (dot-product scores), joined as ESIM
+joins them (Chen et al., 2017: [s, a, s - a, s * a]) and projected back to the encoder's width before
+pooling. A text read apart sees the other only through the pair's features; aligned, it can match word
+with word.
 """
 from __future__ import annotations
 
@@ -23,7 +29,8 @@ class CompactConfig(PretrainedConfig):
 
     def __init__(self, vocab_size: int = 30522, embedding_dim: int = 256, hidden_size: int = 256,
                  num_hidden_layers: int = 1, pooling: str = "max", pair: bool = False, classifier_hidden: int = 256,
-                 dropout: float = 0.1, sep_token_id: int | None = 102, pad_token_id: int = 0, **kwargs):
+                 dropout: float = 0.1, cross_attention: bool = False, sep_token_id: int | None = 102,
+                 pad_token_id: int = 0, **kwargs):
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}")
         self.vocab_size = vocab_size
@@ -34,6 +41,7 @@ class CompactConfig(PretrainedConfig):
         self.pair = pair                        # two texts a row: features [a, b, a*b, |a-b|]
         self.classifier_hidden = classifier_hidden
         self.dropout = dropout
+        self.cross_attention = cross_attention  # a pair's tokens aligned with the other text's (ESIM)
         super().__init__(pad_token_id=pad_token_id, sep_token_id=sep_token_id, **kwargs)
 
 
@@ -59,6 +67,17 @@ def text_masks(input_ids: torch.Tensor, mask: torch.Tensor, sep_token_id: int) -
     return real & (seps_before == 0), real & (seps_before >= 1) & ~is_sep
 
 
+def aligned_with_other_text(states: torch.Tensor, first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
+    """[B, L, F]: each token's attention-weighted mean of the other text's states (scores: scaled dot
+    products); 0 at positions in neither text (the separators, pads), so padding changes nothing."""
+    other = ((first.unsqueeze(2) & second.unsqueeze(1)) | (second.unsqueeze(2) & first.unsqueeze(1))).to(states.dtype)
+    scores = states @ states.transpose(1, 2) / states.shape[-1] ** 0.5
+    # a query with no key (a separator, a pad, a pair's empty text) softmaxes over nothing real: the
+    # product with `other` zeroes it, as it zeroes what the fill left on positions of its own text
+    weights = torch.softmax(scores.masked_fill(other == 0, -1e4), -1) * other
+    return weights @ states
+
+
 class CompactForSequenceClassification(PreTrainedModel):
     """Token embeddings -> `encode` (each architecture's) -> pooling -> MLP head."""
 
@@ -71,7 +90,10 @@ class CompactForSequenceClassification(PreTrainedModel):
         super().__init__(config)
         self.embeddings = nn.Embedding(config.vocab_size, config.embedding_dim, padding_idx=config.pad_token_id)
         self.encoder = self.build_encoder(config)
-        features = self.feature_width(config) * (2 if config.pooling == "max-mean" else 1) * (4 if config.pair else 1)
+        width = self.feature_width(config)
+        # ESIM's join of a token's state and its alignment, back to the encoder's width
+        self.compose = nn.Linear(4 * width, width) if config.pair and config.cross_attention else None
+        features = width * (2 if config.pooling == "max-mean" else 1) * (4 if config.pair else 1)
         self.dropout = nn.Dropout(config.dropout)
         self.pre_classifier = nn.Linear(features, config.classifier_hidden)
         self.classifier = nn.Linear(config.classifier_hidden, config.num_labels)
@@ -114,6 +136,10 @@ class CompactForSequenceClassification(PreTrainedModel):
         how = self.config.pooling
         if self.config.pair:
             first, second = text_masks(input_ids, mask, self.config.sep_token_id)
+            if self.compose is not None:
+                aligned = aligned_with_other_text(states, first, second)
+                states = self.dropout(torch.relu(self.compose(
+                    torch.cat([states, aligned, states - aligned, states * aligned], -1))))
             a, b = masked_pool(states, first, how), masked_pool(states, second, how)
             pooled = torch.cat([a, b, a * b, (a - b).abs()], -1)
         else:

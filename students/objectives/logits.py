@@ -105,6 +105,10 @@ class LogitsOptions(LayerOptions, StudentOptions):
                          choices=("auto", "max", "mean", "max-mean"), group="student shape")
     kernel_sizes: str = field(KERNEL_SIZES, "--student cnn: the filter widths, comma-separated (--hidden filters of each)",
                               group="student shape")
+    cross_attention: bool = field(False, "--student bilstm or cnn on a pair task: each token of one text also reads "
+                                         "its soft alignment with the other text's tokens (ESIM's, Chen et al. 2017) "
+                                         "before pooling, so the two texts are matched word with word",
+                                  group="student shape")
 
 
 NAME = "logits"  # --objective logits
@@ -157,8 +161,9 @@ def validate(cfg, masked_lm: bool = False) -> None:
                                   "--student bilstm, cnn or bag")
     if cfg.student in COMPACT_STUDENTS:
         refuse_for_compact(cfg, masked_lm)
-    elif cfg.token_dim or cfg.pooling != "auto" or cfg.kernel_sizes != KERNEL_SIZES:
-        raise ShrinkbertError("--token-dim, --pooling and --kernel-sizes shape a --student bilstm, cnn or bag")
+    elif cfg.token_dim or cfg.pooling != "auto" or cfg.kernel_sizes != KERNEL_SIZES or cfg.cross_attention:
+        raise ShrinkbertError("--token-dim, --pooling, --kernel-sizes and --cross-attention shape a --student "
+                              "bilstm, cnn or bag")
     if masked_lm and not cfg.corpus:
         raise ShrinkbertError("--objective masked-lm needs --corpus (sotu, wordnet or .txt files)")
     # temperature > 0, weights >= 0 and augment >= 0 are the fields' own bounds (checked when parsed)
@@ -186,6 +191,9 @@ def refuse_for_compact(cfg, masked_lm: bool) -> None:
                               "--intermediate, --init-layers or --init-embeddings)")
     if cfg.kernel_sizes != KERNEL_SIZES and cfg.student != "cnn":
         raise ShrinkbertError(f"--kernel-sizes shapes --student cnn, not {name}")
+    if cfg.cross_attention and cfg.student == "bag":
+        raise ShrinkbertError(f"--cross-attention aligns the states of an encoder (--student bilstm or cnn); in "
+                              f"{name} no token reads another")
 
 
 def small_data_line(record: dict) -> str:
