@@ -109,7 +109,8 @@ def arm_shrinkbert(spec: dict) -> dict:
     shutil.rmtree(out, ignore_errors=True)
     start = time.perf_counter()
     shrinkbert.predict_corpus(spec["bundle"], [spec["input"]], out, threads=spec.get("threads"),
-                              streams=spec.get("streams"), cluster=spec.get("cluster"), progress=False, shard_rows=spec.get("shard_rows", 20000))
+                              streams=spec.get("streams"), cluster=spec.get("cluster"), progress=False, shard_rows=spec.get("shard_rows", 20000),
+                              **({"batch_tokens": spec["batch_tokens"]} if spec.get("batch_tokens") else {}))
     return {"seconds": time.perf_counter() - start}
 
 
@@ -335,6 +336,9 @@ def main(argv=None) -> int:
                         help="rows of each kill -9 run, the first of --rows (0: all): the count that matters is of "
                              "rows lost or duplicated, not the run's length")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--batch-tokens", default="",
+                        help="other --batch-tokens sizes, comma-separated, each an arm beside the default's (rows/s "
+                             "and peak memory)")
     parser.add_argument("--memory-rows", default="10000,1000000", help="input sizes whose peak memory is compared")
     parser.add_argument("--kills", type=int, default=5, help="runs killed with SIGKILL at a random moment")
     parser.add_argument("--fastembed-python", default="", help="a python with fastembed installed (its own venv)")
@@ -348,6 +352,7 @@ def main(argv=None) -> int:
         return child_main(args.child[0], json.loads(args.child[1]))
 
     from shrinkbert.core.data.load import load_corpus
+    from shrinkbert.deploy.corpus_batches import BATCH_TOKENS
 
     work = Path(args.work or tempfile.mkdtemp(prefix="corpus-bench-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -375,13 +380,18 @@ def main(argv=None) -> int:
         one_process[bundle] = work / f"out-{bundle.name}-{len(one_process)}"
         if "throughput" not in parts:
             continue
-        add(f"shrinkbert predict, {threads} threads (default: a stream a thread)", bundle,
+        add(f"shrinkbert predict, {threads} threads (default: a stream a thread, {BATCH_TOKENS}-token batches)", bundle,
             run_child("shrinkbert", {"bundle": str(bundle), "input": str(corpus), "out": str(one_process[bundle]),
                                      "threads": threads}))
         add(f"shrinkbert predict, 1 stream x {threads} threads", bundle,
             run_child("shrinkbert", {"bundle": str(bundle), "input": str(corpus), "out": str(work / "one-stream"),
                                      "threads": threads, "streams": 1}))
         shutil.rmtree(work / "one-stream", ignore_errors=True)
+        for size in (int(s) for s in args.batch_tokens.split(",") if s.strip()):
+            add(f"shrinkbert predict, {threads} threads, {size}-token batches", bundle,
+                run_child("shrinkbert", {"bundle": str(bundle), "input": str(corpus), "out": str(work / "sized"),
+                                         "threads": threads, "batch_tokens": size}))
+            shutil.rmtree(work / "sized", ignore_errors=True)
         dask_out = work / f"dask-{len(one_process)}"
         add("shrinkbert predict, Dask LocalCluster 2 x 1 thread", bundle,
             run_child("shrinkbert", {"bundle": str(bundle), "input": str(corpus), "out": str(dask_out),

@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 from shrinkbert.core.errors import ShrinkbertError
 from shrinkbert.core.progress import progress_bar
-from shrinkbert.deploy.corpus_batches import RunOptions, Streams, output_schema, predict_rows
+from shrinkbert.deploy.corpus_batches import BATCH_TOKENS, RunOptions, Streams, output_schema, predict_rows
 from shrinkbert.deploy.corpus_input import InputFile, column_names, count_rows, open_inputs, read_chunks
 from shrinkbert.deploy.corpus_kinds import bundle_identity, load_predictor, outputs_for
 
@@ -80,7 +80,7 @@ class ShardWriter:
 
 def predict_corpus(bundle: str | os.PathLike, inputs: str | list[str], output: str | os.PathLike, *,
                    text_column: str | None = None, text_pair_column: str | None = None, id_column: str | None = None,
-                   batch_tokens: int = 8192, window: int = 4096, shard_rows: int = 20000,
+                   batch_tokens: int = BATCH_TOKENS, window: int = 4096, shard_rows: int = 20000,
                    threads: int | None = None, streams: int | None = None, dtype: str = "float32",
                    cluster: str | None = None,
                    scheduler: str | None = None, progress: bool = True) -> Path:

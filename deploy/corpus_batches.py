@@ -14,6 +14,12 @@ import pyarrow as pa
 
 from shrinkbert.deploy.corpus_kinds import Outputs, outputs_for
 
+# Most padded tokens (rows x the longest row) a model call holds. Each stream's ONNX Runtime arena keeps
+# the largest call's activations for the rest of the run, and attention's grow with rows x longest^2, so a
+# small call keeps memory low; calls of a few thousand tokens still share their fixed cost over enough rows
+# to run as fast as larger ones (bench/corpus_throughput.py --batch-tokens compares sizes).
+BATCH_TOKENS = 2048
+
 
 @dataclass(frozen=True)
 class RunOptions:
@@ -23,7 +29,7 @@ class RunOptions:
     text_column: str | None
     text_pair_column: str | None
     dtype: str = "float32"
-    batch_tokens: int = 8192
+    batch_tokens: int = BATCH_TOKENS
     window: int = 4096
     threads: int | None = None
     streams: int = 1

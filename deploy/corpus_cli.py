@@ -11,6 +11,8 @@ DESCRIPTION = ("Run a bundle (any kind) over every row of csv, tsv, jsonl, parqu
 
 
 def parser() -> argparse.ArgumentParser:
+    from shrinkbert.deploy.corpus_batches import BATCH_TOKENS  # numpy and pyarrow: no torch
+
     p = argparse.ArgumentParser(prog="shrinkbert predict", description=DESCRIPTION)
     p.add_argument("bundle", help="the bundle folder (shrinkbert bundle's output)")
     p.add_argument("--input", nargs="+", required=True, metavar="PATH",
@@ -23,7 +25,7 @@ def parser() -> argparse.ArgumentParser:
                                               "(default: context)")
     p.add_argument("--id-column", help="the input's id column, carried to the output's id (default: the file's "
                                        "name and the row's line number)")
-    p.add_argument("--batch-tokens", type=int, default=8192,
+    p.add_argument("--batch-tokens", type=int, default=BATCH_TOKENS,
                    help="most tokens a batch holds, rows x the longest row (default: %(default)s)")
     p.add_argument("--window", type=int, default=4096,
                    help="rows sorted by length together: larger pads less (default: %(default)s)")
