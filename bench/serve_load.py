@@ -21,7 +21,8 @@ closed loops where it is installed, else a keep-alive HTTP/1.1 client on asyncio
   a fixed rate each, the median-length row, latency from each request's send; else from the asyncio client
   at fractions of what it holds itself at 32 clients, latency from each request's scheduled time; then the
   seconds after the load stops until three probes in a row (one request every 50 ms) are answered within 1.5x
-  of the same probe's p50 on the idle server;
+  of the same probe's p50 on the idle server; --max-queue-ms MS...: the first layout again with each bound on
+  its queued work, its closed loops and its open loops at the same rates;
 - --kill: two workers under 32 clients, one killed with SIGKILL halfway: the seconds until requests are
   answered again, and the requests that failed;
 - --soak SECONDS: locust (its own venv, --locust-venv) at 70% of the best rows/s: errors, the first and last
@@ -177,7 +178,8 @@ class Server:
 def shrinkbert_server(bundle: Path, workers: int, threads: int, *extra: str, instances: int = 1) -> Server:
     """`serve.py` at workers x threads (workers x instances x threads where instances > 1)."""
     layout = f"{workers}x{instances}x{threads}" if instances > 1 else f"{workers}x{threads}"
-    name = f"shrinkbert {layout}" + (" unbatched" if "--max-batch-rows" in extra else "")
+    name = (f"shrinkbert {layout}" + (" unbatched" if "--max-batch-rows" in extra else "")
+            + (f" --max-queue-ms {extra[extra.index('--max-queue-ms') + 1]}" if "--max-queue-ms" in extra else ""))
     return Server(name, [sys.executable, str(bundle / "serve.py"), "--port", "{port}", "--workers", str(workers),
                          "--instances", str(instances), "--threads", str(threads), *extra], cwd=bundle)
 
@@ -637,9 +639,16 @@ def load_pass(args, bundle: Path, kind: str, texts: list[str], requests, cores: 
         parts = [int(x) for x in layout.split("x")]
         workers, instances, threads = parts if len(parts) == 3 else (parts[0], 1, parts[1])
         servers.append(lambda w=workers, i=instances, t=threads: shrinkbert_server(bundle, w, t, instances=i))
+    # the first layout again with each queue bound: its open loops at the same rates as the default's
+    first = [int(x) for x in args.layouts[0].split("x")]
+    workers, instances, threads = first if len(first) == 3 else (first[0], 1, first[1])
+    bounded = [lambda ms=ms: shrinkbert_server(bundle, workers, threads, "--max-queue-ms", f"{ms:g}", instances=instances)
+               for ms in args.max_queue_ms]
+    open_loops_on = {f"shrinkbert {args.layouts[0]}"} | {f"shrinkbert {args.layouts[0]} --max-queue-ms {ms:g}"
+                                                          for ms in args.max_queue_ms}
     servers.append(lambda: shrinkbert_server(bundle, 1, cores, "--max-batch-rows", "1"))
-    best_rate = 0.0
-    for make in servers + ([lambda: infinity_server(args, bundle)] if KINDS[kind][2] else []):
+    best_rate = reference = 0.0
+    for make in servers[:1] + bounded + servers[1:] + ([lambda: infinity_server(args, bundle)] if KINDS[kind][2] else []):
         made = make()
         server, what = made if isinstance(made, tuple) else (made, "")
         if server is None:
@@ -665,10 +674,12 @@ def load_pass(args, bundle: Path, kind: str, texts: list[str], requests, cores: 
                 rows.append({"bundle": bundle_label(bundle), "kind": kind, "server": server.name, "mode": "closed",
                              "clients": clients, **{k: point[k] for k in ("rows_s", "p50_ms", "p95_ms", "p99_ms",
                                                                           "errors")}})
-                if server.name.startswith("shrinkbert") and "unbatched" not in server.name:
+                if server.name.startswith("shrinkbert") and "unbatched" not in server.name and "queue" not in server.name:
                     best_rate = max(best_rate, point["rows_s"])
-            if server is not None and server.name == f"shrinkbert {args.layouts[0]}" and best_rate:
-                if args.open_generator == "h2load":  # a generator in C, as wrk: the rates are fractions of the maximum
+            if server is not None and server.name in open_loops_on and best_rate:
+                if reference:  # a bounded queue's arm: the rates of the default's
+                    print(f"{server.name:<26} open loops at the default's rates ({reference} rows/s: 1.0x)")
+                elif args.open_generator == "h2load":  # a generator in C, as wrk: the rates are fractions of the maximum
                     reference = best_rate
                     print(f"{server.name:<26} maximum {reference} rows/s: the open loops' 1.0x")
                 else:  # the asyncio generator takes more of the shared cores: its rates are fractions of what this
@@ -734,6 +745,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="open-loop rates as fractions of the first layout's rows/s at 32 clients (2.0: overload)")
     p.add_argument("--layouts", nargs="+", default=["2x1", "1x2", "1x2x1"],
                    help="workers x threads (or workers x instances x threads) of `shrinkbert serve`")
+    p.add_argument("--max-queue-ms", type=float, nargs="*", default=[],
+                   help="also the first layout with each of these --max-queue-ms bounds: its closed loops, and its "
+                        "open loops at the default's rates")
     p.add_argument("--seconds", type=float, default=20.0, help="seconds per point")
     p.add_argument("--repeats", type=int, default=1, help="passes over the offline ceiling and every server, one "
                    "after the other; each point's median is recorded, its rows/s range beside it")
