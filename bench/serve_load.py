@@ -634,21 +634,21 @@ def load_pass(args, bundle: Path, kind: str, texts: list[str], requests, cores: 
              "mode": f"batch {base['best_batch']}, {base['best_runtime']}",
              "clients": 0, "rows_s": base["best_rows_s"], "p50_ms": base["p50_ms_b1"], "p95_ms": None,
              "p99_ms": None, "errors": 0}]
-    servers = []
-    for layout in args.layouts:
+    # (make a server, whether its closed loops set the maximum, whether it runs the open loops): each layout,
+    # the first one again with each queue bound (its open loops at the default's rates), the unbatched loop
+    arms = []
+    for n, layout in enumerate(args.layouts):
         parts = [int(x) for x in layout.split("x")]
         workers, instances, threads = parts if len(parts) == 3 else (parts[0], 1, parts[1])
-        servers.append(lambda w=workers, i=instances, t=threads: shrinkbert_server(bundle, w, t, instances=i))
-    # the first layout again with each queue bound: its open loops at the same rates as the default's
-    first = [int(x) for x in args.layouts[0].split("x")]
-    workers, instances, threads = first if len(first) == 3 else (first[0], 1, first[1])
-    bounded = [lambda ms=ms: shrinkbert_server(bundle, workers, threads, "--max-queue-ms", f"{ms:g}", instances=instances)
-               for ms in args.max_queue_ms]
-    open_loops_on = {f"shrinkbert {args.layouts[0]}"} | {f"shrinkbert {args.layouts[0]} --max-queue-ms {ms:g}"
-                                                          for ms in args.max_queue_ms}
-    servers.append(lambda: shrinkbert_server(bundle, 1, cores, "--max-batch-rows", "1"))
+        arms.append((lambda w=workers, i=instances, t=threads: shrinkbert_server(bundle, w, t, instances=i), True, n == 0))
+        if n == 0:
+            arms += [(lambda w=workers, i=instances, t=threads, ms=ms: shrinkbert_server(
+                bundle, w, t, "--max-queue-ms", f"{ms:g}", instances=i), False, True) for ms in args.max_queue_ms]
+    arms.append((lambda: shrinkbert_server(bundle, 1, cores, "--max-batch-rows", "1"), False, False))
+    if KINDS[kind][2]:
+        arms.append((lambda: infinity_server(args, bundle), False, False))
     best_rate = reference = 0.0
-    for make in servers[:1] + bounded + servers[1:] + ([lambda: infinity_server(args, bundle)] if KINDS[kind][2] else []):
+    for make, sets_maximum, runs_open_loops in arms:
         made = make()
         server, what = made if isinstance(made, tuple) else (made, "")
         if server is None:
@@ -674,9 +674,9 @@ def load_pass(args, bundle: Path, kind: str, texts: list[str], requests, cores: 
                 rows.append({"bundle": bundle_label(bundle), "kind": kind, "server": server.name, "mode": "closed",
                              "clients": clients, **{k: point[k] for k in ("rows_s", "p50_ms", "p95_ms", "p99_ms",
                                                                           "errors")}})
-                if server.name.startswith("shrinkbert") and "unbatched" not in server.name and "queue" not in server.name:
+                if sets_maximum:
                     best_rate = max(best_rate, point["rows_s"])
-            if server is not None and server.name in open_loops_on and best_rate:
+            if runs_open_loops and best_rate:
                 if reference:  # a bounded queue's arm: the rates of the default's
                     print(f"{server.name:<26} open loops at the default's rates ({reference} rows/s: 1.0x)")
                 elif args.open_generator == "h2load":  # a generator in C, as wrk: the rates are fractions of the maximum
