@@ -219,6 +219,7 @@ def main(argv=None) -> int:
     stages = yaml.safe_load(Path(args.recipe).read_text())["stages"]
     teacher_stage = stages["teacher"]["with"]
     aligned = [stage for stage, spec in stages.items() if (spec.get("with") or {}).get("cross_attention")]
+    composed = [stage for stage, spec in stages.items() if (spec.get("with") or {}).get("composition")]
     teacher, task, corpus = TEACHERS[name], teacher_stage["task"], options.get("transfer_corpus", "")
     rows_of = "pairs of " + corpus + " sentences (the next or a random one)" if name in PAIR_RECIPES else f"{corpus} sentences"
     goal_note = (f" Goal: each student's retention within {PAIR_MARGIN * 100:g} points of its single-text figure "
@@ -230,8 +231,9 @@ def main(argv=None) -> int:
            note=f"recipes/{name}.yaml: {teacher} on {task}, each student distilled on the task's rows, "
                 f"{options.get('augment', 0)} perturbed copies of each and {options.get('max_transfer_rows', 0):,} "
                 f"{rows_of}, all labelled by the teacher"
-                + (f" ({' and '.join(aligned)} with cross_attention: each token aligned with the other text's)"
-                   if aligned else "") + f"; every variant on the same {report['test_rows']['n']:,} "
+                + (f" ({' and '.join(aligned)} with cross_attention: each token aligned with the other text's"
+                   + (f"; {' and '.join(composed)} with composition: one more encoder layer over the joined states"
+                      if composed else "") + ")" if aligned else "") + f"; every variant on the same {report['test_rows']['n']:,} "
                 f"test rows, timed at batch 1, sequence 128, {settings.get('threads')} threads, each in a worker process "
                 "holding only the runtime it ships in; one seed. Δ is to the teacher with a paired bootstrap 95% "
                 "interval; the goal and verdict are the bundle's, against the teacher in PyTorch fp32." + goal_note)

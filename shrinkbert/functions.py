@@ -404,6 +404,7 @@ def distill(
     pooling: str = 'auto',
     kernel_sizes: str = '3,4,5',
     cross_attention: bool = False,
+    composition: bool = False,
     hidden_weight: float = 0.0,
     hard_negatives: int = 8,
     rank_weight: float = 1.0,
@@ -600,6 +601,10 @@ def distill(
             --student bilstm or cnn on a pair task: each token of one text also reads its soft alignment with
             the other text's tokens (ESIM's, Chen et al. 2017) before pooling, so the two texts are matched word
             with word
+        composition: bool = False
+            with --cross-attention: one more layer of the student's own encoder (a BiLSTM layer, or the CNN's
+            filters) reads each token's state joined with its alignment before pooling (ESIM's inference
+            composition)
 
     Losses:
         hidden_weight: float = 0.0

@@ -35,6 +35,8 @@ def compact_shape(cfg, teacher_config, pair: bool) -> dict:
         if not pair:
             raise ShrinkbertError("--cross-attention aligns a pair's two texts: this task has one text a row")
         shape["cross_attention"] = True
+        if cfg.composition:
+            shape["composition"] = True
     if shape["embedding_dim"] > teacher_config.hidden_size:
         raise ShrinkbertError(f"--token-dim {shape['embedding_dim']} is wider than the teacher's embeddings "
                               f"({teacher_config.hidden_size}): PCA keeps at most that many components")

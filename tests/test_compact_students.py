@@ -16,7 +16,8 @@ ARCHITECTURES = ("bilstm", "cnn", "bag")
 TEXTS = ["a warm and clever film", "the plot was dull", "fine", "an utterly tedious and overlong mess of a film"]
 
 
-def tiny_compact(architecture: str, pair: bool = False, layers: int = 1, cross_attention: bool = False):
+def tiny_compact(architecture: str, pair: bool = False, layers: int = 1, cross_attention: bool = False,
+                 composition: bool = False):
     from transformers import AutoModelForSequenceClassification
 
     from shrinkbert.core.compact import build_config
@@ -25,15 +26,16 @@ def tiny_compact(architecture: str, pair: bool = False, layers: int = 1, cross_a
     pooling = {"cnn": {"pooling": "max-mean"}}.get(architecture, {})  # the others: their own default
     config = build_config(architecture, vocab_size=64, embedding_dim=12, hidden_size=8, num_hidden_layers=layers,
                           num_labels=3, pair=pair, sep_token_id=3, pad_token_id=0, cross_attention=cross_attention,
-                          **pooling)
+                          composition=composition, **pooling)
     return AutoModelForSequenceClassification.from_config(config).eval()
 
 
-@pytest.mark.parametrize("architecture, pair, cross_attention", [
-    *((a, p, False) for a in ARCHITECTURES for p in (False, True)), ("bilstm", True, True), ("cnn", True, True)])
-def test_a_row_gives_the_same_logits_alone_and_in_a_padded_batch(architecture, pair, cross_attention):
+@pytest.mark.parametrize("architecture, pair, cross_attention, composition", [
+    *((a, p, False, False) for a in ARCHITECTURES for p in (False, True)),
+    *((a, True, True, c) for a in ("bilstm", "cnn") for c in (False, True))])
+def test_a_row_gives_the_same_logits_alone_and_in_a_padded_batch(architecture, pair, cross_attention, composition):
     model = tiny_compact(architecture, pair=pair, layers=2 if architecture == "bilstm" else 1,
-                         cross_attention=cross_attention)
+                         cross_attention=cross_attention, composition=composition)
     rows = [[2, 10, 11, 12, 3, 20, 21, 3], [2, 13, 3, 22, 3], [2, 14, 15, 3, 3]]  # the last: an empty second text
     width = max(map(len, rows))
     ids = torch.tensor([row + [0] * (width - len(row)) for row in rows])
@@ -62,6 +64,27 @@ def test_cross_attention_aligns_each_token_with_the_other_texts_tokens_only():
     weights = torch.softmax(states[0, first_text] @ states[0, 4] / 2, 0)  # scores scaled by sqrt(4)
     assert torch.allclose(aligned[0, 4], weights @ states[0, first_text], atol=1e-6)
     assert not aligned[0, [5, 6]].any()  # the closing separator and the pad read nothing
+
+
+@pytest.mark.parametrize("architecture", ["bilstm", "cnn"])
+def test_composition_adds_one_encoder_layer_over_the_joined_states(architecture):
+    aligned = tiny_compact(architecture, pair=True, cross_attention=True)
+    composed = tiny_compact(architecture, pair=True, cross_attention=True, composition=True)
+    assert aligned.composition is None
+    # the same kind of layer as the encoder's first, reading the encoder's features instead of the embeddings
+    first = composed.encoder[0][0] if architecture == "bilstm" else composed.encoder[0]
+    extra = composed.composition[0][0] if architecture == "bilstm" else composed.composition[0]
+    assert type(extra) is type(first)
+    reads = (lambda layer: layer.input_size) if architecture == "bilstm" else (lambda layer: layer.in_channels)
+    assert reads(first) == 12 and reads(extra) == composed.feature_width(composed.config)
+    ids = torch.tensor([[2, 10, 11, 3, 20, 21, 3]])
+    with torch.no_grad():  # it is on the path to the logits: zeroing it changes them
+        before = composed(input_ids=ids).logits
+        for weight in composed.composition.parameters():
+            weight.zero_()
+        assert not torch.allclose(composed(input_ids=ids).logits, before)
+    with pytest.raises(ValueError, match="needs pair and cross_attention"):
+        tiny_compact(architecture, pair=True, composition=True)
 
 
 def test_the_backward_lstm_reads_each_row_reversed_within_its_length():
@@ -142,11 +165,12 @@ def test_a_compact_student_of_a_pair_task_reads_both_texts(tmp_path):
                                         for w in ("good", "bad", "fine", "dull") for v in ("good", "bad", "fine", "dull")] * 4
     data.write_text("\n".join(lines) + "\n")
     student = shrinkbert.distill(teacher=str(teacher), student="bilstm", task=str(data), text_pair_column="text_pair", epochs=1, hidden=8,
-                                 token_dim=16, max_length=32, cross_attention=True, output_dir=str(tmp_path / "student"))
+                                 token_dim=16, max_length=32, cross_attention=True, composition=True,
+                                 output_dir=str(tmp_path / "student"))
     assert student.manifest["student"]["shape"]["pair"] is True
     config = json.loads((tmp_path / "student" / "config.json").read_text())
-    assert config["pair"] is True and config["cross_attention"] is True
-    # the alignment goes through the stages: its graph holds the PyTorch student's logits, and int8's bundle passes
+    assert config["pair"] is True and config["cross_attention"] is True and config["composition"] is True
+    # the alignment and the composition go through the stages: its graph holds the PyTorch student's logits, and int8's bundle passes
     onnx = shrinkbert.export(model=student, output_dir=str(tmp_path / "onnx"), parity_rows=16)
     assert onnx.metrics["parity"]["passed"]
     int8 = shrinkbert.quantize(model=onnx, output_dir=str(tmp_path / "int8"), max_eval_rows=16)
@@ -164,6 +188,7 @@ def test_a_compact_student_of_a_pair_task_reads_both_texts(tmp_path):
     (["--token-dim", "16"], "shape a --student bilstm, cnn or bag"),
     (["--student", "bag", "--cross-attention"], "no token reads another"),
     (["--student", "cnn", "--cross-attention"], "aligns a pair's two texts"),
+    (["--student", "bilstm", "--composition"], "it needs --cross-attention"),
 ])
 def test_what_a_compact_student_cannot_take_is_refused_in_one_line(args, says, teacher_and_data, tmp_path):
     teacher, data, _ = teacher_and_data

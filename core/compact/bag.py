@@ -21,11 +21,11 @@ class BagConfig(CompactConfig):
 class BagForSequenceClassification(CompactForSequenceClassification):
     config_class = BagConfig
 
-    def build_encoder(self, config) -> nn.Module:
+    def build_encoder(self, config, input_width: int, layers: int) -> nn.Module:
         return nn.Identity()
 
     def feature_width(self, config) -> int:
         return config.embedding_dim
 
-    def encode(self, embedded: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        return embedded
+    def encode(self, encoder: nn.Module, inputs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return inputs

@@ -12,7 +12,8 @@ With `cross_attention` (a pair student), each token of one text also reads the o
 alignment, the attention-weighted mean of the other text's states (dot-product scores), joined as ESIM
 joins them (Chen et al., 2017: [s, a, s - a, s * a]) and projected back to the encoder's width before
 pooling. A text read apart sees the other only through the pair's features; aligned, it can match word
-with word.
+with word. With `composition` too, one more layer of the architecture's own encoder reads the joined
+states before pooling (ESIM's inference composition), so what was matched is read in context.
 """
 from __future__ import annotations
 
@@ -29,8 +30,8 @@ class CompactConfig(PretrainedConfig):
 
     def __init__(self, vocab_size: int = 30522, embedding_dim: int = 256, hidden_size: int = 256,
                  num_hidden_layers: int = 1, pooling: str = "max", pair: bool = False, classifier_hidden: int = 256,
-                 dropout: float = 0.1, cross_attention: bool = False, sep_token_id: int | None = 102,
-                 pad_token_id: int = 0, **kwargs):
+                 dropout: float = 0.1, cross_attention: bool = False, composition: bool = False,
+                 sep_token_id: int | None = 102, pad_token_id: int = 0, **kwargs):
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}")
         self.vocab_size = vocab_size
@@ -42,6 +43,7 @@ class CompactConfig(PretrainedConfig):
         self.classifier_hidden = classifier_hidden
         self.dropout = dropout
         self.cross_attention = cross_attention  # a pair's tokens aligned with the other text's (ESIM)
+        self.composition = composition  # (with cross_attention) an encoder layer over the joined states (ESIM)
         super().__init__(pad_token_id=pad_token_id, sep_token_id=sep_token_id, **kwargs)
 
 
@@ -89,10 +91,14 @@ class CompactForSequenceClassification(PreTrainedModel):
     def __init__(self, config: CompactConfig):
         super().__init__(config)
         self.embeddings = nn.Embedding(config.vocab_size, config.embedding_dim, padding_idx=config.pad_token_id)
-        self.encoder = self.build_encoder(config)
+        self.encoder = self.build_encoder(config, config.embedding_dim, config.num_hidden_layers)
         width = self.feature_width(config)
+        aligned = config.pair and config.cross_attention
+        if getattr(config, "composition", False) and not aligned:
+            raise ValueError("composition reads a pair's aligned states: it needs pair and cross_attention")
         # ESIM's join of a token's state and its alignment, back to the encoder's width
-        self.compose = nn.Linear(4 * width, width) if config.pair and config.cross_attention else None
+        self.compose = nn.Linear(4 * width, width) if aligned else None
+        self.composition = self.build_encoder(config, width, 1) if getattr(config, "composition", False) else None
         features = width * (2 if config.pooling == "max-mean" else 1) * (4 if config.pair else 1)
         self.dropout = nn.Dropout(config.dropout)
         self.pre_classifier = nn.Linear(features, config.classifier_hidden)
@@ -100,15 +106,17 @@ class CompactForSequenceClassification(PreTrainedModel):
         self.post_init()
 
     # -- what an architecture defines ---------------------------------------------------------------
-    def build_encoder(self, config) -> nn.Module:
+    def build_encoder(self, config, input_width: int, layers: int) -> nn.Module:
+        """An encoder of `layers` layers reading `input_width` features a position, giving feature_width."""
         raise NotImplementedError
 
     def feature_width(self, config) -> int:
         """Features per position that `encode` gives."""
         raise NotImplementedError
 
-    def encode(self, embedded: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """[B, L, feature_width] from the (pad-zeroed) token embeddings [B, L, E] and the mask [B, L]."""
+    def encode(self, encoder: nn.Module, inputs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """[B, L, feature_width] from `encoder` (one build_encoder made) over the pad-zeroed inputs [B, L, W]
+        and the mask [B, L]."""
         raise NotImplementedError
 
     # -- shared -----------------------------------------------------------------------------------
@@ -132,7 +140,7 @@ class CompactForSequenceClassification(PreTrainedModel):
         # No token_type_ids: a pair's texts are told apart by the separator (text_masks).
         mask = attention_mask if attention_mask is not None else torch.ones_like(input_ids)
         embedded = self.dropout(self.embeddings(input_ids) * mask.unsqueeze(-1).to(self.embeddings.weight.dtype))
-        states = self.encode(embedded, mask)
+        states = self.encode(self.encoder, embedded, mask)
         how = self.config.pooling
         if self.config.pair:
             first, second = text_masks(input_ids, mask, self.config.sep_token_id)
@@ -140,6 +148,8 @@ class CompactForSequenceClassification(PreTrainedModel):
                 aligned = aligned_with_other_text(states, first, second)
                 states = self.dropout(torch.relu(self.compose(
                     torch.cat([states, aligned, states - aligned, states * aligned], -1))))
+                if self.composition is not None:  # pads zeroed again: the projection's bias is not 0 there
+                    states = self.encode(self.composition, states * mask.unsqueeze(-1).to(states.dtype), mask)
             a, b = masked_pool(states, first, how), masked_pool(states, second, how)
             pooled = torch.cat([a, b, a * b, (a - b).abs()], -1)
         else:

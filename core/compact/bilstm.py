@@ -31,14 +31,14 @@ def _gather_positions(states: torch.Tensor, index: torch.Tensor) -> torch.Tensor
 class BiLSTMForSequenceClassification(CompactForSequenceClassification):
     config_class = BiLSTMConfig
 
-    def build_encoder(self, config) -> nn.Module:
-        layers = nn.ModuleList()
-        width = config.embedding_dim
-        for _ in range(config.num_hidden_layers):
-            layers.append(nn.ModuleList([nn.LSTM(width, config.hidden_size, batch_first=True),
+    def build_encoder(self, config, input_width: int, layers: int) -> nn.Module:
+        stack = nn.ModuleList()
+        width = input_width
+        for _ in range(layers):
+            stack.append(nn.ModuleList([nn.LSTM(width, config.hidden_size, batch_first=True),
                                          nn.LSTM(width, config.hidden_size, batch_first=True)]))
             width = 2 * config.hidden_size
-        return layers
+        return stack
 
     def feature_width(self, config) -> int:
         return 2 * config.hidden_size
@@ -56,10 +56,10 @@ class BiLSTMForSequenceClassification(CompactForSequenceClassification):
                 else:
                     nn.init.xavier_uniform_(weight)
 
-    def encode(self, embedded: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def encode(self, encoder: nn.Module, inputs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         backwards = reversed_within_length(mask)
-        states = embedded
-        for forward_lstm, backward_lstm in self.encoder:
+        states = inputs
+        for forward_lstm, backward_lstm in encoder:
             ahead, _ = forward_lstm(states)
             behind, _ = backward_lstm(_gather_positions(states, backwards))
             states = self.dropout(torch.cat([ahead, _gather_positions(behind, backwards)], -1))

@@ -24,16 +24,17 @@ class CNNConfig(CompactConfig):
 class CNNForSequenceClassification(CompactForSequenceClassification):
     config_class = CNNConfig
 
-    def build_encoder(self, config) -> nn.Module:
-        return nn.ModuleList(nn.Conv1d(config.embedding_dim, config.hidden_size, width, padding=width // 2)
+    def build_encoder(self, config, input_width: int, layers: int) -> nn.Module:
+        # one layer of filters (a student has one; ESIM's composition adds one over the joined states)
+        return nn.ModuleList(nn.Conv1d(input_width, config.hidden_size, width, padding=width // 2)
                              for width in config.kernel_sizes)
 
     def feature_width(self, config) -> int:
         return config.hidden_size * len(config.kernel_sizes)
 
-    def encode(self, embedded: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        channels = embedded.transpose(1, 2)  # [B, E, L]
+    def encode(self, encoder: nn.Module, inputs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        channels = inputs.transpose(1, 2)  # [B, W, L]
         length = channels.shape[-1]
         # an even width's symmetric padding gives one position more than L: the last is dropped
-        maps = [torch.relu(conv(channels)[..., :length]) for conv in self.encoder]
+        maps = [torch.relu(conv(channels)[..., :length]) for conv in encoder]
         return torch.cat(maps, 1).transpose(1, 2)  # [B, L, filters x widths]

@@ -109,6 +109,9 @@ class LogitsOptions(LayerOptions, StudentOptions):
                                          "its soft alignment with the other text's tokens (ESIM's, Chen et al. 2017) "
                                          "before pooling, so the two texts are matched word with word",
                                   group="student shape")
+    composition: bool = field(False, "with --cross-attention: one more layer of the student's own encoder (a BiLSTM "
+                                     "layer, or the CNN's filters) reads each token's state joined with its "
+                                     "alignment before pooling (ESIM's inference composition)", group="student shape")
 
 
 NAME = "logits"  # --objective logits
@@ -161,9 +164,10 @@ def validate(cfg, masked_lm: bool = False) -> None:
                                   "--student bilstm, cnn or bag")
     if cfg.student in COMPACT_STUDENTS:
         refuse_for_compact(cfg, masked_lm)
-    elif cfg.token_dim or cfg.pooling != "auto" or cfg.kernel_sizes != KERNEL_SIZES or cfg.cross_attention:
-        raise ShrinkbertError("--token-dim, --pooling, --kernel-sizes and --cross-attention shape a --student "
-                              "bilstm, cnn or bag")
+    elif (cfg.token_dim or cfg.pooling != "auto" or cfg.kernel_sizes != KERNEL_SIZES or cfg.cross_attention
+          or cfg.composition):
+        raise ShrinkbertError("--token-dim, --pooling, --kernel-sizes, --cross-attention and --composition shape a "
+                              "--student bilstm, cnn or bag")
     if masked_lm and not cfg.corpus:
         raise ShrinkbertError("--objective masked-lm needs --corpus (sotu, wordnet or .txt files)")
     # temperature > 0, weights >= 0 and augment >= 0 are the fields' own bounds (checked when parsed)
@@ -194,6 +198,9 @@ def refuse_for_compact(cfg, masked_lm: bool) -> None:
     if cfg.cross_attention and cfg.student == "bag":
         raise ShrinkbertError(f"--cross-attention aligns the states of an encoder (--student bilstm or cnn); in "
                               f"{name} no token reads another")
+    if cfg.composition and not cfg.cross_attention:
+        raise ShrinkbertError("--composition reads each token's state joined with its alignment: it needs "
+                              "--cross-attention")
 
 
 def small_data_line(record: dict) -> str:
