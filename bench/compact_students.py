@@ -90,11 +90,27 @@ def frontier_options(recipe_file: str) -> dict:
     return options
 
 
+def with_recipe_switches(recipe_file: str, shapes: str) -> str:
+    """`shapes` with /align and /compose added to each student whose recipe stage aligns (cross_attention)
+    or composes (composition) a pair's texts, so the frontier's students read pairs as the recipe's do."""
+    import yaml
+
+    stages = yaml.safe_load(Path(recipe_file).read_text())["stages"]
+    parts = []
+    for part in shapes.split(","):
+        given = (stages.get(part.split("/")[0].strip().lower()) or {}).get("with") or {}
+        for key, word in (("cross_attention", "/align"), ("composition", "/compose")):
+            if given.get(key) and word not in part.lower():
+                part += word
+        parts.append(part)
+    return ",".join(parts)
+
+
 def frontier_command(recipe_file: str, output_dir: str, frontier_dir: str, seeds: int, shapes: str) -> list[str]:
-    """`shrinkbert frontier` over `shapes` with the recipe's own distill options."""
+    """`shrinkbert frontier` over `shapes` with the recipe's own distill options (and its pair switches)."""
     options = frontier_options(recipe_file)
     command = [sys.executable, "-m", "shrinkbert.cli", "frontier", "--teacher", str(Path(output_dir) / "teacher"),
-               "--speedups", "", "--shapes", shapes, "--seeds", str(seeds),
+               "--speedups", "", "--shapes", with_recipe_switches(recipe_file, shapes), "--seeds", str(seeds),
                "--compact-learning-rate", str(options.pop("learning_rate")), "--output-dir", frontier_dir]
     for key, value in options.items():
         command += [f"--{key.replace('_', '-')}", str(value)]
@@ -149,7 +165,9 @@ def frontier_rows(table: dict, goals: dict) -> list[dict]:
         rows.append({
             "student": student,
             "shape": f"H{point['shape']['hidden_size']}/D{point['shape']['embedding_dim']}"
-                     + (f"/L{point['shape']['num_hidden_layers']}" if point["shape"]["num_hidden_layers"] > 1 else ""),
+                     + (f"/L{point['shape']['num_hidden_layers']}" if point["shape"]["num_hidden_layers"] > 1 else "")
+                     + "".join(f"/{word}" for key, word in (("cross_attention", "align"), ("composition", "compose"))
+                               if point["shape"].get(key)),
             "seeds": point["seeds"],
             "retention (mean ± sd)": f"{point['retention_mean']:.1%} ± {point['retention_sd']:.1%}",
             "vs teacher [95% CI]": (f"{vs['difference'] * 100:+.1f} [{vs['low'] * 100:+.1f}, {vs['high'] * 100:+.1f}]"

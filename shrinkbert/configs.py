@@ -18,8 +18,9 @@ class FrontierConfig(DataConfig):
     speedups: str = field("2x,4x,8x,15x,25x", "speed-up targets against the teacher (PyTorch fp32, batch 1)")
     shapes: str = field("", "also distil these shapes as given (e.g. 3L/H128,2L/H160; heads and FFN follow the "
                             "teacher's ratios unless written /A4/F512), or students that are not transformers "
-                            "(bilstm, cnn, bag; /H width, /L LSTM layers, /D token-vector width, e.g. bilstm/H150/D256), "
-                            "and measure them in the same table")
+                            "(bilstm, cnn, bag; /H width, /L LSTM layers, /D token-vector width, e.g. bilstm/H150/D256; "
+                            "on a pair task /align and /compose: --cross-attention, --composition), and measure them "
+                            "in the same table")
     cuts: str = field("", "also make these shapes by cutting a wide student (e.g. 2L/H384/A6/F384): distil L layers "
                           "at width H with the teacher's heads and FFN, remove heads and FFN neurons down to A and F "
                           "(prune, the same count per layer), distil again; measured in the same table")

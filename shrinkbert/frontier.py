@@ -64,27 +64,30 @@ def parse_speedups(text: str) -> list[float]:
 
 SHAPE_TEXT = re.compile(r"(\d+)L/H(\d+)(?:/A(\d+))?(?:/[FI](\d+))?")
 # a student that is not a transformer (core/compact): bilstm, cnn or bag, optionally /H (its width), /L (LSTM
-# layers), /D (token-vector width)
-COMPACT_TEXT = re.compile(r"(BILSTM|CNN|BAG)(?:/H(\d+))?(?:/L(\d+))?(?:/D(\d+))?")
+# layers), /D (token-vector width); on a pair task /align (--cross-attention) and /compose (--composition)
+COMPACT_TEXT = re.compile(r"(BILSTM|CNN|BAG)(?:/H(\d+))?(?:/L(\d+))?(?:/D(\d+))?(/ALIGN)?(/COMPOSE)?")
 
 
 def parse_shapes(text: str) -> list[dict[str, Any]]:
     """'3L/H128,2L/H160/A5/F640' -> [{'layers': 3, 'hidden': 128}, {... 'heads': 5, 'intermediate': 640}];
-    'bilstm/H150,bag' -> [{'student': 'bilstm', 'hidden': 150}, {'student': 'bag'}]."""
+    'bilstm/H150,bag' -> [{'student': 'bilstm', 'hidden': 150}, {'student': 'bag'}];
+    'bilstm/H150/align/compose' -> [{'student': 'bilstm', 'hidden': 150, 'cross_attention': True, 'composition': True}]."""
     shapes: list[dict[str, Any]] = []
     for part in str(text).replace(" ", "").split(","):
         if not part:
             continue
         compact = COMPACT_TEXT.fullmatch(part.upper())
         if compact:
-            values = dict(zip(("hidden", "layers", "token_dim"), compact.groups()[1:]))
+            values = dict(zip(("hidden", "layers", "token_dim"), compact.groups()[1:4]))
+            switches = dict(zip(("cross_attention", "composition"), compact.groups()[4:]))
             shapes.append({"student": compact.group(1).lower(),
-                           **{k: int(v) for k, v in values.items() if v is not None}})
+                           **{k: int(v) for k, v in values.items() if v is not None},
+                           **{k: True for k, v in switches.items() if v}})
             continue
         match = SHAPE_TEXT.fullmatch(part.upper())
         if not match:
             raise ShrinkbertError(f"a student shape looks like 3L/H128 or 3L/H128/A4/F512, or bilstm/H150, cnn/H100, "
-                                  f"bag; got {part!r}")
+                                  f"bag (a pair task's bilstm/H150/align/compose); got {part!r}")
         values = dict(zip(("layers", "hidden", "heads", "intermediate"), match.groups()))
         shapes.append({k: int(v) for k, v in values.items() if v is not None})
     return shapes
@@ -100,9 +103,11 @@ def parse_cuts(text: str) -> list[dict[str, int]]:
 
 
 def _shape_label(shape: dict[str, Any]) -> str:
-    if "student" in shape:  # a compact student: bilstm-H150-L1-D256, as given
+    if "student" in shape:  # a compact student: bilstm-H150-L1-D256(-align-compose), as given
         return "-".join([shape["student"]] + [f"{prefix}{shape[key]}" for key, prefix in
-                                              (("hidden", "H"), ("layers", "L"), ("token_dim", "D")) if key in shape])
+                                              (("hidden", "H"), ("layers", "L"), ("token_dim", "D")) if key in shape]
+                        + [word for key, word in (("cross_attention", "align"), ("composition", "compose"))
+                           if shape.get(key)])
     parts = [f"{shape['layers']}L"] + [f"{prefix}{shape[key]}" for key, prefix in
                                         (("hidden", "H"), ("heads", "A"), ("intermediate", "F")) if key in shape]
     return "-".join(parts)
@@ -416,7 +421,9 @@ def _shape_text(shape: dict | None) -> str:
         return "-"
     if "student" in shape:  # a compact student: its width, LSTM layers and token-vector width
         layers = f"x{shape['num_hidden_layers']}" if shape.get("num_hidden_layers", 1) > 1 else ""
-        return f"{shape['student']}{layers}/H{shape['hidden_size']}/D{shape['embedding_dim']}"
+        switches = "".join(f"/{word}" for key, word in (("cross_attention", "align"), ("composition", "compose"))
+                           if shape.get(key))
+        return f"{shape['student']}{layers}/H{shape['hidden_size']}/D{shape['embedding_dim']}{switches}"
     per_layer = shape.get("heads_per_layer")  # a pruned model whose layers kept different head counts
     heads = f"{min(per_layer)}-{max(per_layer)}" if per_layer else shape["heads"]
     return f"{shape['layers']}L/H{shape['hidden']}/A{heads}/F{shape['intermediate']}"
