@@ -32,6 +32,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 from headline import goal_text, markdown_table  # noqa: E402  (bench/ is on the path above)
 from record import record  # noqa: E402
 
+from shrinkbert.core.compact import PAIR_SWITCHES  # noqa: E402
+
 STUDENTS = ("bilstm", "cnn", "bag")
 # each recipe's goals for its students: (retention, speed-up against the teacher in PyTorch fp32), a student at a time
 GOALS = {"movies-compact": {"bilstm": [(0.96, 50.0)], "cnn": [(0.96, 50.0)], "bag": [(0.96, 50.0)]},
@@ -99,9 +101,9 @@ def with_recipe_switches(recipe_file: str, shapes: str) -> str:
     parts = []
     for part in shapes.split(","):
         given = (stages.get(part.split("/")[0].strip().lower()) or {}).get("with") or {}
-        for key, word in (("cross_attention", "/align"), ("composition", "/compose")):
-            if given.get(key) and word not in part.lower():
-                part += word
+        for key, word in PAIR_SWITCHES:
+            if given.get(key) and f"/{word}" not in part.lower():
+                part += f"/{word}"
         parts.append(part)
     return ",".join(parts)
 
@@ -166,8 +168,7 @@ def frontier_rows(table: dict, goals: dict) -> list[dict]:
             "student": student,
             "shape": f"H{point['shape']['hidden_size']}/D{point['shape']['embedding_dim']}"
                      + (f"/L{point['shape']['num_hidden_layers']}" if point["shape"]["num_hidden_layers"] > 1 else "")
-                     + "".join(f"/{word}" for key, word in (("cross_attention", "align"), ("composition", "compose"))
-                               if point["shape"].get(key)),
+                     + "".join(f"/{word}" for key, word in PAIR_SWITCHES if point["shape"].get(key)),
             "seeds": point["seeds"],
             "retention (mean ± sd)": f"{point['retention_mean']:.1%} ± {point['retention_sd']:.1%}",
             "vs teacher [95% CI]": (f"{vs['difference'] * 100:+.1f} [{vs['low'] * 100:+.1f}, {vs['high'] * 100:+.1f}]"
@@ -236,8 +237,11 @@ def main(argv=None) -> int:
     options = frontier_options(args.recipe)
     stages = yaml.safe_load(Path(args.recipe).read_text())["stages"]
     teacher_stage = stages["teacher"]["with"]
-    aligned = [stage for stage, spec in stages.items() if (spec.get("with") or {}).get("cross_attention")]
-    composed = [stage for stage, spec in stages.items() if (spec.get("with") or {}).get("composition")]
+    switched = {key: [stage for stage, spec in stages.items() if (spec.get("with") or {}).get(key)]
+                for key in ("cross_attention", "composition")}
+    pair_reading = "; ".join(f"{' and '.join(switched[key])} with {key}: {meaning}" for key, meaning in (
+        ("cross_attention", "each token aligned with the other text's"),
+        ("composition", "one more encoder layer over the joined states")) if switched[key])
     teacher, task, corpus = TEACHERS[name], teacher_stage["task"], options.get("transfer_corpus", "")
     rows_of = "pairs of " + corpus + " sentences (the next or a random one)" if name in PAIR_RECIPES else f"{corpus} sentences"
     goal_note = (f" Goal: each student's retention within {PAIR_MARGIN * 100:g} points of its single-text figure "
@@ -249,9 +253,7 @@ def main(argv=None) -> int:
            note=f"recipes/{name}.yaml: {teacher} on {task}, each student distilled on the task's rows, "
                 f"{options.get('augment', 0)} perturbed copies of each and {options.get('max_transfer_rows', 0):,} "
                 f"{rows_of}, all labelled by the teacher"
-                + (f" ({' and '.join(aligned)} with cross_attention: each token aligned with the other text's"
-                   + (f"; {' and '.join(composed)} with composition: one more encoder layer over the joined states"
-                      if composed else "") + ")" if aligned else "") + f"; every variant on the same {report['test_rows']['n']:,} "
+                + (f" ({pair_reading})" if pair_reading else "") + f"; every variant on the same {report['test_rows']['n']:,} "
                 f"test rows, timed at batch 1, sequence 128, {settings.get('threads')} threads, each in a worker process "
                 "holding only the runtime it ships in; one seed. Δ is to the teacher with a paired bootstrap 95% "
                 "interval; the goal and verdict are the bundle's, against the teacher in PyTorch fp32." + goal_note)

@@ -34,6 +34,7 @@ from typing import Any
 from shrinkbert.api import run_stage
 from shrinkbert.configs import FrontierConfig as Config
 from shrinkbert.core.artifacts import artifact_hash, is_artifact, read_manifest, write_files
+from shrinkbert.core.compact import PAIR_SWITCHES
 from shrinkbert.core.config import stage_main, to_dict
 from shrinkbert.core.data.dataspec import resolve_spec
 from shrinkbert.core.device import torch_threads
@@ -79,7 +80,7 @@ def parse_shapes(text: str) -> list[dict[str, Any]]:
         compact = COMPACT_TEXT.fullmatch(part.upper())
         if compact:
             values = dict(zip(("hidden", "layers", "token_dim"), compact.groups()[1:4]))
-            switches = dict(zip(("cross_attention", "composition"), compact.groups()[4:]))
+            switches = dict(zip((key for key, _ in PAIR_SWITCHES), compact.groups()[4:]))
             shapes.append({"student": compact.group(1).lower(),
                            **{k: int(v) for k, v in values.items() if v is not None},
                            **{k: True for k, v in switches.items() if v}})
@@ -106,8 +107,7 @@ def _shape_label(shape: dict[str, Any]) -> str:
     if "student" in shape:  # a compact student: bilstm-H150-L1-D256(-align-compose), as given
         return "-".join([shape["student"]] + [f"{prefix}{shape[key]}" for key, prefix in
                                               (("hidden", "H"), ("layers", "L"), ("token_dim", "D")) if key in shape]
-                        + [word for key, word in (("cross_attention", "align"), ("composition", "compose"))
-                           if shape.get(key)])
+                        + [word for key, word in PAIR_SWITCHES if shape.get(key)])
     parts = [f"{shape['layers']}L"] + [f"{prefix}{shape[key]}" for key, prefix in
                                         (("hidden", "H"), ("heads", "A"), ("intermediate", "F")) if key in shape]
     return "-".join(parts)
@@ -421,8 +421,7 @@ def _shape_text(shape: dict | None) -> str:
         return "-"
     if "student" in shape:  # a compact student: its width, LSTM layers and token-vector width
         layers = f"x{shape['num_hidden_layers']}" if shape.get("num_hidden_layers", 1) > 1 else ""
-        switches = "".join(f"/{word}" for key, word in (("cross_attention", "align"), ("composition", "compose"))
-                           if shape.get(key))
+        switches = "".join(f"/{word}" for key, word in PAIR_SWITCHES if shape.get(key))
         return f"{shape['student']}{layers}/H{shape['hidden_size']}/D{shape['embedding_dim']}{switches}"
     per_layer = shape.get("heads_per_layer")  # a pruned model whose layers kept different head counts
     heads = f"{min(per_layer)}-{max(per_layer)}" if per_layer else shape["heads"]

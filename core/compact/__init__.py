@@ -16,6 +16,9 @@ transformer student.
 from __future__ import annotations
 
 ARCHITECTURES = ("bilstm", "cnn", "bag")
+# a pair student's switches (config fields and distill options) and the word a frontier shape writes each with
+# (bilstm/H150/align/compose), in the order they are written
+PAIR_SWITCHES = (("cross_attention", "align"), ("composition", "compose"))
 MODEL_TYPES = {f"shrinkbert-{name}": name for name in ARCHITECTURES}
 
 _REGISTERED = False

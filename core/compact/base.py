@@ -94,11 +94,11 @@ class CompactForSequenceClassification(PreTrainedModel):
         self.encoder = self.build_encoder(config, config.embedding_dim, config.num_hidden_layers)
         width = self.feature_width(config)
         aligned = config.pair and config.cross_attention
-        if getattr(config, "composition", False) and not aligned:
+        if config.composition and not aligned:
             raise ValueError("composition reads a pair's aligned states: it needs pair and cross_attention")
         # ESIM's join of a token's state and its alignment, back to the encoder's width
         self.compose = nn.Linear(4 * width, width) if aligned else None
-        self.composition = self.build_encoder(config, width, 1) if getattr(config, "composition", False) else None
+        self.composition = self.build_encoder(config, width, 1) if config.composition else None
         features = width * (2 if config.pooling == "max-mean" else 1) * (4 if config.pair else 1)
         self.dropout = nn.Dropout(config.dropout)
         self.pre_classifier = nn.Linear(features, config.classifier_hidden)
