@@ -231,13 +231,47 @@ class Checkpoints:
         accelerator.wait_for_everyone()
 
 
-def _count_tokens(batch) -> int:
+def _count_tokens(batch) -> torch.Tensor | int:
+    """The batch's real tokens, left on the batch's device (no host sync)."""
     if isinstance(batch, Mapping):
         if "attention_mask" in batch:
-            return int(batch["attention_mask"].sum())
+            return batch["attention_mask"].sum()
         if "input_ids" in batch:
             return batch["input_ids"].numel()
     return 0
+
+
+class _Window:
+    """A logging window's sums of loss, logs and tokens, kept as the step left them: a float() or
+    int() of a CUDA tensor blocks the host until the GPU's queue drains, and one per step keeps the
+    host from preparing the next batch while the GPU works. Read once per window."""
+
+    def __init__(self):
+        self.losses: list = []
+        self.logs: dict[str, list] = {}
+        self.pending: list = []  # token counts not yet read
+        self.tokens = 0  # read so far in this window
+        self.start = time.perf_counter()
+
+    def add(self, loss: torch.Tensor, logs: Mapping | None, tokens) -> None:
+        self.losses.append(loss.detach())
+        for key, value in (logs or {}).items():
+            self.logs.setdefault(key, []).append(value)
+        self.pending.append(tokens)
+
+    def take_tokens(self) -> int:
+        """The tokens counted since the last take (the run's total adds them at each log, checkpoint
+        and the end); the window's own count, for its tokens/s, keeps them."""
+        counted, self.pending = sum(int(t) for t in self.pending), []
+        self.tokens += counted
+        return counted
+
+    def record(self, scale: int) -> dict[str, float]:
+        """The window's mean loss and logs and its tokens/s (tokens x `scale` processes)."""
+        n = max(len(self.losses), 1)
+        return {"loss": sum(float(v) for v in self.losses) / n,
+                "tokens_per_s": self.tokens * scale / max(time.perf_counter() - self.start, 1e-9),
+                **{k: sum(float(v) for v in values) / n for k, values in self.logs.items()}}
 
 
 # On a CPU, SDPA runs its flash kernel where attention dropout is 0 (`distill --dropout 0`, ModernBERT's
@@ -283,7 +317,10 @@ def train(model: torch.nn.Module, train_dataset, collate_fn: Callable, loss_fn: 
         gradient_accumulation_steps=cfg.grad_accum_steps,
         mixed_precision=precision,
         log_with=trackers or None, project_dir=str(checkpoint_dir / "logs") if trackers else None,
-        dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True, data_seed=cfg.seed),
+        # On a GPU, batches come from pinned memory and move without blocking: a pageable copy waits
+        # behind every kernel already queued, which serialises the host's next batch with the GPU's step.
+        dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True, data_seed=cfg.seed,
+                                                  non_blocking=torch.cuda.is_available()),
         kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)])
     set_seed(cfg.seed)
     if trackers:
@@ -310,7 +347,7 @@ def train(model: torch.nn.Module, train_dataset, collate_fn: Callable, loss_fn: 
     grouped = (LengthGroupedSampler(lengths, cfg.batch_size, accelerator.num_processes, cfg.seed)
                if lengths is not None else None)
     loader = DataLoader(train_dataset, batch_size=cfg.batch_size, shuffle=grouped is None, sampler=grouped,
-                        collate_fn=collate_fn, num_workers=cfg.num_workers,
+                        collate_fn=collate_fn, num_workers=cfg.num_workers, pin_memory=torch.cuda.is_available(),
                         generator=torch.Generator().manual_seed(cfg.seed))
     wrapper, optimizer, loader = accelerator.prepare(wrapper, optimizer, loader)
     if len(loader) == 0:
@@ -346,7 +383,7 @@ def train(model: torch.nn.Module, train_dataset, collate_fn: Callable, loss_fn: 
 
     bar = progress_bar(total=total_steps, initial=state.step, desc=desc, disable=not accelerator.is_local_main_process)
     wrapper.train()
-    window_loss, window_n, window_tokens, window_start, window_logs = 0.0, 0, 0, time.perf_counter(), {}
+    window = _Window()
     run_start, elapsed_before = time.perf_counter(), state.elapsed
     while state.step < total_steps:
         loader.set_epoch(state.epoch)
@@ -365,29 +402,23 @@ def train(model: torch.nn.Module, train_dataset, collate_fn: Callable, loss_fn: 
                     scheduler.step()
                 optimizer.zero_grad(set_to_none=True)
             state.batch += 1
-            tokens = _count_tokens(batch) * accelerator.num_processes
-            state.tokens += tokens
-            window_tokens += tokens
-            window_loss += float(loss.detach())
-            window_n += 1
-            for key, value in (logs or {}).items():
-                window_logs[key] = window_logs.get(key, 0.0) + float(value)
+            window.add(loss, logs, _count_tokens(batch))
             if not accelerator.sync_gradients:
                 continue
             state.step += 1
             bar.update(1)
             if state.step % max(cfg.log_every, 1) == 0 or state.step == total_steps:
-                now = time.perf_counter()
-                record = {"kind": "train", "step": state.step, "epoch": state.epoch, "loss": window_loss / max(window_n, 1),
-                          "lr": scheduler.get_last_lr()[0], "tokens_per_s": window_tokens / max(now - window_start, 1e-9),
-                          **{k: v / window_n for k, v in window_logs.items()}}
+                state.tokens += window.take_tokens() * accelerator.num_processes
+                record = {"kind": "train", "step": state.step, "epoch": state.epoch, "lr": scheduler.get_last_lr()[0],
+                          **window.record(accelerator.num_processes)}
                 state.history.append(record)
                 accelerator.log({k: v for k, v in record.items() if k not in ("kind", "step")}, step=state.step)
                 bar.set_postfix(loss=f"{record['loss']:.4f}", tok_s=f"{record['tokens_per_s']:,.0f}")
-                window_loss, window_n, window_tokens, window_start, window_logs = 0.0, 0, 0, now, {}
+                window = _Window()
             if state.step >= total_steps:
                 break
             if checkpoints is not None and state.step % cfg.checkpoint_every == 0:
+                state.tokens += window.take_tokens() * accelerator.num_processes
                 state.elapsed = elapsed_before + time.perf_counter() - run_start
                 checkpoints.save()
         if state.batch >= len(loader):  # the epoch ran to its end
@@ -401,6 +432,7 @@ def train(model: torch.nn.Module, train_dataset, collate_fn: Callable, loss_fn: 
         evals = [h for h in state.history if h["kind"] == "eval"]
         metrics.update(evaluate() if not evals or evals[-1]["step"] != state.step else
                        {k: v for k, v in evals[-1].items() if k not in ("kind", "step", "epoch")})
+    state.tokens += window.take_tokens() * accelerator.num_processes
     state.elapsed = elapsed_before + time.perf_counter() - run_start
     losses = [h["loss"] for h in state.history if h["kind"] == "train"]
     metrics.update({"train_loss": losses[-1] if losses else float("nan"), "steps": state.step,
