@@ -8,6 +8,8 @@ is each student's single-text retention from the latest movies-compact report an
     python bench/compact_students.py --no-run     # only read the finished report and frontier
     python bench/compact_students.py --recipe recipes/mpnet-compact.yaml --seeds 0   # MPNet's, report only
     python bench/compact_students.py --recipe recipes/pairs-compact.yaml             # pairs, 3 seeds
+    python bench/compact_students.py --recipe recipes/mpnet-compact.yaml --frontier-only --shapes bilstm,bag
+                                                  # the recipe's teacher stage alone, then the frontier
 
 The figures, each recorded in bench/results/compact-students.jsonl:
   1. the recipe's report: the teacher, each student in PyTorch and its int8 bundle as deployed, on the same
@@ -56,6 +58,9 @@ def parse_args(argv=None):
     p.add_argument("--seeds", type=int, default=3, help="the frontier's seeds (0: the recipe's report alone)")
     p.add_argument("--shapes", default="bilstm/H96/D128,cnn/H64/D128,bag",
                    help="the frontier's students (shrinkbert frontier --shapes): narrower than the recipe's, for speed")
+    p.add_argument("--frontier-only", action="store_true",
+                   help="run the recipe's teacher stage alone (not its students and report), then the frontier; "
+                        "record the frontier")
     p.add_argument("--no-run", action="store_true", help="run nothing; read the finished report and frontier")
     p.add_argument("--no-record", action="store_true", help="print only; append nothing to bench/results")
     return p.parse_args(argv)
@@ -210,30 +215,32 @@ def main(argv=None) -> int:
     goals = GOALS[name] if name in GOALS else pair_goals(PAIR_RECIPES[name], "report")
     frontier_goals = GOALS[name] if name in GOALS else (pair_goals(PAIR_RECIPES[name], "frontier") if args.seeds else {})
     command = frontier_command(args.recipe, args.output_dir, args.frontier_dir, args.seeds, args.shapes) if args.seeds else []
+    if args.frontier_only and not command:
+        print("error: --frontier-only needs --seeds 1 or more", file=sys.stderr)
+        return 2
     if not args.no_run:
         run_recipe = [sys.executable, "-m", "shrinkbert.cli", "run", args.recipe, "--output-dir", args.output_dir]
-        for step in [run_recipe] + ([command] if command else []):
+        for step in [run_recipe + (["--to", "teacher"] if args.frontier_only else [])] + ([command] if command else []):
             code = subprocess.call(step, cwd=ROOT)
             if code != 0:
                 return code
     report_file = Path(args.output_dir) / "report" / "report.json"
     frontier_file = Path(args.frontier_dir) / "frontier.json"
-    for needed in [report_file] + ([frontier_file] if command else []):
+    for needed in ([] if args.frontier_only else [report_file]) + ([frontier_file] if command else []):
         if not needed.is_file():
             print(f"error: no {needed}; run without --no-run", file=sys.stderr)
             return 2
-    report = json.loads(report_file.read_text())
-    report_table = report_rows(report, report_file.parent, goals)
+    report = None if args.frontier_only else json.loads(report_file.read_text())
+    report_table = report_rows(report, report_file.parent, goals) if report else []
     table = json.loads(frontier_file.read_text()) if command else None
     front = frontier_rows(table, frontier_goals) if table else []
-    for rows in [report_table] + ([front] if front else []):
+    for rows in [rows for rows in (report_table, front) if rows]:
         print(" | ".join(rows[0]))
         for row in rows:
             print(" | ".join(str(value) for value in row.values()))
         print()
     if args.no_record:
         return 0
-    settings = report.get("settings") or {}
     options = frontier_options(args.recipe)
     stages = yaml.safe_load(Path(args.recipe).read_text())["stages"]
     teacher_stage = stages["teacher"]["with"]
@@ -246,17 +253,19 @@ def main(argv=None) -> int:
     rows_of = "pairs of " + corpus + " sentences (the next or a random one)" if name in PAIR_RECIPES else f"{corpus} sentences"
     goal_note = (f" Goal: each student's retention within {PAIR_MARGIN * 100:g} points of its single-text figure "
                  f"(the latest {PAIR_RECIPES[name]} report's, and frontier's), at any speed." if name in PAIR_RECIPES else "")
-    record(f"{name}-report", section="compact-students",
-           title=f"Students that are not transformers: recipes/{name}.yaml's report",
-           rows=report_table, command=f"python bench/compact_students.py --recipe recipes/{name}.yaml"
-                                      + (" --seeds 0" if not command else ""),
-           note=f"recipes/{name}.yaml: {teacher} on {task}, each student distilled on the task's rows, "
-                f"{options.get('augment', 0)} perturbed copies of each and {options.get('max_transfer_rows', 0):,} "
-                f"{rows_of}, all labelled by the teacher"
-                + (f" ({pair_reading})" if pair_reading else "") + f"; every variant on the same {report['test_rows']['n']:,} "
-                f"test rows, timed at batch 1, sequence 128, {settings.get('threads')} threads, each in a worker process "
-                "holding only the runtime it ships in; one seed. Δ is to the teacher with a paired bootstrap 95% "
-                "interval; the goal and verdict are the bundle's, against the teacher in PyTorch fp32." + goal_note)
+    if report:
+        settings = report.get("settings") or {}
+        record(f"{name}-report", section="compact-students",
+               title=f"Students that are not transformers: recipes/{name}.yaml's report",
+               rows=report_table, command=f"python bench/compact_students.py --recipe recipes/{name}.yaml"
+                                          + (" --seeds 0" if not command else ""),
+               note=f"recipes/{name}.yaml: {teacher} on {task}, each student distilled on the task's rows, "
+                    f"{options.get('augment', 0)} perturbed copies of each and {options.get('max_transfer_rows', 0):,} "
+                    f"{rows_of}, all labelled by the teacher"
+                    + (f" ({pair_reading})" if pair_reading else "") + f"; every variant on the same {report['test_rows']['n']:,} "
+                    f"test rows, timed at batch 1, sequence 128, {settings.get('threads')} threads, each in a worker process "
+                    "holding only the runtime it ships in; one seed. Δ is to the teacher with a paired bootstrap 95% "
+                    "interval; the goal and verdict are the bundle's, against the teacher in PyTorch fp32." + goal_note)
     labelling = labelling_rows(name, [Path(args.output_dir), Path(args.frontier_dir)])
     if labelling:
         record(f"{name}-labelling", section="compact-students",
@@ -271,7 +280,8 @@ def main(argv=None) -> int:
     record(f"{name}-frontier", section="compact-students",
            title=f"Students that are not transformers over {args.seeds} seeds: int8 retention and speed-up",
            rows=front, command=f"python bench/compact_students.py --recipe recipes/{name}.yaml --seeds {args.seeds} "
-                               f"--shapes {args.shapes} (it runs: {shown_command(command)})",
+                               + ("--frontier-only " if args.frontier_only else "")
+                               + f"--shapes {args.shapes} (it runs: {shown_command(command)})",
            note=f"`shrinkbert frontier --shapes {args.shapes}` on the recipe's teacher with the recipe's distill "
                 f"options: {args.seeds} seeds each, exported and dynamic int8; the teacher, its O2+int8 export and "
                 f"every int8 student timed in one interleaved run on the {table['test_rows']:,} test rows, batch 1, "

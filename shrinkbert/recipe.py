@@ -329,8 +329,22 @@ def launch_command(stage: Stage, config_file: Path) -> tuple[list[str], dict[str
     return cmd + ["-m", stage.module, "--config", str(config_file)], env
 
 
-def plan(recipe: Recipe, from_stage: str | None = None) -> list[tuple[Stage, dict[str, Any], str]]:
-    """Each stage with its parameters and what will happen: 'run', 'reuse' or 'forced'."""
+def needed_by(recipe: Recipe, target: str) -> set[str]:
+    """`target` and every stage it reads, directly or through others."""
+    needed, todo = set(), [recipe.stage(target).name]
+    while todo:
+        name = todo.pop()
+        if name not in needed:
+            needed.add(name)
+            todo.extend(recipe.stage(name).depends_on)
+    return needed
+
+
+def plan(recipe: Recipe, from_stage: str | None = None,
+         to_stage: str | None = None) -> list[tuple[Stage, dict[str, Any], str]]:
+    """Each stage with its parameters and what will happen: 'run', 'reuse' or 'forced'; with
+    `to_stage`, only that stage and the stages it needs (the rest are left as they are)."""
+    wanted = needed_by(recipe, to_stage) if to_stage else None
     forced: set[str] = set()
     if from_stage:
         recipe.stage(from_stage)
@@ -341,6 +355,8 @@ def plan(recipe: Recipe, from_stage: str | None = None) -> list[tuple[Stage, dic
     state = _read_state(recipe)
     rows = []
     for stage in recipe.stages:
+        if wanted is not None and stage.name not in wanted:
+            continue
         params = validate_params(recipe, stage, resolved_params(recipe, stage))
         out = recipe.out_dir(stage.name)
         upstream_changes = any(r[2] != "reuse" for r in rows if r[0].name in stage.depends_on)
@@ -376,10 +392,12 @@ def format_stage_times(stage_times: list[tuple[str, str, float | None]], total: 
     return "\n".join(lines)
 
 
-def run_recipe(recipe: Recipe, from_stage: str | None = None, dry_run: bool = False, fork: bool = False) -> int:
-    """Run the stages that are not up to date. fork: start them as forks of this process (the CLI's
-    default on Linux); only safe from a process that has run no torch op yet (its thread pools)."""
-    rows = plan(recipe, from_stage)
+def run_recipe(recipe: Recipe, from_stage: str | None = None, dry_run: bool = False, fork: bool = False,
+               to_stage: str | None = None) -> int:
+    """Run the stages that are not up to date (with `to_stage`: of that stage and those it needs). fork:
+    start them as forks of this process (the CLI's default on Linux); only safe from a process that has
+    run no torch op yet (its thread pools)."""
+    rows = plan(recipe, from_stage, to_stage)
     print_plan(recipe, rows)
     if dry_run:
         return 0
@@ -427,6 +445,8 @@ def main(argv: list[str] | None = None) -> int:
                                        + ", ".join(shipped_recipes()))
     parser.add_argument("--dry-run", action="store_true", help="print the plan (what runs, what is reused) and stop")
     parser.add_argument("--from", dest="from_stage", metavar="STAGE", help="re-run this stage and every stage after it")
+    parser.add_argument("--to", dest="to_stage", metavar="STAGE",
+                        help="run only this stage and the stages it needs (the teacher alone, say)")
     parser.add_argument("--quick", action="store_true", help="apply the recipe's `quick` overrides (a few-minute look)")
     parser.add_argument("--output-dir", help="where stage outputs go (default: the recipe's output_dir)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="STAGE.KEY=VALUE",
@@ -443,7 +463,8 @@ def main(argv: list[str] | None = None) -> int:
             output_dir = str(Path(read_yaml(find_recipe(args.recipe)).get("output_dir") or "runs/recipe")) + "-quick"
         recipe = load_recipe(args.recipe, output_dir=output_dir, quick=args.quick, overrides=args.overrides,
                              launch_config=args.launch_config)
-        return run_recipe(recipe, from_stage=args.from_stage, dry_run=args.dry_run, fork=not args.spawn)
+        return run_recipe(recipe, from_stage=args.from_stage, dry_run=args.dry_run, fork=not args.spawn,
+                          to_stage=args.to_stage)
     except Exception as err:  # a user's error, a full disk or a refused folder: one line
         line = error_line(err)
         if line is None:

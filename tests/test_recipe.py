@@ -1,4 +1,4 @@
-"""The recipe runner: plan, skip-if-unchanged, --from, kill and resume, bad recipes."""
+"""The recipe runner: plan, skip-if-unchanged, --from, --to, kill and resume, bad recipes."""
 import os
 import signal
 import subprocess
@@ -72,6 +72,16 @@ def test_from_stage_forces_it_and_what_follows(env):
     assert [action for _, _, action in plan(recipe, from_stage="b")] == ["reuse", "forced", "forced"]
     with pytest.raises(ShrinkbertError, match="no stage 'zz'"):
         plan(recipe, from_stage="zz")
+
+
+def test_to_stage_runs_it_and_what_it_needs_only(env):
+    recipe = parse_recipe(chain(), output_dir=env / "out")
+    assert [stage.name for stage, _, _ in plan(recipe, to_stage="b")] == ["a", "b"]
+    run_recipe(recipe, to_stage="b")
+    assert runs(env) == ["a", "b"] and not (env / "out" / "c").exists()
+    assert [action for _, _, action in plan(recipe)] == ["reuse", "reuse", "run"]
+    with pytest.raises(ShrinkbertError, match="no stage 'zz'"):
+        plan(recipe, to_stage="zz")
 
 
 def test_dry_run_writes_nothing(env, capsys):
