@@ -30,6 +30,9 @@ class FrontierConfig(DataConfig):
     resume: bool = field(True, "reuse student/export/int8 artifacts already in the output folder")
     compare_to: str = field("teacher", "what every point's retention is compared with, paired on the test rows: "
                                        "teacher, or a point (a target such as 15x, or a shape such as 2L-H160)")
+    pick: str = field("", "what the shipped student must meet, a batch-1 latency (0.2ms) or a speed-up over the "
+                          "teacher in PyTorch fp32 (50x): the table names the point that meets it with the highest "
+                          "mean retention over its seeds, transformer or not (empty: no pick)")
     # passed to every distillation
     epochs: float = field(3, "distillation epochs", min=0)
     max_steps: int = field(0, "distillation optimizer steps (0: from epochs)", min=0)

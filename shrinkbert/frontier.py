@@ -18,7 +18,9 @@ to --compare-to (the teacher, or another point) with its paired bootstrap 95% in
 rows (eval/stats.py: each row's share of a point's seeds that got it right, paired with the
 reference's; "n.s." where the interval covers zero); frontier.png plots retention against speed-up.
 --shapes adds students of shapes you name, measured in the same run (no target: their speed-up is
-what that run measures), to compare, say, deep-narrow shapes with the picker's choice. Artifacts already in the output folder are reused (--no-resume redoes them), and so is the
+what that run measures), to compare, say, deep-narrow shapes with the picker's choice, or students
+that are not transformers with those that are. --pick 0.2ms (or 50x) names, of every point measured,
+the one that meets it with the highest mean retention, and its seed-0 int8 model to bundle. Artifacts already in the output folder are reused (--no-resume redoes them), and so is the
 teacher's probe (teacher-probe.json), so that a re-run keeps the targets its students were made for.
 """
 from __future__ import annotations
@@ -216,6 +218,7 @@ def run(cfg: Config) -> Path:
     for cut in cuts:  # checked against the wide student's shape before anything is made
         _check_cut(cfg.teacher, cut)
     speedups = parse_speedups(cfg.speedups) if cfg.speedups.strip() or not (given or cuts) else []
+    goal = parse_pick(cfg.pick) if cfg.pick.strip() else None
     threads = cfg.threads or os.cpu_count() or 1
     spec = resolve_spec(cfg, [cfg.teacher])
     # read the test rows now, before the output folder: a missing file or column leaves nothing behind
@@ -242,6 +245,8 @@ def run(cfg: Config) -> Path:
 
     table = measure_frontier(cfg, spec, Path(cfg.teacher), teacher_int8, points, threads)
     table["teacher_probe_ms"] = teacher_ms
+    if goal is not None:
+        table["pick"] = pick_point(table, goal)
     table["config"] = to_dict(cfg)
     (out / "frontier.json").write_text(json.dumps(table, indent=2, default=str))
     (out / "frontier.md").write_text(format_table(table))
@@ -387,6 +392,48 @@ def measure_frontier(cfg: Config, spec, teacher: Path, teacher_int8: Path, point
             "points": rows_out}
 
 
+def parse_pick(text: str):
+    """--pick's goal: a batch-1 latency ('0.2ms') or a speed-up over the teacher ('50x')."""
+    from shrinkbert.students.shape import parse_target
+
+    goal = parse_target(text)
+    if goal.kind not in ("ms", "speedup"):
+        raise ShrinkbertError(f"--pick {text!r}: give a batch-1 latency ('0.2ms') or a speed-up over the teacher "
+                              "in PyTorch fp32 ('50x')")
+    return goal
+
+
+def pick_point(table: dict, goal) -> dict[str, Any]:
+    """Of the measured points, the one that meets `goal` (p50 at most its ms, or a speed-up over the teacher
+    in PyTorch fp32 of at least its x) with the highest mean retention (the faster of equals); where none
+    meets it, the fastest point instead, marked unmet."""
+    def meets(row: dict) -> bool:
+        return row["p50_ms"] <= goal.value if goal.kind == "ms" else row["speedup_vs_torch"] >= goal.value
+
+    measured = [row for row in table["points"] if row["seeds"]]
+    if not measured:
+        return {"goal": goal.text, "met": False, "point": None}
+    meeting = [row for row in measured if meets(row)]
+    best = (max(meeting, key=lambda row: (row["retention_mean"], -row["p50_ms"])) if meeting
+            else min(measured, key=lambda row: row["p50_ms"]))
+    return {"goal": goal.text, "met": bool(meeting), "point": point_label(best), "shape": _shape_text(best["shape"]),
+            "retention_mean": best["retention_mean"], "retention_sd": best["retention_sd"],
+            "p50_ms": best["p50_ms"], "speedup_vs_torch": best["speedup_vs_torch"],
+            "int8": best["students"][0]["int8"]}
+
+
+def pick_text(pick: dict) -> str:
+    """The table's line for --pick."""
+    if pick["point"] is None:
+        return f"Pick for {pick['goal']}: no point was measured."
+    figures = (f"{pick['shape']}, {pick['retention_mean']:.1%} ± {pick['retention_sd']:.1%} retention at "
+               f"{pick['p50_ms']:.3f} ms ({pick['speedup_vs_torch']:.1f}x)")
+    if not pick["met"]:
+        return f"Pick for {pick['goal']}: no point meets it; the fastest is {figures}."
+    return (f"Pick for {pick['goal']}: {figures}; to ship its seed-0 int8 model: "
+            f"`shrinkbert bundle --model {pick['int8']}`.")
+
+
 def point_label(row: dict) -> str:
     """How --compare-to names a point: its target (15x) or its given shape (2L-H160)."""
     return row.get("given") or f"{row['speedup_target']:g}x"
@@ -456,6 +503,8 @@ def format_table(table: dict) -> str:
                      f"{row['retention_mean']:.1%} ± {row['retention_sd']:.1%} | {row['accuracy_mean']:.4f} | "
                      f"{row['p50_ms']:.2f} | {row['speedup_vs_torch']:.2f}x | {row['speedup_vs_teacher_int8']:.2f}x | "
                      f"{row['size_mb']:.2f} | {row['x_smaller']:.1f}x | {difference_text(row.get('vs_reference'))} |")
+    if table.get("pick"):
+        lines += ["", pick_text(table["pick"])]
     lines += ["", "Retention vs the reference: the difference in retention points (a point's test accuracy "
                   "averaged over its seeds, minus the reference's, over the teacher's) with a paired bootstrap "
                   "95% interval over the test rows; n.s. = the interval covers zero. The seeds' own spread is "

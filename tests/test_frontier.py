@@ -46,10 +46,15 @@ def test_frontier_measures_given_shapes_beside_nothing_else(tiny_csv, tmp_path, 
     out = tmp_path / "frontier"
     args = ["frontier", "--teacher", str(teacher), "--task", str(tiny_csv), "--speedups", "", "--shapes",
             "2L/H32,bilstm/H8/D16", "--seeds", "1", "--max-steps", "2", "--batch-size", "8", "--max-length", "32",
-            "--threads", "1", "--runs", "2", "--warmup", "0", "--init-embeddings", "columns",
+            "--threads", "1", "--runs", "2", "--warmup", "0", "--init-embeddings", "columns", "--pick", "1000ms",
             "--output-dir", str(out)]
     assert main(args) == 0
-    point, compact = json.loads((out / "frontier.json").read_text())["points"]
+    table = json.loads((out / "frontier.json").read_text())
+    point, compact = table["points"]
+    # both meet a 1000 ms pick: the one kept has the higher mean retention
+    best = max((point, compact), key=lambda row: (row["retention_mean"], -row["p50_ms"]))
+    assert table["pick"]["met"] and table["pick"]["point"] == best["given"]
+    assert f"Pick for 1000ms: {table['pick']['shape']}" in (out / "frontier.md").read_text()
     # a student that is not a transformer stands in the same table, with its own learning rate and no
     # transformer-only option (the columns init above is a transformer's)
     assert compact["given"] == "bilstm-H8-D16" and compact["shape"]["student"] == "bilstm"
@@ -111,6 +116,24 @@ def test_frontier_on_tiny_models_writes_the_table_and_plot(tiny_csv, tmp_path, m
     shapes = [read_manifest(s["student"])["student"]["shape"] for s in point["students"]]
     assert shapes[0] == shapes[1]
     assert main(args) == 0
+
+
+def test_the_pick_is_the_most_retained_point_that_meets_the_goal_else_the_fastest_unmet():
+    from shrinkbert.frontier import parse_pick, pick_point, pick_text
+
+    def row(given, retention, p50, speedup):
+        return {"given": given, "seeds": 3, "shape": {"student": given, "hidden_size": 8, "embedding_dim": 16},
+                "retention_mean": retention, "retention_sd": 0.01, "p50_ms": p50, "speedup_vs_torch": speedup,
+                "students": [{"int8": f"runs/{given}-seed0-int8"}]}
+
+    table = {"points": [row("bilstm", 0.98, 0.30, 60.0), row("bag", 0.93, 0.05, 400.0), row("cnn", 0.98, 0.20, 90.0),
+                        {"given": "lost", "seeds": 0, "students": []}]}
+    assert pick_point(table, parse_pick("0.35ms"))["point"] == "cnn"  # equal retention: the faster
+    assert pick_point(table, parse_pick("100x"))["point"] == "bag"
+    assert pick_point(table, parse_pick("0.25ms"))["int8"] == "runs/cnn-seed0-int8"
+    unmet = pick_point(table, parse_pick("0.01ms"))
+    assert not unmet["met"] and unmet["point"] == "bag" and "no point meets it" in pick_text(unmet)
+    assert "shrinkbert bundle --model runs/cnn-seed0-int8" in pick_text(pick_point(table, parse_pick("50x")))
 
 
 def test_the_teacher_probe_is_kept_per_output_folder(tmp_path, monkeypatch):
@@ -196,7 +219,8 @@ def test_a_missing_teacher_or_bad_data_is_one_line_and_makes_no_folder(tmp_path,
     wrong_columns.write_text("review,stars\ngood film,1\nbad film,0\n")
     for args, said in ((["--teacher", str(tmp_path / "nowhere"), "--cuts", "1L/H32/A2/F32"], "does not exist"),
                        (["--teacher", str(teacher), "--task", str(tmp_path / "missing.csv")], "does not exist"),
-                       (["--teacher", str(teacher), "--task", str(wrong_columns)], "no text column 'text'")):
+                       (["--teacher", str(teacher), "--task", str(wrong_columns)], "no text column 'text'"),
+                       (["--teacher", str(teacher), "--pick", "25%"], "give a batch-1 latency")):
         out = tmp_path / "frontier"
         capsys.readouterr()
         assert main(["frontier", *args, "--shapes", "1L/H16", "--output-dir", str(out)]) == 2
