@@ -255,8 +255,8 @@ class _Window:
 
     def add(self, loss: torch.Tensor, logs: Mapping | None, tokens) -> None:
         self.losses.append(loss.detach())
-        for key, value in (logs or {}).items():
-            self.logs.setdefault(key, []).append(value)
+        for key, value in (logs or {}).items():  # detached: a kept log must not keep the step's graph alive
+            self.logs.setdefault(key, []).append(value.detach() if isinstance(value, torch.Tensor) else value)
         self.pending.append(tokens)
 
     def take_tokens(self) -> int:
