@@ -123,10 +123,14 @@ def probe_teacher_ms(teacher: str, max_length: int, threads: int) -> float:
     """The teacher's batch-1 p50 in PyTorch fp32 at max_length tokens: the speed-ups' reference."""
     import torch
 
+    from shrinkbert.core.predict import encoder_inputs
+
     model = load_model(kind_of(teacher).model_class(), teacher).eval()  # the teacher's own head
     with torch_threads(threads), torch.inference_mode():
         ids = torch.full((1, max_length), 100 % model.config.vocab_size, dtype=torch.long)
-        inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": torch.zeros_like(ids)}
+        # the inputs its forward takes: MPNet, DistilBERT and ModernBERT take no token_type_ids
+        inputs = encoder_inputs(model, {"input_ids": ids, "attention_mask": torch.ones_like(ids),
+                                        "token_type_ids": torch.zeros_like(ids)})
         return time_callable(lambda: model(**inputs), warmup=3, runs=15)["p50"]
 
 

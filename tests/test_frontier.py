@@ -136,6 +136,15 @@ def test_the_pick_is_the_most_retained_point_that_meets_the_goal_else_the_fastes
     assert "shrinkbert bundle --model runs/cnn-seed0-int8" in pick_text(pick_point(table, parse_pick("50x")))
 
 
+@pytest.mark.parametrize("family", ["mpnet", "distilbert"])
+def test_the_teacher_probe_times_a_teacher_that_takes_no_token_types(family, tmp_path):
+    from shrinkbert.frontier import probe_teacher_ms
+    from fixtures import make_tiny_family
+
+    teacher = make_tiny_family(tmp_path / family, family)
+    assert probe_teacher_ms(str(teacher), max_length=16, threads=1) > 0
+
+
 def test_the_teacher_probe_is_kept_per_output_folder(tmp_path, monkeypatch):
     """A re-run must not move the speed-up targets with the machine's noise (that re-picked every shape)."""
     import shrinkbert.frontier as frontier
