@@ -270,7 +270,8 @@ def main(argv=None) -> int:
     if labelling:
         record(f"{name}-labelling", section="compact-students",
                title=f"The teacher's labelling rate: recipes/{name}.yaml's transfer sets",
-               rows=labelling, command=f"python bench/compact_students.py --recipe recipes/{name}.yaml",
+               rows=labelling, command=f"python bench/compact_students.py --recipe recipes/{name}.yaml"
+                                       + (" --frontier-only" if args.frontier_only else ""),
                note="The teacher's pass over a transfer set, from the distill manifests that computed it (a cache hit "
                     "computes nothing): rows a second, batches of 64 rows padded to their longest, the precision "
                     "--mixed-precision auto chose, all cores.")
