@@ -40,6 +40,7 @@ ALWAYS = {"max_length": 32, "batch_size": 8, "eval_batch_size": 16, "max_train_r
           "epochs": 1, "importance_rows": 16, "parity_rows": 8, "calibration_rows": 32, "log_every": 2,
           "heldout_max_examples": 8, "progress": False}
 WHEN_SET = {"max_steps": 4, "head_warmup_steps": 2, "checkpoint_every": 2, "max_transfer_rows": 48, "hidden": 16,
+            "token_dim": 16,
             "intermediate": 32}
 # timing inprocess: a worker process per variant costs a miniature about 15 s of imports; the workers are
 # tested in tests/test_latency_workers.py and by the reports of tests/test_eval.py and tests/test_qa_stages.py
