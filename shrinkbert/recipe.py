@@ -329,22 +329,10 @@ def launch_command(stage: Stage, config_file: Path) -> tuple[list[str], dict[str
     return cmd + ["-m", stage.module, "--config", str(config_file)], env
 
 
-def needed_by(recipe: Recipe, target: str) -> set[str]:
-    """`target` and every stage it reads, directly or through others."""
-    needed, todo = set(), [recipe.stage(target).name]
-    while todo:
-        name = todo.pop()
-        if name not in needed:
-            needed.add(name)
-            todo.extend(recipe.stage(name).depends_on)
-    return needed
-
-
 def plan(recipe: Recipe, from_stage: str | None = None,
          to_stage: str | None = None) -> list[tuple[Stage, dict[str, Any], str]]:
     """Each stage with its parameters and what will happen: 'run', 'reuse' or 'forced'; with
     `to_stage`, only that stage and the stages it needs (the rest are left as they are)."""
-    wanted = needed_by(recipe, to_stage) if to_stage else None
     forced: set[str] = set()
     if from_stage:
         recipe.stage(from_stage)
@@ -352,6 +340,12 @@ def plan(recipe: Recipe, from_stage: str | None = None,
         for stage in recipe.stages:  # dependency order: downstream stages follow their parents
             if forced & set(stage.depends_on):
                 forced.add(stage.name)
+    wanted: set[str] | None = None
+    if to_stage:
+        wanted = {recipe.stage(to_stage).name}
+        for stage in reversed(recipe.stages):  # the same order backwards: parents after their children
+            if stage.name in wanted:
+                wanted.update(stage.depends_on)
     state = _read_state(recipe)
     rows = []
     for stage in recipe.stages:
