@@ -29,15 +29,12 @@ describe_machine
 
 rows() { [ "$ROWS" = 0 ] || echo "--max-train-rows $ROWS"; }
 
-step mlm-bf16 sb pretrain --preset $PRESET --tokenizer .device/tok --corpus .device/imdb-paragraphs.txt --max-length 128 \
-  --batch-size $BATCH --max-steps $STEPS --epochs 1000 --learning-rate 1e-4 --mixed-precision bf16 --checkpoint-every 0 \
+step mlm-bf16 mlm --preset $PRESET --batch-size $BATCH --max-steps $STEPS --learning-rate 1e-4 --mixed-precision bf16 \
   --log-every 50 --output-dir $R/bert-base-bf16
-step mlm-bf16-compiled sb pretrain --preset $PRESET --tokenizer .device/tok --corpus .device/imdb-paragraphs.txt --max-length 128 \
-  --batch-size $BATCH --max-steps $STEPS --epochs 1000 --learning-rate 1e-4 --mixed-precision bf16 --torch-compile \
-  --checkpoint-every 0 --log-every 50 --output-dir $R/bert-base-bf16-compiled
-[ "$FP32" = 1 ] && step mlm-fp32 sb pretrain --preset $PRESET --tokenizer .device/tok --corpus .device/imdb-paragraphs.txt --max-length 128 \
-  --batch-size $BATCH --max-steps $FP32_STEPS --epochs 1000 --learning-rate 1e-4 --mixed-precision no --checkpoint-every 0 \
-  --log-every 20 --output-dir $R/bert-base-fp32
+step mlm-bf16-compiled mlm --preset $PRESET --batch-size $BATCH --max-steps $STEPS --learning-rate 1e-4 --mixed-precision bf16 \
+  --torch-compile --log-every 50 --output-dir $R/bert-base-bf16-compiled
+[ "$FP32" = 1 ] && step mlm-fp32 mlm --preset $PRESET --batch-size $BATCH --max-steps $FP32_STEPS --learning-rate 1e-4 \
+  --mixed-precision no --log-every 20 --output-dir $R/bert-base-fp32
 for run in bert-base-bf16 bert-base-bf16-compiled bert-base-fp32; do [ -f $R/$run/shrinkbert.json ] && $PY bench/mfu.py $R/$run; done
 
 step teacher-bf16 sb finetune --model .device/minilm16 --task movie-snippets --epochs 1 --learning-rate 1e-4 --batch-size 32 \

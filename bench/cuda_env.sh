@@ -22,6 +22,11 @@ step() {  # name, then the command: times it, keeps going when it fails (each la
   echo "== $name: rc ${PIPESTATUS[0]} in $((SECONDS - start)) s"
 }
 sb() { $PY -m shrinkbert "$@"; }
+mlm() {  # the pretrain stage from scratch on .device's tokenizer and IMDB text at 128 tokens, no checkpoints;
+  # the preset, batch, steps, precision and the rest come after
+  sb pretrain --tokenizer .device/tok --corpus .device/imdb-paragraphs.txt --max-length 128 --epochs 1000 \
+    --checkpoint-every 0 "$@"
+}
 
 unpack_embedding_models() {  # parts folder: bench/cuda_mpnet_embeddings_prepare.sh's two models joined into
   # .device/emb and checked against the hashes taken before the cut; the built-in corpora unzipped

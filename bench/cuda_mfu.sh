@@ -22,9 +22,8 @@ for compile in "" "--torch-compile"; do
   for size in $SIZES; do
     batch=${size%:*} steps=${size#*:}
     name=$PRESET-bf16-b$batch${compile:+-compiled}
-    step "$name" sb pretrain --preset $PRESET --tokenizer .device/tok --corpus .device/imdb-paragraphs.txt --max-length 128 \
-      --batch-size "$batch" --max-steps "$steps" --epochs 1000 --learning-rate 1e-4 --mixed-precision bf16 $compile \
-      --checkpoint-every 0 --log-every $LOG --reuse off --output-dir $R/$name
+    step "$name" mlm --preset $PRESET --batch-size "$batch" --max-steps "$steps" --learning-rate 1e-4 --mixed-precision bf16 \
+      $compile --log-every $LOG --output-dir $R/$name
     [ -f $R/$name/shrinkbert.json ] && $PY bench/mfu.py $R/$name
   done
 done

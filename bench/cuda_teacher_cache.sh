@@ -13,8 +13,7 @@ R=runs/cuda-cache
 if [ "${QUICK:-0}" = 1 ]; then PRESET=micro LAYERS=1 ROWS="--max-train-rows 64"; else PRESET=bert-base LAYERS=6 ROWS=""; fi
 source bench/cuda_env.sh
 describe_machine
-step mlm-init sb pretrain --preset $PRESET --tokenizer .device/tok --corpus .device/imdb-paragraphs.txt --max-length 128 \
-  --batch-size 32 --max-steps 1 --epochs 1000 --checkpoint-every 0 --output-dir $R/bert-base
+step mlm-init mlm --preset $PRESET --batch-size 32 --max-steps 1 --output-dir $R/bert-base
 step teacher sb finetune --model $R/bert-base --task movie-snippets --epochs 1 --max-train-rows 500 --batch-size 32 \
   --checkpoint-every 0 --output-dir $R/teacher
 step student sb distill --teacher $R/teacher --layers $LAYERS --epochs 1 --logits-weight 1 --hidden-weight 1 --cache-hidden \
