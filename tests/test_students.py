@@ -337,6 +337,46 @@ def test_auto_runs_the_teachers_cached_pass_in_the_precision_it_picks_for_the_te
     assert outputs[0]["file"] != outputs[1]["file"] and not outputs[1]["hit"]  # its own cache entry
 
 
+def test_a_grown_dataset_takes_the_rows_an_earlier_cache_holds_and_labels_only_the_new_ones(teacher4, tiny_csv,
+                                                                                              cache_env):
+    """A transfer set grown past an earlier one: its rows are found by their tokens' digest, the teacher runs on
+    the others only, and the result equals a pass over all of them; hidden-state caches are not mixed."""
+    from shrinkbert.core.data.load import load_task, tokenize_task
+    from shrinkbert.core.models import load_tokenizer
+    from shrinkbert.students.cache import TeacherCache, compute_teacher_outputs, load_or_compute
+    from shrinkbert.students.distill_data import make_collate, with_row_index
+
+    tokenizer = load_tokenizer(teacher4)
+    task, splits = load_task(str(tiny_csv))
+    data = with_row_index(tokenize_task(splits, tokenizer, task, max_length=32)["train"])
+    collate, teacher, logged = make_collate(tokenizer), _load(teacher4), []
+    first = with_row_index(data.select(range(0, len(data), 2)))  # every other row: the grown set interleaves them
+    small, small_path, _ = load_or_compute(teacher4, lambda: teacher, first, collate, 32, cache_dir=cache_env,
+                                           log=logged.append)
+    assert small.reused_rows == 0 and small.row_digest.shape == (len(first), 2)
+    seen = []
+    grown, grown_path, hit = load_or_compute(teacher4, lambda: seen.append(1) or teacher, data, collate, 32,
+                                             cache_dir=cache_env, log=logged.append)
+    assert not hit and grown_path != small_path and seen == [1]
+    assert grown.reused_rows == len(first) and any(f"{len(first):,} of {len(data):,} rows found" in line
+                                                   for line in logged), logged
+    full = compute_teacher_outputs(teacher, data, collate, log=lambda _: None)
+    assert torch.allclose(grown.logits, full.logits, atol=1e-5)
+    assert torch.allclose(grown.logits[::2], small.logits, atol=1e-6)  # the reused rows, where they belong
+    assert torch.equal(TeacherCache.load(grown_path).logits, grown.logits)
+
+    # a cache made before row digests gains them on its next hit, and is then found by a grown set
+    TeacherCache(small.logits, key=small.key).save(small_path)
+    assert TeacherCache.load(small_path).row_digest is None
+    load_or_compute(teacher4, lambda: teacher, first, collate, 32, cache_dir=cache_env, log=lambda _: None)
+    assert torch.equal(TeacherCache.load(small_path).row_digest, small.row_digest)
+
+    # hidden states ride along only with a whole pass of their own
+    with_hidden, _, _ = load_or_compute(teacher4, lambda: teacher, data, collate, 32, [2], cache_dir=cache_env,
+                                        log=lambda _: None)
+    assert with_hidden.reused_rows == 0 and with_hidden.row_digest is None
+
+
 def test_cached_and_live_teacher_give_the_same_first_step_losses(teacher4, tiny_csv, cache_env):
     from shrinkbert.core.data.load import load_task, tokenize_task
     from shrinkbert.core.models import load_tokenizer

@@ -323,6 +323,7 @@ def teach(cfg, masked_lm: bool) -> Path:
                                                      kind=kind_of(task), precision=teacher_precision)
         cache_record = {"used": True, "file": str(cache_file), "hit": hit, "hidden_layers": hidden_layers,
                         **({"rows_per_s": round(cache.rows_per_s, 1)} if cache.rows_per_s else {}),
+                        **({"reused_rows": cache.reused_rows} if cache.reused_rows else {}),
                         "attention_layers": [i + 1 for i in attention_layers], "precision": teacher_precision}
     mapped = "" if compact else f", layer map {format_layer_map(layer_map)}"  # a compact student maps no layers
     log_main(f"distilling: losses {weights.active()}{mapped}, teacher "
