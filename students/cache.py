@@ -13,7 +13,7 @@ distillation never runs the teacher.
 A cache of one tensor a row (logits alone, no hidden states or attentions, not per token) also
 stores a digest of each row's tokens, under a family key over everything but the rows. A dataset
 that misses then takes every row an earlier cache of its family holds from there, and the teacher
-runs on the other rows only: a transfer set grown from 30,000 lines to 100,000 labels 70,000.
+runs on the other rows only: a transfer set made larger labels only the rows it adds.
 
 The teacher runs in eval mode (no dropout), so cached outputs equal the live ones up to
 padding-dependent float noise (and fp16 rounding for hidden states).
@@ -50,11 +50,15 @@ def teacher_identity(teacher_dir) -> str:
     return artifact_hash(teacher_dir)
 
 
+def _token_columns(dataset) -> list[str]:
+    """The columns a row's teacher outputs depend on."""
+    return [c for c in ("input_ids", "token_type_ids") if c in dataset.column_names]
+
+
 def dataset_fingerprint(dataset) -> str:
     """sha256 over every row's input_ids and token_type_ids (content, not the datasets fingerprint)."""
     digest = hashlib.sha256()
-    columns = [c for c in ("input_ids", "token_type_ids") if c in dataset.column_names]
-    for column in columns:
+    for column in _token_columns(dataset):
         for row in dataset[column]:
             digest.update(np.asarray(row, dtype=np.int32).tobytes())
             digest.update(b"|")
@@ -78,7 +82,7 @@ def text_fingerprint(lines: Iterable[str]) -> str:
 def row_digests(dataset) -> torch.Tensor:
     """[rows, 2] int64: a 128-bit digest of each row's input_ids and token_type_ids, by which a row's
     outputs are found in a cache made over other rows."""
-    columns = [dataset[c] for c in ("input_ids", "token_type_ids") if c in dataset.column_names]
+    columns = [dataset[c] for c in _token_columns(dataset)]
     digests = np.empty((len(dataset), 2), dtype=np.int64)
     for index, row in enumerate(zip(*columns)):
         digest = hashlib.blake2b(digest_size=16)
@@ -348,8 +352,8 @@ def load_or_compute(teacher_dir, teacher_loader, dataset, collate_fn, max_length
             log(f"teacher outputs: ignoring unreadable cache {path} ({type(err).__name__})")
     digests = row_digests(dataset) if reusable else None
     found = _rows_in_family(Path(cache_dir), family, path) if reusable else {}
-    known = [tuple(d) in found for d in digests.tolist()] if found else [False] * len(dataset)
-    missing = [row for row, hit in enumerate(known) if not hit]
+    stored = [found.get(tuple(d)) for d in digests.tolist()] if found else [None] * len(dataset)
+    missing = [row for row, outputs in enumerate(stored) if outputs is None]
     if len(missing) < len(dataset):
         log(f"teacher outputs: {len(dataset) - len(missing):,} of {len(dataset):,} rows found in earlier caches; "
             f"the teacher labels the other {len(missing):,}")
@@ -358,13 +362,12 @@ def load_or_compute(teacher_dir, teacher_loader, dataset, collate_fn, max_length
         cache = compute_teacher_outputs(teacher_loader(), dataset, collate_fn, hidden_layers, batch_size, key, log,
                                         attention_layers=attention_layers, kind=kind, precision=precision)
     else:  # every row in dataset order: the found ones, and the computed ones where they belong
-        rows = [found.get(tuple(d)) for d in digests.tolist()]
         if missing:
             computed = compute_teacher_outputs(teacher_loader(), dataset.select(missing), collate_fn, batch_size=batch_size,
                                                key=key, log=log, kind=kind, precision=precision)
             for position, row in enumerate(missing):
-                rows[row] = computed.logits[position]
-        cache = TeacherCache(torch.stack(rows).float(), key=key)
+                stored[row] = computed.logits[position]
+        cache = TeacherCache(torch.stack(stored).float(), key=key)
     if missing:  # the teacher's labelling rate, which bounds how large a transfer set a CPU can afford
         cache.rows_per_s = len(missing) / max(time.perf_counter() - started, 1e-9)
     cache.reused_rows = len(dataset) - len(missing)

@@ -248,7 +248,7 @@ def corpus_sources(names: list[str]) -> list[str]:
 
 
 def count_words(lines: list[str]) -> int:
-    """Whitespace-separated words (the unit the issue and the papers count text in)."""
+    """Whitespace-separated words (the unit the papers count pretraining text in)."""
     return sum(len(line.split()) for line in lines)
 
 

@@ -1,4 +1,4 @@
-"""bench/plateau.py --tiny: the issue-27 ablation's plumbing end to end on tiny models (every arm,
+"""bench/plateau.py --tiny: the plateau ablation's plumbing end to end on tiny models (every arm,
 the pretrained student, the best combination, one measurement, paired intervals against today)."""
 import json
 from pathlib import Path
