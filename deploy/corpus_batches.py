@@ -12,7 +12,7 @@ from typing import Callable, Iterator
 import numpy as np
 import pyarrow as pa
 
-from shrinkbert.deploy.corpus_kinds import Outputs, outputs_for
+from shrinkbert.deploy.corpus_kinds import LENGTH_ROWS, Outputs, outputs_for
 
 # Most padded tokens (rows x the longest row) a model call holds. Each stream's ONNX Runtime arena keeps
 # the largest call's activations for the rest of the run, and attention's grow with rows x longest^2, so a
@@ -55,11 +55,27 @@ class Streams:
     def first(self) -> Outputs:
         return self.outputs[0]
 
+    def lengths(self, rows: list[dict]) -> list[int]:
+        """Each row's token count (Outputs.lengths), its share of the rows counted on each stream at once: the
+        tokenizer releases the GIL, and a count on one thread would leave the other streams idle meanwhile."""
+        if self.pool is None:
+            return self.first.lengths(rows)
+        share = max(LENGTH_ROWS, -(-len(rows) // len(self.outputs)))
+        parts = [rows[start:start + share] for start in range(0, len(rows), share)]
+        return [n for counts in self.pool.map(self._lengths_one, parts) for n in counts]
+
     def predict(self, batches: list[list[dict]]) -> list[dict[str, pa.Array]]:
         """Each batch's output columns, in the order of `batches`."""
         if self.pool is None:
             return [self.first.predict(batch) for batch in batches]
         return list(self.pool.map(self._predict_one, batches))
+
+    def _lengths_one(self, rows: list[dict]) -> list[int]:
+        outputs = self.free.get()
+        try:
+            return outputs.lengths(rows)
+        finally:
+            self.free.put(outputs)
 
     def _predict_one(self, rows: list[dict]) -> dict[str, pa.Array]:
         outputs = self.free.get()
@@ -96,7 +112,7 @@ def predict_rows(outputs: Outputs | Streams, rows: list[dict], schema: pa.Schema
     tables = []
     for start in range(0, len(rows), window):
         part = rows[start:start + window]
-        lengths = streams.first.lengths(part)
+        lengths = streams.lengths(part)
         order = sorted(range(len(part)), key=lengths.__getitem__)
         batches = list(token_batches(lengths, order, batch_tokens))
         pieces = streams.predict([[part[i] for i in batch] for batch in batches])

@@ -204,6 +204,21 @@ def test_streams_side_by_side_give_the_answers_of_one(bundles, tmp_path, kind):
     assert_same(many, [{k: v for k, v in r.items() if k != "id"} for r in one])
 
 
+def test_streams_count_tokens_side_by_side_as_one_stream_does(bundles):
+    # a window's token counts, shared out over the streams, come back whole and in the rows' order
+    from shrinkbert.deploy.corpus_batches import Streams
+    from shrinkbert.deploy.corpus_kinds import LENGTH_ROWS, outputs_for
+
+    rows = [{"text": t} for t in sentences(3 * LENGTH_ROWS + 17, seed=3)]
+    streams = Streams([outputs_for(load_predictor(bundles["sequence"], 1), None, None) for _ in range(3)])
+    try:
+        counted = streams.lengths(rows)
+    finally:
+        streams.close()
+    assert counted == streams.first.lengths(rows)
+    assert len(set(counted)) > 10  # rows of many lengths: a shuffled count would differ
+
+
 def predict_command(bundle: Path, path: Path, out: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "shrinkbert", "predict", str(bundle), "--input", str(path), "--output", str(out),
             "--no-progress", "--shard-rows", "40", "--threads", "1", *extra]
