@@ -7,6 +7,7 @@ import json
 import queue
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable, Iterator
 
 import numpy as np
@@ -62,25 +63,19 @@ class Streams:
             return self.first.lengths(rows)
         share = max(LENGTH_ROWS, -(-len(rows) // len(self.outputs)))
         parts = [rows[start:start + share] for start in range(0, len(rows), share)]
-        return [n for counts in self.pool.map(self._lengths_one, parts) for n in counts]
+        return [n for counts in self.pool.map(partial(self._on_free_stream, "lengths"), parts) for n in counts]
 
     def predict(self, batches: list[list[dict]]) -> list[dict[str, pa.Array]]:
         """Each batch's output columns, in the order of `batches`."""
         if self.pool is None:
             return [self.first.predict(batch) for batch in batches]
-        return list(self.pool.map(self._predict_one, batches))
+        return list(self.pool.map(partial(self._on_free_stream, "predict"), batches))
 
-    def _lengths_one(self, rows: list[dict]) -> list[int]:
+    def _on_free_stream(self, method: str, rows: list[dict]):
+        """Outputs.<method>(rows) on a stream no other call holds, given back when done."""
         outputs = self.free.get()
         try:
-            return outputs.lengths(rows)
-        finally:
-            self.free.put(outputs)
-
-    def _predict_one(self, rows: list[dict]) -> dict[str, pa.Array]:
-        outputs = self.free.get()
-        try:
-            return outputs.predict(rows)
+            return getattr(outputs, method)(rows)
         finally:
             self.free.put(outputs)
 
