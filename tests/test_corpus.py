@@ -210,12 +210,14 @@ def test_streams_count_tokens_side_by_side_as_one_stream_does(bundles):
     from shrinkbert.deploy.corpus_kinds import LENGTH_ROWS, outputs_for
 
     rows = [{"text": t} for t in sentences(3 * LENGTH_ROWS + 17, seed=3)]
+    rows[LENGTH_ROWS + 5]["text"] = " ".join(sentences(40, seed=4))  # past max_length: counted as truncated
     streams = Streams([outputs_for(load_predictor(bundles["sequence"], 1), None, None) for _ in range(3)])
     try:
         counted = streams.lengths(rows)
     finally:
         streams.close()
     assert counted == streams.first.lengths(rows)
+    assert counted[LENGTH_ROWS + 5] == streams.first.predictor.max_length
     assert len(set(counted)) > 10  # rows of many lengths: a shuffled count would differ
 
 
