@@ -61,6 +61,8 @@ def parse_args(argv=None):
     p.add_argument("--frontier-only", action="store_true",
                    help="run the recipe's teacher stage alone (not its students and report), then the frontier; "
                         "record the frontier")
+    p.add_argument("--max-transfer-rows", type=int,
+                   help="the frontier's teacher-labelled registry rows (default: the recipe's own)")
     p.add_argument("--no-run", action="store_true", help="run nothing; read the finished report and frontier")
     p.add_argument("--no-record", action="store_true", help="print only; append nothing to bench/results")
     return p.parse_args(argv)
@@ -85,8 +87,9 @@ def pair_goals(single_text: str, figure: str) -> dict:
     return goals
 
 
-def frontier_options(recipe_file: str) -> dict:
-    """The distill options the recipe's three students share (and their learning rate)."""
+def frontier_options(recipe_file: str, max_transfer_rows: int | None = None) -> dict:
+    """The distill options the recipe's three students share (and their learning rate); `max_transfer_rows`
+    replaces the recipe's where given."""
     import yaml
 
     stages = yaml.safe_load(Path(recipe_file).read_text())["stages"]
@@ -94,6 +97,8 @@ def frontier_options(recipe_file: str) -> dict:
                if key in stages["bilstm"]["with"]}
     if any({key: stages[name]["with"].get(key) for key in options} != options for name in STUDENTS):
         raise SystemExit("error: the recipe's students do not share their distill options; the frontier takes one set")
+    if max_transfer_rows is not None:
+        options["max_transfer_rows"] = max_transfer_rows
     return options
 
 
@@ -113,9 +118,10 @@ def with_recipe_switches(recipe_file: str, shapes: str) -> str:
     return ",".join(parts)
 
 
-def frontier_command(recipe_file: str, output_dir: str, frontier_dir: str, seeds: int, shapes: str) -> list[str]:
+def frontier_command(recipe_file: str, output_dir: str, frontier_dir: str, seeds: int, shapes: str,
+                     max_transfer_rows: int | None = None) -> list[str]:
     """`shrinkbert frontier` over `shapes` with the recipe's own distill options (and its pair switches)."""
-    options = frontier_options(recipe_file)
+    options = frontier_options(recipe_file, max_transfer_rows)
     command = [sys.executable, "-m", "shrinkbert.cli", "frontier", "--teacher", str(Path(output_dir) / "teacher"),
                "--speedups", "", "--shapes", with_recipe_switches(recipe_file, shapes), "--seeds", str(seeds),
                "--compact-learning-rate", str(options.pop("learning_rate")), "--output-dir", frontier_dir]
@@ -214,7 +220,8 @@ def main(argv=None) -> int:
         return 2
     goals = GOALS[name] if name in GOALS else pair_goals(PAIR_RECIPES[name], "report")
     frontier_goals = GOALS[name] if name in GOALS else (pair_goals(PAIR_RECIPES[name], "frontier") if args.seeds else {})
-    command = frontier_command(args.recipe, args.output_dir, args.frontier_dir, args.seeds, args.shapes) if args.seeds else []
+    command = frontier_command(args.recipe, args.output_dir, args.frontier_dir, args.seeds, args.shapes,
+                                args.max_transfer_rows) if args.seeds else []
     if args.frontier_only and not command:
         print("error: --frontier-only needs --seeds 1 or more", file=sys.stderr)
         return 2
@@ -241,7 +248,7 @@ def main(argv=None) -> int:
         print()
     if args.no_record:
         return 0
-    options = frontier_options(args.recipe)
+    options = frontier_options(args.recipe, args.max_transfer_rows)
     stages = yaml.safe_load(Path(args.recipe).read_text())["stages"]
     teacher_stage = stages["teacher"]["with"]
     switched = {key: [stage for stage, spec in stages.items() if (spec.get("with") or {}).get(key)]

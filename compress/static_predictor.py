@@ -94,12 +94,15 @@ class OnnxGraph:
     def embed(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
         chunks = [np.zeros((0, self.dim), np.float32)]
         for start in range(0, len(texts), batch_size):
-            encodings = self.tokenizer.encode_batch(texts[start:start + batch_size])
-            feeds = {"input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
-                     "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
-                     "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64)}
-            chunks.append(self.session.run([self.output], {name: feeds[name] for name in self.inputs})[0])
+            chunks.append(self.vectors(self.tokenizer.encode_batch(texts[start:start + batch_size])))
         return np.concatenate(chunks).astype(np.float32, copy=False)
+
+    def vectors(self, encodings) -> np.ndarray:
+        """The graph's vectors for encodings padded alike (this tokenizer's, or any padded as it pads)."""
+        feeds = {"input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
+                 "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
+                 "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64)}
+        return self.session.run([self.output], {name: feeds[name] for name in self.inputs})[0]
 
 
 class Predictor:

@@ -13,7 +13,7 @@ from typing import Callable, Iterator
 import numpy as np
 import pyarrow as pa
 
-from shrinkbert.deploy.corpus_kinds import LENGTH_ROWS, Outputs, outputs_for
+from shrinkbert.deploy.corpus_kinds import LENGTH_ROWS, Counted, Outputs, outputs_for
 
 # Most padded tokens (rows x the longest row) a model call holds. Each stream's ONNX Runtime arena keeps
 # the largest call's activations for the rest of the run, and attention's grow with rows x longest^2, so a
@@ -56,26 +56,26 @@ class Streams:
     def first(self) -> Outputs:
         return self.outputs[0]
 
-    def lengths(self, rows: list[dict]) -> list[int]:
-        """Each row's token count (Outputs.lengths), its share of the rows counted on each stream at once: the
-        tokenizer releases the GIL, and a count on one thread would leave the other streams idle meanwhile."""
+    def count(self, rows: list[dict]) -> Counted:
+        """Each row's token count and encoding (Outputs.count), its share of the rows counted on each stream at
+        once: the tokenizer releases the GIL, and a count on one thread would leave the other streams idle."""
         if self.pool is None:
-            return self.first.lengths(rows)
+            return self.first.count(rows)
         share = max(LENGTH_ROWS, -(-len(rows) // len(self.outputs)))
-        parts = [rows[start:start + share] for start in range(0, len(rows), share)]
-        return [n for counts in self.pool.map(partial(self._on_free_stream, "lengths"), parts) for n in counts]
+        parts = [(rows[start:start + share],) for start in range(0, len(rows), share)]
+        return sum(self.pool.map(partial(self._on_free_stream, "count"), parts), Counted([], []))
 
-    def predict(self, batches: list[list[dict]]) -> list[dict[str, pa.Array]]:
-        """Each batch's output columns, in the order of `batches`."""
+    def predict(self, batches: list[tuple[list[dict], list | None]]) -> list[dict[str, pa.Array]]:
+        """Each batch's output columns (a batch: its rows and their encodings, or None), in the order of `batches`."""
         if self.pool is None:
-            return [self.first.predict(batch) for batch in batches]
+            return [self.first.predict(*batch) for batch in batches]
         return list(self.pool.map(partial(self._on_free_stream, "predict"), batches))
 
-    def _on_free_stream(self, method: str, rows: list[dict]):
-        """Outputs.<method>(rows) on a stream no other call holds, given back when done."""
+    def _on_free_stream(self, method: str, arguments: tuple):
+        """Outputs.<method>(*arguments) on a stream no other call holds, given back when done."""
         outputs = self.free.get()
         try:
-            return getattr(outputs, method)(rows)
+            return getattr(outputs, method)(*arguments)
         finally:
             self.free.put(outputs)
 
@@ -107,10 +107,12 @@ def predict_rows(outputs: Outputs | Streams, rows: list[dict], schema: pa.Schema
     tables = []
     for start in range(0, len(rows), window):
         part = rows[start:start + window]
-        lengths = streams.lengths(part)
-        order = sorted(range(len(part)), key=lengths.__getitem__)
-        batches = list(token_batches(lengths, order, batch_tokens))
-        pieces = streams.predict([[part[i] for i in batch] for batch in batches])
+        counted = streams.count(part)
+        order = sorted(range(len(part)), key=counted.lengths.__getitem__)
+        batches = list(token_batches(counted.lengths, order, batch_tokens))
+        encodings = counted.encodings
+        pieces = streams.predict([([part[i] for i in batch], None if encodings is None else [encodings[i] for i in batch])
+                                  for batch in batches])
         done = [i for batch in batches for i in batch]
         back = pa.array(np.argsort(np.asarray(done), kind="stable"))  # sorted position of each row in input order
         columns = {"id": pa.array([r["id"] for r in part], pa.string())}

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +31,27 @@ WORD = pa.struct([("word", pa.string()), ("tag", pa.string()), ("score", pa.floa
 ENTITY = pa.struct([("entity_group", pa.string()), ("word", pa.string()), ("score", pa.float64()),
                     ("start", pa.int64()), ("end", pa.int64())])
 ANSWER = pa.struct([("text", pa.string()), ("start", pa.int64()), ("end", pa.int64()), ("score", pa.float64())])
+
+
+@dataclass
+class Counted:
+    """Rows' token counts and the encodings that counted them (None where the bundle pads nothing)."""
+    lengths: list[int]
+    encodings: list | None
+
+    def __add__(self, other: "Counted") -> "Counted":
+        both = None if self.encodings is None or other.encodings is None else self.encodings + other.encodings
+        return Counted(self.lengths + other.lengths, both)
+
+
+def padded(encodings: list, tokenizer) -> list:
+    """`encodings` padded in place to their longest, as `tokenizer`'s own padding pads a batch."""
+    padding = tokenizer.padding
+    longest = max(len(e.ids) for e in encodings)
+    for encoding in encodings:
+        encoding.pad(longest, direction=padding["direction"], pad_id=padding["pad_id"],
+                     pad_type_id=padding["pad_type_id"], pad_token=padding["pad_token"])
+    return encodings
 
 
 def bundle_identity(bundle: str | Path) -> dict:
@@ -88,24 +110,25 @@ class Outputs:
         self.predictor, self.columns = predictor, columns
         self.counter = _counting_tokenizer(predictor)
 
-    def lengths(self, rows: list[dict]) -> list[int]:
-        """Tokens each row runs as (what a batch pads to), or characters where the bundle has no padding.
-        Counted LENGTH_ROWS rows at a time: a truncated encoding keeps the rest of its text as overflow."""
+    def count(self, rows: list[dict]) -> Counted:
+        """Tokens each row runs as (what a batch pads to), or characters where the bundle has no padding, with
+        the unpadded encodings that counted them (a kind that reads them pads them instead of encoding its
+        rows again). Counted LENGTH_ROWS rows at a time: a truncated encoding keeps the rest of its text as
+        overflow."""
         first = [r[self.columns[0]] for r in rows]
         if self.counter is None:
-            return [len(x) for x in first]
-        lengths, encode = [], getattr(self.counter, "encode_batch_fast", self.counter.encode_batch)  # no offsets
+            return Counted([len(x) for x in first], None)
+        encodings, encode = [], getattr(self.counter, "encode_batch_fast", self.counter.encode_batch)  # no offsets
         for start in range(0, len(rows), LENGTH_ROWS):
             part = first[start:start + LENGTH_ROWS]
             if isinstance(part[0], (list, tuple)):
-                encodings = encode([list(x) for x in part], is_pretokenized=True)
+                encodings.extend(encode([list(x) for x in part], is_pretokenized=True))
             elif len(self.columns) == 2:
                 pairs = [r[self.columns[1]] for r in rows[start:start + LENGTH_ROWS]]
-                encodings = encode(list(zip(part, pairs)))
+                encodings.extend(encode(list(zip(part, pairs))))
             else:
-                encodings = encode(part)
-            lengths.extend(len(e.ids) for e in encodings)
-        return lengths
+                encodings.extend(encode(part))
+        return Counted([len(e.ids) for e in encodings], encodings)
 
     def fields(self) -> list[pa.Field]:
         raise NotImplementedError
@@ -113,8 +136,9 @@ class Outputs:
     def metadata(self) -> dict[str, str]:
         return {}
 
-    def predict(self, rows: list[dict]) -> dict[str, pa.Array]:
-        """The output columns for `rows`, in their order, one Predictor call."""
+    def predict(self, rows: list[dict], encodings: list | None = None) -> dict[str, pa.Array]:
+        """The output columns for `rows`, in their order, one Predictor call. `encodings`: the rows' own from
+        `count` (unpadded, without offsets), which a kind whose answers need no offsets runs as they are."""
         raise NotImplementedError
 
 
@@ -129,8 +153,12 @@ class Embeddings(Outputs):
     def fields(self):
         return [pa.field("embedding", pa.list_(self.arrow_dtype, self.predictor.dim))]
 
-    def predict(self, rows):
-        vectors = self.predictor.embed([r[self.columns[0]] for r in rows], batch_size=max(1, len(rows)))
+    def predict(self, rows, encodings=None):
+        graph = self.predictor.graph
+        if encodings is not None and hasattr(graph, "vectors"):  # a bundle written before `vectors` encodes again
+            vectors = graph.vectors(padded(encodings, graph.tokenizer))
+        else:
+            vectors = self.predictor.embed([r[self.columns[0]] for r in rows], batch_size=max(1, len(rows)))
         flat = pa.array(np.ascontiguousarray(vectors, dtype=self.numpy_dtype).ravel(), type=self.arrow_dtype)
         return {"embedding": pa.FixedSizeListArray.from_arrays(flat, self.predictor.dim)}
 
@@ -146,14 +174,21 @@ class Labels(Outputs):
     def metadata(self):
         return {"labels": json.dumps(self.predictor.labels)}
 
-    def predict(self, rows):
-        texts = [r[self.columns[0]] for r in rows]
-        pairs = [r[self.columns[1]] for r in rows] if len(self.columns) == 2 else None
-        results = self.predictor.predict(texts, pairs, batch_size=max(1, len(rows)))
-        labels = self.predictor.labels
-        return {"label": pa.array([r["label"] for r in results], pa.string()),
-                "score": pa.array([r["score"] for r in results], pa.float64()),
-                "scores": pa.array([[r["scores"][name] for name in labels] for r in results], pa.list_(pa.float64()))}
+    def predict(self, rows, encodings=None):
+        p = self.predictor
+        if encodings is None:
+            texts = [r[self.columns[0]] for r in rows]
+            pairs = [r[self.columns[1]] for r in rows] if len(self.columns) == 2 else None
+            encodings = p.encode(list(zip(texts, pairs)) if pairs is not None else texts)
+        else:
+            encodings = padded(encodings, p.tokenizer)
+        # the bundle's own probabilities, then the label and score its predict() picks: the most probable
+        probabilities = np.asarray(p.probabilities(encodings), dtype=np.float64)
+        best = probabilities.argmax(axis=1)
+        return {"label": pa.array(np.asarray(p.labels, dtype=object)[best], pa.string()),
+                "score": pa.array(probabilities[np.arange(len(rows)), best], pa.float64()),
+                "scores": pa.FixedSizeListArray.from_arrays(pa.array(probabilities.ravel()), probabilities.shape[1])
+                .cast(pa.list_(pa.float64()))}
 
 
 class Tags(Outputs):
@@ -172,7 +207,7 @@ class Tags(Outputs):
     def metadata(self):
         return {"labels": json.dumps(self.predictor.labels)}
 
-    def predict(self, rows):
+    def predict(self, rows, encodings=None):  # words need offsets: encoded again with them
         values = [r[self.columns[0]] for r in rows]
         lists = [isinstance(v, (list, tuple)) for v in values]
         if any(lists) and not all(lists):
@@ -197,7 +232,7 @@ class Spans(Outputs):
     def fields(self):
         return [pa.field("answer", ANSWER)]
 
-    def predict(self, rows):
+    def predict(self, rows, encodings=None):  # a context's windows: encoded again by answer()
         question, context = self.columns
         return {"answer": pa.array([self.predictor.answer(r[question], r[context]) for r in rows], ANSWER)}
 

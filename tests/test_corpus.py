@@ -213,12 +213,42 @@ def test_streams_count_tokens_side_by_side_as_one_stream_does(bundles):
     rows[LENGTH_ROWS + 5]["text"] = " ".join(sentences(40, seed=4))  # past max_length: counted as truncated
     streams = Streams([outputs_for(load_predictor(bundles["sequence"], 1), None, None) for _ in range(3)])
     try:
-        counted = streams.lengths(rows)
+        counted = streams.count(rows)
     finally:
         streams.close()
-    assert counted == streams.first.lengths(rows)
-    assert counted[LENGTH_ROWS + 5] == streams.first.predictor.max_length
-    assert len(set(counted)) > 10  # rows of many lengths: a shuffled count would differ
+    alone = streams.first.count(rows)
+    assert counted.lengths == alone.lengths
+    assert [e.ids for e in counted.encodings] == [e.ids for e in alone.encodings]
+    assert counted.lengths[LENGTH_ROWS + 5] == streams.first.predictor.max_length
+    assert len(set(counted.lengths)) > 10  # rows of many lengths: a shuffled count would differ
+
+
+@pytest.mark.parametrize("kind", ["sequence", "pair", "embedding"])
+def test_counted_encodings_padded_feed_the_graph_what_encoding_again_feeds_it(bundles, kind):
+    # the counting pass's encodings, padded, are the very inputs the Predictor's own encode gives the graph
+    from shrinkbert.deploy.corpus_kinds import outputs_for, padded
+
+    rows = [{"text": t, "text_pair": u} for t, u in zip(sentences(30, seed=5), sentences(30, seed=6))]
+    rows[3]["text"] = " ".join(sentences(40, seed=7))  # truncated
+    predictor = load_predictor(bundles["sequence" if kind == "pair" else kind], 1)
+    outputs = outputs_for(predictor, None, "text_pair" if kind == "pair" else None)
+    encodings = outputs.count(rows).encodings
+    texts = [r["text"] for r in rows]
+    if kind == "embedding":
+        graph = predictor.graph
+        mine, theirs = padded(encodings, graph.tokenizer), graph.tokenizer.encode_batch(texts)
+        np.testing.assert_array_equal(graph.vectors(mine), graph.vectors(theirs))
+    else:
+        mine = padded(encodings, predictor.tokenizer)
+        theirs = predictor.encode(list(zip(texts, [r["text_pair"] for r in rows])) if kind == "pair" else texts)
+        for name, array in predictor.feed(theirs).items():
+            np.testing.assert_array_equal(predictor.feed(mine)[name], array)
+    assert [e.ids for e in mine] == [e.ids for e in theirs]
+    assert [e.type_ids for e in mine] == [e.type_ids for e in theirs]
+    got = outputs.predict(rows, outputs.count(rows).encodings)
+    want = outputs.predict(rows)
+    for name in want:
+        assert got[name].equals(want[name]), name
 
 
 def predict_command(bundle: Path, path: Path, out: Path, *extra: str) -> list[str]:
