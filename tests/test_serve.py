@@ -475,3 +475,76 @@ def test_the_servers_token_count_is_the_tokenizers_for_texts_pairs_and_text_it_c
     want = [len(tokenizer.encode(*i).ids) if isinstance(i, list) else len(tokenizer.encode(i).ids) for i in inputs]
     assert model.count(inputs) == want
     assert model.count(inputs) == want  # the second time from the cache
+
+
+class Wire:
+    """A transport that keeps what the protocol writes (uvicorn's protocol, driven by hand)."""
+
+    def __init__(self):
+        self.written, self.closing = b"", False
+
+    def write(self, data: bytes) -> None:
+        self.written += data
+
+    def get_extra_info(self, name, default=None):
+        return ("127.0.0.1", 8080) if name in ("sockname", "peername") else default
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+    def close(self) -> None:
+        self.closing = True
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("full", [True, False], ids=["full", "room"])
+def test_a_full_queue_is_refused_by_the_protocol_without_an_asgi_task(full):
+    # while the queue is full a model route's POST is answered 429 from the parser's callbacks; its body is
+    # dropped, the connection serves the next request the usual way; with room, the request gets a task
+    import asyncio
+    from types import SimpleNamespace
+
+    import uvicorn
+    from uvicorn.server import ServerState
+
+    from shrinkbert.deploy import serve
+
+    async def drive():
+        app = serve.App(serve.Options(bundle="unused", api_key="k"))
+        server = app.server
+        server.ready, server.metrics = True, serve.Metrics()
+        server.model = SimpleNamespace(serving=SimpleNamespace(routes=("/predict",)))
+        server.batcher = SimpleNamespace(waiting=10_000 if full else 0, queued_seconds=lambda: 0.0)
+        config = uvicorn.Config(app, http="httptools", log_level="warning", proxy_headers=False,
+                                access_log=False)  # as serve runs it
+        config.load()
+        protocol = serve.HTTPProtocol(config=config, server_state=ServerState(), app_state={})
+        wire = Wire()
+        protocol.connection_made(wire)
+        body = b'{"inputs": "' + b"x" * 5000 + b'"}'
+        request = b"POST /predict HTTP/1.1\r\nhost: a\r\nauthorization: Bearer k\r\ncontent-length: %d\r\n\r\n" % len(body)
+        wrong_key = request.replace(b"Bearer k", b"Bearer j")
+        protocol.data_received(request + body[:100])
+        protocol.data_received(body[100:] + wrong_key + body)  # the rest of the body, then a request with a bad key
+        answered, tasks = wire.written, len(protocol.tasks)
+        await asyncio.sleep(0.05)  # the tasks the protocol started run
+        protocol.connection_lost(None)
+        return answered, tasks, wire, server.metrics
+
+    answered, tasks, wire, metrics = asyncio.run(drive())
+    if full:
+        head, _, rest = answered.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 429 ") and b"retry-after: 1" in head.lower()
+        length = int(next(line for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
+                     .split(b":")[1])
+        assert b"ms of work" in rest[:length]
+        assert tasks == 1  # the bad key's request alone went the ASGI way (and got 401 there)
+        assert b"HTTP/1.1 401 " in wire.written[len(head) + 4 + length:]
+        assert b'shrinkbert_requests_total{code="429",route="/predict"} 1.0' in metrics.exposition()
+    else:
+        assert answered == b"" and tasks >= 1
