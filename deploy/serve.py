@@ -602,13 +602,9 @@ class Server:
             raise Invalid(503, self.failed or "the model is loading", retry_after=1)
         if route not in self.model.serving.routes:
             raise Invalid(404, f"this bundle is a {self.model.kind} model: use {' or '.join(self.model.serving.routes)}")
-        if self.overloaded():
+        if (self.batcher.waiting >= self.opts.queue_size
+                or 0 < self.opts.max_queue_ms < self.batcher.queued_seconds() * 1000):
             raise self.full()
-
-    def overloaded(self) -> bool:
-        """Rows waiting past --queue-size, or past --max-queue-ms of work at the measured rate."""
-        return (self.batcher.waiting >= self.opts.queue_size
-                or 0 < self.opts.max_queue_ms < self.batcher.queued_seconds() * 1000)
 
     def full(self) -> Invalid:
         return Invalid(429, f"the queue is full ({self.batcher.waiting} rows waiting, about "
@@ -761,16 +757,6 @@ class App:
             await send({"type": "http.response.body", "body": reply.body})
         self.server.metrics.observe(route, reply.status, time.perf_counter() - start)
 
-    def refusal(self, method: bytes, path: str, headers: list) -> Reply | None:
-        """The 429 of a request refused while the queue is full, for the HTTP protocol to write before any
-        ASGI work (HTTPProtocol): a POST to a route of the model's, authorized, on a ready server. None for
-        every other request, which goes through __call__ (and is refused there, if the queue fills meanwhile)."""
-        server = self.server
-        if (method != b"POST" or not server.ready or path not in server.model.serving.routes
-                or not server.overloaded() or not self.authorized({"path": path, "headers": headers})):
-            return None
-        return error_reply(path, server.full())
-
     async def respond(self, scope, receive, path: str) -> Reply:
         found = self.routes.get(path)
         if found is None:
@@ -782,8 +768,7 @@ class App:
             raise Invalid(405, f"{path} answers {method}")
         if not reads_body:
             return await handler()
-        self.server.need(path)  # before the body is read: a refusal under overload costs little (and most are
-        # made earlier still, by HTTPProtocol)
+        self.server.need(path)  # before the body is read: a refusal under overload costs little
         return await handler(await read_json(scope, receive, self.opts.max_body_bytes))
 
     async def lifespan(self, receive, send) -> None:
@@ -813,29 +798,11 @@ def create_app(opts: Options | None = None) -> App:
 # The command
 
 
-class _Answered:
-    """Stands in for uvicorn's request cycle of a request the protocol answered itself: what uvicorn's
-    parser callbacks read of a cycle says its response is complete, so the body still arriving is dropped."""
-    response_complete = True
-
-    class message_event:  # connection_lost() sets the cycle's event: nothing waits on this one
-        @staticmethod
-        def set() -> None:
-            pass
-
-
-class HTTPProtocol(AutoHTTPProtocol):
-    """uvicorn's HTTP protocol, with Nagle's algorithm off and the overload's 429 written from the parser.
-
-    Nagle: asyncio turns it off itself only for a socket it knows as TCP; a worker's socket, handed over
-    from the supervisor, loses that, and a response written as headers then body then waits for the
-    client's delayed ACK (Linux's delayed-ACK timer) on every keep-alive request.
-
-    429s: while the queue is full, a request the App would refuse (App.refusal) is answered as soon as its
-    headers are parsed, with no ASGI scope, task or reply messages: under twice the load a worker holds,
-    half the requests are refused, and their cost is taken from the ones accepted. Only uvicorn's
-    httptools protocol, a keep-alive request not pipelined behind an unanswered one, and no access log:
-    anything else goes the ASGI way."""
+class NoDelayHTTP(AutoHTTPProtocol):
+    """uvicorn's HTTP protocol with Nagle's algorithm off on every connection. asyncio turns it off
+    itself only for a socket it knows as TCP; a worker's socket, handed over from the supervisor,
+    loses that, and a response written as headers then body then waits for the client's delayed ACK
+    (Linux's delayed-ACK timer) on every keep-alive request."""
 
     def connection_made(self, transport) -> None:
         sock = transport.get_extra_info("socket")
@@ -845,35 +812,6 @@ class HTTPProtocol(AutoHTTPProtocol):
             except OSError:
                 pass
         super().connection_made(transport)
-
-    def on_headers_complete(self) -> None:
-        # a request read in the same chunk as an early answer: that answer's keep-alive timer is not this one's
-        self._unset_keepalive_if_required()
-        if not self.answered_early():
-            super().on_headers_complete()
-
-    def answered_early(self) -> bool:
-        """Whether the request was refused here (written, counted, the connection kept for the next one)."""
-        app, parser = self.app, getattr(self, "parser", None)
-        if (not isinstance(app, App) or parser is None or self.access_log or not parser.should_keep_alive()
-                or (self.cycle is not None and not self.cycle.response_complete)):
-            return False
-        import httptools  # uvicorn's own parser: present wherever a parser attribute is
-
-        start = time.perf_counter()
-        path = httptools.parse_url(self.url).path.decode("ascii", "replace")
-        reply = app.refusal(parser.get_method(), path, self.headers)
-        if reply is None:
-            return False
-        head = [b"HTTP/1.1 429 Too Many Requests"] + [name + b": " + value for name, value in
-                                                      self.server_state.default_headers]
-        head += [b"content-type: " + reply.media_type, b"content-length: " + str(len(reply.body)).encode()]
-        head += [name + b": " + value for name, value in reply.headers]
-        self.transport.write(b"\r\n".join(head) + b"\r\n\r\n" + reply.body)
-        self.cycle = _Answered()
-        self.on_response_complete()
-        app.server.metrics.observe(path, 429, time.perf_counter() - start)
-        return True
 
 
 def run(opts: Options) -> int:
@@ -896,7 +834,7 @@ def run(opts: Options) -> int:
         # quiet one here, so a drained server exits 0 instead of dying of the signal afterwards
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: None)
-        uvicorn.run(create_app(opts), http=HTTPProtocol, **common)
+        uvicorn.run(create_app(opts), http=NoDelayHTTP, **common)
         return 0
     # Several workers: uvicorn's supervisor starts them from an import string (and starts a new one
     # where one dies); each reads the options from the environment and writes its metrics apart.
@@ -906,7 +844,7 @@ def run(opts: Options) -> int:
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
         os.environ[CONFIG_ENV] = json.dumps(dataclasses.asdict(opts))
         uvicorn.run(f"{Path(__file__).stem}:create_app", factory=True, workers=opts.workers,
-                    http=f"{Path(__file__).stem}:HTTPProtocol", **common)
+                    http=f"{Path(__file__).stem}:NoDelayHTTP", **common)
     return 0
 
 
