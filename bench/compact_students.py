@@ -10,6 +10,8 @@ is each student's single-text retention from the latest movies-compact report an
     python bench/compact_students.py --recipe recipes/pairs-compact.yaml             # pairs, 3 seeds
     python bench/compact_students.py --recipe recipes/mpnet-compact.yaml --frontier-only --shapes bilstm,bag
                                                   # the recipe's teacher stage alone, then the frontier
+    python bench/compact_students.py --recipe recipes/mpnet-compact.yaml --frontier-only --shapes bilstm/H300/D512
+        --max-transfer-rows 200000 --frontier-dir runs/mpnet-compact-frontier-200k   # (one line) more labelled rows
 
 The figures, each recorded in bench/results/compact-students.jsonl:
   1. the recipe's report: the teacher, each student in PyTorch and its int8 bundle as deployed, on the same
