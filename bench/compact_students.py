@@ -132,15 +132,17 @@ def frontier_command(recipe_file: str, output_dir: str, frontier_dir: str, seeds
     return command
 
 
+def shown_path(part: str) -> str:
+    """A path inside the repository relative to it (anything else as it is)."""
+    path = Path(part)
+    return str(path.relative_to(ROOT)) if path.is_absolute() and path.is_relative_to(ROOT) else part
+
+
 def shown_command(command: list[str]) -> str:
     """The command as a reader types it: `shrinkbert ...`, paths inside the repository relative to it."""
     import shlex
 
-    def shown(part: str) -> str:
-        path = Path(part)
-        return str(path.relative_to(ROOT)) if path.is_absolute() and path.is_relative_to(ROOT) else part
-
-    return shlex.join(["shrinkbert"] + [shown(part) for part in command[3:]])
+    return shlex.join(["shrinkbert"] + [shown_path(part) for part in command[3:]])
 
 
 def report_rows(report: dict, report_dir: Path, goals: dict) -> list[dict]:
@@ -216,6 +218,7 @@ def main(argv=None) -> int:
 
     name = Path(args.recipe).stem
     args.output_dir = args.output_dir or str(ROOT / yaml.safe_load(Path(args.recipe).read_text())["output_dir"])
+    given_frontier_dir = bool(args.frontier_dir)
     args.frontier_dir = args.frontier_dir or args.output_dir + "-frontier"
     if name not in GOALS and name not in PAIR_RECIPES:
         print(f"error: no goals for recipe {name} (known: {', '.join([*GOALS, *PAIR_RECIPES])})", file=sys.stderr)
@@ -275,12 +278,15 @@ def main(argv=None) -> int:
                     f"test rows, timed at batch 1, sequence 128, {settings.get('threads')} threads, each in a worker process "
                     "holding only the runtime it ships in; one seed. Δ is to the teacher with a paired bootstrap 95% "
                     "interval; the goal and verdict are the bundle's, against the teacher in PyTorch fp32." + goal_note)
+    # the frontier's own flags, where given, in the commands recorded
+    frontier_flags = ((f" --max-transfer-rows {args.max_transfer_rows}" if args.max_transfer_rows else "")
+                      + (f" --frontier-dir {shown_path(args.frontier_dir)}" if given_frontier_dir else ""))
     labelling = labelling_rows(name, [Path(args.output_dir), Path(args.frontier_dir)])
     if labelling:
         record(f"{name}-labelling", section="compact-students",
                title=f"The teacher's labelling rate: recipes/{name}.yaml's transfer sets",
                rows=labelling, command=f"python bench/compact_students.py --recipe recipes/{name}.yaml"
-                                       + (" --frontier-only" if args.frontier_only else ""),
+                                       + (" --frontier-only" if args.frontier_only else "") + frontier_flags,
                note="The teacher's pass over a transfer set, from the distill manifests that computed it (a cache hit "
                     "computes nothing): rows a second, batches of 64 rows padded to their longest, the precision "
                     "--mixed-precision auto chose, all cores.")
@@ -291,7 +297,7 @@ def main(argv=None) -> int:
            title=f"Students that are not transformers over {args.seeds} seeds: int8 retention and speed-up",
            rows=front, command=f"python bench/compact_students.py --recipe recipes/{name}.yaml --seeds {args.seeds} "
                                + ("--frontier-only " if args.frontier_only else "")
-                               + f"--shapes {args.shapes} (it runs: {shown_command(command)})",
+                               + f"--shapes {args.shapes}{frontier_flags} (it runs: {shown_command(command)})",
            note=f"`shrinkbert frontier --shapes {args.shapes}` on the recipe's teacher with the recipe's distill "
                 f"options: {args.seeds} seeds each, exported and dynamic int8; the teacher, its O2+int8 export and "
                 f"every int8 student timed in one interleaved run on the {table['test_rows']:,} test rows, batch 1, "
