@@ -294,12 +294,12 @@ def main(argv=None) -> int:
         print("recorded in bench/results/compact-students.jsonl (python bench/results.py updates the page)")
         return 0
     record(f"{name}-frontier", section="compact-students",
-           title=f"Students that are not transformers over {args.seeds} seeds: int8 retention and speed-up",
+           title="Students that are not transformers over seeds (the table's seeds column): int8 retention and speed-up",
            rows=front, command=f"python bench/compact_students.py --recipe recipes/{name}.yaml --seeds {args.seeds} "
                                + ("--frontier-only " if args.frontier_only else "")
                                + f"--shapes {args.shapes}{frontier_flags} (it runs: {shown_command(command)})",
            note=f"`shrinkbert frontier --shapes {args.shapes}` on the recipe's teacher with the recipe's distill "
-                f"options: {args.seeds} seeds each, exported and dynamic int8; the teacher, its O2+int8 export and "
+                f"options: {args.seeds} seed{'s' if args.seeds > 1 else ''} each, exported and dynamic int8; the teacher, its O2+int8 export and "
                 f"every int8 student timed in one interleaved run on the {table['test_rows']:,} test rows, batch 1, "
                 f"sequence {table['seq_len']}, {table['threads']} threads. Retention: int8 test accuracy over the "
                 "teacher's in PyTorch fp32; the interval pairs each row's share of the seeds that got it right with "
