@@ -90,13 +90,15 @@ class Outputs:
     """The output columns of one kind; `columns` are the input columns it reads, in order.
 
     A subclass answers for its kind: which Predictor kind it serves (`kind`), the input columns it reads by
-    default (`default_columns`), whether it reads a second text column (`reads_pairs`) and whether it can
-    write its numbers in another dtype (`dtypes`)."""
+    default (`default_columns`), whether it reads a second text column (`reads_pairs`), whether it can write
+    its numbers in another dtype (`dtypes`) and whether its predict runs the counting pass's encodings
+    (`reads_encodings`; a kind that does not is handed none, so a window's encodings are not held for it)."""
     columns: list[str]
     kind: str = ""
     default_columns: tuple[str, ...] = ("text",)
     reads_pairs = False
     dtypes: tuple[str, ...] = ("float32",)
+    reads_encodings = False
 
     @classmethod
     def columns_for(cls, text_column: str | None, text_pair_column: str | None, names: list[str]) -> list[str]:
@@ -112,9 +114,9 @@ class Outputs:
 
     def count(self, rows: list[dict]) -> Counted:
         """Tokens each row runs as (what a batch pads to), or characters where the bundle has no padding, with
-        the unpadded encodings that counted them (a kind that reads them pads them instead of encoding its
-        rows again). Counted LENGTH_ROWS rows at a time: a truncated encoding keeps the rest of its text as
-        overflow."""
+        the unpadded encodings that counted them where the kind reads them (it pads them instead of encoding
+        its rows again). Counted LENGTH_ROWS rows at a time: a truncated encoding keeps the rest of its text
+        as overflow."""
         first = [r[self.columns[0]] for r in rows]
         if self.counter is None:
             return Counted([len(x) for x in first], None)
@@ -128,7 +130,7 @@ class Outputs:
                 encodings.extend(encode(list(zip(part, pairs))))
             else:
                 encodings.extend(encode(part))
-        return Counted([len(e.ids) for e in encodings], encodings)
+        return Counted([len(e.ids) for e in encodings], encodings if self.reads_encodings else None)
 
     def fields(self) -> list[pa.Field]:
         raise NotImplementedError
@@ -153,9 +155,13 @@ class Embeddings(Outputs):
     def fields(self):
         return [pa.field("embedding", pa.list_(self.arrow_dtype, self.predictor.dim))]
 
+    @property
+    def reads_encodings(self) -> bool:
+        return hasattr(self.predictor.graph, "vectors")  # a bundle written before `vectors` encodes again
+
     def predict(self, rows, encodings=None):
         graph = self.predictor.graph
-        if encodings is not None and hasattr(graph, "vectors"):  # a bundle written before `vectors` encodes again
+        if encodings is not None and self.reads_encodings:
             vectors = graph.vectors(padded(encodings, graph.tokenizer))
         else:
             vectors = self.predictor.embed([r[self.columns[0]] for r in rows], batch_size=max(1, len(rows)))
@@ -166,6 +172,7 @@ class Embeddings(Outputs):
 class Labels(Outputs):
     kind = "sequence"
     reads_pairs = True
+    reads_encodings = True
 
     def fields(self):
         return [pa.field("label", pa.string()), pa.field("score", pa.float64()),
@@ -207,7 +214,7 @@ class Tags(Outputs):
     def metadata(self):
         return {"labels": json.dumps(self.predictor.labels)}
 
-    def predict(self, rows, encodings=None):  # words need offsets: encoded again with them
+    def predict(self, rows, encodings=None):  # words need offsets: encoded again with them (reads_encodings off)
         values = [r[self.columns[0]] for r in rows]
         lists = [isinstance(v, (list, tuple)) for v in values]
         if any(lists) and not all(lists):

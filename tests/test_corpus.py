@@ -251,6 +251,20 @@ def test_counted_encodings_padded_feed_the_graph_what_encoding_again_feeds_it(bu
         assert got[name].equals(want[name]), name
 
 
+def test_only_kinds_that_run_the_counted_encodings_are_handed_them(bundles):
+    # a tagger and a QA bundle encode again (offsets, windows): their windows' encodings are not held for them
+    from shrinkbert.deploy.corpus_kinds import outputs_for
+
+    rows = [{"text": t, "question": "Who?", "context": CONTEXT} for t in sentences(20, seed=8)]
+    outputs = {kind: outputs_for(load_predictor(bundles[kind], 1), None, None)
+               for kind in ("sequence", "embedding", "token", "qa", "static")}
+    held = {kind: each.count(rows) for kind, each in outputs.items()}
+    assert held["sequence"].encodings is not None and held["embedding"].encodings is not None
+    assert held["token"].encodings is None and held["qa"].encodings is None and held["static"].encodings is None
+    tagger = outputs["token"]  # its rows still counted in tokens, for the length sort
+    assert held["token"].lengths == [len(e.ids) for e in tagger.counter.encode_batch([r["text"] for r in rows])]
+
+
 def predict_command(bundle: Path, path: Path, out: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "shrinkbert", "predict", str(bundle), "--input", str(path), "--output", str(out),
             "--no-progress", "--shard-rows", "40", "--threads", "1", *extra]
