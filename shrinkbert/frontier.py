@@ -67,8 +67,10 @@ def parse_speedups(text: str) -> list[float]:
 
 SHAPE_TEXT = re.compile(r"(\d+)L/H(\d+)(?:/A(\d+))?(?:/[FI](\d+))?")
 # a student that is not a transformer (core/compact): bilstm, cnn or bag, optionally /H (its width), /L (LSTM
-# layers), /D (token-vector width); on a pair task /align (--cross-attention) and /compose (--composition)
-COMPACT_TEXT = re.compile(r"(BILSTM|CNN|BAG)(?:/H(\d+))?(?:/L(\d+))?(?:/D(\d+))?(/ALIGN)?(/COMPOSE)?")
+# layers), /D (token-vector width) in any order; on a pair task /align (--cross-attention) and /compose
+# (--composition)
+COMPACT_TEXT = re.compile(r"(BILSTM|CNN|BAG)((?:/[HLD]\d+)*)(/ALIGN)?(/COMPOSE)?")
+COMPACT_SIZES = {"H": "hidden", "L": "layers", "D": "token_dim"}
 
 
 def parse_shapes(text: str) -> list[dict[str, Any]]:
@@ -80,11 +82,11 @@ def parse_shapes(text: str) -> list[dict[str, Any]]:
         if not part:
             continue
         compact = COMPACT_TEXT.fullmatch(part.upper())
-        if compact:
-            values = dict(zip(("hidden", "layers", "token_dim"), compact.groups()[1:4]))
-            switches = dict(zip((key for key, _ in PAIR_SWITCHES), compact.groups()[4:]))
+        sizes = re.findall(r"/([HLD])(\d+)", compact.group(2)) if compact else []
+        if compact and len({letter for letter, _ in sizes}) == len(sizes):
+            switches = dict(zip((key for key, _ in PAIR_SWITCHES), compact.groups()[2:]))
             shapes.append({"student": compact.group(1).lower(),
-                           **{k: int(v) for k, v in values.items() if v is not None},
+                           **{COMPACT_SIZES[letter]: int(value) for letter, value in sizes},
                            **{k: True for k, v in switches.items() if v}})
             continue
         match = SHAPE_TEXT.fullmatch(part.upper())

@@ -25,13 +25,15 @@ def test_parse_shapes():
     assert parse_shapes("") == []
     assert parse_shapes("bilstm/H150/L2, cnn, bag/D64") == [{"student": "bilstm", "hidden": 150, "layers": 2},
                                                              {"student": "cnn"}, {"student": "bag", "token_dim": 64}]
+    assert parse_shapes("bilstm/H300/D512/L2") == [{"student": "bilstm", "hidden": 300, "token_dim": 512, "layers": 2}]
     assert parse_shapes("bilstm/H96/D128/align/compose,cnn/align") == [
         {"student": "bilstm", "hidden": 96, "token_dim": 128, "cross_attention": True, "composition": True},
         {"student": "cnn", "cross_attention": True}]
     from shrinkbert.frontier import _shape_label
 
     assert _shape_label(parse_shapes("bilstm/H96/align/compose")[0]) == "bilstm-H96-align-compose"
-    for bad in ("3L", "H128", "3L/H128/X2", "threeL/H128", "lstm/H150", "bag/A4", "bilstm/compose/align"):
+    for bad in ("3L", "H128", "3L/H128/X2", "threeL/H128", "lstm/H150", "bag/A4", "bilstm/compose/align",
+                "bilstm/H300/H200"):
         with pytest.raises(ShrinkbertError):
             parse_shapes(bad)
 
