@@ -181,8 +181,9 @@ def frontier_rows(table: dict, goals: dict) -> list[dict]:
         vs = point.get("vs_reference") or {}
         rows.append({
             "student": student,
-            "shape": f"H{point['shape']['hidden_size']}/D{point['shape']['embedding_dim']}"
+            "shape": f"H{point['shape']['hidden_size']}"  # as --shapes and the frontier's folders name it
                      + (f"/L{point['shape']['num_hidden_layers']}" if point["shape"]["num_hidden_layers"] > 1 else "")
+                     + f"/D{point['shape']['embedding_dim']}"
                      + "".join(f"/{word}" for key, word in PAIR_SWITCHES if point["shape"].get(key)),
             "seeds": point["seeds"],
             "retention (mean ± sd)": f"{point['retention_mean']:.1%} ± {point['retention_sd']:.1%}",
