@@ -8,7 +8,9 @@ Predictor offline, the same server unbatched, and infinity-emb on the same model
     python bench/serve_load.py --bundle DIR --smoke              # a few seconds a point: the plumbing, no figures
 
 For each bundle (all on 127.0.0.1, the load generator beside the server on the same cores: wrk for the
-closed loops where it is installed, else a keep-alive HTTP/1.1 client on asyncio; --generator):
+closed loops where it is installed, else a keep-alive HTTP/1.1 client on asyncio; --generator; with --split-cores
+the server runs on the first half of the cores and every generator and probe on the other half, so the load's
+own CPU is not taken from the server, at the cost of half the cores: give --layouts that fit its half):
 
 - offline: the bundle's Predictor in this process, batch 1 (p50 of one row's call) and its best
   rows/s over batch sizes, at its runtime defaults and on one thread (the ceiling a server adds its cost to);
@@ -64,6 +66,43 @@ INFINITY_VENV = Path("/tmp/infinity-venv")
 LOCUST_VENV = Path("/tmp/locust-venv")
 LOCUSTFILE = Path(__file__).resolve().with_name("serve_locustfile.py")
 ENV = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+# the cores each side runs on (--split-cores): "server" for servers and the offline Predictor, "load" for the
+# generators, the probes and this process otherwise; None: every core, both sides together
+PLACEMENT: dict[str, set[int] | None] = {"server": None, "load": None}
+MACHINE_CORES = set(os.sched_getaffinity(0))  # what the host record names, whatever this process runs on
+
+
+def split_cores() -> None:
+    """Servers on the first half of this process's cores, the load (and this process) on the rest."""
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        raise SystemExit("error: --split-cores needs at least 2 cores")
+    PLACEMENT.update(server=set(cores[:len(cores) // 2]), load=set(cores[len(cores) // 2:]))
+    os.sched_setaffinity(0, PLACEMENT["load"])
+
+
+def on_cores(side: str):
+    """A child's preexec_fn that puts it on `side`'s cores (None: not split, no change)."""
+    cores = PLACEMENT[side]
+    return (lambda: os.sched_setaffinity(0, cores)) if cores else None
+
+
+def machine() -> dict:
+    """The host record (bench/record.py) with the machine's cores, not this process's half of them."""
+    return {**host(), "cores": len(MACHINE_CORES)}
+
+
+def server_cores() -> int:
+    return len(PLACEMENT["server"] or os.sched_getaffinity(0))
+
+
+def placement_note() -> str:
+    if PLACEMENT["server"] is None:
+        return "the load generator beside the server on the same cores"
+    def named(cores: set[int]) -> str:
+        return ",".join(str(c) for c in sorted(cores))
+    return (f"the server on core(s) {named(PLACEMENT['server'])}, the load generator and probes on "
+            f"core(s) {named(PLACEMENT['load'])} (--split-cores)")
 
 
 def free_port() -> int:
@@ -127,7 +166,8 @@ class Server:
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = tempfile.NamedTemporaryFile("w+", prefix="serve-load-", suffix=".log")
         self.process = subprocess.Popen([part.replace("{port}", str(self.port)) for part in command], cwd=cwd,
-                                        env=ENV, stdout=self.log, stderr=subprocess.STDOUT)
+                                        env=ENV, stdout=self.log, stderr=subprocess.STDOUT,
+                                        preexec_fn=on_cores("server"))
         self.health = health
 
     def wait_ready(self, timeout: float) -> str | None:
@@ -349,7 +389,8 @@ def wrk_closed_loop(url: str, requests: list[tuple[str, dict]], clients: int, se
         script.write(WRK_SCRIPT % "\n".join(lines))
     try:
         done = subprocess.run(["wrk", "-t1", f"-c{clients}", f"-d{seconds:.0f}s", "--timeout", "60s", "-s", script.name,
-                               url], capture_output=True, text=True, timeout=seconds + 60)
+                               url], capture_output=True, text=True, timeout=seconds + 60,
+                              preexec_fn=on_cores("load"))
     finally:
         os.unlink(script.name)
     found = next((line[4:] for line in done.stdout.splitlines() if line.startswith("WRK ")), None)
@@ -401,7 +442,8 @@ def h2load_open_loop(url: str, requests: list[tuple[str, dict]], rate: float, se
         command = ["h2load", "--h1", "-t1", f"-c{connections}", f"--rps={rate / connections:.4f}", f"-r{opened}",
                    f"--rate-period={period_ms}ms", f"-n{int(rate * seconds)}",
                    "-d", str(data), "-H", "content-type: application/json", f"--log-file={log}", url + route]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=seconds + 60)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=seconds + 60,
+                              preexec_fn=on_cores("load"))
         if done.returncode != 0 or not log.is_file():
             raise RuntimeError(f"h2load failed: {done.stdout[-300:]} {done.stderr[-300:]}")
         entries = np.loadtxt(log, dtype=np.int64, ndmin=2)  # start (us since the epoch), status, duration (us)
@@ -554,7 +596,7 @@ def soak_phase(args, bundle: Path, kind: str, rate: float, threads: int) -> dict
         subprocess.run([str(locust), "-f", str(LOCUSTFILE), "--headless", "-u", str(users), "-r", str(users),
                         "-t", f"{int(args.soak)}s", "--host", server.url, "--csv", str(out / "soak"),
                         "--csv-full-history", "--only-summary"], env=env, capture_output=True, text=True,
-                       timeout=args.soak + 120)
+                       timeout=args.soak + 120, preexec_fn=on_cores("load"))
         rss.append(server.rss_mb())
         return {"rate": round(rate, 1), "seconds": args.soak, **locust_figures(out / "soak", window),
                 "rss_mb_first": round(rss[0], 1), "rss_mb_last": round(rss[-1], 1),
@@ -600,8 +642,8 @@ def run_bundle(args, bundle: Path) -> dict[str, list[dict]]:
     """Every phase on one bundle: the rows of each figure recorded ("serve-load", "serve-kill", "serve-soak")."""
     kind, texts = bundle_kind(bundle), texts_for(args)
     requests = [request_for(kind, text) for text in texts]
-    cores = len(os.sched_getaffinity(0))
-    print(f"\n== {bundle} ({kind}) on {host_label(host())}")
+    cores = server_cores()
+    print(f"\n== {bundle} ({kind}) on {host_label(machine())}; {placement_note()}")
     if args.soak_only:
         return {"serve-soak": soak_only(args, bundle, kind, requests, cores)}
     passes = []
@@ -627,7 +669,13 @@ def run_bundle(args, bundle: Path) -> dict[str, list[dict]]:
 
 def load_pass(args, bundle: Path, kind: str, texts: list[str], requests, cores: int) -> tuple[list[dict], float]:
     """One pass over the offline ceiling and every server: its rows and the best rows/s of `shrinkbert serve`."""
-    base = offline(bundle, texts, kind, args.seconds)
+    if PLACEMENT["server"]:  # the ceiling on the cores the servers get
+        os.sched_setaffinity(0, PLACEMENT["server"])
+    try:
+        base = offline(bundle, texts, kind, args.seconds)
+    finally:
+        if PLACEMENT["load"]:
+            os.sched_setaffinity(0, PLACEMENT["load"])
     print(f"offline Predictor: b1 p50 {base['p50_ms_b1']} ms; best {base['best_rows_s']} rows/s at batch "
           f"{base['best_batch']} ({base['best_runtime']})")
     rows = [{"bundle": bundle_label(bundle), "kind": kind, "server": "Predictor offline",
@@ -760,7 +808,7 @@ def main(argv: list[str] | None = None) -> int:
                         "found) or the asyncio client here; the kill and recovery always use the asyncio one")
     p.add_argument("--kill", action="store_true", help="also kill one of two workers under load")
     p.add_argument("--soak", type=float, default=0.0, help="seconds of locust soak at 70%% of the maximum (0: none)")
-    p.add_argument("--soak-workers", type=int, default=len(os.sched_getaffinity(0)),
+    p.add_argument("--soak-workers", type=int, default=0,
                    help="workers of the soaked server (default: one per core, as the server's own default)")
     p.add_argument("--soak-only", action="store_true", help="only the soak (its maximum from 32 closed-loop clients "
                    "for --seconds first)")
@@ -771,8 +819,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--start-timeout", type=float, default=120.0, help="seconds a server may take to be ready")
     p.add_argument("--smoke", action="store_true", help="2 s a point, 1 and 8 clients, the kill and a 6 s soak: "
                    "proves the plumbing; nothing recorded")
+    p.add_argument("--split-cores", action="store_true",
+                   help="servers on the first half of the cores, every load generator and probe on the other half "
+                        "(give --layouts that fit the server's half, 1x1 on 2 cores)")
     p.add_argument("--no-record", action="store_true", help="print only")
     args = p.parse_args(argv)
+    if args.split_cores:
+        split_cores()
+    args.soak_workers = args.soak_workers or server_cores()
     if args.smoke:
         args.seconds, args.clients, args.kill, args.no_record = 2.0, [1, 8], True, True
         args.soak = args.soak or 6.0
@@ -789,7 +843,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.no_record:
         return 0
     titles = {"serve-load": ("Serving: rows/s and latency under load",
-                             f"one row a request on 127.0.0.1, the load generator beside the server on the same cores "
+                             f"one row a request on 127.0.0.1, {placement_note()} "
                              f"(closed loops: {args.generator}, open loops: {args.open_generator}); {args.seconds:.0f} s a "
                              "point"),
               "serve-kill": ("Serving: one of two workers killed under load",
@@ -798,10 +852,17 @@ def main(argv: list[str] | None = None) -> int:
               "serve-soak": ("Serving: soak at 70% of the maximum",
                              f"locust, 32 users at a fixed total rate, {args.soak:.0f} s; p99 of the first and last "
                              "minute; the server's resident memory after the first minute and at the end")}
+    split = PLACEMENT["server"] is not None
     for figure, rows in figures.items():
         columns = list(dict.fromkeys(key for row in rows for key in row))  # open-loop rows carry two more
         rows = [{key: row.get(key) for key in columns} for row in rows]
-        record(figure, section="serving", title=titles[figure][0], rows=rows, note=titles[figure][1])
+        title, note = titles[figure]
+        # a figure of its own: the results page keeps a host's latest run of each, and a split run
+        # (half the cores serving) does not stand for the whole-machine one
+        record(figure + ("-split-cores" if split else ""), section="serving",
+               title=title + (", the load on other cores" if split else ""), rows=rows,
+               note=note if figure == "serve-load" or not split else f"{note}; {placement_note()}",
+               machine=machine())
     return 0
 
 
