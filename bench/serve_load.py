@@ -19,7 +19,8 @@ own CPU is not taken from the server, at the cost of half the cores: give --layo
   call per request, unbatched), and infinity-emb 0.0.78 (embedders and classifiers: /embeddings, /classify;
   its own venv, --infinity-venv, skipped with the reason printed where it is absent or does not start);
 - open loop on the first layout at --rates, fractions of its maximum (2.0 is the overload: refused requests
-  must be 429s, never 5xx): from h2load (Debian's nghttp2-client; --open-generator) on 512 connections at
+  must be 429s, never 5xx; each point's accepted p99 is also given over the first layout's p99 at the most
+  closed-loop clients, the heaviest load it holds without refusing): from h2load (Debian's nghttp2-client; --open-generator) on 512 connections at
   a fixed rate each, the median-length row, latency from each request's send; else from the asyncio client
   at fractions of what it holds itself at 32 clients, latency from each request's scheduled time; then the
   seconds after the load stops until three probes in a row (one request every 50 ms) are answered within 1.5x
@@ -695,7 +696,7 @@ def load_pass(args, bundle: Path, kind: str, texts: list[str], requests, cores: 
     arms.append((lambda: shrinkbert_server(bundle, 1, cores, "--max-batch-rows", "1"), False, False))
     if KINDS[kind][2]:
         arms.append((lambda: infinity_server(args, bundle), False, False))
-    best_rate = reference = 0.0
+    best_rate = reference = heaviest_p99 = 0.0  # heaviest_p99: the first layout's p99 at the most closed-loop clients
     for make, sets_maximum, runs_open_loops in arms:
         made = make()
         server, what = made if isinstance(made, tuple) else (made, "")
@@ -724,6 +725,8 @@ def load_pass(args, bundle: Path, kind: str, texts: list[str], requests, cores: 
                                                                           "errors")}})
                 if sets_maximum:
                     best_rate = max(best_rate, point["rows_s"])
+                if runs_open_loops and not reference and clients == max(args.clients):
+                    heaviest_p99 = point["p99_ms"]
             if runs_open_loops and best_rate:
                 if reference:  # a bounded queue's arm: the rates of the default's
                     print(f"{server.name:<26} open loops at the default's rates ({reference} rows/s: 1.0x)")
@@ -744,12 +747,15 @@ def load_pass(args, bundle: Path, kind: str, texts: list[str], requests, cores: 
                              if args.open_generator == "h2load" else
                              asyncio.run(open_loop(server.url, load, fraction * reference, args.seconds)))
                     back = recovery_seconds(server.url, probe, idle_ms)
+                    p99_ratio = (round(point["p99_ms"] / heaviest_p99, 2)
+                                 if heaviest_p99 and point["p99_ms"] is not None else None)
                     print(f"{server.name:<26} open {point['rate']:>7}/s ({fraction}x, sent {point.get('sent_s')}/s): "
-                          f"{point['rows_s']} rows/s p50 {point['p50_ms']} p99 {point['p99_ms']} ms, codes "
-                          f"{point['codes']}, back to idle in {back} s")
+                          f"{point['rows_s']} rows/s p50 {point['p50_ms']} p99 {point['p99_ms']} ms "
+                          f"({p99_ratio}x the p99 at {max(args.clients)} clients), codes {point['codes']}, back to idle in {back} s")
                     rows.append({"bundle": bundle_label(bundle), "kind": kind, "server": server.name,
                                  "mode": f"open {fraction}x ({args.open_generator})", "clients": 0,
                                  **{k: point[k] for k in ("rows_s", "p50_ms", "p95_ms", "p99_ms", "errors")},
+                                 "p99_x_heaviest_closed": p99_ratio,
                                  "refused_429": point["codes"].get("429", 0), "back_to_idle_s": back,
                                  "idle_probe_ms": round(idle_ms, 2),
                                  "asked_s": point["rate"], "sent_s": point.get("sent_s")})

@@ -23,7 +23,7 @@ Each worker process holds one Predictor, one asyncio batching queue and --instan
 each run one model call at a time: rows from many requests are gathered (up to --max-batch-rows rows
 and --max-batch-tokens padded tokens, waiting at most --max-wait-ms for more), sorted by length so
 long and short texts are not padded together, and run on a free instance's thread beside the event
-loop, which keeps accepting meanwhile. Past --queue-size waiting rows (or --max-queue-ms of work) a
+loop, which keeps accepting meanwhile. Past --queue-size waiting rows (or --max-queue-ms of queueing) a
 request gets 429 with Retry-After. The app is a plain ASGI callable on uvicorn (httptools, uvloop),
 its JSON orjson's; the standard library, numpy, uvicorn, orjson and prometheus-client only, and the
 bundle's own predict.py and token_ids.py: nothing of shrinkbert.
@@ -72,7 +72,7 @@ class Options:
     max_batch_tokens: int = 8192  # rows x their longest text, per model call
     max_wait_ms: float = 0.0  # 0: batch what queued while the model ran, never hold an idle client
     queue_size: int = 256  # rows waiting per worker (their wait: queue_size / rows/s); past it, 429
-    max_queue_ms: float = 0.0  # past this much queued work (waiting rows / the worker's measured rows/s), 429; 0: off
+    max_queue_ms: float = 0.0  # past this much queueing (Batcher.queue_delay), 429; 0: off
     max_client_batch: int = 256  # inputs per request; past it, 413
     max_input_chars: int = 100_000  # characters per text; past it, 413
     max_body_bytes: int = 4 << 20
@@ -386,6 +386,17 @@ class Batcher:
         """How long the rows now waiting take to run at the measured rate (0 before any call)."""
         return self.waiting / self.rate if self.rate else 0.0
 
+    def queue_delay(self) -> float:
+        """Seconds a row arriving now would queue: the longer of what the waiting rows take to run at the
+        measured rate and how long the oldest has waited past --max-wait-ms. The rate is the model's calls
+        alone; where the event loop's own work (HTTP, JSON) shares the cores it drains slower than that,
+        and the oldest row's wait is what the queue really holds."""
+        if not self.waiting:
+            return 0.0
+        oldest = min(rows[0].arrived for rows in self.pending.values() if rows)
+        waited = asyncio.get_running_loop().time() - oldest - self.opts.max_wait_ms / 1000.0
+        return max(self.queued_seconds(), waited)
+
     async def _run_all(self, loop, group: str, rows: list[Row]) -> None:
         """One instance's share: the taken rows' sub-batches one after another, then the instance is free."""
         try:
@@ -603,12 +614,12 @@ class Server:
         if route not in self.model.serving.routes:
             raise Invalid(404, f"this bundle is a {self.model.kind} model: use {' or '.join(self.model.serving.routes)}")
         if (self.batcher.waiting >= self.opts.queue_size
-                or 0 < self.opts.max_queue_ms < self.batcher.queued_seconds() * 1000):
+                or 0 < self.opts.max_queue_ms < self.batcher.queue_delay() * 1000):
             raise self.full()
 
     def full(self) -> Invalid:
         return Invalid(429, f"the queue is full ({self.batcher.waiting} rows waiting, about "
-                            f"{self.batcher.queued_seconds() * 1000:.0f} ms of work); retry shortly", retry_after=1)
+                            f"{self.batcher.queue_delay() * 1000:.0f} ms of queueing); retry shortly", retry_after=1)
 
     async def answer(self, group: str, payloads: list, tokens: list[int]) -> list:
         if len(payloads) > self.opts.queue_size:  # could never be queued: no retry helps
@@ -875,9 +886,9 @@ def parser(prog: str = "serve.py", bundle_positional: bool = False) -> argparse.
     p.add_argument("--max-wait-ms", type=float, default=defaults.max_wait_ms,
                    help="how long a row waits for others to fill its batch (0: run what queued while the model ran)")
     p.add_argument("--max-queue-ms", type=float, default=defaults.max_queue_ms,
-                   help="a request is refused (429) while the rows waiting would take longer than this to run at "
-                        "the worker's measured rows/s: what an accepted request waits under overload (0: no "
-                        "bound but --queue-size)")
+                   help="a request is refused (429) while a row would queue longer than this (the waiting rows "
+                        "at the worker's measured rows/s, or the oldest one's wait so far): what an accepted "
+                        "request waits under overload (0: no bound but --queue-size)")
     p.add_argument("--queue-size", type=int, default=defaults.queue_size,
                    help="rows waiting per worker; past it a request gets 429 with Retry-After")
     p.add_argument("--max-client-batch", type=int, default=defaults.max_client_batch,

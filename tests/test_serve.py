@@ -345,9 +345,28 @@ def test_a_full_queue_answers_429_with_retry_after_and_nothing_else_fails(bundle
     codes = [r.status_code for r in responses]
     assert set(codes) <= {200, 429} and 429 in codes and 200 in codes, codes
     assert all(r.headers["retry-after"] == "1" for r in responses if r.status_code == 429)
-    assert all("ms of work" in r.json()["error"] for r in responses if r.status_code == 429)
+    assert all("ms of queueing" in r.json()["error"] for r in responses if r.status_code == 429)
     if limit[0] == "--queue-size":
         assert too_many.status_code == 413  # more rows than the queue holds: no retry would help
+
+
+def test_a_queue_bound_counts_the_oldest_rows_wait_where_the_measured_rate_says_less():
+    import asyncio
+
+    from shrinkbert.deploy.serve import Batcher, Metrics, Options
+
+    async def delays() -> tuple[float, float, float]:
+        batcher = Batcher(None, Options(max_queue_ms=25, max_wait_ms=10), Metrics())
+        batcher.rate = 1e6  # the model's calls alone: a row would run in a microsecond
+        batcher.submit("single", ["a", "b"], [3, 3])
+        fresh = batcher.queue_delay()
+        batcher.pending["single"][0].arrived -= 0.05  # the oldest row has waited 50 ms, 10 of them by design
+        aged = batcher.queue_delay()
+        batcher.pending["single"].clear()
+        batcher.waiting = 0
+        return fresh, aged, batcher.queue_delay()
+    fresh, aged, empty = asyncio.run(delays())
+    assert fresh < 0.001 and 0.039 < aged < 0.045 and empty == 0.0
 
 
 def test_sigterm_answers_what_was_accepted_then_exits_0(bundles):
