@@ -365,7 +365,7 @@ class Batcher:
             if not self.waiting:
                 await self.next_arrival(None)
             if wait > 0 and self.waiting < self.opts.max_batch_rows:
-                oldest = min(rows[0].arrived for rows in self.pending.values() if rows)
+                oldest = self.oldest_arrival()
                 while self.waiting < self.opts.max_batch_rows and loop.time() < oldest + wait:
                     try:
                         await self.next_arrival(oldest + wait - loop.time())
@@ -386,6 +386,10 @@ class Batcher:
         """How long the rows now waiting take to run at the measured rate (0 before any call)."""
         return self.waiting / self.rate if self.rate else 0.0
 
+    def oldest_arrival(self) -> float:
+        """When the longest-waiting row arrived (loop time); some row must be waiting."""
+        return min(rows[0].arrived for rows in self.pending.values() if rows)
+
     def queue_delay(self) -> float:
         """Seconds a row arriving now would queue: the longer of what the waiting rows take to run at the
         measured rate and how long the oldest has waited past --max-wait-ms. The rate is the model's calls
@@ -393,8 +397,7 @@ class Batcher:
         and the oldest row's wait is what the queue really holds."""
         if not self.waiting:
             return 0.0
-        oldest = min(rows[0].arrived for rows in self.pending.values() if rows)
-        waited = asyncio.get_running_loop().time() - oldest - self.opts.max_wait_ms / 1000.0
+        waited = asyncio.get_running_loop().time() - self.oldest_arrival() - self.opts.max_wait_ms / 1000.0
         return max(self.queued_seconds(), waited)
 
     async def _run_all(self, loop, group: str, rows: list[Row]) -> None:
