@@ -49,7 +49,7 @@ PAIR_MARGIN = 0.02
 TEACHERS = {"movies-compact": "the demo's MiniLM teacher", "mpnet-compact": "the MPNet teacher (all-mpnet-base-v2)",
             "pairs-compact": "MiniLM (all-MiniLM-L6-v2)"}
 # the recipe's distill options the frontier passes to each of its students
-SHARED = ("epochs", "batch_size", "augment", "transfer_corpus", "max_transfer_rows")
+SHARED = ("epochs", "batch_size", "augment", "transfer_corpus", "max_transfer_rows", "mixed_precision")
 
 
 def parse_args(argv=None):
@@ -65,6 +65,9 @@ def parse_args(argv=None):
                         "record the frontier")
     p.add_argument("--max-transfer-rows", type=int,
                    help="the frontier's teacher-labelled registry rows (default: the recipe's own)")
+    p.add_argument("--mixed-precision", choices=("auto", "no", "bf16"),
+                   help="the frontier students' training precision (default: the recipe's own, else auto: fp32 for "
+                        "a student that is not a transformer)")
     p.add_argument("--no-run", action="store_true", help="run nothing; read the finished report and frontier")
     p.add_argument("--no-record", action="store_true", help="print only; append nothing to bench/results")
     return p.parse_args(argv)
@@ -89,9 +92,9 @@ def pair_goals(single_text: str, figure: str) -> dict:
     return goals
 
 
-def frontier_options(recipe_file: str, max_transfer_rows: int | None = None) -> dict:
+def frontier_options(recipe_file: str, max_transfer_rows: int | None = None, mixed_precision: str | None = None) -> dict:
     """The distill options the recipe's three students share (and their learning rate); `max_transfer_rows`
-    replaces the recipe's where given."""
+    and `mixed_precision` replace the recipe's where given."""
     import yaml
 
     stages = yaml.safe_load(Path(recipe_file).read_text())["stages"]
@@ -101,6 +104,8 @@ def frontier_options(recipe_file: str, max_transfer_rows: int | None = None) -> 
         raise SystemExit("error: the recipe's students do not share their distill options; the frontier takes one set")
     if max_transfer_rows is not None:
         options["max_transfer_rows"] = max_transfer_rows
+    if mixed_precision is not None:
+        options["mixed_precision"] = mixed_precision
     return options
 
 
@@ -121,9 +126,9 @@ def with_recipe_switches(recipe_file: str, shapes: str) -> str:
 
 
 def frontier_command(recipe_file: str, output_dir: str, frontier_dir: str, seeds: int, shapes: str,
-                     max_transfer_rows: int | None = None) -> list[str]:
+                     max_transfer_rows: int | None = None, mixed_precision: str | None = None) -> list[str]:
     """`shrinkbert frontier` over `shapes` with the recipe's own distill options (and its pair switches)."""
-    options = frontier_options(recipe_file, max_transfer_rows)
+    options = frontier_options(recipe_file, max_transfer_rows, mixed_precision)
     command = [sys.executable, "-m", "shrinkbert.cli", "frontier", "--teacher", str(Path(output_dir) / "teacher"),
                "--speedups", "", "--shapes", with_recipe_switches(recipe_file, shapes), "--seeds", str(seeds),
                "--compact-learning-rate", str(options.pop("learning_rate")), "--output-dir", frontier_dir]
@@ -227,7 +232,7 @@ def main(argv=None) -> int:
     goals = GOALS[name] if name in GOALS else pair_goals(PAIR_RECIPES[name], "report")
     frontier_goals = GOALS[name] if name in GOALS else (pair_goals(PAIR_RECIPES[name], "frontier") if args.seeds else {})
     command = frontier_command(args.recipe, args.output_dir, args.frontier_dir, args.seeds, args.shapes,
-                                args.max_transfer_rows) if args.seeds else []
+                                args.max_transfer_rows, args.mixed_precision) if args.seeds else []
     if args.frontier_only and not command:
         print("error: --frontier-only needs --seeds 1 or more", file=sys.stderr)
         return 2
@@ -254,7 +259,7 @@ def main(argv=None) -> int:
         print()
     if args.no_record:
         return 0
-    options = frontier_options(args.recipe, args.max_transfer_rows)
+    options = frontier_options(args.recipe, args.max_transfer_rows, args.mixed_precision)
     stages = yaml.safe_load(Path(args.recipe).read_text())["stages"]
     teacher_stage = stages["teacher"]["with"]
     switched = {key: [stage for stage, spec in stages.items() if (spec.get("with") or {}).get(key)]
@@ -281,6 +286,7 @@ def main(argv=None) -> int:
                     "interval; the goal and verdict are the bundle's, against the teacher in PyTorch fp32." + goal_note)
     # the frontier's own flags, where given, in the commands recorded
     frontier_flags = ((f" --max-transfer-rows {args.max_transfer_rows}" if args.max_transfer_rows else "")
+                      + (f" --mixed-precision {args.mixed_precision}" if args.mixed_precision else "")
                       + (f" --frontier-dir {shown_path(args.frontier_dir)}" if given_frontier_dir else ""))
     labelling = labelling_rows(name, [Path(args.output_dir), Path(args.frontier_dir)])
     if labelling:
