@@ -49,7 +49,7 @@ PAIR_MARGIN = 0.02
 TEACHERS = {"movies-compact": "the demo's MiniLM teacher", "mpnet-compact": "the MPNet teacher (all-mpnet-base-v2)",
             "pairs-compact": "MiniLM (all-MiniLM-L6-v2)"}
 # the recipe's distill options the frontier passes to each of its students
-SHARED = ("epochs", "batch_size", "augment", "transfer_corpus", "max_transfer_rows", "mixed_precision")
+SHARED = ("epochs", "batch_size", "augment", "transfer_corpus", "max_transfer_rows")
 
 
 def parse_args(argv=None):
@@ -66,8 +66,8 @@ def parse_args(argv=None):
     p.add_argument("--max-transfer-rows", type=int,
                    help="the frontier's teacher-labelled registry rows (default: the recipe's own)")
     p.add_argument("--mixed-precision", choices=("auto", "no", "bf16"),
-                   help="the frontier students' training precision (default: the recipe's own, else auto: fp32 for "
-                        "a student that is not a transformer)")
+                   help="the frontier students' training precision, all of them (default: auto, fp32 for a student "
+                        "that is not a transformer)")
     p.add_argument("--no-run", action="store_true", help="run nothing; read the finished report and frontier")
     p.add_argument("--no-record", action="store_true", help="print only; append nothing to bench/results")
     return p.parse_args(argv)
