@@ -24,8 +24,8 @@ own CPU is not taken from the server, at the cost of half the cores: give --layo
   a fixed rate each, the median-length row, latency from each request's send; else from the asyncio client
   at fractions of what it holds itself at 32 clients, latency from each request's scheduled time; then the
   seconds after the load stops until three probes in a row (one request every 50 ms) are answered within 1.5x
-  of the same probe's p50 on the idle server; --max-queue-ms MS...: the first layout again with each bound on
-  its queued work, its closed loops and its open loops at the same rates;
+  of the same probe's p50 on the idle server; --queue-size ROWS... and --max-queue-ms MS...: the first layout
+  again with each bound on its queued work, its closed loops and its open loops at the same rates;
 - --kill: two workers under 32 clients, one killed with SIGKILL halfway: the seconds until requests are
   answered again, and the requests that failed;
 - --soak SECONDS: locust (its own venv, --locust-venv) at 70% of the best rows/s: errors, the first and last
@@ -216,11 +216,14 @@ class Server:
         self.log.close()
 
 
+QUEUE_BOUNDS = ("--queue-size", "--max-queue-ms")  # the server's flags that bound its queue, named in an arm's name
+
+
 def shrinkbert_server(bundle: Path, workers: int, threads: int, *extra: str, instances: int = 1) -> Server:
     """`serve.py` at workers x threads (workers x instances x threads where instances > 1)."""
     layout = f"{workers}x{instances}x{threads}" if instances > 1 else f"{workers}x{threads}"
-    name = (f"shrinkbert {layout}" + (" unbatched" if "--max-batch-rows" in extra else "")
-            + (f" --max-queue-ms {extra[extra.index('--max-queue-ms') + 1]}" if "--max-queue-ms" in extra else ""))
+    bounds = "".join(f" {flag} {extra[extra.index(flag) + 1]}" for flag in QUEUE_BOUNDS if flag in extra)
+    name = f"shrinkbert {layout}" + (" unbatched" if "--max-batch-rows" in extra else "") + bounds
     return Server(name, [sys.executable, str(bundle / "serve.py"), "--port", "{port}", "--workers", str(workers),
                          "--instances", str(instances), "--threads", str(threads), *extra], cwd=bundle)
 
@@ -691,8 +694,10 @@ def load_pass(args, bundle: Path, kind: str, texts: list[str], requests, cores: 
         workers, instances, threads = parts if len(parts) == 3 else (parts[0], 1, parts[1])
         arms.append((lambda w=workers, i=instances, t=threads: shrinkbert_server(bundle, w, t, instances=i), True, n == 0))
         if n == 0:
-            arms += [(lambda w=workers, i=instances, t=threads, ms=ms: shrinkbert_server(
-                bundle, w, t, "--max-queue-ms", f"{ms:g}", instances=i), False, True) for ms in args.max_queue_ms]
+            bounds = [("--queue-size", str(rows)) for rows in args.queue_size]
+            bounds += [("--max-queue-ms", f"{ms:g}") for ms in args.max_queue_ms]
+            arms += [(lambda w=workers, i=instances, t=threads, b=bound: shrinkbert_server(bundle, w, t, *b, instances=i),
+                      False, True) for bound in bounds]
     arms.append((lambda: shrinkbert_server(bundle, 1, cores, "--max-batch-rows", "1"), False, False))
     if KINDS[kind][2]:
         arms.append((lambda: infinity_server(args, bundle), False, False))
@@ -802,6 +807,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-queue-ms", type=float, nargs="*", default=[],
                    help="also the first layout with each of these --max-queue-ms bounds: its closed loops, and its "
                         "open loops at the default's rates")
+    p.add_argument("--queue-size", type=int, nargs="*", default=[],
+                   help="also the first layout with each of these --queue-size bounds (rows waiting per worker): its "
+                        "closed loops, and its open loops at the default's rates")
     p.add_argument("--seconds", type=float, default=20.0, help="seconds per point")
     p.add_argument("--repeats", type=int, default=1, help="passes over the offline ceiling and every server, one "
                    "after the other; each point's median is recorded, its rows/s range beside it")

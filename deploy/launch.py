@@ -27,7 +27,7 @@ def server_module(bundle: str | Path):
 
 
 def serve(bundle: str | Path, host: str = "127.0.0.1", port: int = 8080, workers: int = 0, threads: int = 0,
-          max_batch_rows: int = 32, max_batch_tokens: int = 8192, max_wait_ms: float = 0.0, queue_size: int = 256,
+          max_batch_rows: int = 32, max_batch_tokens: int = 8192, max_wait_ms: float = 0.0, queue_size: int = 128,
           api_key: str = "", **options) -> int:
     """Serve `bundle` over HTTP until SIGTERM or Ctrl-C; returns the exit code (0 once drained).
 

@@ -71,9 +71,11 @@ class Options:
     max_batch_rows: int = 32
     max_batch_tokens: int = 8192  # rows x their longest text, per model call
     max_wait_ms: float = 0.0  # 0: batch what queued while the model ran, never hold an idle client
-    queue_size: int = 256  # rows waiting per worker (their wait: queue_size / rows/s); past it, 429
+    # rows waiting per worker (their wait: queue_size / rows/s); past it, 429. Four full batches: under overload
+    # an accepted row waits about as long as with 128 clients a worker, none of whom is refused
+    queue_size: int = 128
     max_queue_ms: float = 0.0  # past this much queueing (Batcher.queue_delay), 429; 0: off
-    max_client_batch: int = 256  # inputs per request; past it, 413
+    max_client_batch: int = 128  # inputs per request; past it, 413 (a request never holds more than the queue)
     max_input_chars: int = 100_000  # characters per text; past it, 413
     max_body_bytes: int = 4 << 20
     auto_truncate: bool = False  # truncate texts past max_length when a request does not say
