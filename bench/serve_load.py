@@ -216,6 +216,7 @@ class Server:
         self.log.close()
 
 
+SETTLE_S = 1.0  # seconds between closed-loop points: what the last one left queued runs first
 QUEUE_BOUNDS = ("--queue-size", "--max-queue-ms")  # the server's flags that bound its queue, named in an arm's name
 
 
@@ -721,6 +722,10 @@ def load_pass(args, bundle: Path, kind: str, texts: list[str], requests, cores: 
             else:
                 load = requests
             for clients in args.clients:
+                # wrk drops its connections at the end of a point with their requests still queued; the server
+                # runs them anyway, so the next point starts once they have run (else its first requests meet a
+                # queue holding the last point's clients, and a closed loop's refused clients retry at once)
+                time.sleep(SETTLE_S)
                 point = (wrk_closed_loop(server.url, load, clients, args.seconds) if args.generator == "wrk"
                          else asyncio.run(closed_loop(server.url, load, clients, args.seconds)))
                 print(f"{server.name:<26} closed {clients:>4} clients: {point['rows_s']:>8} rows/s  p50 {point['p50_ms']:>7} "
