@@ -350,6 +350,16 @@ def test_a_full_queue_answers_429_with_retry_after_and_nothing_else_fails(bundle
         assert too_many.status_code == 413  # more rows than the queue holds: no retry would help
 
 
+def test_the_default_limits_take_any_request_the_queue_can_hold_and_no_more():
+    from shrinkbert.deploy.serve import Options
+
+    defaults = Options()
+    # a request within --max-client-batch is never refused as larger than the queue (413), and the queue
+    # holds at least one full batch
+    assert defaults.max_batch_rows <= defaults.queue_size
+    assert defaults.max_client_batch == defaults.queue_size
+
+
 def test_a_queue_bound_counts_the_oldest_rows_wait_where_the_measured_rate_says_less():
     import asyncio
 
