@@ -360,6 +360,20 @@ def test_the_default_limits_take_any_request_the_queue_can_hold_and_no_more():
     assert defaults.max_client_batch == defaults.queue_size
 
 
+def test_shrinkbert_serve_writes_the_servers_own_defaults():
+    import dataclasses
+    import inspect
+
+    from shrinkbert.deploy.launch import serve
+    from shrinkbert.deploy.serve import Options
+
+    # serve()'s signature repeats Options' defaults in writing (help() reads it without loading the server)
+    server = {field.name: field.default for field in dataclasses.fields(Options)}
+    written = {name: p.default for name, p in inspect.signature(serve).parameters.items()
+               if name in server and p.default is not inspect.Parameter.empty}
+    assert "queue_size" in written and written == {name: server[name] for name in written}
+
+
 def test_a_queue_bound_counts_the_oldest_rows_wait_where_the_measured_rate_says_less():
     import asyncio
 
